@@ -13,8 +13,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# the real GitHub payloads of shared/ when present, else generated events
+PAYLOADS := $(wildcard ../shared/datasets/github-webhooks/MANIFEST.json)
+DEMO_ARGS := $(if $(PAYLOADS),--payloads $(dir $(PAYLOADS)),)
+
 demo: $(STAMP)
-	$(BIN)/regionsync demo
+	$(BIN)/regionsync demo $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m ruff check .

@@ -1,0 +1,423 @@
+"""HTTP API of one node (shared/API.md), on FastAPI/Starlette.
+
+Translates HTTP to Node operations and every error to the JSON problem body
+``{error, detail, field}``; bad input never answers 500. Bodies are read with a size
+limit before parsing (413), must be JSON (415), and must parse (400).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..core.model import Attempt, Delivery, DeliveryStatus, Event
+from ..core.registry import EndpointView, TenantView
+from ..errors import (
+    BadRequest,
+    ClientError,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    Unprocessable,
+    UnsupportedMediaType,
+)
+from ..runtime.node import Node
+
+__all__ = ["create_app", "rfc3339"]
+
+log = logging.getLogger("regionsync.http")
+
+
+def rfc3339(ms: int | None) -> str | None:
+    """Milliseconds since the epoch -> ``2026-11-29T14:03:36.123Z`` (None stays None)."""
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(value: str, field: str) -> int:
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise Unprocessable("must be an RFC 3339 time", field=field) from None
+    if dt.tzinfo is None:
+        raise Unprocessable("must carry a time zone (e.g. Z)", field=field)
+    return int(dt.timestamp() * 1000)
+
+
+def _problem(status: int, code: str, detail: str, field: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"error": code, "detail": detail}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise UnsupportedMediaType("content type must be application/json", field="content-type")
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise BadRequest("bad Content-Length", field="content-length")
+        if int(declared) > max_bytes:
+            raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}", field="body", code="bad_json") from None
+
+
+async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
+    body = await read_json(request, max_bytes)
+    if not isinstance(body, dict):
+        raise Unprocessable("body must be a JSON object", field="body")
+    return body
+
+
+def tenant_json(t: TenantView) -> dict[str, Any]:
+    return {"id": t.id, "name": t.name, "created_at": rfc3339(t.created_at_ms), "usage": t.usage}
+
+
+def endpoint_json(e: EndpointView) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "tenant": e.tenant,
+        "url": e.url,
+        "event_types": list(e.event_types),
+        "filter": e.filter,
+        "description": e.description,
+        "rate_limit_per_s": e.rate_limit_per_s,
+        "max_in_flight": e.max_in_flight,
+        "headers": e.headers,
+        "paused": e.paused,
+        "state": e.state,
+        "secret": e.secret,
+        "created_at": rfc3339(e.created_at_ms),
+        "updated_at": rfc3339(e.updated_at_ms),
+    }
+
+
+def event_json(e: Event) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "tenant": e.tenant,
+        "event_type": e.event_type,
+        "payload": json.loads(e.payload),
+        "region": e.region,
+        "received_at": rfc3339(e.received_at_ms),
+    }
+
+
+def delivery_json(d: Delivery) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "event": d.event_id,
+        "endpoint": d.endpoint_id,
+        "status": d.status.value,
+        "attempts": d.attempts,
+        "next_attempt_at": rfc3339(d.next_attempt_at_ms),
+        "region": d.region,
+        "created_at": rfc3339(d.created_at_ms),
+        "updated_at": rfc3339(d.updated_at_ms),
+    }
+
+
+def attempt_json(a: Attempt) -> dict[str, Any]:
+    return {
+        "n": a.n,
+        "at": rfc3339(a.at_ms),
+        "region": a.region,
+        "status_code": a.status_code,
+        "latency_ms": a.latency_ms,
+        "error": a.error,
+        "response_excerpt": a.response_excerpt,
+    }
+
+
+def _loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Auth:
+    """Bearer tokens with scopes (shared/API.md, Authentication)."""
+
+    def __init__(self, node: Node):
+        self.tokens = {t.token: t.scope for t in node.settings.tokens}
+        self.open = not self.tokens and _loopback(node.settings.http_listen)
+        if self.open:
+            log.warning("no API tokens configured: accepting unauthenticated requests on loopback")
+
+    def check(self, request: Request, tenant: str | None = None, publish: bool = False) -> None:
+        if self.open:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        scope = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+        if scope is None:
+            raise Unauthorized("missing or unknown bearer token", field="authorization")
+        if scope == "admin":
+            return
+        _, scope_tenant, right = scope.split(":")
+        if tenant is not None and scope_tenant == tenant and (right == "manage" or publish):
+            return
+        raise Forbidden(f"token scope {scope!r} does not allow this", field="authorization")
+
+
+def create_app(node: Node, manage_node: bool = False) -> FastAPI:
+    """The ASGI app serving ``node``; with ``manage_node`` its lifespan starts and stops
+    the node (so a server's graceful shutdown also stops replication and delivery)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if manage_node:
+            await node.start()
+        try:
+            yield
+        finally:
+            if manage_node:
+                await node.stop()
+
+    app = FastAPI(
+        title="regionsync", version="0.1.0", docs_url=None, redoc_url=None, lifespan=lifespan
+    )
+    auth = _Auth(node)
+    max_body = node.settings.ingest.max_payload_bytes
+
+    @app.exception_handler(ClientError)
+    async def _client_error(request: Request, exc: ClientError) -> JSONResponse:
+        resp = _problem(exc.status, exc.code, exc.detail, exc.field)
+        retry_after = getattr(exc, "retry_after_s", None)
+        if retry_after is not None:
+            resp.headers["Retry-After"] = str(retry_after)
+        return resp
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _problem(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")]
+        return _problem(422, "invalid", err.get("msg", "invalid request"), ".".join(loc) or None)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _problem(500, "internal", "internal error; see the node's log")
+
+    # -- tenants -------------------------------------------------------------------------
+
+    @app.post("/v1/tenants", status_code=201)
+    async def create_tenant(request: Request) -> dict[str, Any]:
+        auth.check(request)
+        body = await read_object(request, max_body)
+        unknown = sorted(set(body) - {"id", "name"})
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if "name" not in body:
+            raise Unprocessable("is required", field="name")
+        return tenant_json(await node.create_tenant(body.get("id"), body["name"]))
+
+    @app.get("/v1/tenants/{tenant}")
+    async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        return tenant_json(node.tenant(tenant))
+
+    @app.delete("/v1/tenants/{tenant}", status_code=204)
+    async def delete_tenant(request: Request, tenant: str) -> Response:
+        auth.check(request)
+        await node.delete_tenant(tenant)
+        return Response(status_code=204)
+
+    # -- endpoints -----------------------------------------------------------------------
+
+    @app.post("/v1/tenants/{tenant}/endpoints", status_code=201)
+    async def create_endpoint(request: Request, tenant: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        body = await read_object(request, max_body)
+        return endpoint_json(await node.create_endpoint(tenant, body))
+
+    @app.get("/v1/tenants/{tenant}/endpoints")
+    async def list_endpoints(request: Request, tenant: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        return {"items": [endpoint_json(e) for e in node.endpoints(tenant)], "next": None}
+
+    @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
+    async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        return endpoint_json(node.endpoint(tenant, endpoint))
+
+    @app.patch("/v1/tenants/{tenant}/endpoints/{endpoint}")
+    async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        body = await read_object(request, max_body)
+        return endpoint_json(await node.patch_endpoint(tenant, endpoint, body))
+
+    @app.delete("/v1/tenants/{tenant}/endpoints/{endpoint}", status_code=204)
+    async def delete_endpoint(request: Request, tenant: str, endpoint: str) -> Response:
+        auth.check(request, tenant)
+        await node.delete_endpoint(tenant, endpoint)
+        return Response(status_code=204)
+
+    @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}/deliveries")
+    async def list_deliveries(
+        request: Request,
+        tenant: str,
+        endpoint: str,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        auth.check(request, tenant)
+        node.endpoint(tenant, endpoint)
+        if not 1 <= limit <= 1000:
+            raise Unprocessable("must be in [1, 1000]", field="limit")
+        try:
+            st = DeliveryStatus(status) if status is not None else None
+        except ValueError:
+            raise Unprocessable(
+                f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
+            ) from None
+        since_ms = _parse_time(since, "since") if since is not None else None
+        rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
+        nxt = rows[-1].id if len(rows) == limit else None
+        return {"items": [delivery_json(d) for d in rows], "next": nxt}
+
+    # -- events and deliveries -----------------------------------------------------------
+
+    @app.post("/v1/tenants/{tenant}/events", status_code=202)
+    async def publish(request: Request, tenant: str) -> dict[str, Any]:
+        auth.check(request, tenant, publish=True)
+        node.tenant(tenant)
+        body = await read_object(request, max_body)
+        unknown = sorted(set(body) - {"event_type", "payload"})
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        for name in ("event_type", "payload"):
+            if name not in body:
+                raise Unprocessable("is required", field=name)
+        payload = json.dumps(body["payload"], separators=(",", ":"), ensure_ascii=False)
+        key = request.headers.get("idempotency-key")
+        if key is not None and not 1 <= len(key) <= 256:
+            raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
+        event, _created = await node.publish(tenant, body["event_type"], payload.encode(), key)
+        return {
+            "id": event.id,
+            "event_type": event.event_type,
+            "region": event.region,
+            "received_at": rfc3339(event.received_at_ms),
+        }
+
+    @app.get("/v1/tenants/{tenant}/events/{event}")
+    async def get_event(request: Request, tenant: str, event: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        ev, deliveries = await node.get_event(tenant, event)
+        return {**event_json(ev), "deliveries": [delivery_json(d) for d in deliveries]}
+
+    @app.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
+    async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        node.tenant(tenant)
+        d = await node.store.get_delivery(delivery)
+        if d is None or d.tenant != tenant:
+            raise NotFound(f"no delivery {delivery!r}", field="delivery")
+        attempts = await node.store.attempts_of(delivery)
+        return {"items": [attempt_json(a) for a in attempts], "next": None}
+
+    # -- operations ----------------------------------------------------------------------
+
+    @app.get("/v1/cluster")
+    async def cluster(request: Request) -> dict[str, Any]:
+        auth.check(request)
+        c = node.cluster()
+        for p in c["peers"]:
+            p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
+        c["counts"] = await node.store.counts(node.region)
+        return c
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        if node.started:
+            return JSONResponse({"status": "ready"})
+        return _problem(503, "not_ready", "node is starting or stopping")
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        counts = await node.store.counts(node.region)
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(_Snapshot(node, counts))
+        return Response(generate_latest(reg), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+class _Snapshot:
+    """A Prometheus collector over values read just before the scrape."""
+
+    def __init__(self, node: Node, counts: dict[str, int]):
+        self.node, self.counts = node, counts
+
+    def collect(self):  # noqa: ANN201 (prometheus collector protocol)
+        node = self.node
+        g = GaugeMetricFamily("regionsync_events", "Events held by this node", labels=["origin"])
+        g.add_metric(["local"], self.counts["events_accepted"])
+        g.add_metric(["all"], self.counts["events"])
+        yield g
+        g = GaugeMetricFamily(
+            "regionsync_deliveries", "Deliveries owned by this region", labels=["status"]
+        )
+        for s in DeliveryStatus:
+            g.add_metric([s.value], self.counts[f"deliveries_{s.value}"])
+        yield g
+        g = GaugeMetricFamily(
+            "regionsync_replication_records_behind", "Records a peer lacks", labels=["peer"]
+        )
+        for p in node.peers.values():
+            g.add_metric([p.region], node.records_behind(p))
+        yield g
+        g = GaugeMetricFamily("regionsync_peer_connected", "1 if connected", labels=["peer"])
+        for p in node.peers.values():
+            g.add_metric([p.region], 1.0 if p.connected else 0.0)
+        yield g
+        for name, value in node.counters.items():
+            yield CounterMetricFamily(f"regionsync_{name}", name.replace("_", " "), value=value)

@@ -1,0 +1,177 @@
+"""In-memory Store for unit tests and the simulator.
+
+Same contract as SqliteStore (the shared contract suite runs against both). ``crash()``
+models a process crash (the object survives, like a disk); ``wipe()`` models a lost disk.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+
+from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from ..runtime.ports import StoreInfo
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Store held in dicts; ``commit`` applies a whole WriteBatch at once."""
+
+    def __init__(self) -> None:
+        self.wipe()
+
+    def wipe(self) -> None:
+        """Forget everything, as a node whose disk was lost."""
+        self._meta: dict[str, str] = {}
+        self._registry: dict[str, bytes] = {}
+        self._log: dict[str, dict[int, Record]] = {}
+        self._vv: dict[str, int] = {}
+        self._events: dict[str, Event] = {}
+        self._deliveries: dict[str, Delivery] = {}
+        self._attempts: dict[tuple[str, str, int], Attempt] = {}
+        self._idem: dict[tuple[str, str], tuple[str, str]] = {}
+        self._open = False
+
+    async def open(self, region: str, new_incarnation: int) -> StoreInfo:
+        if "region" in self._meta:
+            if self._meta["region"] != region:
+                raise ValueError(f"store belongs to region {self._meta['region']!r}")
+            self._open = True
+            return StoreInfo(region, int(self._meta["incarnation"]), fresh=False)
+        self._meta = {"region": region, "incarnation": str(new_incarnation)}
+        self._open = True
+        return StoreInfo(region, new_incarnation, fresh=True)
+
+    async def close(self) -> None:
+        self._open = False
+
+    def _check(self) -> None:
+        if not self._open:
+            raise RuntimeError("store is not open")
+
+    async def commit(self, batch: WriteBatch) -> None:
+        self._check()
+        batch = copy.copy(batch)
+        self._registry.update(batch.registry)
+        for r in batch.records:
+            self._log.setdefault(r.origin, {}).setdefault(r.seq, r)
+        for origin, seq in batch.version_vector.items():
+            self._vv[origin] = max(self._vv.get(origin, 0), seq)
+        for e in batch.events:
+            self._events.setdefault(e.id, e)
+        for d in batch.deliveries:
+            self._deliveries[d.id] = d
+        for a in batch.attempts:
+            self._attempts.setdefault((a.delivery_id, a.region, a.n), a)
+        for tenant, key, event_id, digest, _at in batch.idempotency:
+            self._idem.setdefault((tenant, key), (event_id, digest))
+
+    async def load_registry(self) -> dict[str, bytes]:
+        self._check()
+        return dict(self._registry)
+
+    async def load_version_vector(self) -> dict[str, int]:
+        self._check()
+        return dict(self._vv)
+
+    async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        self._check()
+        out: list[Record] = []
+        for origin in sorted(self._log):
+            log = self._log[origin]
+            start = after.get(origin, 0)
+            for seq in sorted(s for s in log if s > start):
+                if len(out) >= limit:
+                    return out
+                out.append(log[seq])
+        return out
+
+    async def get_event(self, event_id: str) -> Event | None:
+        self._check()
+        return self._events.get(event_id)
+
+    async def find_idempotency(self, tenant: str, key: str) -> tuple[str, str] | None:
+        self._check()
+        return self._idem.get((tenant, key))
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        self._check()
+        return self._deliveries.get(delivery_id)
+
+    async def deliveries_of_event(self, event_id: str) -> list[Delivery]:
+        self._check()
+        return sorted(
+            (d for d in self._deliveries.values() if d.event_id == event_id), key=lambda d: d.id
+        )
+
+    async def list_deliveries(
+        self,
+        endpoint_id: str,
+        status: DeliveryStatus | None,
+        since_ms: int | None,
+        after_id: str | None,
+        limit: int,
+    ) -> list[Delivery]:
+        self._check()
+        rows = sorted(
+            (
+                d
+                for d in self._deliveries.values()
+                if d.endpoint_id == endpoint_id
+                and (status is None or d.status is status)
+                and (since_ms is None or d.created_at_ms >= since_ms)
+                and (after_id is None or d.id > after_id)
+            ),
+            key=lambda d: d.id,
+        )
+        return rows[:limit]
+
+    async def due_deliveries(
+        self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
+    ) -> list[Delivery]:
+        self._check()
+        skip = set(exclude)
+        due = sorted(
+            (
+                d
+                for d in self._deliveries.values()
+                if d.region == region
+                and d.status is DeliveryStatus.PENDING
+                and d.next_attempt_at_ms is not None
+                and d.next_attempt_at_ms <= now_ms
+                and d.id not in skip
+            ),
+            key=lambda d: (d.next_attempt_at_ms, d.id),
+        )
+        return due[:limit]
+
+    async def next_due_ms(self, region: str) -> int | None:
+        self._check()
+        times = [
+            d.next_attempt_at_ms
+            for d in self._deliveries.values()
+            if d.region == region
+            and d.status is DeliveryStatus.PENDING
+            and d.next_attempt_at_ms is not None
+        ]
+        return min(times) if times else None
+
+    async def attempts_of(self, delivery_id: str) -> list[Attempt]:
+        self._check()
+        return sorted(
+            (a for a in self._attempts.values() if a.delivery_id == delivery_id),
+            key=lambda a: (a.at_ms, a.n),
+        )
+
+    async def counts(self, region: str) -> dict[str, int]:
+        self._check()
+        out = {
+            "events": len(self._events),
+            "events_accepted": sum(e.region == region for e in self._events.values()),
+        }
+        for s in DeliveryStatus:
+            out[f"deliveries_{s.value}"] = sum(
+                d.region == region and d.status is s for d in self._deliveries.values()
+            )
+        return out

@@ -1,0 +1,285 @@
+"""SQLite Store (the embedded default): one file per node, WAL, fsync'd commits.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL``, so a batch
+that ``commit`` returned from survives a crash or power loss (SQLite docs, "WAL mode" and
+"PRAGMA synchronous"). Reads run on the same aiosqlite connection thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import aiosqlite
+
+from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from ..runtime.ports import StoreInfo
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS registry(key TEXT PRIMARY KEY, state BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS log(
+  origin TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL,
+  hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, PRIMARY KEY(origin, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS version_vector(origin TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS events(
+  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, event_type TEXT NOT NULL, payload BLOB NOT NULL,
+  region TEXT NOT NULL, received_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deliveries(
+  id TEXT PRIMARY KEY, event_id TEXT NOT NULL, endpoint_id TEXT NOT NULL,
+  tenant TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+  next_attempt_at_ms INTEGER, region TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(region, status, next_attempt_at_ms);
+CREATE INDEX IF NOT EXISTS deliveries_endpoint ON deliveries(endpoint_id, id);
+CREATE INDEX IF NOT EXISTS deliveries_event ON deliveries(event_id);
+CREATE TABLE IF NOT EXISTS attempts(
+  delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
+  status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
+  PRIMARY KEY(delivery_id, region, n)
+);
+CREATE TABLE IF NOT EXISTS idempotency(
+  tenant TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT NOT NULL, body_sha256 TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL, PRIMARY KEY(tenant, key)
+);
+"""
+
+_DELIVERY_COLS = (
+    "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
+    "created_at_ms, updated_at_ms"
+)
+
+
+def _delivery(row: Sequence) -> Delivery:
+    return Delivery(
+        row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:10]
+    )
+
+
+class SqliteStore:
+    """Store over one SQLite file ``path`` (created with its parent directory)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._db: aiosqlite.Connection | None = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("store is not open")
+        return self._db
+
+    async def open(self, region: str, new_incarnation: int) -> StoreInfo:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(self.path, isolation_level=None)
+        await self.db.execute("PRAGMA journal_mode=WAL")
+        await self.db.execute("PRAGMA synchronous=FULL")
+        await self.db.execute("PRAGMA busy_timeout=5000")
+        await self.db.executescript(_SCHEMA)
+        rows = dict(await self.db.execute_fetchall("SELECT key, value FROM meta"))
+        if "region" in rows:
+            if rows["region"] != region:
+                await self.close()
+                raise ValueError(
+                    f"store {self.path} belongs to region {rows['region']!r}, not {region!r}"
+                )
+            return StoreInfo(region, int(rows["incarnation"]), fresh=False)
+        await self.db.execute("BEGIN IMMEDIATE")
+        await self.db.executemany(
+            "INSERT INTO meta(key, value) VALUES (?, ?)",
+            [("region", region), ("incarnation", str(new_incarnation))],
+        )
+        await self.db.execute("COMMIT")
+        return StoreInfo(region, new_incarnation, fresh=True)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def commit(self, batch: WriteBatch) -> None:
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            if batch.registry:
+                await db.executemany(
+                    "INSERT INTO registry(key, state) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET state = excluded.state",
+                    batch.registry.items(),
+                )
+            if batch.records:
+                await db.executemany(
+                    "INSERT OR IGNORE INTO log VALUES (?, ?, ?, ?, ?, ?)",
+                    [(r.origin, r.seq, r.kind, r.body, *r.hlc) for r in batch.records],
+                )
+            if batch.version_vector:
+                await db.executemany(
+                    "INSERT INTO version_vector(origin, seq) VALUES (?, ?) "
+                    "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
+                    batch.version_vector.items(),
+                )
+            if batch.events:
+                await db.executemany(
+                    "INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms)
+                        for e in batch.events
+                    ],
+                )
+            if batch.deliveries:
+                await db.executemany(
+                    f"INSERT OR REPLACE INTO deliveries({_DELIVERY_COLS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value,
+                            d.attempts, d.next_attempt_at_ms, d.region, d.created_at_ms,
+                            d.updated_at_ms,
+                        )
+                        for d in batch.deliveries
+                    ],
+                )
+            if batch.attempts:
+                await db.executemany(
+                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            a.delivery_id, a.n, a.at_ms, a.region, a.status_code,
+                            a.latency_ms, a.error, a.response_excerpt,
+                        )
+                        for a in batch.attempts
+                    ],
+                )
+            if batch.idempotency:
+                await db.executemany(
+                    "INSERT OR IGNORE INTO idempotency VALUES (?, ?, ?, ?, ?)",
+                    batch.idempotency,
+                )
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+
+    async def load_registry(self) -> dict[str, bytes]:
+        return dict(await self.db.execute_fetchall("SELECT key, state FROM registry"))
+
+    async def load_version_vector(self) -> dict[str, int]:
+        return dict(await self.db.execute_fetchall("SELECT origin, seq FROM version_vector"))
+
+    async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        origins = [
+            o for (o,) in await self.db.execute_fetchall("SELECT DISTINCT origin FROM log")
+        ]
+        out: list[Record] = []
+        for origin in sorted(origins):
+            if len(out) >= limit:
+                break
+            rows = await self.db.execute_fetchall(
+                "SELECT origin, seq, kind, body, hlc_wall, hlc_logical FROM log "
+                "WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (origin, after.get(origin, 0), limit - len(out)),
+            )
+            out.extend(Record(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows)
+        return out
+
+    async def get_event(self, event_id: str) -> Event | None:
+        rows = await self.db.execute_fetchall(
+            "SELECT id, tenant, event_type, payload, region, received_at_ms FROM events "
+            "WHERE id = ?",
+            (event_id,),
+        )
+        return Event(*rows[0]) if rows else None
+
+    async def find_idempotency(self, tenant: str, key: str) -> tuple[str, str] | None:
+        rows = await self.db.execute_fetchall(
+            "SELECT event_id, body_sha256 FROM idempotency WHERE tenant = ? AND key = ?",
+            (tenant, key),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        rows = await self.db.execute_fetchall(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = ?", (delivery_id,)
+        )
+        return _delivery(rows[0]) if rows else None
+
+    async def deliveries_of_event(self, event_id: str) -> list[Delivery]:
+        rows = await self.db.execute_fetchall(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id = ? ORDER BY id",
+            (event_id,),
+        )
+        return [_delivery(r) for r in rows]
+
+    async def list_deliveries(
+        self,
+        endpoint_id: str,
+        status: DeliveryStatus | None,
+        since_ms: int | None,
+        after_id: str | None,
+        limit: int,
+    ) -> list[Delivery]:
+        sql = f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE endpoint_id = ?"
+        args: list[object] = [endpoint_id]
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status.value)
+        if since_ms is not None:
+            sql += " AND created_at_ms >= ?"
+            args.append(since_ms)
+        if after_id is not None:
+            sql += " AND id > ?"
+            args.append(after_id)
+        sql += " ORDER BY id LIMIT ?"
+        args.append(limit)
+        return [_delivery(r) for r in await self.db.execute_fetchall(sql, args)]
+
+    async def due_deliveries(
+        self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
+    ) -> list[Delivery]:
+        rows = await self.db.execute_fetchall(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = ? AND status = 'pending' "
+            "AND next_attempt_at_ms <= ? ORDER BY next_attempt_at_ms, id LIMIT ?",
+            (region, now_ms, limit + len(exclude)),
+        )
+        skip = set(exclude)
+        return [_delivery(r) for r in rows if r[0] not in skip][:limit]
+
+    async def next_due_ms(self, region: str) -> int | None:
+        rows = await self.db.execute_fetchall(
+            "SELECT min(next_attempt_at_ms) FROM deliveries "
+            "WHERE region = ? AND status = 'pending'",
+            (region,),
+        )
+        return rows[0][0] if rows else None
+
+    async def attempts_of(self, delivery_id: str) -> list[Attempt]:
+        rows = await self.db.execute_fetchall(
+            "SELECT delivery_id, n, at_ms, region, status_code, latency_ms, error, "
+            "response_excerpt FROM attempts WHERE delivery_id = ? ORDER BY at_ms, n",
+            (delivery_id,),
+        )
+        return [Attempt(*r) for r in rows]
+
+    async def counts(self, region: str) -> dict[str, int]:
+        db = self.db
+        out = {
+            "events": (await db.execute_fetchall("SELECT count(*) FROM events"))[0][0],
+            "events_accepted": (
+                await db.execute_fetchall("SELECT count(*) FROM events WHERE region = ?", (region,))
+            )[0][0],
+        }
+        for s in DeliveryStatus:
+            out[f"deliveries_{s.value}"] = 0
+        for status, n in await db.execute_fetchall(
+            "SELECT status, count(*) FROM deliveries WHERE region = ? GROUP BY status", (region,)
+        ):
+            out[f"deliveries_{status}"] = n
+        return out

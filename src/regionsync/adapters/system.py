@@ -1,0 +1,63 @@
+"""Production Clock, Rng, IdSource and Resolver: the system clock, OS-seeded randomness,
+time-ordered ids (ULID layout) and the event loop's resolver."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import time
+
+__all__ = ["SystemClock", "SystemResolver", "UlidSource", "system_rng"]
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class SystemClock:
+    """Wall time from ``time.time_ns`` (ms), monotonic from ``time.monotonic`` (s)."""
+
+    def wall_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def system_rng() -> random.Random:
+    """A ``random.Random`` seeded from the OS (not the global instance)."""
+    return random.Random(int.from_bytes(random.SystemRandom().randbytes(16), "big"))
+
+
+class UlidSource:
+    """Ids ``<prefix>_<26 chars>``: 48-bit ms timestamp + 80 random bits, Crockford base32
+    (ULID spec), strictly increasing within a process (random part incremented on ties)."""
+
+    def __init__(self, clock: SystemClock | None = None, rng: random.Random | None = None):
+        self._clock = clock or SystemClock()
+        self._rng = rng or system_rng()
+        self._last = (0, 0)
+
+    def new(self, prefix: str) -> str:
+        ms = self._clock.wall_ms()
+        last_ms, last_rand = self._last
+        if ms <= last_ms:
+            ms, rand = last_ms, (last_rand + 1) & ((1 << 80) - 1)
+        else:
+            rand = self._rng.getrandbits(80)
+        self._last = (ms, rand)
+        n = (ms << 80) | rand
+        chars = [_CROCKFORD[(n >> (5 * i)) & 31] for i in range(25, -1, -1)]
+        return f"{prefix}_{''.join(chars)}"
+
+
+class SystemResolver:
+    """Resolves with ``loop.getaddrinfo``; raises OSError (socket.gaierror) on failure."""
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )
+        return sorted({info[4][0] for info in infos})

@@ -1,0 +1,67 @@
+"""Composition root of a production node: SQLite, gRPC, httpx, system clock, uvicorn."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from ..config import Settings
+from ..core.urlguard import parse_networks
+from ..runtime.node import Node
+from .grpc_transport import GrpcTransport
+from .http_api import create_app
+from .sender import HttpxSender
+from .sqlite_store import SqliteStore
+from .system import SystemClock, SystemResolver, UlidSource, system_rng
+
+__all__ = ["build_node", "serve"]
+
+
+def build_node(settings: Settings) -> Node:
+    """A Node wired with the production adapters (not started)."""
+    clock = SystemClock()
+    rng = system_rng()
+    resolver = SystemResolver()
+    return Node(
+        settings,
+        store=SqliteStore(settings.data_dir / f"{settings.region}.db"),
+        clock=clock,
+        rng=rng,
+        ids=UlidSource(clock, rng),
+        transport=GrpcTransport(settings.grpc_listen, settings.tls),
+        sender=HttpxSender.guarded(
+            resolver, parse_networks(settings.delivery.allow_private_networks)
+        ),
+        resolver=resolver,
+    )
+
+
+def _split(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+async def serve(settings: Settings) -> None:
+    """Run a node until SIGINT/SIGTERM; the HTTP server's shutdown stops the node."""
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s [" + settings.region + "] %(message)s",
+    )
+    node = build_node(settings)
+    host, port = _split(settings.http_listen)
+    config = uvicorn.Config(
+        create_app(node, manage_node=True),
+        host=host,
+        port=port,
+        http="httptools",
+        loop="none",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=5,
+    )
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        await node.sender.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,69 @@
+"""Command line: ``regionsync serve``, ``regionsync demo`` (see ``regionsync --help``)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+import pydantic
+
+from .config import load_settings
+
+__all__ = ["main"]
+
+
+def run_async(coro: object) -> object:
+    """Run a coroutine on uvloop when installed (2x the HTTP throughput here), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    return uvloop.run(coro)  # type: ignore[arg-type]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """regionsync: active-active, multi-region webhooks."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="node.toml; every setting has a default, REGIONSYNC_<SETTING> overrides.")
+def serve(config_path: str | None) -> None:
+    """Run one node (HTTP API, gRPC replication, delivery workers)."""
+    from .adapters.wiring import serve as serve_node
+
+    try:
+        settings = load_settings(config_path)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+    except pydantic.ValidationError as exc:
+        raise click.ClickException(f"invalid configuration:\n{exc}") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError
+        raise click.ClickException(f"invalid configuration: {exc}") from None
+    try:
+        run_async(serve_node(settings))
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command()
+@click.option("--payloads", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Directory of real webhook payloads with a MANIFEST.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--events", type=click.IntRange(1, 100_000), default=300, show_default=True,
+              help="Events to generate when no --payloads are given.")
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for delivery and convergence.")
+def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> None:
+    """Start three regions on loopback, publish, deliver, check convergence."""
+    from .demo import run_demo
+
+    ok = run_async(run_demo(payloads, as_json=as_json, events=events, timeout_s=timeout))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

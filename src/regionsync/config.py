@@ -1,0 +1,126 @@
+"""Node configuration (``node.toml``, shared/API.md "Node configuration").
+
+Every setting has a default that works for a single node on loopback. Precedence: values
+passed in code, then environment variables ``REGIONSYNC_<SETTING>`` (nested with ``__``,
+e.g. ``REGIONSYNC_DELIVERY__TIMEOUT_S``), then the TOML file. Validation errors raise
+``pydantic.ValidationError`` naming the setting.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+__all__ = ["DeliverySettings", "Peer", "Settings", "TlsSettings", "Token", "load_settings"]
+
+_REGION = r"^[a-z0-9][a-z0-9\-]{0,62}$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Peer(_Section):
+    region: str = Field(pattern=_REGION)
+    address: str  # host:port of the peer's gRPC listener
+
+
+class DeliverySettings(_Section):
+    allow_private_networks: list[str] = []  # CIDRs exempt from the SSRF guard
+    timeout_s: float = Field(15.0, gt=0, le=60)  # total deadline of one attempt
+    retry_schedule_s: list[float] = [5, 300, 1800, 7200, 18000, 36000, 36000]
+    concurrency: int = Field(64, ge=1)  # attempts in flight per node
+    poll_interval_s: float = Field(1.0, gt=0)  # longest sleep of an idle worker
+
+    @field_validator("allow_private_networks")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for c in v:
+            ipaddress.ip_network(c, strict=False)
+        return v
+
+
+class ReplicationSettings(_Section):
+    batch_records: int = Field(256, ge=1, le=10_000)  # records per Batch message
+    window_batches: int = Field(8, ge=1)  # unacked batches in flight per peer
+    max_drift_ms: int = Field(60_000, ge=0)  # remote HLC stamps further ahead are rejected
+    reconnect_min_s: float = Field(0.1, gt=0)
+    reconnect_max_s: float = Field(10.0, gt=0)
+    call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack
+
+
+class IngestSettings(_Section):
+    max_payload_bytes: int = Field(256 * 1024, ge=1024)
+
+
+class TlsSettings(_Section):
+    cert: Path
+    key: Path
+    ca: Path
+
+
+class Token(_Section):
+    token: str = Field(min_length=16)
+    # admin | tenant:<id>:manage | tenant:<id>:publish
+    scope: str = Field(pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish))$")
+
+
+class Settings(BaseSettings):
+    """One node's settings. Durations in seconds (``*_s``) or milliseconds (``*_ms``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="REGIONSYNC_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    region: str = Field("local", pattern=_REGION)
+    data_dir: Path = Path("./regionsync-data")
+    http_listen: str = "127.0.0.1:8080"
+    grpc_listen: str = "127.0.0.1:7070"
+    peers: list[Peer] = []
+    tokens: list[Token] = []
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    delivery: DeliverySettings = DeliverySettings()
+    replication: ReplicationSettings = ReplicationSettings()
+    ingest: IngestSettings = IngestSettings()
+    tls: TlsSettings | None = None
+
+    toml_file: ClassVar[Path | None] = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if cls.toml_file is not None:
+            sources += (TomlConfigSettingsSource(settings_cls, toml_file=cls.toml_file),)
+        return sources
+
+
+def load_settings(path: str | Path | None = None, **overrides: object) -> Settings:
+    """Settings from ``path`` (TOML, optional), the environment and ``overrides``.
+
+    Raises FileNotFoundError for a missing file, ``tomllib.TOMLDecodeError`` for bad TOML
+    and ``pydantic.ValidationError`` for bad values.
+    """
+    if path is not None and not Path(path).is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+
+    class _Loaded(Settings):
+        toml_file = Path(path) if path is not None else None
+
+    loaded = _Loaded(**overrides)
+    return Settings.model_validate(loaded.model_dump())

@@ -1,0 +1,139 @@
+"""Domain records shared by the core, the runtime and every Store adapter.
+
+Plain frozen dataclasses; never read time or do I/O. Times are integer milliseconds since
+the Unix epoch (``*_ms``); ids are prefixed strings (``evt_``, ``ep_``, ``dlv_``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "Attempt",
+    "Delivery",
+    "DeliveryStatus",
+    "Event",
+    "Record",
+    "WriteBatch",
+    "status_join",
+]
+
+
+class DeliveryStatus(StrEnum):
+    """Status of one (event, endpoint) delivery; a join-semilattice by ``RANK``.
+
+    pending < cancelled, skipped < dead < delivered (DESIGN.md, Data model): replicas merge
+    a delivery's status by taking the higher rank, so outcomes converge like CRDT state.
+    """
+
+    PENDING = "pending"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    DEAD = "dead"
+    DELIVERED = "delivered"
+
+    @property
+    def final(self) -> bool:
+        return self is not DeliveryStatus.PENDING
+
+
+_RANK = {
+    DeliveryStatus.PENDING: 0,
+    DeliveryStatus.CANCELLED: 1,
+    DeliveryStatus.SKIPPED: 1,
+    DeliveryStatus.DEAD: 2,
+    DeliveryStatus.DELIVERED: 3,
+}
+
+
+def status_join(a: DeliveryStatus, b: DeliveryStatus) -> DeliveryStatus:
+    """Least upper bound of two statuses; ties of equal rank break by name (deterministic)."""
+    return max(a, b, key=lambda s: (_RANK[s], s.value))
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An accepted event. ``payload`` is the exact JSON bytes that get delivered and signed."""
+
+    id: str
+    tenant: str
+    event_type: str
+    payload: bytes
+    region: str
+    received_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One event to one endpoint, owned by ``region`` (the event's origin)."""
+
+    id: str
+    event_id: str
+    endpoint_id: str
+    tenant: str
+    status: DeliveryStatus
+    attempts: int
+    next_attempt_at_ms: int | None
+    region: str
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One HTTP try of a delivery, as the attempt log shows it."""
+
+    delivery_id: str
+    n: int
+    at_ms: int
+    region: str
+    status_code: int | None
+    latency_ms: float
+    error: str | None
+    response_excerpt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A delta record of the replication log: ``seq`` counts 1, 2, 3... per ``origin``.
+
+    ``body`` is canonical msgpack decoded by ``regionsync.core.records``; ``hlc`` is the
+    origin's HLC stamp ``(wall_ms, logical)`` of the change.
+    """
+
+    origin: str
+    seq: int
+    kind: str
+    body: bytes
+    hlc: tuple[int, int]
+
+
+@dataclass(slots=True)
+class WriteBatch:
+    """Everything one atomic Store commit writes (one ``BEGIN IMMEDIATE`` in SQLite).
+
+    registry: key -> canonical CRDT bytes (full state, upserted)
+    records: appended to the delta log; version_vector: origin -> seq (upserted)
+    events, deliveries (upserted by id), attempts (appended)
+    idempotency: (tenant, key, event_id, body_sha256, created_at_ms) rows
+    """
+
+    registry: dict[str, bytes] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    version_vector: dict[str, int] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    idempotency: list[tuple[str, str, str, str, int]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.registry
+            or self.records
+            or self.version_vector
+            or self.events
+            or self.deliveries
+            or self.attempts
+            or self.idempotency
+        )

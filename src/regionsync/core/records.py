@@ -1,0 +1,129 @@
+"""Encoding and validation of delta record bodies (the ``body`` of a DeltaRecord).
+
+Decides whether a record from another region is well formed and what it carries; never
+merges anything itself, never reads time. A body is canonical msgpack of a map with any of
+the sections ``registry`` ({key: CRDT bytes}), ``event`` and ``delivery``; the record
+``kind`` names its main section (proto/regionsync/v1/replication.proto).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from crdt import CRDT, DecodeError, decode
+
+from .model import Delivery, DeliveryStatus, Event
+from .registry import key_type
+
+__all__ = ["KINDS", "Decoded", "decode_body", "encode_body"]
+
+KINDS = ("registry", "event", "delivery")
+_EVENT_FIELDS = {
+    "id": str,
+    "tenant": str,
+    "event_type": str,
+    "payload": bytes,
+    "region": str,
+    "received_at_ms": int,
+}
+_DELIVERY_FIELDS = {
+    "id": str,
+    "event_id": str,
+    "endpoint_id": str,
+    "tenant": str,
+    "status": str,
+    "attempts": int,
+    "next_attempt_at_ms": (int, type(None)),
+    "region": str,
+    "created_at_ms": int,
+    "updated_at_ms": int,
+}
+
+
+@dataclass(slots=True)
+class Decoded:
+    """What one record carries, validated: registry deltas, an event, a delivery."""
+
+    registry: dict[str, CRDT] = field(default_factory=dict)
+    event: Event | None = None
+    delivery: Delivery | None = None
+
+
+def encode_body(
+    registry: dict[str, CRDT] | None = None,
+    event: Event | None = None,
+    delivery: Delivery | None = None,
+) -> bytes:
+    """Canonical msgpack body (sorted keys) for a record; see module docstring."""
+    body: dict[str, Any] = {}
+    if delivery is not None:
+        body["delivery"] = {
+            k: (getattr(delivery, k).value if k == "status" else getattr(delivery, k))
+            for k in sorted(_DELIVERY_FIELDS)
+        }
+    if event is not None:
+        body["event"] = {k: getattr(event, k) for k in sorted(_EVENT_FIELDS)}
+    if registry:
+        body["registry"] = {k: registry[k].to_bytes() for k in sorted(registry)}
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict) or set(obj) != set(spec):
+        raise ValueError(f"{what}: expected fields {sorted(spec)}")
+    for name, typ in spec.items():
+        v = obj[name]
+        if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+            raise ValueError(f"{what}.{name}: wrong type {type(v).__name__}")
+    return obj
+
+
+def decode_body(kind: str, body: bytes) -> Decoded:
+    """Validate and decode a record body.
+
+    Raises ValueError (with a reason naming the bad part) for an unknown kind, bad msgpack,
+    unknown sections or keys, wrong field types, or CRDT bytes that do not decode to the
+    type their key holds.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    try:
+        obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise ValueError(f"body is not msgpack: {exc}") from None
+    if not isinstance(obj, dict) or not obj or not set(obj) <= set(KINDS):
+        raise ValueError("body must be a map of registry/event/delivery sections")
+    if kind not in obj:
+        raise ValueError(f"kind {kind!r} but no {kind!r} section")
+    out = Decoded()
+    reg = obj.get("registry")
+    if reg is not None:
+        if not isinstance(reg, dict):
+            raise ValueError("registry: must be a map")
+        for key, data in reg.items():
+            cls = key_type(key) if isinstance(key, str) else None
+            if cls is None:
+                raise ValueError(f"registry: unknown key {key!r}")
+            if not isinstance(data, bytes):
+                raise ValueError(f"registry.{key}: state must be bytes")
+            try:
+                state = decode(data)
+            except DecodeError as exc:
+                raise ValueError(f"registry.{key}: {exc}") from None
+            if not isinstance(state, cls):
+                raise ValueError(f"registry.{key}: holds {type(state).__name__}")
+            out.registry[key] = state
+    if "event" in obj:
+        ev = _fields(obj["event"], _EVENT_FIELDS, "event")
+        out.event = Event(**ev)
+    if "delivery" in obj:
+        d = _fields(obj["delivery"], _DELIVERY_FIELDS, "delivery")
+        try:
+            status = DeliveryStatus(d["status"])
+        except ValueError:
+            raise ValueError(f"delivery.status: unknown {d['status']!r}") from None
+        out.delivery = Delivery(**{**d, "status": status})
+    return out

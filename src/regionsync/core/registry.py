@@ -1,0 +1,343 @@
+"""The registry (tenants, endpoints) as a map of named CRDT states.
+
+Decides what deltas a registry change produces and what the converged state means; never
+reads time, never awaits (callers pass ``actor`` and an HLC ``stamp``). Rules: DESIGN.md,
+"Data model": collections are add-wins OR-Sets, scalar fields LWW registers ordered by
+vector clock, then HLC, then actor; usage counters are PN-Counters.
+
+Keys (``/`` never occurs inside an id):
+    tenants                     ORSet of tenant ids
+    t/<tenant>/name|created_at  LWWRegister
+    t/<tenant>/endpoints        ORSet of endpoint ids
+    t/<tenant>/usage/<counter>  PNCounter
+    e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
+    e/<endpoint>/event_types    ORSet of event types
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from crdt import CRDT, LWWRegister, ORSet, PNCounter, Timestamp, decode
+
+__all__ = [
+    "ENDPOINT_FIELDS",
+    "ID_RE",
+    "USAGE_COUNTERS",
+    "EndpointView",
+    "Registry",
+    "TenantView",
+    "key_type",
+]
+
+ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+USAGE_COUNTERS = ("events_published", "deliveries_succeeded", "deliveries_failed", "backlog")
+ENDPOINT_FIELDS = (
+    "tenant",
+    "url",
+    "filter",
+    "description",
+    "rate_limit_per_s",
+    "max_in_flight",
+    "headers",
+    "paused",
+    "disabled",
+    "secret",
+    "created_at",
+    "updated_at",
+)
+_ID = r"[A-Za-z0-9_.\-]{1,64}"
+_KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
+    (re.compile(r"tenants"), ORSet),
+    (re.compile(rf"t/{_ID}/(name|created_at)"), LWWRegister),
+    (re.compile(rf"t/{_ID}/endpoints"), ORSet),
+    (re.compile(rf"t/{_ID}/usage/({'|'.join(USAGE_COUNTERS)})"), PNCounter),
+    (re.compile(rf"e/{_ID}/({'|'.join(ENDPOINT_FIELDS)})"), LWWRegister),
+    (re.compile(rf"e/{_ID}/event_types"), ORSet),
+]
+
+
+def key_type(key: str) -> type | None:
+    """The CRDT class stored under ``key``, or None if ``key`` is not a registry key."""
+    for pattern, cls in _KEY_TYPES:
+        if pattern.fullmatch(key):
+            return cls
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantView:
+    """A tenant as the converged registry shows it; ``usage`` maps counter -> value."""
+
+    id: str
+    name: str
+    created_at_ms: int
+    usage: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointView:
+    """An endpoint (subscription); ``event_types`` empty means every type of the tenant."""
+
+    id: str
+    tenant: str
+    url: str
+    event_types: tuple[str, ...]
+    filter: Any
+    description: str
+    rate_limit_per_s: float
+    max_in_flight: int
+    headers: dict[str, str]
+    paused: bool
+    disabled: bool
+    secret: str
+    created_at_ms: int
+    updated_at_ms: int
+
+    @property
+    def state(self) -> str:
+        """Health state: ``disabled`` over ``paused`` over ``active``."""
+        if self.disabled:
+            return "disabled"
+        if self.paused:
+            return "paused"
+        return "active"
+
+    def subscribes(self, event_type: str) -> bool:
+        """True if this endpoint wants ``event_type`` (empty subscription = all types)."""
+        return not self.event_types or event_type in self.event_types
+
+
+Deltas = dict[str, CRDT]
+
+
+class Registry:
+    """In-memory registry state: key -> CRDT. Mutators return deltas and change nothing;
+    ``apply`` merges deltas (local or remote) and returns the keys whose state changed.
+    """
+
+    def __init__(self, states: Mapping[str, CRDT] | None = None):
+        self._states: dict[str, CRDT] = dict(states or {})
+        self._hash: str | None = None
+
+    # -- state ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_bytes(cls, rows: Mapping[str, bytes]) -> Registry:
+        """Load from stored ``key -> canonical bytes``; raises crdt.DecodeError."""
+        return cls({k: decode(v) for k, v in rows.items()})
+
+    def _get(self, key: str, cls: type) -> Any:
+        state = self._states.get(key)
+        return state if state is not None else cls.empty()
+
+    def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
+        """Merge ``deltas`` into the state; returns ``{key: new state}`` for changed keys.
+
+        Raises TypeError if a delta's type does not match its key.
+        """
+        changed: dict[str, CRDT] = {}
+        for key, delta in deltas.items():
+            cls = key_type(key)
+            if cls is None or not isinstance(delta, cls):
+                raise TypeError(f"registry key {key!r} cannot hold {type(delta).__name__}")
+            old = self._states.get(key)
+            new = delta if old is None else old.merge(delta)
+            if new != old:
+                self._states[key] = new
+                changed[key] = new
+        if changed:
+            self._hash = None
+        return changed
+
+    def state_hash(self) -> str:
+        """sha256 hex over the canonical encoding of every non-empty state, keys sorted.
+
+        Equal in every region once they have converged (shared/API.md, cluster).
+        """
+        if self._hash is None:
+            h = hashlib.sha256()
+            for key in sorted(self._states):
+                state = self._states[key]
+                if state == type(state).empty():
+                    continue
+                data = state.to_bytes()
+                h.update(len(key).to_bytes(4, "big") + key.encode())
+                h.update(len(data).to_bytes(4, "big") + data)
+            self._hash = h.hexdigest()
+        return self._hash
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def tenant_ids(self) -> frozenset[str]:
+        return self._get("tenants", ORSet).value()
+
+    def tenant(self, tenant_id: str) -> TenantView | None:
+        """The live tenant, or None if it was never created or has been removed."""
+        if tenant_id not in self.tenant_ids():
+            return None
+        p = f"t/{tenant_id}/"
+        return TenantView(
+            id=tenant_id,
+            name=self._get(p + "name", LWWRegister).value() or "",
+            created_at_ms=self._get(p + "created_at", LWWRegister).value() or 0,
+            usage={c: self._get(f"{p}usage/{c}", PNCounter).value() for c in USAGE_COUNTERS},
+        )
+
+    def endpoint_ids(self, tenant_id: str) -> list[str]:
+        """Ids of the live endpoints of a live tenant, sorted (time-ordered ids)."""
+        if tenant_id not in self.tenant_ids():
+            return []
+        return sorted(self._get(f"t/{tenant_id}/endpoints", ORSet).value())
+
+    def endpoint(self, endpoint_id: str, tenant_id: str | None = None) -> EndpointView | None:
+        """The live endpoint, or None; with ``tenant_id`` it must also belong to that tenant."""
+        p = f"e/{endpoint_id}/"
+        owner = self._get(p + "tenant", LWWRegister).value()
+        if owner is None or (tenant_id is not None and owner != tenant_id):
+            return None
+        if owner not in self.tenant_ids():
+            return None
+        if endpoint_id not in self._get(f"t/{owner}/endpoints", ORSet).value():
+            return None
+
+        def f(name: str, default: Any = None) -> Any:
+            v = self._get(p + name, LWWRegister).value()
+            return default if v is None else v
+
+        return EndpointView(
+            id=endpoint_id,
+            tenant=owner,
+            url=f("url", ""),
+            event_types=tuple(sorted(self._get(p + "event_types", ORSet).value())),
+            filter=f("filter"),
+            description=f("description", ""),
+            rate_limit_per_s=f("rate_limit_per_s", 50),
+            max_in_flight=f("max_in_flight", 16),
+            headers=dict(f("headers", {})),
+            paused=bool(f("paused", False)),
+            disabled=bool(f("disabled", False)),
+            secret=f("secret", ""),
+            created_at_ms=f("created_at", 0),
+            updated_at_ms=f("updated_at", 0),
+        )
+
+    def endpoints(self, tenant_id: str) -> list[EndpointView]:
+        """Live endpoints of a tenant, in id order."""
+        views = (self.endpoint(e, tenant_id) for e in self.endpoint_ids(tenant_id))
+        return [v for v in views if v is not None]
+
+    def matching_endpoints(self, tenant_id: str, event_type: str) -> list[EndpointView]:
+        """Endpoints of ``tenant_id`` subscribed to ``event_type``, in id order."""
+        return [e for e in self.endpoints(tenant_id) if e.subscribes(event_type)]
+
+    # -- mutators (return deltas, change nothing) -----------------------------------------
+
+    def _set(self, key: str, value: Any, actor: str, stamp: Timestamp) -> tuple[str, CRDT]:
+        return key, self._get(key, LWWRegister).set(value, actor=actor, stamp=stamp)
+
+    def create_tenant(
+        self, tenant_id: str, name: str, now_ms: int, actor: str, stamp: Timestamp
+    ) -> Deltas:
+        p = f"t/{tenant_id}/"
+        return dict(
+            [
+                ("tenants", self._get("tenants", ORSet).add(tenant_id, actor=actor)),
+                self._set(p + "name", name, actor, stamp),
+                self._set(p + "created_at", now_ms, actor, stamp),
+            ]
+        )
+
+    def delete_tenant(self, tenant_id: str) -> Deltas:
+        """Removes the tenant and every endpoint it has, so a re-created id starts empty."""
+        key = f"t/{tenant_id}/endpoints"
+        eps: ORSet = self._get(key, ORSet)
+        delta = ORSet.empty()
+        for e in eps.elements():
+            delta = delta.merge(eps.remove(e))
+        return {"tenants": self._get("tenants", ORSet).remove(tenant_id), key: delta}
+
+    def create_endpoint(
+        self,
+        endpoint_id: str,
+        tenant_id: str,
+        fields: Mapping[str, Any],
+        event_types: Iterable[str],
+        now_ms: int,
+        actor: str,
+        stamp: Timestamp,
+    ) -> Deltas:
+        """Deltas creating an endpoint; ``fields`` are ENDPOINT_FIELDS values (validated)."""
+        p = f"e/{endpoint_id}/"
+        deltas = dict(
+            self._set(p + name, value, actor, stamp)
+            for name, value in {
+                **fields,
+                "tenant": tenant_id,
+                "created_at": now_ms,
+                "updated_at": now_ms,
+            }.items()
+        )
+        types = ORSet.empty()
+        for t in event_types:
+            types = types.merge(types.add(t, actor=actor))
+        if types != ORSet.empty():
+            deltas[p + "event_types"] = types
+        key = f"t/{tenant_id}/endpoints"
+        deltas[key] = self._get(key, ORSet).add(endpoint_id, actor=actor)
+        return deltas
+
+    def patch_endpoint(
+        self,
+        endpoint_id: str,
+        fields: Mapping[str, Any],
+        add_types: Iterable[str],
+        remove_types: Iterable[str],
+        now_ms: int,
+        actor: str,
+        stamp: Timestamp,
+    ) -> Deltas:
+        """Deltas for a PATCH: scalar fields set, event types added and removed as OR-Set ops.
+
+        ``event_types`` in ``fields`` replaces the whole set (removes what is not listed).
+        """
+        p = f"e/{endpoint_id}/"
+        fields = dict(fields)
+        deltas: Deltas = {}
+        types: ORSet = self._get(p + "event_types", ORSet)
+        delta = ORSet.empty()
+        add, remove = set(add_types), set(remove_types)
+        if "event_types" in fields:
+            wanted = set(fields.pop("event_types"))
+            add |= wanted
+            remove |= set(types.value()) - wanted
+        for t in sorted(remove - add):
+            delta = delta.merge(types.remove(t))
+        for t in sorted(add):
+            step = types.merge(delta).add(t, actor=actor)
+            delta = delta.merge(step)
+        if delta != ORSet.empty():
+            deltas[p + "event_types"] = delta
+        for name, value in {**fields, "updated_at": now_ms}.items():
+            k, d = self._set(p + name, value, actor, stamp)
+            deltas[k] = d
+        return deltas
+
+    def delete_endpoint(self, endpoint_id: str, tenant_id: str) -> Deltas:
+        key = f"t/{tenant_id}/endpoints"
+        return {key: self._get(key, ORSet).remove(endpoint_id)}
+
+    def count(self, tenant_id: str, counter: str, n: int, actor: str) -> Deltas:
+        """Delta adding ``n`` (may be negative) to a usage counter of a tenant."""
+        key = f"t/{tenant_id}/usage/{counter}"
+        c: PNCounter = self._get(key, PNCounter)
+        if n == 0:
+            return {}
+        return {key: c.increment(actor, n) if n > 0 else c.decrement(actor, -n)}

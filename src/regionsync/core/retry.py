@@ -1,0 +1,85 @@
+"""Outcome of one delivery attempt and the retry decision that follows it.
+
+Decides the next status and attempt time of a delivery from the attempt's outcome, the
+attempt number, ``now`` and a jitter sample; never reads time, randomness or the network.
+Rules: Svix's schedule (shared/FIELD-NOTES.md: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h,
+±20 % jitter); Standard Webhooks advice (2xx success, 3xx failure, Retry-After honoured).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .model import DeliveryStatus
+
+__all__ = ["DEFAULT_SCHEDULE_S", "AttemptOutcome", "Decision", "OutcomeKind", "next_step"]
+
+DEFAULT_SCHEDULE_S: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+_DEADLINE_S = 48 * 3600
+
+
+class OutcomeKind(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    # The request may have reached the receiver (e.g. timeout after sending): retry, and
+    # rely on the stable webhook-id for the receiver to deduplicate.
+    INDETERMINATE = "indeterminate"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptOutcome:
+    """What one HTTP attempt produced.
+
+    ``reason``: None on success, else e.g. ``http_500``, ``timeout``, ``connect``,
+    ``redirect``, ``ssrf``; ``final`` marks failures that must not be retried (``ssrf``).
+    ``latency_ms`` in milliseconds; ``retry_after_s`` from a 429/503 ``Retry-After``.
+    """
+
+    kind: OutcomeKind
+    status_code: int | None = None
+    reason: str | None = None
+    latency_ms: float = 0.0
+    response_excerpt: str = ""
+    retry_after_s: float | None = None
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Status after an attempt, and when to try next (ms since epoch) if still pending."""
+
+    status: DeliveryStatus
+    next_attempt_at_ms: int | None
+
+
+def next_step(
+    outcome: AttemptOutcome,
+    attempts_made: int,
+    now_ms: int,
+    accepted_at_ms: int,
+    jitter: float,
+    schedule_s: Sequence[float] = DEFAULT_SCHEDULE_S,
+    max_retry_after_s: float = 3600.0,
+) -> Decision:
+    """Decide what follows an attempt.
+
+    ``attempts_made`` counts this attempt (1 after the first); ``jitter`` is a sample in
+    [-1, 1] scaled to ±20 % of the scheduled delay. The delivery is dead when the schedule
+    is exhausted, the failure is final, or the next try would fall past 48 h after
+    acceptance.
+    """
+    if outcome.kind is OutcomeKind.SUCCEEDED:
+        return Decision(DeliveryStatus.DELIVERED, None)
+    if outcome.final or attempts_made > len(schedule_s):
+        return Decision(DeliveryStatus.DEAD, None)
+    if not -1.0 <= jitter <= 1.0:
+        raise ValueError("jitter must be in [-1, 1]")
+    delay_s = schedule_s[attempts_made - 1] * (1 + 0.2 * jitter)
+    if outcome.retry_after_s is not None:
+        delay_s = max(delay_s, min(outcome.retry_after_s, max_retry_after_s))
+    at = now_ms + int(delay_s * 1000)
+    if at > accepted_at_ms + _DEADLINE_S * 1000:
+        return Decision(DeliveryStatus.DEAD, None)
+    return Decision(DeliveryStatus.PENDING, at)

@@ -1,0 +1,120 @@
+"""Validation of registry and publish input, field by field.
+
+Decides whether client input is acceptable and names the offending field; never resolves
+names or touches state. Raises ``regionsync.errors.Unprocessable`` (422) with ``field``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import Unprocessable
+from .registry import ID_RE
+from .signing import parse_secret
+from .urlguard import validate_url
+
+__all__ = [
+    "EVENT_TYPE_RE",
+    "RESERVED_HEADERS",
+    "check_event_type",
+    "check_id",
+    "check_endpoint_fields",
+]
+
+EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+_HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
+RESERVED_HEADERS = frozenset(
+    {
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "content-type",
+        "content-length",
+        "host",
+        "transfer-encoding",
+        "connection",
+    }
+)
+
+
+def check_id(value: Any, field: str) -> str:
+    """A user-supplied id: ``[A-Za-z0-9_.-]{1,64}``."""
+    if not isinstance(value, str) or not ID_RE.fullmatch(value):
+        raise Unprocessable("must match [A-Za-z0-9_.-]{1,64}", field=field)
+    return value
+
+
+def check_event_type(value: Any, field: str = "event_type") -> str:
+    """An event type: ``[A-Za-z0-9_.-]{1,128}``."""
+    if not isinstance(value, str) or not EVENT_TYPE_RE.fullmatch(value):
+        raise Unprocessable("must match [A-Za-z0-9_.-]{1,128}", field=field)
+    return value
+
+
+def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the endpoint fields present in ``fields`` (create or patch); returns them.
+
+    Checks url shape (http/https, host), description length, rate limit (0 < r <= 10000
+    per second), in-flight cap (1..1000), headers (names, values, none reserved), secret
+    (``whsec_`` + base64 of 24..64 bytes), booleans, event type lists. ``filter`` must be
+    null: payload filters arrive with the matching engine.
+    """
+    out = dict(fields)
+    if "url" in out:
+        try:
+            validate_url(out["url"])
+        except ValueError as exc:
+            raise Unprocessable(str(exc), field="url", code="invalid_url") from None
+    if "description" in out:
+        d = out["description"]
+        if d is None:
+            out["description"] = ""
+        elif not isinstance(d, str) or len(d) > 1024:
+            raise Unprocessable("must be a string of at most 1024 chars", field="description")
+    if "rate_limit_per_s" in out:
+        r = out["rate_limit_per_s"]
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 10_000:
+            raise Unprocessable("must be a number in (0, 10000]", field="rate_limit_per_s")
+    if "max_in_flight" in out:
+        m = out["max_in_flight"]
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1000:
+            raise Unprocessable("must be an integer in [1, 1000]", field="max_in_flight")
+    if "headers" in out:
+        h = out["headers"] if out["headers"] is not None else {}
+        if not isinstance(h, dict) or len(h) > 32:
+            raise Unprocessable("must be an object of at most 32 headers", field="headers")
+        for name, value in h.items():
+            if not isinstance(name, str) or not _HEADER_NAME_RE.fullmatch(name):
+                raise Unprocessable("bad header name", field=f"headers.{name}")
+            if name.lower() in RESERVED_HEADERS:
+                raise Unprocessable(
+                    "header is reserved", field=f"headers.{name}", code="reserved_header"
+                )
+            if not isinstance(value, str) or len(value) > 4096 or any(
+                c in value for c in "\r\n\0"
+            ):
+                raise Unprocessable("bad header value", field=f"headers.{name}")
+        out["headers"] = {k: h[k] for k in sorted(h)}
+    if "secret" in out:
+        try:
+            parse_secret(out["secret"])
+        except ValueError as exc:
+            raise Unprocessable(str(exc), field="secret") from None
+    if "paused" in out and not isinstance(out["paused"], bool):
+        raise Unprocessable("must be a boolean", field="paused")
+    if out.get("filter") is not None:
+        raise Unprocessable(
+            "payload filters are not supported yet; omit 'filter' or send null",
+            field="filter",
+            code="unsupported_filter",
+        )
+    for name in ("event_types", "event_types_add", "event_types_remove"):
+        if name in out:
+            types = out[name]
+            if not isinstance(types, list) or len(types) > 256:
+                raise Unprocessable("must be a list of at most 256 event types", field=name)
+            for i, t in enumerate(types):
+                check_event_type(t, f"{name}[{i}]")
+    return out

@@ -1,0 +1,1 @@
+"""The async node runtime: wires the core to the world through the interfaces in ports."""

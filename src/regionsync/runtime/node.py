@@ -1,0 +1,492 @@
+"""One regionsync node: the registry, the delta log, ingest, and their background tasks.
+
+The node never touches a socket, a file or the system clock itself: it is wired from the
+ports (Clock, Store, PeerTransport, Sender, Resolver, Rng, IdSource), so the simulator and
+the production CLI run this same code. Local writes are serialized by one lock, stamped by
+the HLC and committed atomically with their delta record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crdt import CRDT, HLC, ClockDriftError, Timestamp
+
+from ..config import Settings
+from ..core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch, status_join
+from ..core.records import decode_body, encode_body
+from ..core.registry import EndpointView, Registry, TenantView
+from ..core.signing import make_secret
+from ..core.urlguard import address_allowed, parse_networks, validate_url
+from ..core.validate import check_endpoint_fields, check_event_type, check_id
+from ..errors import Conflict, MalformedRecord, NotFound, Unprocessable
+from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
+
+__all__ = ["Node", "PeerStatus"]
+
+log = logging.getLogger("regionsync.node")
+
+_MAX_HELD = 100_000  # out-of-order records buffered per node before dropping
+
+
+@dataclass
+class PeerStatus:
+    """Replication state towards one peer, as ``/v1/cluster`` shows it."""
+
+    region: str
+    address: str
+    connected: bool = False
+    acked: dict[str, int] = field(default_factory=dict)
+    last_ack_at_ms: int | None = None
+    last_error: str | None = None
+
+
+class Node:
+    """A region's node. Construct with adapters, ``await start()``, ``await stop()``.
+
+    Public coroutine methods are the operations of the HTTP API; they raise
+    ``regionsync.errors.ClientError`` subclasses for bad input or missing objects.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store,
+        clock: Clock,
+        rng: Rng,
+        ids: IdSource,
+        transport: PeerTransport,
+        sender: Sender,
+        resolver: Resolver,
+    ):
+        self.settings = settings
+        self.region = settings.region
+        self.store, self.clock, self.rng, self.ids = store, clock, rng, ids
+        self.transport, self.sender, self.resolver = transport, sender, resolver
+        self.allow_networks = parse_networks(settings.delivery.allow_private_networks)
+        self.hlc = HLC(max_drift_ms=settings.replication.max_drift_ms)
+        self.registry = Registry()
+        self.version_vector: dict[str, int] = {}
+        self.incarnation = 0
+        self.actor = ""
+        self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
+        self.counters: dict[str, int] = {"records_rejected": 0, "clock_drift": 0}
+        self.write_lock = asyncio.Lock()
+        self._held: dict[str, dict[int, Record]] = {}
+        self._log_waiters: set[asyncio.Event] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.delivery_wake = asyncio.Event()
+        self.started = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the store, load state, start serving peers, replicating and delivering."""
+        from .delivery import DeliveryWorker
+        from .replication import PeerLink, serve_stream
+
+        info = await self.store.open(self.region, new_incarnation=self.clock.wall_ms())
+        self.incarnation = info.incarnation
+        self.actor = f"{self.region}:{self.incarnation}"
+        self.registry = Registry.from_bytes(await self.store.load_registry())
+        self.version_vector = await self.store.load_version_vector()
+        last = await self.store.records_after(
+            {self.actor: max(self.version_vector.get(self.actor, 0) - 1, 0)}, 1
+        )
+        own = [r for r in last if r.origin == self.actor]
+        if own:
+            self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*own[0].hlc))
+        log.info(
+            "node %s started (actor %s, %s store)",
+            self.region,
+            self.actor,
+            "fresh" if info.fresh else "existing",
+        )
+        await self.transport.serve(lambda stream: serve_stream(self, stream))
+        self.delivery = DeliveryWorker(self)
+        self._tasks.append(asyncio.create_task(self.delivery.run(), name="delivery"))
+        for peer in self.settings.peers:
+            link = PeerLink(self, self.peers[peer.region])
+            self._tasks.append(asyncio.create_task(link.run(), name=f"peer-{peer.region}"))
+        self.started = True
+
+    async def stop(self) -> None:
+        """Stop background tasks and the transport, then close the store."""
+        self.started = False
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self.transport.stop()
+        async with self.write_lock:
+            await self.store.close()
+
+    # -- write path ----------------------------------------------------------------------
+
+    def stamp(self) -> Timestamp:
+        return self.hlc.now(self.clock.wall_ms())
+
+    async def commit_local(
+        self,
+        kind: str,
+        stamp: Timestamp,
+        deltas: Mapping[str, CRDT],
+        batch: WriteBatch | None = None,
+        event: Event | None = None,
+        delivery: Delivery | None = None,
+    ) -> None:
+        """Apply ``deltas`` and commit them with a new own record. Caller holds the lock."""
+        batch = batch or WriteBatch()
+        changed = self.registry.apply(deltas)
+        seq = self.version_vector.get(self.actor, 0) + 1
+        body = encode_body(dict(deltas), event, delivery)
+        batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
+        batch.version_vector[self.actor] = seq
+        batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
+        try:
+            await self.store.commit(batch)
+        except BaseException:
+            # the in-memory registry ran ahead of the store: reload what is durable
+            self.registry = Registry.from_bytes(await self.store.load_registry())
+            raise
+        self.version_vector[self.actor] = seq
+        self.notify_log()
+
+    def notify_log(self) -> None:
+        """Wake every replication link: the log has new records."""
+        for ev in self._log_waiters:
+            ev.set()
+
+    def log_waiter(self) -> asyncio.Event:
+        ev = asyncio.Event()
+        self._log_waiters.add(ev)
+        return ev
+
+    def drop_log_waiter(self, ev: asyncio.Event) -> None:
+        self._log_waiters.discard(ev)
+
+    # -- tenants -------------------------------------------------------------------------
+
+    async def create_tenant(self, tenant_id: str | None, name: Any) -> TenantView:
+        if tenant_id is not None:
+            check_id(tenant_id, "id")
+        if not isinstance(name, str) or not 1 <= len(name) <= 256:
+            raise Unprocessable("must be a string of 1..256 characters", field="name")
+        async with self.write_lock:
+            tid = tenant_id or self.ids.new("ten")
+            if self.registry.tenant(tid) is not None:
+                raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
+            stamp = self.stamp()
+            deltas = self.registry.create_tenant(tid, name, stamp.wall_ms, self.actor, stamp)
+            await self.commit_local("registry", stamp, deltas)
+        view = self.registry.tenant(tid)
+        assert view is not None
+        return view
+
+    def tenant(self, tenant_id: str) -> TenantView:
+        view = self.registry.tenant(tenant_id)
+        if view is None:
+            raise NotFound(f"no tenant {tenant_id!r}", field="tenant")
+        return view
+
+    async def delete_tenant(self, tenant_id: str) -> None:
+        async with self.write_lock:
+            self.tenant(tenant_id)
+            stamp = self.stamp()
+            await self.commit_local("registry", stamp, self.registry.delete_tenant(tenant_id))
+
+    # -- endpoints -----------------------------------------------------------------------
+
+    async def _check_destination(self, url: str) -> None:
+        """422 if ``url``'s host resolves to an address deliveries may not reach."""
+        host, port = validate_url(url)
+        try:
+            addrs = [ipaddress.ip_address(host.strip("[]"))]
+        except ValueError:
+            try:
+                addrs = [ipaddress.ip_address(a) for a in await self.resolver.resolve(host, port)]
+            except OSError as exc:
+                raise Unprocessable(
+                    f"host {host!r} does not resolve: {exc}", field="url", code="invalid_url"
+                ) from None
+        bad = [str(a) for a in addrs if not address_allowed(a, self.allow_networks)]
+        if bad or not addrs:
+            raise Unprocessable(
+                f"url resolves to a non-public address ({', '.join(bad)}); list its network "
+                "in delivery.allow_private_networks to allow it",
+                field="url",
+                code="forbidden_address",
+            )
+
+    async def create_endpoint(self, tenant_id: str, body: Mapping[str, Any]) -> EndpointView:
+        """Create an endpoint from an API body (fields of shared/API.md)."""
+        allowed = {
+            "id", "url", "event_types", "filter", "secret", "description",
+            "rate_limit_per_s", "max_in_flight", "headers", "paused",
+        }  # fmt: skip
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if "url" not in body:
+            raise Unprocessable("is required", field="url")
+        fields = check_endpoint_fields(body)
+        await self._check_destination(fields["url"])
+        event_types = fields.pop("event_types", None) or []
+        eid = fields.pop("id", None)
+        if eid is not None:
+            check_id(eid, "id")
+        fields.setdefault("secret", make_secret(self.rng.randbytes(32)))
+        defaults = {
+            "filter": None,
+            "description": "",
+            "rate_limit_per_s": 50,
+            "max_in_flight": 16,
+            "headers": {},
+            "paused": False,
+            "disabled": False,
+        }
+        async with self.write_lock:
+            self.tenant(tenant_id)
+            eid = eid or self.ids.new("ep")
+            if self.registry.endpoint(eid) is not None:
+                raise Conflict(f"endpoint {eid!r} exists", field="id", code="exists")
+            stamp = self.stamp()
+            deltas = self.registry.create_endpoint(
+                eid, tenant_id, {**defaults, **fields}, event_types, stamp.wall_ms,
+                self.actor, stamp,
+            )  # fmt: skip
+            await self.commit_local("registry", stamp, deltas)
+        return self.endpoint(tenant_id, eid)
+
+    def endpoint(self, tenant_id: str, endpoint_id: str) -> EndpointView:
+        self.tenant(tenant_id)
+        view = self.registry.endpoint(endpoint_id, tenant_id)
+        if view is None:
+            raise NotFound(f"no endpoint {endpoint_id!r}", field="endpoint")
+        return view
+
+    def endpoints(self, tenant_id: str) -> list[EndpointView]:
+        self.tenant(tenant_id)
+        return self.registry.endpoints(tenant_id)
+
+    async def patch_endpoint(
+        self, tenant_id: str, endpoint_id: str, body: Mapping[str, Any]
+    ) -> EndpointView:
+        """Change fields; ``event_types_add``/``event_types_remove`` are OR-Set operations."""
+        allowed = {
+            "url", "event_types", "event_types_add", "event_types_remove", "filter", "secret",
+            "description", "rate_limit_per_s", "max_in_flight", "headers", "paused",
+        }  # fmt: skip
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        fields = check_endpoint_fields(body)
+        if "url" in fields:
+            await self._check_destination(fields["url"])
+        add = fields.pop("event_types_add", [])
+        remove = fields.pop("event_types_remove", [])
+        async with self.write_lock:
+            self.endpoint(tenant_id, endpoint_id)
+            stamp = self.stamp()
+            deltas = self.registry.patch_endpoint(
+                endpoint_id, fields, add, remove, stamp.wall_ms, self.actor, stamp
+            )
+            await self.commit_local("registry", stamp, deltas)
+        return self.endpoint(tenant_id, endpoint_id)
+
+    async def delete_endpoint(self, tenant_id: str, endpoint_id: str) -> None:
+        async with self.write_lock:
+            self.endpoint(tenant_id, endpoint_id)
+            stamp = self.stamp()
+            deltas = self.registry.delete_endpoint(endpoint_id, tenant_id)
+            await self.commit_local("registry", stamp, deltas)
+
+    # -- events --------------------------------------------------------------------------
+
+    async def publish(
+        self, tenant_id: str, event_type: Any, payload: bytes, idempotency_key: str | None
+    ) -> tuple[Event, bool]:
+        """Accept an event: durable locally (with its deliveries) before this returns.
+
+        ``payload`` is the JSON bytes to deliver. Returns ``(event, created)``; a repeat
+        with the same ``Idempotency-Key`` and body returns the original event and False.
+        Raises NotFound (tenant), Unprocessable (event_type), Conflict (key reused with
+        another body).
+        """
+        check_event_type(event_type)
+        digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
+        async with self.write_lock:
+            self.tenant(tenant_id)
+            if idempotency_key is not None:
+                found = await self.store.find_idempotency(tenant_id, idempotency_key)
+                if found is not None:
+                    event_id, seen = found
+                    if seen != digest:
+                        raise Conflict(
+                            "Idempotency-Key was used with another body",
+                            field="Idempotency-Key",
+                            code="idempotency_conflict",
+                        )
+                    original = await self.store.get_event(event_id)
+                    assert original is not None
+                    return original, False
+            stamp = self.stamp()
+            now = stamp.wall_ms
+            event = Event(self.ids.new("evt"), tenant_id, event_type, payload, self.region, now)
+            batch = WriteBatch(events=[event])
+            for ep in self.registry.matching_endpoints(tenant_id, event_type):
+                active = not (ep.paused or ep.disabled)
+                batch.deliveries.append(
+                    Delivery(
+                        id=self.ids.new("dlv"),
+                        event_id=event.id,
+                        endpoint_id=ep.id,
+                        tenant=tenant_id,
+                        status=DeliveryStatus.PENDING if active else DeliveryStatus.SKIPPED,
+                        attempts=0,
+                        next_attempt_at_ms=now if active else None,
+                        region=self.region,
+                        created_at_ms=now,
+                        updated_at_ms=now,
+                    )
+                )
+            if idempotency_key is not None:
+                batch.idempotency.append((tenant_id, idempotency_key, event.id, digest, now))
+            pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
+            deltas = {
+                **self.registry.count(tenant_id, "events_published", 1, self.actor),
+                **self.registry.count(tenant_id, "backlog", pending, self.actor),
+            }
+            await self.commit_local("event", stamp, deltas, batch, event=event)
+        if pending:
+            self.delivery_wake.set()
+        return event, True
+
+    async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
+        self.tenant(tenant_id)
+        event = await self.store.get_event(event_id)
+        if event is None or event.tenant != tenant_id:
+            raise NotFound(f"no event {event_id!r}", field="event")
+        return event, await self.store.deliveries_of_event(event_id)
+
+    # -- remote records ------------------------------------------------------------------
+
+    async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
+        """Merge records from a peer, in per-origin sequence order, in one commit.
+
+        A record whose predecessors from its origin are missing is held back until they
+        arrive (causal delivery per origin); duplicates are ignored. A record that fails to
+        decode, or whose HLC stamp is too far ahead (``clock_drift``), is rejected, logged
+        and never merged; later records of its origin wait behind it. Returns the rejects.
+        """
+        rejected: list[MalformedRecord] = []
+        async with self.write_lock:
+            touched: set[str] = set()
+            for r in records:
+                if r.origin == self.actor or r.seq <= self.version_vector.get(r.origin, 0):
+                    continue
+                held = self._held.setdefault(r.origin, {})
+                if len(held) < _MAX_HELD:
+                    held[r.seq] = r
+                    touched.add(r.origin)
+            batch = WriteBatch()
+            vv = dict(self.version_vector)
+            deliveries: dict[str, Delivery] = {}
+            for origin in sorted(touched):
+                held = self._held[origin]
+                while (r := held.get(vv.get(origin, 0) + 1)) is not None:
+                    try:
+                        await self._apply_one(r, batch, deliveries)
+                    except MalformedRecord as exc:
+                        log.warning("rejected record: %s", exc)
+                        self.counters["records_rejected"] += 1
+                        rejected.append(exc)
+                        break
+                    del held[r.seq]
+                    vv[origin] = r.seq
+                    batch.records.append(r)
+                    batch.version_vector[origin] = r.seq
+                if not held:
+                    del self._held[origin]
+            if not batch:
+                return rejected
+            batch.deliveries.extend(deliveries.values())
+            try:
+                await self.store.commit(batch)
+            except BaseException:
+                self.registry = Registry.from_bytes(await self.store.load_registry())
+                raise
+            self.version_vector = vv
+        self.notify_log()
+        return rejected
+
+    async def _apply_one(
+        self, r: Record, batch: WriteBatch, deliveries: dict[str, Delivery]
+    ) -> None:
+        try:
+            decoded = decode_body(r.kind, r.body)
+        except ValueError as exc:
+            raise MalformedRecord(r.origin, r.seq, str(exc)) from None
+        try:
+            self.hlc.observe(Timestamp(*r.hlc), self.clock.wall_ms())
+        except ClockDriftError as exc:
+            self.counters["clock_drift"] += 1
+            raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
+        changed = self.registry.apply(decoded.registry)
+        batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
+        if decoded.event is not None:
+            batch.events.append(decoded.event)
+        d = decoded.delivery
+        if d is not None:
+            old = deliveries.get(d.id) or await self.store.get_delivery(d.id)
+            if old is not None:
+                d = Delivery(
+                    **{
+                        **{k: getattr(d, k) for k in d.__slots__},
+                        "status": status_join(old.status, d.status),
+                        "attempts": max(old.attempts, d.attempts),
+                        "updated_at_ms": max(old.updated_at_ms, d.updated_at_ms),
+                    }
+                )
+            deliveries[d.id] = d
+
+    # -- status --------------------------------------------------------------------------
+
+    def records_behind(self, peer: PeerStatus) -> int:
+        """Records this node holds that ``peer`` has not acknowledged."""
+        return sum(
+            max(seq - peer.acked.get(origin, 0), 0)
+            for origin, seq in self.version_vector.items()
+        )
+
+    def cluster(self) -> dict[str, Any]:
+        """The ``cluster`` object of shared/API.md (times as ms; the API renders them)."""
+        now = self.clock.wall_ms()
+        return {
+            "region": self.region,
+            "actor": self.actor,
+            "incarnation": self.incarnation,
+            "version_vector": dict(sorted(self.version_vector.items())),
+            "registry_hash": self.registry.state_hash(),
+            "peers": [
+                {
+                    "region": p.region,
+                    "address": p.address,
+                    "connected": p.connected,
+                    "records_behind": self.records_behind(p),
+                    "last_ack_at_ms": p.last_ack_at_ms,
+                    "seconds_since_ack": None
+                    if p.last_ack_at_ms is None
+                    else (now - p.last_ack_at_ms) / 1000,
+                    "last_error": p.last_error,
+                }
+                for p in self.peers.values()
+            ],
+        }

@@ -1,0 +1,178 @@
+"""The seams between the node runtime and the world (DESIGN.md, "Interfaces").
+
+Production and the simulator plug different adapters into the same node code: Clock,
+Store, PeerTransport/PeerStream, Sender, Resolver, Rng and IdSource. Nothing here does
+I/O; these are typing Protocols only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from ..core.retry import AttemptOutcome
+from ..v1 import replication_pb2 as pb
+
+__all__ = [
+    "Clock",
+    "IdSource",
+    "OutboundRequest",
+    "PeerStream",
+    "PeerTransport",
+    "Resolver",
+    "Rng",
+    "Sender",
+    "Store",
+    "StoreInfo",
+]
+
+
+class Clock(Protocol):
+    """Wall time in integer milliseconds, monotonic seconds, and sleeping."""
+
+    def wall_ms(self) -> int: ...
+
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class Rng(Protocol):
+    """The part of ``random.Random`` the node uses; seeded per node in the simulator."""
+
+    def random(self) -> float: ...
+
+    def uniform(self, a: float, b: float) -> float: ...
+
+    def randbytes(self, n: int) -> bytes: ...
+
+
+class IdSource(Protocol):
+    """New unique, time-ordered ids: ``new(prefix)`` -> e.g. ``evt_01J...``."""
+
+    def new(self, prefix: str) -> str: ...
+
+
+class Resolver(Protocol):
+    """Resolve a host name to IP address strings; raises OSError when it cannot."""
+
+    async def resolve(self, host: str, port: int) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundRequest:
+    """One delivery attempt: POST ``body`` to ``url`` with ``headers`` within ``timeout_s``."""
+
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    timeout_s: float
+
+
+class Sender(Protocol):
+    """Performs one HTTP attempt and returns its outcome as data; never raises for
+    network or HTTP failures (they are outcomes)."""
+
+    async def send(self, request: OutboundRequest) -> AttemptOutcome: ...
+
+
+class PeerStream(Protocol):
+    """One replication stream: protobuf ``SyncMessage`` in both directions."""
+
+    async def send(self, msg: pb.SyncMessage) -> None: ...
+
+    async def recv(self) -> pb.SyncMessage | None:
+        """The next message, or None when the other side closed the stream."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class PeerTransport(Protocol):
+    """Opens streams to peers and accepts theirs.
+
+    ``connect`` raises ConnectionError when the peer cannot be reached; ``serve`` starts
+    accepting and calls ``handler`` once per incoming stream.
+    """
+
+    async def connect(self, address: str, timeout_s: float) -> PeerStream: ...
+
+    async def serve(self, handler: Callable[[PeerStream], Awaitable[None]]) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """``incarnation`` changes every time a store starts empty (a new actor for dots)."""
+
+    region: str
+    incarnation: int
+    fresh: bool
+
+
+class Store(Protocol):
+    """Durable state of one node. ``commit`` is atomic: all of a WriteBatch or nothing.
+
+    The contract suite in tests/ runs against every implementation.
+    """
+
+    async def open(self, region: str, new_incarnation: int) -> StoreInfo:
+        """Open (creating if needed); a fresh store records ``new_incarnation``.
+
+        Raises ValueError if the store belongs to another region."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def commit(self, batch: WriteBatch) -> None: ...
+
+    async def load_registry(self) -> dict[str, bytes]: ...
+
+    async def load_version_vector(self) -> dict[str, int]: ...
+
+    async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        """Log records with ``seq > after.get(origin, 0)``, in seq order per origin, at
+        most ``limit`` in all."""
+        ...
+
+    async def get_event(self, event_id: str) -> Event | None: ...
+
+    async def find_idempotency(self, tenant: str, key: str) -> tuple[str, str] | None:
+        """``(event_id, body_sha256)`` stored for the key, or None."""
+        ...
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None: ...
+
+    async def deliveries_of_event(self, event_id: str) -> list[Delivery]: ...
+
+    async def list_deliveries(
+        self,
+        endpoint_id: str,
+        status: DeliveryStatus | None,
+        since_ms: int | None,
+        after_id: str | None,
+        limit: int,
+    ) -> list[Delivery]:
+        """Deliveries of an endpoint in id order, after ``after_id`` (cursor)."""
+        ...
+
+    async def due_deliveries(
+        self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
+    ) -> list[Delivery]:
+        """Pending deliveries owned by ``region`` with ``next_attempt_at_ms <= now_ms``, in
+        that order, skipping ids in ``exclude``."""
+        ...
+
+    async def next_due_ms(self, region: str) -> int | None:
+        """Earliest ``next_attempt_at_ms`` of a pending delivery of ``region``."""
+        ...
+
+    async def attempts_of(self, delivery_id: str) -> list[Attempt]: ...
+
+    async def counts(self, region: str) -> dict[str, int]:
+        """Counts for status and metrics: ``events`` (all held), ``events_accepted`` (origin
+        ``region``) and ``deliveries_<status>`` of deliveries owned by ``region``."""
+        ...

@@ -1,0 +1,83 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SyncMessage(_message.Message):
+    __slots__ = ("hello", "batch", "ack")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    batch: Batch
+    ack: Ack
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("region", "incarnation", "version_vector", "protocol")
+    class VersionVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    region: str
+    incarnation: int
+    version_vector: _containers.ScalarMap[str, int]
+    protocol: int
+    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ...) -> None: ...
+
+class DeltaRecord(_message.Message):
+    __slots__ = ("origin", "origin_seq", "kind", "body", "hlc_wall_ms", "hlc_logical")
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_SEQ_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    HLC_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    HLC_LOGICAL_FIELD_NUMBER: _ClassVar[int]
+    origin: str
+    origin_seq: int
+    kind: str
+    body: bytes
+    hlc_wall_ms: int
+    hlc_logical: int
+    def __init__(self, origin: _Optional[str] = ..., origin_seq: _Optional[int] = ..., kind: _Optional[str] = ..., body: _Optional[bytes] = ..., hlc_wall_ms: _Optional[int] = ..., hlc_logical: _Optional[int] = ...) -> None: ...
+
+class Batch(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[DeltaRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[DeltaRecord, _Mapping]]] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("version_vector", "rejected")
+    class VersionVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    version_vector: _containers.ScalarMap[str, int]
+    rejected: _containers.RepeatedCompositeFieldContainer[Rejected]
+    def __init__(self, version_vector: _Optional[_Mapping[str, int]] = ..., rejected: _Optional[_Iterable[_Union[Rejected, _Mapping]]] = ...) -> None: ...
+
+class Rejected(_message.Message):
+    __slots__ = ("origin", "origin_seq", "reason")
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_SEQ_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    origin: str
+    origin_seq: int
+    reason: str
+    def __init__(self, origin: _Optional[str] = ..., origin_seq: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...

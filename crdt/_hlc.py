@@ -1,0 +1,128 @@
+"""Decides hybrid logical clock timestamps for local, send and receive events.
+Never reads the system clock: the caller passes physical time in ms; never jumps far ahead.
+Rules: Kulkarni, Demirbas et al. 2014, "Logical Physical Clocks" (HLC, Algorithm 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crdt._codec import check_count
+
+__all__ = ["HLC", "ClockDriftError", "Timestamp"]
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Timestamp:
+    """An HLC timestamp, ordered by `wall_ms` (ms since the epoch) then `logical`.
+
+    Both fields are ints in [0, 2**64-1]; raises ValueError otherwise.
+    """
+
+    wall_ms: int
+    logical: int
+
+    def __post_init__(self) -> None:
+        check_count(self.wall_ms, what="wall_ms")
+        check_count(self.logical, what="logical")
+
+    def to_list(self) -> list[int]:
+        """Return `[wall_ms, logical]` (the wire form)."""
+        return [self.wall_ms, self.logical]
+
+    @classmethod
+    def from_list(cls, data: Sequence[int]) -> Timestamp:
+        """Build from `[wall_ms, logical]`. Raises ValueError on a wrong shape or range."""
+        if not isinstance(data, list | tuple) or len(data) != 2:
+            raise ValueError(f"timestamp must be [wall_ms, logical], got {data!r}")
+        return cls(data[0], data[1])
+
+
+_ZERO = Timestamp(0, 0)
+
+
+class ClockDriftError(ValueError):
+    """A remote timestamp is more than `max_drift_ms` ahead of local physical time.
+
+    Attributes: `remote_ms` (remote wall ms), `physical_ms` (local physical ms),
+    `max_drift_ms` (the configured bound). The remote is at fault, not the caller.
+    """
+
+    def __init__(self, remote_ms: int, physical_ms: int, max_drift_ms: int) -> None:
+        super().__init__(
+            f"clock_drift: remote {remote_ms} ms is {remote_ms - physical_ms} ms ahead of "
+            f"physical {physical_ms} ms (max {max_drift_ms} ms)"
+        )
+        self.remote_ms = remote_ms
+        self.physical_ms = physical_ms
+        self.max_drift_ms = max_drift_ms
+
+
+class HLC:
+    """A hybrid logical clock (stateful, not a CRDT; one per node).
+
+    `max_drift_ms` (int >= 0) bounds how far ahead of local physical time a remote stamp
+    may be; `last` is the most recent timestamp issued. Raises ValueError on bad arguments.
+    """
+
+    __slots__ = ("_max_drift_ms", "_last")
+
+    def __init__(self, max_drift_ms: int = 60_000, last: Timestamp = _ZERO) -> None:
+        if not isinstance(last, Timestamp):
+            raise TypeError(f"last must be a Timestamp, got {type(last).__name__}")
+        self._max_drift_ms = check_count(max_drift_ms, what="max_drift_ms")
+        self._last = last
+
+    @property
+    def last(self) -> Timestamp:
+        """The most recent timestamp this clock issued (or was built with)."""
+        return self._last
+
+    @property
+    def max_drift_ms(self) -> int:
+        """The bound on how far ahead of physical time a remote stamp may be, in ms."""
+        return self._max_drift_ms
+
+    def now(self, physical_ms: int) -> Timestamp:
+        """Stamp a local or send event at physical time `physical_ms` (ms since the epoch).
+
+        l' = max(l, pt); c' = c + 1 if l' == l else 0. Strictly greater than `last` even
+        when physical time goes backwards. Raises ValueError for a negative or non-int time.
+        """
+        pt = check_count(physical_ms, what="physical_ms")
+        wall, logical = self._last.wall_ms, self._last.logical
+        new_wall = max(wall, pt)
+        stamp = Timestamp(new_wall, logical + 1 if new_wall == wall else 0)
+        self._last = stamp
+        return stamp
+
+    def observe(self, remote: Timestamp, physical_ms: int) -> Timestamp:
+        """Stamp a receive event of `remote` at physical time `physical_ms`.
+
+        l' = max(l, l_m, pt); c' = max(c, c_m) + 1 if l' == l == l_m, c + 1 if l' == l,
+        c_m + 1 if l' == l_m, else 0. The result is greater than both `last` and `remote`.
+        Raises ClockDriftError, leaving the clock unchanged, if
+        `remote.wall_ms - physical_ms > max_drift_ms`; ValueError for a bad `physical_ms`.
+        """
+        if not isinstance(remote, Timestamp):
+            raise TypeError(f"remote must be a Timestamp, got {type(remote).__name__}")
+        pt = check_count(physical_ms, what="physical_ms")
+        if remote.wall_ms - pt > self._max_drift_ms:
+            raise ClockDriftError(remote.wall_ms, pt, self._max_drift_ms)
+        wall, logical = self._last.wall_ms, self._last.logical
+        new_wall = max(wall, remote.wall_ms, pt)
+        if new_wall == wall and new_wall == remote.wall_ms:
+            new_logical = max(logical, remote.logical) + 1
+        elif new_wall == wall:
+            new_logical = logical + 1
+        elif new_wall == remote.wall_ms:
+            new_logical = remote.logical + 1
+        else:
+            new_logical = 0
+        stamp = Timestamp(new_wall, new_logical)
+        self._last = stamp
+        return stamp
+
+    def __repr__(self) -> str:
+        return f"HLC(max_drift_ms={self._max_drift_ms}, last={self._last!r})"

@@ -1,0 +1,116 @@
+"""Decides a counter's value under concurrent increments and decrements from many actors.
+Never reads a clock, never loses or double counts an actor's contribution on re-delivery.
+Rules: Shapiro, Preguica, Baquero, Zawirski 2011, "A comprehensive study of CRDTs" (PN-Counter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Self
+
+from crdt._codec import (
+    CRDT,
+    check_actor,
+    check_count,
+    counts_from_mapping,
+    pairs,
+    pairs_to_dict,
+    two,
+)
+
+__all__ = ["PNCounter"]
+
+
+def _join(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for actor, n in b.items():
+        if n > out.get(actor, 0):
+            out[actor] = n
+    return {k: out[k] for k in sorted(out)}
+
+
+def _check_amount(n: object) -> int:
+    if type(n) is not int or n < 1:
+        raise ValueError(f"amount must be a positive int, got {n!r}")
+    return n
+
+
+class PNCounter(CRDT, tag="pnc"):
+    """An immutable counter: P (increments) and N (decrements), each actor -> total >= 0.
+
+    `value() = sum(P) - sum(N)`. The constructor raises TypeError/ValueError for bad
+    actors or counts (each total must fit in [0, 2**64-1]).
+    """
+
+    __slots__ = ("_p", "_n")
+    _p: dict[str, int]
+    _n: dict[str, int]
+
+    def __init__(
+        self, p: Mapping[str, int] | None = None, n: Mapping[str, int] | None = None
+    ) -> None:
+        self._init(counts_from_mapping(p), counts_from_mapping(n))
+
+    def _init(self, p: dict[str, int], n: dict[str, int]) -> None:
+        object.__setattr__(self, "_p", p)
+        object.__setattr__(self, "_n", n)
+
+    @classmethod
+    def _new(cls, p: dict[str, int], n: dict[str, int]) -> PNCounter:
+        c = cls.__new__(cls)
+        c._init(p, n)
+        return c
+
+    @classmethod
+    def empty(cls) -> Self:
+        """Return the zero counter."""
+        return cls()
+
+    def increment(self, actor: str, n: int = 1) -> PNCounter:
+        """Return the DELTA adding `n` (int >= 1) for `actor`: P = {actor: P[actor] + n}.
+
+        Raises ValueError if `n` is not a positive int or the total would exceed 2**64-1,
+        TypeError/ValueError for a bad actor.
+        """
+        check_actor(actor)
+        total = check_count(self._p.get(actor, 0) + _check_amount(n), what="increment total")
+        return PNCounter._new({actor: total}, {})
+
+    def decrement(self, actor: str, n: int = 1) -> PNCounter:
+        """Return the DELTA subtracting `n` (int >= 1) for `actor`: N = {actor: N[actor] + n}.
+
+        Raises like `increment`.
+        """
+        check_actor(actor)
+        total = check_count(self._n.get(actor, 0) + _check_amount(n), what="decrement total")
+        return PNCounter._new({}, {actor: total})
+
+    def merge(self, other: PNCounter) -> PNCounter:
+        """Return the pointwise max of P and of N. TypeError if `other` is not a PNCounter."""
+        self._check_peer(other)
+        return PNCounter._new(_join(self._p, other._p), _join(self._n, other._n))
+
+    def value(self) -> int:
+        """Return sum(P) - sum(N) (may be negative)."""
+        return sum(self._p.values()) - sum(self._n.values())
+
+    @property
+    def p(self) -> dict[str, int]:
+        """A copy of the increment totals, actor -> int."""
+        return dict(self._p)
+
+    @property
+    def n(self) -> dict[str, int]:
+        """A copy of the decrement totals, actor -> int."""
+        return dict(self._n)
+
+    def __repr__(self) -> str:
+        return f"PNCounter(p={self._p!r}, n={self._n!r})"
+
+    def _body(self) -> list[object]:
+        return [pairs(self._p), pairs(self._n)]
+
+    @classmethod
+    def _from_body(cls, body: object) -> Self:
+        p_body, n_body = two(body)
+        return cls(pairs_to_dict(p_body), pairs_to_dict(n_body))

@@ -1,0 +1,154 @@
+"""Registry semantics over CRDTs: views, deltas, convergence, record bodies."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgpack
+import pytest
+
+from crdt import LWWRegister, ORSet, Timestamp
+from regionsync.core.model import Delivery, DeliveryStatus, Event, status_join
+from regionsync.core.records import decode_body, encode_body
+from regionsync.core.registry import Registry, key_type
+
+A, B = "eu-central-1:1", "us-east-1:1"
+EP_FIELDS = {"url": "https://x.example/h", "secret": "whsec_" + "A" * 32, "paused": False}
+
+
+def _replay(deltas_in_order: list[dict]) -> Registry:
+    reg = Registry()
+    for d in deltas_in_order:
+        reg.apply(d)
+    return reg
+
+
+def _setup() -> tuple[Registry, list[dict]]:
+    reg = Registry()
+    log: list[dict] = []
+
+    def do(d: dict) -> None:
+        reg.apply(d)
+        log.append(d)
+
+    do(reg.create_tenant("acme", "Acme", 1000, A, Timestamp(1000, 0)))
+    do(reg.create_endpoint("ep1", "acme", EP_FIELDS, ["a", "b"], 1001, A, Timestamp(1001, 0)))
+    return reg, log
+
+
+def test_views() -> None:
+    reg, _ = _setup()
+    t = reg.tenant("acme")
+    assert t is not None and t.name == "Acme" and t.usage["events_published"] == 0
+    ep = reg.endpoint("ep1", "acme")
+    assert ep is not None and ep.event_types == ("a", "b") and ep.state == "active"
+    assert reg.endpoint("ep1", "other") is None
+    assert [e.id for e in reg.matching_endpoints("acme", "a")] == ["ep1"]
+    assert reg.matching_endpoints("acme", "z") == []
+
+
+def test_concurrent_type_add_and_remove_both_hold() -> None:
+    reg, log = _setup()
+    # two regions start from the same state and change the subscription concurrently
+    add = reg.patch_endpoint("ep1", {}, ["c"], [], 2000, A, Timestamp(2000, 0))
+    rem = reg.patch_endpoint("ep1", {}, [], ["a"], 2000, B, Timestamp(2000, 0))
+    for order in ([add, rem], [rem, add]):
+        r = _replay(log + order)
+        ep = r.endpoint("ep1")
+        assert ep is not None and ep.event_types == ("b", "c")
+
+
+def test_replacing_event_types_removes_unlisted() -> None:
+    reg, _ = _setup()
+    reg.apply(reg.patch_endpoint("ep1", {"event_types": ["b", "z"]}, [], [], 3, A, Timestamp(3, 0)))
+    ep = reg.endpoint("ep1")
+    assert ep is not None and ep.event_types == ("b", "z")
+
+
+def test_delete_endpoint_and_tenant() -> None:
+    reg, _ = _setup()
+    reg.apply(reg.delete_endpoint("ep1", "acme"))
+    assert reg.endpoint("ep1") is None and reg.endpoints("acme") == []
+    reg.apply(reg.delete_tenant("acme"))
+    assert reg.tenant("acme") is None
+
+
+def test_recreated_tenant_starts_without_old_endpoints() -> None:
+    reg, _ = _setup()
+    reg.apply(reg.delete_tenant("acme"))
+    reg.apply(reg.create_tenant("acme", "Again", 5, A, Timestamp(5, 0)))
+    assert reg.endpoints("acme") == []
+
+
+def test_hash_converges_in_any_order() -> None:
+    _, log = _setup()
+    reg = _replay(log)
+    more = [
+        reg.patch_endpoint("ep1", {"description": "x"}, [], [], 9, A, Timestamp(9, 0)),
+        reg.patch_endpoint("ep1", {"description": "y"}, ["q"], [], 9, B, Timestamp(9, 0)),
+        reg.count("acme", "events_published", 3, A),
+        reg.count("acme", "events_published", 2, B),
+    ]
+    hashes = {_replay(log + list(p)).state_hash() for p in itertools.permutations(more)}
+    assert len(hashes) == 1
+    final = _replay(log + more)
+    ep = final.endpoint("ep1")
+    # equal HLC stamps and concurrent: the higher actor (us-east-1) wins
+    assert ep is not None and ep.description == "y"
+    t = final.tenant("acme")
+    assert t is not None and t.usage["events_published"] == 5
+
+
+def test_apply_rejects_wrong_type_for_key() -> None:
+    with pytest.raises(TypeError):
+        Registry().apply({"tenants": LWWRegister.empty()})
+    with pytest.raises(TypeError):
+        Registry().apply({"bogus/key": ORSet.empty()})
+
+
+def test_key_types() -> None:
+    assert key_type("tenants") is ORSet
+    assert key_type("e/ep_1/url") is LWWRegister
+    assert key_type("e/ep 1/url") is None
+    assert key_type("t/acme/usage/nope") is None
+
+
+def test_record_body_round_trip() -> None:
+    reg, log = _setup()
+    ev = Event("evt_1", "acme", "a", b'{"x":1}', "eu-central-1", 5)
+    d = Delivery("dlv_1", "evt_1", "ep1", "acme", DeliveryStatus.DELIVERED, 1, None, "eu", 5, 6)
+    body = encode_body(log[1], ev, d)
+    out = decode_body("event", body)
+    assert out.event == ev and out.delivery == d and out.registry == log[1]
+    assert encode_body(log[1], ev, d) == body  # canonical
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("nope", encode_body({"tenants": ORSet.empty()})),
+        ("registry", b"\xc1garbage"),
+        ("registry", msgpack.packb([1, 2])),
+        ("registry", msgpack.packb({"registry": {"tenants": b"junk"}})),
+        ("registry", msgpack.packb({"registry": {"../etc": ORSet.empty().to_bytes()}})),
+        ("registry", msgpack.packb({"registry": {"tenants": LWWRegister.empty().to_bytes()}})),
+        ("event", msgpack.packb({"event": {"id": 1}})),
+        ("event", msgpack.packb({"registry": {}})),
+        ("delivery", msgpack.packb({"delivery": {"status": "weird"}})),
+        ("registry", msgpack.packb({"registry": {}, "extra": 1})),
+    ],
+)
+def test_malformed_bodies_rejected(kind: str, body: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_body(kind, body)
+
+
+def test_status_join_is_a_semilattice() -> None:
+    states = list(DeliveryStatus)
+    for a, b, c in itertools.product(states, repeat=3):
+        assert status_join(a, b) == status_join(b, a)
+        assert status_join(a, status_join(b, c)) == status_join(status_join(a, b), c)
+        assert status_join(a, a) == a
+    assert status_join(DeliveryStatus.PENDING, DeliveryStatus.DELIVERED) is (
+        DeliveryStatus.DELIVERED
+    )

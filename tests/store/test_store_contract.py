@@ -1,0 +1,160 @@
+"""One contract suite, run against every Store: memory and SQLite (real files)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from regionsync.adapters.memory_store import MemoryStore
+from regionsync.adapters.sqlite_store import SqliteStore
+from regionsync.core.model import (
+    Attempt,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    Record,
+    WriteBatch,
+)
+
+REGION = "eu-central-1"
+
+
+def _delivery(i: int, status: DeliveryStatus = DeliveryStatus.PENDING, at: int = 100) -> Delivery:
+    return Delivery(f"dlv_{i:03}", f"evt_{i:03}", "ep_1", "acme", status, 0, at, REGION, i, i)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator:
+    s = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "n.db")
+    info = await s.open(REGION, new_incarnation=7)
+    assert info.fresh and info.incarnation == 7
+    yield s
+    await s.close()
+
+
+async def test_reopen_keeps_incarnation(store, tmp_path: Path) -> None:
+    await store.close()
+    info = await store.open(REGION, new_incarnation=99)
+    assert not info.fresh and info.incarnation == 7
+    await store.close()
+    with pytest.raises(ValueError):
+        await store.open("us-east-1", new_incarnation=1)
+    await store.open(REGION, new_incarnation=1)
+
+
+async def test_commit_and_read_back(store) -> None:
+    ev = Event("evt_001", "acme", "a.b", b'{"k":1}', REGION, 10)
+    rec = Record("eu-central-1:7", 1, "event", b"\x80", (10, 0))
+    d = _delivery(1)
+    batch = WriteBatch(
+        registry={"tenants": b"x"},
+        records=[rec],
+        version_vector={"eu-central-1:7": 1},
+        events=[ev],
+        deliveries=[d],
+        attempts=[Attempt("dlv_001", 1, 11, REGION, 500, 1.5, "http_500", "oops")],
+        idempotency=[("acme", "k1", "evt_001", "abc", 10)],
+    )
+    await store.commit(batch)
+    assert await store.load_registry() == {"tenants": b"x"}
+    assert await store.load_version_vector() == {"eu-central-1:7": 1}
+    assert await store.get_event("evt_001") == ev
+    assert await store.get_event("nope") is None
+    assert await store.get_delivery("dlv_001") == d
+    assert await store.deliveries_of_event("evt_001") == [d]
+    assert await store.find_idempotency("acme", "k1") == ("evt_001", "abc")
+    assert await store.find_idempotency("acme", "k2") is None
+    attempts = await store.attempts_of("dlv_001")
+    assert [(a.n, a.status_code, a.error) for a in attempts] == [(1, 500, "http_500")]
+    assert await store.records_after({}, 10) == [rec]
+    counts = await store.counts(REGION)
+    assert counts["events"] == 1 and counts["events_accepted"] == 1
+    assert counts["deliveries_pending"] == 1 and counts["deliveries_delivered"] == 0
+
+
+async def test_duplicates_are_ignored_and_vv_only_grows(store) -> None:
+    r1 = Record("a:1", 1, "registry", b"1", (1, 0))
+    await store.commit(WriteBatch(records=[r1], version_vector={"a:1": 5}))
+    await store.commit(
+        WriteBatch(records=[Record("a:1", 1, "registry", b"other", (2, 0))], version_vector={"a:1": 3})
+    )
+    assert await store.records_after({}, 10) == [r1]
+    assert await store.load_version_vector() == {"a:1": 5}
+
+
+async def test_records_after_per_origin_in_order_with_limit(store) -> None:
+    recs = [Record(o, s, "registry", b"", (s, 0)) for o in ("a:1", "b:1") for s in (1, 2, 3)]
+    await store.commit(WriteBatch(records=list(reversed(recs))))
+    got = await store.records_after({"a:1": 1}, 100)
+    assert [(r.origin, r.seq) for r in got] == [("a:1", 2), ("a:1", 3), ("b:1", 1), ("b:1", 2),
+                                                ("b:1", 3)]  # fmt: skip
+    got = await store.records_after({"a:1": 0, "b:1": 2}, 2)
+    assert [(r.origin, r.seq) for r in got] == [("a:1", 1), ("a:1", 2)]
+
+
+async def test_due_deliveries_order_and_exclusion(store) -> None:
+    ds = [_delivery(1, at=300), _delivery(2, at=100), _delivery(3, at=200), _delivery(4, at=999)]
+    ds.append(_delivery(5, DeliveryStatus.DELIVERED, at=50))
+    await store.commit(WriteBatch(deliveries=ds))
+    due = await store.due_deliveries(REGION, 300, 10, [])
+    assert [d.id for d in due] == ["dlv_002", "dlv_003", "dlv_001"]
+    due = await store.due_deliveries(REGION, 300, 1, ["dlv_002"])
+    assert [d.id for d in due] == ["dlv_003"]
+    assert await store.due_deliveries("us-east-1", 300, 10, []) == []
+    assert await store.next_due_ms(REGION) == 100
+
+
+async def test_list_deliveries_filters_and_cursor(store) -> None:
+    ds = [_delivery(i) for i in range(1, 6)]
+    ds[2] = _delivery(3, DeliveryStatus.DEAD)
+    await store.commit(WriteBatch(deliveries=ds))
+    page = await store.list_deliveries("ep_1", None, None, None, 2)
+    assert [d.id for d in page] == ["dlv_001", "dlv_002"]
+    page = await store.list_deliveries("ep_1", None, None, page[-1].id, 2)
+    assert [d.id for d in page] == ["dlv_003", "dlv_004"]
+    dead = await store.list_deliveries("ep_1", DeliveryStatus.DEAD, None, None, 10)
+    assert [d.id for d in dead] == ["dlv_003"]
+    since = await store.list_deliveries("ep_1", None, 4, None, 10)
+    assert [d.id for d in since] == ["dlv_004", "dlv_005"]
+
+
+async def test_upsert_replaces_delivery(store) -> None:
+    await store.commit(WriteBatch(deliveries=[_delivery(1)]))
+    done = _delivery(1, DeliveryStatus.DELIVERED, at=None)  # type: ignore[arg-type]
+    await store.commit(WriteBatch(deliveries=[done]))
+    assert await store.get_delivery("dlv_001") == done
+    assert await store.next_due_ms(REGION) is None
+
+
+async def test_sqlite_commit_is_atomic(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "n.db")
+    await s.open(REGION, 1)
+    broken = _delivery(1)
+    object.__setattr__(broken, "status", None)  # fails after the first inserts ran
+    bad = WriteBatch(
+        registry={"tenants": b"x"},
+        events=[Event("evt_1", "acme", "a", b"{}", REGION, 1)],
+        deliveries=[broken],
+    )
+    try:
+        with pytest.raises(AttributeError):
+            await s.commit(bad)
+        assert await s.load_registry() == {}
+        assert await s.get_event("evt_1") is None
+        await s.commit(WriteBatch(registry={"tenants": b"y"}))  # usable afterwards
+        assert await s.load_registry() == {"tenants": b"y"}
+    finally:
+        await s.close()
+
+
+async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "n.db")
+    await s.open(REGION, 1)
+    await s.commit(WriteBatch(events=[Event("evt_1", "acme", "a", b"{}", REGION, 1)]))
+    await s.close()
+    s2 = SqliteStore(tmp_path / "n.db")
+    await s2.open(REGION, 2)
+    assert (await s2.get_event("evt_1")) is not None
+    await s2.close()

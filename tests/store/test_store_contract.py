@@ -78,7 +78,9 @@ async def test_duplicates_are_ignored_and_vv_only_grows(store) -> None:
     r1 = Record("a:1", 1, "registry", b"1", (1, 0))
     await store.commit(WriteBatch(records=[r1], version_vector={"a:1": 5}))
     await store.commit(
-        WriteBatch(records=[Record("a:1", 1, "registry", b"other", (2, 0))], version_vector={"a:1": 3})
+        WriteBatch(
+            records=[Record("a:1", 1, "registry", b"other", (2, 0))], version_vector={"a:1": 3}
+        )
     )
     assert await store.records_after({}, 10) == [r1]
     assert await store.load_version_vector() == {"a:1": 5}

@@ -1,0 +1,72 @@
+"""Helpers: in-process nodes over the in-memory transport and store, a recording sender."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from regionsync.adapters.memory_store import MemoryStore
+from regionsync.adapters.memory_transport import MemoryNetwork
+from regionsync.adapters.system import SystemClock, UlidSource, system_rng
+from regionsync.config import load_settings
+from regionsync.core.retry import AttemptOutcome, OutcomeKind
+from regionsync.runtime.node import Node
+from regionsync.runtime.ports import OutboundRequest
+
+
+class RecordingSender:
+    """A Sender that records every request and answers 204."""
+
+    def __init__(self) -> None:
+        self.requests: list[OutboundRequest] = []
+
+    async def send(self, request: OutboundRequest) -> AttemptOutcome:
+        self.requests.append(request)
+        return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
+
+
+class StaticResolver:
+    """Every name resolves to one public documentation-free address (never contacted)."""
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        return ["93.184.216.34"]
+
+
+def make_node(
+    net: MemoryNetwork, region: str, peers: list[str], store: MemoryStore | None = None
+) -> Node:
+    settings = load_settings(
+        None,
+        region=region,
+        peers=[{"region": p, "address": p} for p in peers],
+        replication={"reconnect_min_s": 0.01, "reconnect_max_s": 0.05, "batch_records": 4},
+    )
+    clock = SystemClock()
+    rng = system_rng()
+    return Node(
+        settings,
+        store=store or MemoryStore(),
+        clock=clock,
+        rng=rng,
+        ids=UlidSource(clock, rng),
+        transport=net.transport(region),
+        sender=RecordingSender(),
+        resolver=StaticResolver(),
+    )
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0) -> None:
+    """Poll ``check`` until true; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail("condition not reached before the deadline")
+        await asyncio.sleep(0.01)

@@ -59,9 +59,7 @@ _DELIVERY_COLS = (
 
 
 def _delivery(row: Sequence) -> Delivery:
-    return Delivery(
-        row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:10]
-    )
+    return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:10])
 
 
 class SqliteStore:
@@ -70,6 +68,7 @@ class SqliteStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
+        self._origins: set[str] = set()  # origins present in the log (kept, not scanned)
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -84,6 +83,9 @@ class SqliteStore:
         await self.db.execute("PRAGMA synchronous=FULL")
         await self.db.execute("PRAGMA busy_timeout=5000")
         await self.db.executescript(_SCHEMA)
+        self._origins = {
+            o for (o,) in await self.db.execute_fetchall("SELECT DISTINCT origin FROM log")
+        }
         rows = dict(await self.db.execute_fetchall("SELECT key, value FROM meta"))
         if "region" in rows:
             if rows["region"] != region:
@@ -140,8 +142,15 @@ class SqliteStore:
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
-                            d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value,
-                            d.attempts, d.next_attempt_at_ms, d.region, d.created_at_ms,
+                            d.id,
+                            d.event_id,
+                            d.endpoint_id,
+                            d.tenant,
+                            d.status.value,
+                            d.attempts,
+                            d.next_attempt_at_ms,
+                            d.region,
+                            d.created_at_ms,
                             d.updated_at_ms,
                         )
                         for d in batch.deliveries
@@ -152,8 +161,14 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
-                            a.delivery_id, a.n, a.at_ms, a.region, a.status_code,
-                            a.latency_ms, a.error, a.response_excerpt,
+                            a.delivery_id,
+                            a.n,
+                            a.at_ms,
+                            a.region,
+                            a.status_code,
+                            a.latency_ms,
+                            a.error,
+                            a.response_excerpt,
                         )
                         for a in batch.attempts
                     ],
@@ -164,6 +179,7 @@ class SqliteStore:
                     batch.idempotency,
                 )
             await db.execute("COMMIT")
+            self._origins.update(r.origin for r in batch.records)
         except BaseException:
             await db.execute("ROLLBACK")
             raise
@@ -175,11 +191,8 @@ class SqliteStore:
         return dict(await self.db.execute_fetchall("SELECT origin, seq FROM version_vector"))
 
     async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
-        origins = [
-            o for (o,) in await self.db.execute_fetchall("SELECT DISTINCT origin FROM log")
-        ]
         out: list[Record] = []
-        for origin in sorted(origins):
+        for origin in sorted(self._origins):
             if len(out) >= limit:
                 break
             rows = await self.db.execute_fetchall(

@@ -1,0 +1,69 @@
+"""Configuration (node.toml, environment overrides, validation) and the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+from click.testing import CliRunner
+
+from regionsync.cli import main
+from regionsync.config import load_settings
+
+
+def test_defaults_work_for_one_node_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("REGIONSYNC_REGION", "REGIONSYNC_HTTP_LISTEN"):
+        monkeypatch.delenv(var, raising=False)
+    s = load_settings()
+    assert s.http_listen.startswith("127.0.0.1:") and s.grpc_listen.startswith("127.0.0.1:")
+    assert s.peers == [] and s.tls is None and s.ingest.max_payload_bytes == 256 * 1024
+
+
+def test_toml_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(
+        'region = "eu-central-1"\n[[peers]]\nregion = "us-east-1"\naddress = "h:7070"\n'
+        '[delivery]\nallow_private_networks = ["127.0.0.0/8"]\n'
+    )
+    monkeypatch.setenv("REGIONSYNC_DELIVERY__TIMEOUT_S", "3")
+    s = load_settings(path)
+    assert s.region == "eu-central-1" and s.peers[0].address == "h:7070"
+    assert s.delivery.timeout_s == 3 and s.delivery.allow_private_networks == ["127.0.0.0/8"]
+    monkeypatch.setenv("REGIONSYNC_REGION", "ap-southeast-1")
+    assert load_settings(path).region == "ap-southeast-1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'region = "Bad Region"\n',
+        "[delivery]\ntimeout_s = 600\n",
+        '[delivery]\nallow_private_networks = ["not-a-cidr"]\n',
+        "unknown_setting = 1\n",
+        '[[tokens]]\ntoken = "short"\nscope = "admin"\n',
+    ],
+)
+def test_bad_settings_name_the_setting(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(text)
+    with pytest.raises(pydantic.ValidationError):
+        load_settings(path)
+
+
+def test_cli_help_lists_commands() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    assert "serve" in result.output and "demo" in result.output
+
+
+def test_serve_with_missing_or_bad_config_exits_cleanly(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["serve", "--config", str(tmp_path / "nope.toml")])
+    assert result.exit_code == 1 and "not found" in result.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("region = [\n")
+    result = CliRunner().invoke(main, ["serve", "--config", str(bad)])
+    assert result.exit_code == 1 and "invalid configuration" in result.output
+    bad.write_text("[delivery]\ntimeout_s = -1\n")
+    result = CliRunner().invoke(main, ["serve", "--config", str(bad)])
+    assert result.exit_code == 1 and "timeout_s" in result.output

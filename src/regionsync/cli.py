@@ -29,8 +29,13 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="node.toml; every setting has a default, REGIONSYNC_<SETTING> overrides.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="node.toml; every setting has a default, REGIONSYNC_<SETTING> overrides.",
+)
 def serve(config_path: str | None) -> None:
     """Run one node (HTTP API, gRPC replication, delivery workers)."""
     from .adapters.wiring import serve as serve_node
@@ -50,13 +55,27 @@ def serve(config_path: str | None) -> None:
 
 
 @main.command()
-@click.option("--payloads", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=None, help="Directory of real webhook payloads with a MANIFEST.json.")
+@click.option(
+    "--payloads",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of real webhook payloads with a MANIFEST.json.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--events", type=click.IntRange(1, 100_000), default=300, show_default=True,
-              help="Events to generate when no --payloads are given.")
-@click.option("--timeout", type=float, default=120.0, show_default=True,
-              help="Seconds to wait for delivery and convergence.")
+@click.option(
+    "--events",
+    type=click.IntRange(1, 100_000),
+    default=300,
+    show_default=True,
+    help="Events to generate when no --payloads are given.",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="Seconds to wait for delivery and convergence.",
+)
 def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> None:
     """Start three regions on loopback, publish, deliver, check convergence."""
     from .demo import run_demo

@@ -156,13 +156,13 @@ def write_configs(root: Path, regions: tuple[str, ...], **delivery: Any) -> dict
 
 def spawn(root: Path, region: str, config: Path) -> subprocess.Popen[bytes]:
     """Start ``regionsync serve --config`` for one region, logging to ``<region>.log``."""
-    logf = open(root / f"{region}.log", "ab")  # noqa: SIM115 (owned by the child)
-    return subprocess.Popen(
-        [sys.executable, "-m", "regionsync.cli", "serve", "--config", str(config)],
-        stdout=logf,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    with open(root / f"{region}.log", "ab") as logf:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "regionsync.cli", "serve", "--config", str(config)],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
 async def wait_ready(client: httpx.AsyncClient, base: str, deadline: float) -> None:

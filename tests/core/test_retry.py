@@ -29,9 +29,7 @@ def test_schedule_without_jitter() -> None:
         d = next_step(FAIL, n, T0, T0, 0.0)
         assert d.status is DeliveryStatus.PENDING
         assert d.next_attempt_at_ms == T0 + int(delay * 1000)
-    assert next_step(FAIL, len(DEFAULT_SCHEDULE_S) + 1, T0, T0, 0.0).status is (
-        DeliveryStatus.DEAD
-    )
+    assert next_step(FAIL, len(DEFAULT_SCHEDULE_S) + 1, T0, T0, 0.0).status is (DeliveryStatus.DEAD)
 
 
 @settings(max_examples=200, derandomize=True)

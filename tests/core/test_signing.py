@@ -38,9 +38,7 @@ def test_official_verifier_accepts_rotation_headers() -> None:
         Webhook(make_secret(b"x" * 32)).verify(BODY, headers)
 
 
-@pytest.mark.parametrize(
-    "bad", ["", "whsec_", "abc", "whsec_!!!", "whsec_" + "QUFB", 42, None]
-)
+@pytest.mark.parametrize("bad", ["", "whsec_", "abc", "whsec_!!!", "whsec_" + "QUFB", 42, None])
 def test_bad_secrets_rejected(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_secret(bad)  # type: ignore[arg-type]

@@ -73,14 +73,19 @@ class _ClientStream:
     async def send(self, msg: pb.SyncMessage) -> None:
         try:
             await self._call.write(msg)
-        except (grpc.aio.AioRpcError, grpc.aio.UsageError) as exc:
-            raise ConnectionError(f"sync stream write failed: {exc}") from exc
+        except grpc.aio.AioRpcError as exc:
+            raise ConnectionError(f"{exc.code().name}: {exc.details()}") from exc
+        except (grpc.aio.UsageError, asyncio.InvalidStateError, RuntimeError) as exc:
+            # writing to a call that already ended (the peer went away)
+            raise ConnectionError(f"sync stream closed: {exc!r}") from exc
 
     async def recv(self) -> pb.SyncMessage | None:
         try:
             msg = await self._call.read()
         except grpc.aio.AioRpcError as exc:
             raise ConnectionError(f"{exc.code().name}: {exc.details()}") from exc
+        except (grpc.aio.UsageError, asyncio.InvalidStateError, RuntimeError) as exc:
+            raise ConnectionError(f"sync stream closed: {exc!r}") from exc
         return None if msg is grpc.aio.EOF else msg
 
     async def close(self) -> None:

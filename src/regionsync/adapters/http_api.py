@@ -89,9 +89,12 @@ async def read_json(request: Request, max_bytes: int) -> Any:
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        body = json.loads(raw, parse_constant=_reject_constant)
+        if b"\\u" in raw:  # an escaped lone surrogate parses but cannot be stored or sent
+            json.dumps(body, ensure_ascii=False).encode()
+    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
         raise BadRequest(f"body is not valid JSON: {exc}", field="body", code="bad_json") from None
+    return body
 
 
 async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
@@ -332,7 +335,12 @@ def create_app(node: Node, manage_node: bool = False) -> FastAPI:
         for name in ("event_type", "payload"):
             if name not in body:
                 raise Unprocessable("is required", field=name)
-        payload = json.dumps(body["payload"], separators=(",", ":"), ensure_ascii=False)
+        try:
+            payload = json.dumps(
+                body["payload"], separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            )
+        except ValueError:  # e.g. 1e400 parses to inf, which JSON cannot carry
+            raise Unprocessable("numbers must be finite doubles", field="payload") from None
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 256:
             raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")

@@ -128,6 +128,11 @@ class HttpxSender:
                 OutcomeKind.INDETERMINATE, reason="network", latency_ms=ms(),
                 response_excerpt=f"{type(exc).__name__}: {exc}",
             )  # fmt: skip
+        except (ValueError, TypeError) as exc:  # a request httpx cannot even encode
+            return AttemptOutcome(
+                OutcomeKind.FAILED, reason="bad_request", latency_ms=ms(),
+                response_excerpt=f"{type(exc).__name__}: {exc}", final=True,
+            )  # fmt: skip
         text = excerpt[:EXCERPT_BYTES].decode("utf-8", "replace")
         code = resp.status_code
         if 200 <= code < 300:

@@ -57,7 +57,5 @@ class SystemResolver:
     """Resolves with ``loop.getaddrinfo``; raises OSError (socket.gaierror) on failure."""
 
     async def resolve(self, host: str, port: int) -> list[str]:
-        infos = await asyncio.get_running_loop().getaddrinfo(
-            host, port, type=socket.SOCK_STREAM
-        )
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         return sorted({info[4][0] for info in infos})

@@ -25,6 +25,7 @@ __all__ = [
 
 EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
+_HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
 RESERVED_HEADERS = frozenset(
     {
         "webhook-id",
@@ -92,10 +93,15 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
                 raise Unprocessable(
                     "header is reserved", field=f"headers.{name}", code="reserved_header"
                 )
-            if not isinstance(value, str) or len(value) > 4096 or any(
-                c in value for c in "\r\n\0"
+            if (
+                not isinstance(value, str)
+                or len(value) > 4096
+                or not _HEADER_VALUE_RE.fullmatch(value)
             ):
-                raise Unprocessable("bad header value", field=f"headers.{name}")
+                raise Unprocessable(
+                    "header values must be visible ASCII, spaces or tabs (RFC 9110 5.5)",
+                    field=f"headers.{name}",
+                )
         out["headers"] = {k: h[k] for k in sorted(h)}
     if "secret" in out:
         try:

@@ -8,6 +8,7 @@ run concurrently up to ``delivery.concurrency`` per node and each endpoint's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from dataclasses import replace
@@ -22,6 +23,7 @@ __all__ = ["USER_AGENT", "DeliveryWorker"]
 
 log = logging.getLogger("regionsync.delivery")
 USER_AGENT = "regionsync/0.1 (+https://github.com/regionsync)"
+_CRASH_BACKOFF_S = 60.0
 
 
 class DeliveryWorker:
@@ -85,6 +87,10 @@ class DeliveryWorker:
             raise
         except Exception:
             log.exception("delivery %s: attempt crashed; retrying later", d.id)
+            # never a hot loop: push the delivery back as a failed try would be
+            later = node.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
+            with contextlib.suppress(Exception):
+                await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None)
         finally:
             self.inflight.pop(d.id, None)
             node.delivery_wake.set()

@@ -42,6 +42,7 @@ class PeerStatus:
     region: str
     address: str
     connected: bool = False
+    actor: str | None = None  # the peer's own actor, from its Hello
     acked: dict[str, int] = field(default_factory=dict)
     last_ack_at_ms: int | None = None
     last_error: str | None = None
@@ -97,12 +98,12 @@ class Node:
         self.actor = f"{self.region}:{self.incarnation}"
         self.registry = Registry.from_bytes(await self.store.load_registry())
         self.version_vector = await self.store.load_version_vector()
-        last = await self.store.records_after(
-            {self.actor: max(self.version_vector.get(self.actor, 0) - 1, 0)}, 1
-        )
-        own = [r for r in last if r.origin == self.actor]
-        if own:
-            self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*own[0].hlc))
+        own_seq = self.version_vector.get(self.actor, 0)
+        if own_seq:
+            # resume the HLC from this actor's last stamp (other origins skipped)
+            skip = {o: 1 << 62 for o in self.version_vector}
+            last = await self.store.records_after({**skip, self.actor: own_seq - 1}, 1)
+            self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
         log.info(
             "node %s started (actor %s, %s store)",
             self.region,
@@ -460,10 +461,11 @@ class Node:
     # -- status --------------------------------------------------------------------------
 
     def records_behind(self, peer: PeerStatus) -> int:
-        """Records this node holds that ``peer`` has not acknowledged."""
+        """Records this node holds that ``peer`` has not acknowledged (its own excluded)."""
         return sum(
             max(seq - peer.acked.get(origin, 0), 0)
             for origin, seq in self.version_vector.items()
+            if origin != peer.actor
         )
 
     def cluster(self) -> dict[str, Any]:

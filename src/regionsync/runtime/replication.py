@@ -110,6 +110,9 @@ class PeerLink:
             except (ConnectionError, TimeoutError, OSError) as exc:
                 self.status.last_error = f"{type(exc).__name__}: {exc}"
                 log.debug("peer %s: %s", self.status.region, self.status.last_error)
+            except Exception as exc:  # a bug must not end replication to this peer
+                self.status.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("peer %s: session failed", self.status.region)
             delay = backoff * (0.5 + 0.5 * self.node.rng.random())
             backoff = min(backoff * 2, self.opts.reconnect_max_s)
             await self.node.clock.sleep(delay)
@@ -125,8 +128,10 @@ class PeerLink:
                 f"peer at {status.address} is region {first.hello.region!r}, "
                 f"configured as {status.region!r}"
             )
+        peer_actor = f"{first.hello.region}:{first.hello.incarnation}"
         acked = dict(first.hello.version_vector)
         status.acked = dict(acked)
+        status.actor = peer_actor
         status.connected, status.last_error = True, None
         sent = dict(acked)
         inflight = 0
@@ -137,23 +142,26 @@ class PeerLink:
 
         async def read_acks() -> None:
             nonlocal inflight, sent, closed, refused
-            while (msg := await stream.recv()) is not None:
-                if msg.WhichOneof("kind") != "ack":
-                    continue
-                for o, s in msg.ack.version_vector.items():
-                    acked[o] = max(acked.get(o, 0), s)
-                status.acked = dict(acked)
-                status.last_ack_at_ms = node.clock.wall_ms()
-                for rej in msg.ack.rejected:
-                    status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
-                    refused = True
-                inflight -= 1
-                if inflight == 0:
-                    # everything sent was answered: resend whatever the peer still lacks
-                    sent = dict(acked)
+            try:
+                while (msg := await stream.recv()) is not None:
+                    if msg.WhichOneof("kind") != "ack":
+                        continue
+                    for o, seq in msg.ack.version_vector.items():
+                        acked[o] = max(acked.get(o, 0), seq)
+                        sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
+                    status.acked = dict(acked)
+                    status.last_ack_at_ms = node.clock.wall_ms()
+                    for rej in msg.ack.rejected:
+                        status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
+                        refused = True
+                    inflight -= 1
+                    if inflight == 0:
+                        # everything sent was answered: resend whatever the peer still lacks
+                        sent = dict(acked)
+                    progress.set()
+            finally:
+                closed = True
                 progress.set()
-            closed = True
-            progress.set()
 
         reader = asyncio.create_task(read_acks())
         try:
@@ -167,6 +175,8 @@ class PeerLink:
                     await node.clock.sleep(self.opts.reconnect_max_s)
                     refused = False
                 wake.clear()
+                progress.clear()
+                sent[peer_actor] = 1 << 62  # a peer never lacks its own records
                 records = await node.store.records_after(sent, self.opts.batch_records)
                 if records:
                     await stream.send(pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records))))
@@ -174,14 +184,13 @@ class PeerLink:
                     for r in records:
                         sent[r.origin] = max(sent.get(r.origin, 0), r.seq)
                     continue
-                progress.clear()
                 waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(progress.wait())]
                 try:
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for w in waits:
                         w.cancel()
-            if reader.done() and reader.exception() is not None:
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
         finally:
             node.drop_log_waiter(wake)

@@ -1,0 +1,93 @@
+"""Helpers of the three-region integration tests (imported by conftest.py and the tests).
+
+The nodes are real ``regionsync serve`` processes on loopback started by
+``regionsync.demo.start_cluster``; the receiver is ``demo.Receiver`` (it verifies every
+signature with the official standardwebhooks library) that also records raw requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+
+from regionsync.demo import REGIONS, Receiver
+
+__all__ = [
+    "REGIONS",
+    "Hit",
+    "RecordingReceiver",
+    "clusters",
+    "converged",
+    "eventually",
+    "expect",
+]
+
+
+async def eventually(
+    check: Callable[[], Awaitable[Any]], timeout_s: float = 30.0, interval: float = 0.05
+) -> Any:
+    """Poll ``check`` until it returns a truthy value (returned) or fail at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r})")
+        await asyncio.sleep(interval)
+
+
+async def expect(client: httpx.AsyncClient, method: str, url: str, status: int, **kw: Any) -> Any:
+    """One request that must answer ``status``; returns its JSON body (or None)."""
+    resp = await client.request(method, url, **kw)
+    assert resp.status_code == status, f"{method} {url}: {resp.status_code} {resp.text}"
+    return resp.json() if resp.content else None
+
+
+@dataclass
+class Hit:
+    """One request the receiver got: path name, lower-cased headers, raw body, answer."""
+
+    name: str
+    headers: dict[str, str]
+    body: bytes
+    status: int
+
+
+@dataclass
+class RecordingReceiver(Receiver):
+    """demo.Receiver that also keeps every raw request (``hits``)."""
+
+    hits: list[Hit] = field(default_factory=list)
+
+    async def _hook(self, request: Request) -> Response:
+        body = await request.body()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        resp = await super()._hook(request)
+        self.hits.append(Hit(request.path_params["name"], headers, body, resp.status_code))
+        return resp
+
+    def ids(self, name: str) -> set[str]:
+        """webhook-ids that reached ``name`` with a valid signature."""
+        return {wid for (n, wid) in self.seen if n == name}
+
+
+async def clusters(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str, Any]:
+    """``GET /v1/cluster`` of every region."""
+    return {r: (await client.get(f"{base}/v1/cluster")).json() for r, base in http.items()}
+
+
+async def converged(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str, Any] | None:
+    """Every region's cluster view if registry hashes and version vectors are all equal."""
+    cs = await clusters(client, http)
+    hashes = {c["registry_hash"] for c in cs.values()}
+    vvs = {json.dumps(c["version_vector"], sort_keys=True) for c in cs.values()}
+    return cs if len(hashes) == 1 and len(vvs) == 1 else None

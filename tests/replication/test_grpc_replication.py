@@ -57,7 +57,7 @@ async def test_two_nodes_converge_over_grpc(pair) -> None:
     await a.create_tenant("acme", "Acme")
     for i in range(50):
         await a.publish("acme", "t", b'{"i":%d}' % i, None)
-    await eventually(lambda: b.version_vector == a.version_vector)
+    await eventually(lambda: b.durable_vv == a.durable_vv)
     assert b.registry.state_hash() == a.registry.state_hash()
     assert (await b.store.counts("b"))["events"] == 50
     status = a.cluster()["peers"][0]

@@ -12,7 +12,7 @@ from regionsync.core.model import Record
 def converged(*nodes) -> bool:
     return (
         len({n.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.version_vector.items())) for n in nodes}) == 1
+        and len({tuple(sorted(n.durable_vv.items())) for n in nodes}) == 1
     )
 
 

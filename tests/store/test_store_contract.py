@@ -55,7 +55,7 @@ async def test_commit_and_read_back(store) -> None:
         events=[ev],
         deliveries=[d],
         attempts=[Attempt("dlv_001", 1, 11, REGION, 500, 1.5, "http_500", "oops")],
-        idempotency=[("acme", "k1", "evt_001", "abc", 10)],
+        idempotency=[("acme", "k1", "evt_001", "abc", 10, REGION)],
     )
     await store.commit(batch)
     assert await store.load_registry() == {"tenants": b"x"}
@@ -64,8 +64,7 @@ async def test_commit_and_read_back(store) -> None:
     assert await store.get_event("nope") is None
     assert await store.get_delivery("dlv_001") == d
     assert await store.deliveries_of_event("evt_001") == [d]
-    assert await store.find_idempotency("acme", "k1") == ("evt_001", "abc")
-    assert await store.find_idempotency("acme", "k2") is None
+    assert await store.load_idempotency() == [("acme", "k1", "evt_001", "abc", 10, REGION)]
     attempts = await store.attempts_of("dlv_001")
     assert [(a.n, a.status_code, a.error) for a in attempts] == [(1, 500, "http_500")]
     assert await store.records_after({}, 10) == [rec]

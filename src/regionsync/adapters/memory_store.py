@@ -30,7 +30,7 @@ class MemoryStore:
         self._events: dict[str, Event] = {}
         self._deliveries: dict[str, Delivery] = {}
         self._attempts: dict[tuple[str, str, int], Attempt] = {}
-        self._idem: dict[tuple[str, str], tuple[str, str]] = {}
+        self._idem: dict[tuple[str, str], tuple[str, str, str, str, int, str]] = {}
         self._open = False
 
     async def open(self, region: str, new_incarnation: int) -> StoreInfo:
@@ -64,8 +64,8 @@ class MemoryStore:
             self._deliveries[d.id] = d
         for a in batch.attempts:
             self._attempts.setdefault((a.delivery_id, a.region, a.n), a)
-        for tenant, key, event_id, digest, _at in batch.idempotency:
-            self._idem.setdefault((tenant, key), (event_id, digest))
+        for row in batch.idempotency:
+            self._idem.setdefault((row[0], row[1]), row)
 
     async def load_registry(self) -> dict[str, bytes]:
         self._check()
@@ -91,9 +91,9 @@ class MemoryStore:
         self._check()
         return self._events.get(event_id)
 
-    async def find_idempotency(self, tenant: str, key: str) -> tuple[str, str] | None:
+    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         self._check()
-        return self._idem.get((tenant, key))
+        return list(self._idem.values())
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         self._check()

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS attempts(
 );
 CREATE TABLE IF NOT EXISTS idempotency(
   tenant TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT NOT NULL, body_sha256 TEXT NOT NULL,
-  created_at_ms INTEGER NOT NULL, PRIMARY KEY(tenant, key)
+  created_at_ms INTEGER NOT NULL, region TEXT NOT NULL, PRIMARY KEY(tenant, key)
 );
 """
 
@@ -175,7 +175,7 @@ class SqliteStore:
                 )
             if batch.idempotency:
                 await db.executemany(
-                    "INSERT OR IGNORE INTO idempotency VALUES (?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO idempotency VALUES (?, ?, ?, ?, ?, ?)",
                     batch.idempotency,
                 )
             await db.execute("COMMIT")
@@ -211,12 +211,11 @@ class SqliteStore:
         )
         return Event(*rows[0]) if rows else None
 
-    async def find_idempotency(self, tenant: str, key: str) -> tuple[str, str] | None:
+    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         rows = await self.db.execute_fetchall(
-            "SELECT event_id, body_sha256 FROM idempotency WHERE tenant = ? AND key = ?",
-            (tenant, key),
+            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"
         )
-        return (rows[0][0], rows[0][1]) if rows else None
+        return [tuple(r) for r in rows]  # type: ignore[misc]
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         rows = await self.db.execute_fetchall(

@@ -116,7 +116,7 @@ class WriteBatch:
     registry: key -> canonical CRDT bytes (full state, upserted)
     records: appended to the delta log; version_vector: origin -> seq (upserted)
     events, deliveries (upserted by id), attempts (appended)
-    idempotency: (tenant, key, event_id, body_sha256, created_at_ms) rows
+    idempotency: (tenant, key, event_id, body_sha256, created_at_ms, region) rows
     """
 
     registry: dict[str, bytes] = field(default_factory=dict)
@@ -125,7 +125,7 @@ class WriteBatch:
     events: list[Event] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
-    idempotency: list[tuple[str, str, str, str, int]] = field(default_factory=list)
+    idempotency: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(

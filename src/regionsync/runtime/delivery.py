@@ -145,17 +145,18 @@ class DeliveryWorker:
             )
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
             if not status.final:
-                await node.store.commit(batch)
-                return
-            # a final outcome is replicated, with the usage counters it changes
-            reg = node.registry
-            deltas = dict(reg.count(d.tenant, "backlog", -1, node.actor))
-            if status is DeliveryStatus.DELIVERED:
-                deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, node.actor))
-            elif status is DeliveryStatus.DEAD:
-                deltas.update(reg.count(d.tenant, "deliveries_failed", 1, node.actor))
-            stamp = node.stamp()
-            await node.commit_local("delivery", stamp, deltas, batch, delivery=new)
+                durable = node.committer.submit(batch)
+            else:
+                # a final outcome is replicated, with the usage counters it changes
+                reg = node.registry
+                deltas = dict(reg.count(d.tenant, "backlog", -1, node.actor))
+                if status is DeliveryStatus.DELIVERED:
+                    deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, node.actor))
+                elif status is DeliveryStatus.DEAD:
+                    deltas.update(reg.count(d.tenant, "deliveries_failed", 1, node.actor))
+                stamp = node.stamp()
+                durable = node.commit_local("delivery", stamp, deltas, batch, delivery=new)
+        await durable
 
 
 def _attempt_row(

@@ -81,6 +81,9 @@ class Node:
         self.counters: dict[str, int] = {"records_rejected": 0, "clock_drift": 0}
         self.write_lock = asyncio.Lock()
         self._held: dict[str, dict[int, Record]] = {}
+        self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
+        self.idempotency: dict[tuple[str, str], tuple[str, str, str, int]] = {}
+        self.durable_vv: dict[str, int] = {}
         self._log_waiters: set[asyncio.Event] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.delivery_wake = asyncio.Event()
@@ -90,6 +93,7 @@ class Node:
 
     async def start(self) -> None:
         """Open the store, load state, start serving peers, replicating and delivering."""
+        from .commit import GroupCommitter
         from .delivery import DeliveryWorker
         from .replication import PeerLink, serve_stream
 
@@ -98,6 +102,12 @@ class Node:
         self.actor = f"{self.region}:{self.incarnation}"
         self.registry = Registry.from_bytes(await self.store.load_registry())
         self.version_vector = await self.store.load_version_vector()
+        self.durable_vv = dict(self.version_vector)
+        self.idempotency = await self._load_idempotency()
+        self.committer = GroupCommitter(
+            self.store, on_commit=self._on_commit, on_failure=self._on_commit_failure
+        )
+        self._tasks.append(asyncio.create_task(self.committer.run(), name="committer"))
         own_seq = self.version_vector.get(self.actor, 0)
         if own_seq:
             # resume the HLC from this actor's last stamp (other origins skipped)
@@ -129,12 +139,35 @@ class Node:
         async with self.write_lock:
             await self.store.close()
 
+    async def _load_idempotency(self) -> dict[tuple[str, str], tuple[str, str, str, int]]:
+        rows = await self.store.load_idempotency()
+        return {(t, k): (e, d, r, at) for t, k, e, d, at, r in rows}
+
+    def _on_commit(self, batch: WriteBatch) -> None:
+        for origin, seq in batch.version_vector.items():
+            self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
+        self.notify_log()
+
+    def _on_commit_failure(self, exc: BaseException) -> None:
+        # memory ran ahead of the store: go back to what is durable
+        task = asyncio.create_task(self._reload())
+        self._tasks.append(task)
+
+    async def _reload(self) -> None:
+        async with self.write_lock:
+            self.registry = Registry.from_bytes(await self.store.load_registry())
+            self.version_vector = await self.store.load_version_vector()
+            self.durable_vv = dict(self.version_vector)
+            self.idempotency = await self._load_idempotency()
+            self._held.clear()
+        log.warning("state reloaded from the store after a failed commit")
+
     # -- write path ----------------------------------------------------------------------
 
     def stamp(self) -> Timestamp:
         return self.hlc.now(self.clock.wall_ms())
 
-    async def commit_local(
+    def commit_local(
         self,
         kind: str,
         stamp: Timestamp,
@@ -142,8 +175,10 @@ class Node:
         batch: WriteBatch | None = None,
         event: Event | None = None,
         delivery: Delivery | None = None,
-    ) -> None:
-        """Apply ``deltas`` and commit them with a new own record. Caller holds the lock."""
+    ) -> asyncio.Future[None]:
+        """Apply ``deltas`` in memory and queue them, with a new own record, for the next
+        group commit. Call with the write lock held; await the returned future after
+        releasing it (it resolves once the change is durable)."""
         batch = batch or WriteBatch()
         changed = self.registry.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
@@ -151,14 +186,8 @@ class Node:
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
         batch.version_vector[self.actor] = seq
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
-        try:
-            await self.store.commit(batch)
-        except BaseException:
-            # the in-memory registry ran ahead of the store: reload what is durable
-            self.registry = Registry.from_bytes(await self.store.load_registry())
-            raise
         self.version_vector[self.actor] = seq
-        self.notify_log()
+        return self.committer.submit(batch)
 
     def notify_log(self) -> None:
         """Wake every replication link: the log has new records."""
@@ -186,7 +215,8 @@ class Node:
                 raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
             stamp = self.stamp()
             deltas = self.registry.create_tenant(tid, name, stamp.wall_ms, self.actor, stamp)
-            await self.commit_local("registry", stamp, deltas)
+            durable = self.commit_local("registry", stamp, deltas)
+        await durable
         view = self.registry.tenant(tid)
         assert view is not None
         return view
@@ -201,7 +231,9 @@ class Node:
         async with self.write_lock:
             self.tenant(tenant_id)
             stamp = self.stamp()
-            await self.commit_local("registry", stamp, self.registry.delete_tenant(tenant_id))
+            durable = self.commit_local("registry", stamp, self.registry.delete_tenant(tenant_id))
+
+        await durable
 
     # -- endpoints -----------------------------------------------------------------------
 
@@ -263,7 +295,8 @@ class Node:
                 eid, tenant_id, {**defaults, **fields}, event_types, stamp.wall_ms,
                 self.actor, stamp,
             )  # fmt: skip
-            await self.commit_local("registry", stamp, deltas)
+            durable = self.commit_local("registry", stamp, deltas)
+        await durable
         return self.endpoint(tenant_id, eid)
 
     def endpoint(self, tenant_id: str, endpoint_id: str) -> EndpointView:
@@ -299,7 +332,8 @@ class Node:
             deltas = self.registry.patch_endpoint(
                 endpoint_id, fields, add, remove, stamp.wall_ms, self.actor, stamp
             )
-            await self.commit_local("registry", stamp, deltas)
+            durable = self.commit_local("registry", stamp, deltas)
+        await durable
         return self.endpoint(tenant_id, endpoint_id)
 
     async def delete_endpoint(self, tenant_id: str, endpoint_id: str) -> None:
@@ -307,7 +341,9 @@ class Node:
             self.endpoint(tenant_id, endpoint_id)
             stamp = self.stamp()
             deltas = self.registry.delete_endpoint(endpoint_id, tenant_id)
-            await self.commit_local("registry", stamp, deltas)
+            durable = self.commit_local("registry", stamp, deltas)
+
+        await durable
 
     # -- events --------------------------------------------------------------------------
 
@@ -317,58 +353,78 @@ class Node:
         """Accept an event: durable locally (with its deliveries) before this returns.
 
         ``payload`` is the JSON bytes to deliver. Returns ``(event, created)``; a repeat
-        with the same ``Idempotency-Key`` and body returns the original event and False.
-        Raises NotFound (tenant), Unprocessable (event_type), Conflict (key reused with
-        another body).
+        with the same ``Idempotency-Key`` and body returns the original event and False
+        (once the original is durable). Raises NotFound (tenant), Unprocessable
+        (event_type), Conflict (key reused with another body).
         """
         check_event_type(event_type)
         digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
         async with self.write_lock:
             self.tenant(tenant_id)
+            found = None
             if idempotency_key is not None:
-                found = await self.store.find_idempotency(tenant_id, idempotency_key)
-                if found is not None:
-                    event_id, seen = found
-                    if seen != digest:
-                        raise Conflict(
-                            "Idempotency-Key was used with another body",
-                            field="Idempotency-Key",
-                            code="idempotency_conflict",
-                        )
-                    original = await self.store.get_event(event_id)
-                    assert original is not None
-                    return original, False
-            stamp = self.stamp()
-            now = stamp.wall_ms
-            event = Event(self.ids.new("evt"), tenant_id, event_type, payload, self.region, now)
-            batch = WriteBatch(events=[event])
-            for ep in self.registry.matching_endpoints(tenant_id, event_type):
-                active = not (ep.paused or ep.disabled)
-                batch.deliveries.append(
-                    Delivery(
-                        id=self.ids.new("dlv"),
-                        event_id=event.id,
-                        endpoint_id=ep.id,
-                        tenant=tenant_id,
-                        status=DeliveryStatus.PENDING if active else DeliveryStatus.SKIPPED,
-                        attempts=0,
-                        next_attempt_at_ms=now if active else None,
-                        region=self.region,
-                        created_at_ms=now,
-                        updated_at_ms=now,
+                found = self.idempotency.get((tenant_id, idempotency_key))
+            if found is None:
+                event, durable = self._accept(tenant_id, event_type, payload, digest,
+                                              idempotency_key)  # fmt: skip
+            else:
+                event_id, seen, region, received_at_ms = found
+                if seen != digest:
+                    raise Conflict(
+                        "Idempotency-Key was used with another body",
+                        field="Idempotency-Key",
+                        code="idempotency_conflict",
                     )
-                )
-            if idempotency_key is not None:
-                batch.idempotency.append((tenant_id, idempotency_key, event.id, digest, now))
-            pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
-            deltas = {
-                **self.registry.count(tenant_id, "events_published", 1, self.actor),
-                **self.registry.count(tenant_id, "backlog", pending, self.actor),
-            }
-            await self.commit_local("event", stamp, deltas, batch, event=event)
-        if pending:
+                event = Event(event_id, tenant_id, event_type, payload, region, received_at_ms)
+                durable = self._pending_events.get(event_id)
+        if durable is not None:
+            await asyncio.shield(durable)
+        if found is None:
             self.delivery_wake.set()
-        return event, True
+        return event, found is None
+
+    def _accept(
+        self,
+        tenant_id: str,
+        event_type: str,
+        payload: bytes,
+        digest: str,
+        idempotency_key: str | None,
+    ) -> tuple[Event, asyncio.Future[None]]:
+        """Build the event, its deliveries (fan-out snapshot) and counters; queue them."""
+        stamp = self.stamp()
+        now = stamp.wall_ms
+        event = Event(self.ids.new("evt"), tenant_id, event_type, payload, self.region, now)
+        batch = WriteBatch(events=[event])
+        for ep in self.registry.matching_endpoints(tenant_id, event_type):
+            active = not (ep.paused or ep.disabled)
+            batch.deliveries.append(
+                Delivery(
+                    id=self.ids.new("dlv"),
+                    event_id=event.id,
+                    endpoint_id=ep.id,
+                    tenant=tenant_id,
+                    status=DeliveryStatus.PENDING if active else DeliveryStatus.SKIPPED,
+                    attempts=0,
+                    next_attempt_at_ms=now if active else None,
+                    region=self.region,
+                    created_at_ms=now,
+                    updated_at_ms=now,
+                )
+            )
+        if idempotency_key is not None:
+            row = (tenant_id, idempotency_key, event.id, digest, now, self.region)
+            batch.idempotency.append(row)
+            self.idempotency[(tenant_id, idempotency_key)] = (event.id, digest, self.region, now)
+        pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
+        deltas = {
+            **self.registry.count(tenant_id, "events_published", 1, self.actor),
+            **self.registry.count(tenant_id, "backlog", pending, self.actor),
+        }
+        durable = self.commit_local("event", stamp, deltas, batch, event=event)
+        self._pending_events[event.id] = durable
+        durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
+        return event, durable
 
     async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
         self.tenant(tenant_id)
@@ -419,13 +475,9 @@ class Node:
             if not batch:
                 return rejected
             batch.deliveries.extend(deliveries.values())
-            try:
-                await self.store.commit(batch)
-            except BaseException:
-                self.registry = Registry.from_bytes(await self.store.load_registry())
-                raise
             self.version_vector = vv
-        self.notify_log()
+            durable = self.committer.submit(batch)
+        await durable
         return rejected
 
     async def _apply_one(
@@ -464,7 +516,7 @@ class Node:
         """Records this node holds that ``peer`` has not acknowledged (its own excluded)."""
         return sum(
             max(seq - peer.acked.get(origin, 0), 0)
-            for origin, seq in self.version_vector.items()
+            for origin, seq in self.durable_vv.items()
             if origin != peer.actor
         )
 
@@ -475,7 +527,7 @@ class Node:
             "region": self.region,
             "actor": self.actor,
             "incarnation": self.incarnation,
-            "version_vector": dict(sorted(self.version_vector.items())),
+            "version_vector": dict(sorted(self.durable_vv.items())),
             "registry_hash": self.registry.state_hash(),
             "peers": [
                 {

@@ -140,8 +140,8 @@ class Store(Protocol):
 
     async def get_event(self, event_id: str) -> Event | None: ...
 
-    async def find_idempotency(self, tenant: str, key: str) -> tuple[str, str] | None:
-        """``(event_id, body_sha256)`` stored for the key, or None."""
+    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
+        """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``."""
         ...
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None: ...

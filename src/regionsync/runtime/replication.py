@@ -43,7 +43,7 @@ def _hello(node: Node) -> pb.SyncMessage:
         hello=pb.Hello(
             region=node.region,
             incarnation=node.incarnation,
-            version_vector=node.version_vector,
+            version_vector=node.durable_vv,
             protocol=PROTOCOL,
         )
     )
@@ -72,7 +72,7 @@ async def serve_stream(node: Node, stream: PeerStream) -> None:
             await stream.send(
                 pb.SyncMessage(
                     ack=pb.Ack(
-                        version_vector=node.version_vector,
+                        version_vector=node.durable_vv,
                         rejected=[
                             pb.Rejected(origin=e.origin, origin_seq=e.seq, reason=e.reason)
                             for e in rejected

@@ -1,0 +1,89 @@
+"""Group commit: shared transactions, durability before acknowledgement, failure handling."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from regionsync.adapters.memory_store import MemoryStore
+from regionsync.core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch
+from regionsync.runtime.commit import GroupCommitter, merge_batches
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts commits and can be told to fail the next one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: list[WriteBatch] = []
+        self.fail_next = False
+
+    async def commit(self, batch: WriteBatch) -> None:
+        await asyncio.sleep(0)  # a commit takes time: submissions queue meanwhile
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("disk full")
+        self.commits.append(batch)
+        await super().commit(batch)
+
+
+def _event(i: int) -> WriteBatch:
+    rec = Record("a:1", i, "event", b"", (i, 0))
+    ev = Event(f"evt_{i}", "t", "x", b"{}", "a", i)
+    return WriteBatch(records=[rec], version_vector={"a:1": i}, events=[ev])
+
+
+@pytest.fixture
+async def store() -> CountingStore:
+    s = CountingStore()
+    await s.open("a", 1)
+    return s
+
+
+async def test_concurrent_submissions_share_commits(store: CountingStore) -> None:
+    gc = GroupCommitter(store)
+    runner = asyncio.create_task(gc.run())
+    try:
+        await asyncio.gather(*(gc.submit(_event(i)) for i in range(1, 101)))
+    finally:
+        runner.cancel()
+    assert gc.batches == 100 and gc.commits < 10
+    assert sum(len(b.events) for b in store.commits) == 100
+    assert await store.load_version_vector() == {"a:1": 100}
+
+
+async def test_acknowledged_only_after_durable(store: CountingStore) -> None:
+    gc = GroupCommitter(store)
+    fut = gc.submit(_event(1))
+    assert not fut.done() and await store.get_event("evt_1") is None
+    runner = asyncio.create_task(gc.run())
+    await fut
+    runner.cancel()
+    assert await store.get_event("evt_1") is not None
+
+
+async def test_failure_fails_the_group_and_the_queue_behind_it(store: CountingStore) -> None:
+    failures: list[BaseException] = []
+    gc = GroupCommitter(store, on_failure=failures.append)
+    store.fail_next = True
+    futs = [gc.submit(_event(i)) for i in range(1, 4)]
+    runner = asyncio.create_task(gc.run())
+    results = await asyncio.gather(*futs, return_exceptions=True)
+    assert all(isinstance(r, OSError) for r in results) and len(failures) == 1
+    await gc.submit(_event(1))  # the committer keeps working afterwards
+    runner.cancel()
+    assert [e.id for b in store.commits for e in b.events] == ["evt_1"]
+
+
+def test_merge_keeps_the_latest_full_states() -> None:
+    d1 = Delivery("dlv_1", "e", "ep", "t", DeliveryStatus.PENDING, 0, 5, "a", 1, 1)
+    d2 = Delivery("dlv_1", "e", "ep", "t", DeliveryStatus.DELIVERED, 1, None, "a", 1, 2)
+    merged = merge_batches(
+        [
+            WriteBatch(registry={"k": b"1"}, deliveries=[d1], version_vector={"a:1": 3}),
+            WriteBatch(registry={"k": b"2"}, deliveries=[d2], version_vector={"a:1": 2}),
+        ]
+    )
+    assert merged.registry == {"k": b"2"} and merged.deliveries == [d2]
+    assert merged.version_vector == {"a:1": 3}

@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean
+.PHONY: venv demo test lint proto clean checkov
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,7 +23,24 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/lint-imports
+	$(MAKE) checkov
 	$(BIN)/python -m pytest -q
+
+# checkov pins many dependencies: it gets its own virtualenv. Offline: terraform only, no
+# policy download, no module download, no platform calls; inline skips carry their reasons.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_STAMP):
+	test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov>=3.2,<4'
+	touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+	BC_SKIP_MAPPING=TRUE \
+	$(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download \
+		--download-external-modules false --quiet --compact
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
@@ -33,4 +50,4 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --grpc_python_out=src --pyi_out=src proto/regionsync/v1/replication.proto
 
 clean:
-	rm -rf $(VENV) build dist
+	rm -rf $(VENV) $(CHECKOV_VENV) build dist

@@ -48,6 +48,15 @@ def serve(config_path: str | None) -> None:
         raise click.ClickException(f"invalid configuration:\n{exc}") from None
     except ValueError as exc:  # tomllib.TOMLDecodeError
         raise click.ClickException(f"invalid configuration: {exc}") from None
+    if settings.tls is not None:
+        for name in ("cert", "key", "ca"):
+            path = getattr(settings.tls, name)
+            if not path.is_file():
+                raise click.ClickException(f"tls.{name}: file not found: {path}")
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"data_dir: cannot create {settings.data_dir}: {exc}") from None
     try:
         run_async(serve_node(settings))
     except KeyboardInterrupt:

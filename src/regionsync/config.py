@@ -60,6 +60,13 @@ class ReplicationSettings(_Section):
 
 class IngestSettings(_Section):
     max_payload_bytes: int = Field(256 * 1024, ge=1024)
+    idempotency_ttl_s: float = Field(24 * 3600, gt=0)  # Idempotency-Key lifetime
+    backlog_capacity: int = Field(100_000, ge=1)  # undelivered + queued writes at S = 1
+    pressure_tau_s: float = Field(2.0, ge=0)  # smoothing time constant of S
+    # event type pattern (exact, "prefix.*" or "*") -> critical | high | normal | low
+    event_type_priorities: dict[str, Literal["critical", "high", "normal", "low"]] = {}
+    one_remote_timeout_s: float = Field(5.0, gt=0)  # ack policy one-remote: wait this long
+    one_remote_fallback_local: bool = False  # on timeout answer 202 anyway (else 503)
 
 
 class TlsSettings(_Section):
@@ -95,6 +102,14 @@ class Settings(BaseSettings):
 
     toml_file: ClassVar[Path | None] = None
 
+    @field_validator("http_listen", "grpc_listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("must be host:port with a port in 0..65535")
+        return v
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -123,4 +138,11 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
         toml_file = Path(path) if path is not None else None
 
     loaded = _Loaded(**overrides)
-    return Settings.model_validate(loaded.model_dump())
+    settings = Settings.model_validate(loaded.model_dump())
+    if path is not None and settings.tls is not None:
+        # relative TLS paths are relative to the configuration file, not the working dir
+        base = Path(path).resolve().parent
+        settings.tls = TlsSettings(
+            **{k: base / getattr(settings.tls, k) for k in ("cert", "key", "ca")}
+        )
+    return settings

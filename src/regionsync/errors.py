@@ -10,7 +10,8 @@ RegionsyncError
 │   ├── PayloadTooLarge 413
 │   ├── UnsupportedMediaType 415
 │   ├── Unprocessable 422
-│   └── Unavailable  503    (overload, not ready)
+│   ├── TooManyRequests 429 (load shedding; carries retry_after_s)
+│   └── Unavailable  503    (overload, not ready; carries retry_after_s)
 └── RemoteError            a peer region misbehaved
     └── MalformedRecord     a replication record that failed to decode or validate;
                             rejected and logged, never merged
@@ -28,6 +29,7 @@ __all__ = [
     "PayloadTooLarge",
     "RegionsyncError",
     "RemoteError",
+    "TooManyRequests",
     "Unauthorized",
     "Unavailable",
     "UnsupportedMediaType",
@@ -91,6 +93,10 @@ class Unavailable(ClientError):
     def __init__(self, detail: str, *, retry_after_s: int = 1, **kw: str | None):
         super().__init__(detail, **kw)
         self.retry_after_s = retry_after_s
+
+
+class TooManyRequests(Unavailable):
+    status, code = 429, "too_many_requests"
 
 
 class RemoteError(RegionsyncError):

@@ -21,9 +21,10 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event
-from ..core.registry import EndpointView, TenantView
+from ..core.registry import ID_RE, EndpointView, TenantView
 from ..errors import (
     BadRequest,
     ClientError,
@@ -70,8 +71,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The raw body of a JSON request: 415 for another content type, 413 as soon as it
+    is known to exceed ``max_bytes`` (from Content-Length, or while streaming)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise UnsupportedMediaType("content type must be application/json", field="content-type")
@@ -87,7 +89,12 @@ async def read_json(request: Request, max_bytes: int) -> Any:
         if size > max_bytes:
             raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
+    raw = await read_body(request, max_bytes)
     try:
         body = json.loads(raw, parse_constant=_reject_constant)
         if b"\\u" in raw:  # an escaped lone surrogate parses but cannot be stored or sent
@@ -105,7 +112,21 @@ async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
 
 
 def tenant_json(t: TenantView) -> dict[str, Any]:
-    return {"id": t.id, "name": t.name, "created_at": rfc3339(t.created_at_ms), "usage": t.usage}
+    return {
+        "id": t.id,
+        "name": t.name,
+        "ack_policy": t.ack_policy,
+        "created_at": rfc3339(t.created_at_ms),
+        "usage": t.usage,
+    }
+
+
+def source_json(fields: dict[str, Any]) -> dict[str, Any]:
+    """A source without its secret (secrets of sources are never echoed or logged)."""
+    out = {k: v for k, v in fields.items() if k not in ("secret", "created_at")}
+    out["created_at"] = rfc3339(fields.get("created_at"))
+    out["url_path"] = f"/in/{fields['id']}"
+    return out
 
 
 def endpoint_json(e: EndpointView) -> dict[str, Any]:
@@ -182,6 +203,11 @@ class _Auth:
         self.open = not self.tokens and _loopback(node.settings.http_listen)
         if self.open:
             log.warning("no API tokens configured: accepting unauthenticated requests on loopback")
+        elif not self.tokens:
+            log.warning(
+                "no API tokens configured and the HTTP listener is not on loopback: every /v1 "
+                "request will be refused (401); add [[tokens]] to the configuration"
+            )
 
     def check(self, request: Request, tenant: str | None = None, publish: bool = False) -> None:
         if self.open:
@@ -238,6 +264,10 @@ def create_app(node: Node, manage_node: bool = False) -> FastAPI:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")]
         return _problem(422, "invalid", err.get("msg", "invalid request"), ".".join(loc) or None)
 
+    @app.exception_handler(ClientDisconnect)
+    async def _disconnect(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        return _problem(400, "client_disconnected", "the client went away mid-request")
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error on %s %s", request.method, request.url.path)
@@ -249,12 +279,14 @@ def create_app(node: Node, manage_node: bool = False) -> FastAPI:
     async def create_tenant(request: Request) -> dict[str, Any]:
         auth.check(request)
         body = await read_object(request, max_body)
-        unknown = sorted(set(body) - {"id", "name"})
+        unknown = sorted(set(body) - {"id", "name", "ack_policy"})
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
         if "name" not in body:
             raise Unprocessable("is required", field="name")
-        return tenant_json(await node.create_tenant(body.get("id"), body["name"]))
+        return tenant_json(
+            await node.create_tenant(body.get("id"), body["name"], body.get("ack_policy", "local"))
+        )
 
     @app.get("/v1/tenants/{tenant}")
     async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:
@@ -318,6 +350,8 @@ def create_app(node: Node, manage_node: bool = False) -> FastAPI:
                 f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
             ) from None
         since_ms = _parse_time(since, "since") if since is not None else None
+        if cursor is not None and not ID_RE.fullmatch(cursor):
+            raise Unprocessable("not a cursor this API returned", field="cursor")
         rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
         nxt = rows[-1].id if len(rows) == limit else None
         return {"items": [delivery_json(d) for d in rows], "next": nxt}
@@ -353,10 +387,13 @@ def create_app(node: Node, manage_node: bool = False) -> FastAPI:
         }
 
     @app.get("/v1/tenants/{tenant}/events/{event}")
-    async def get_event(request: Request, tenant: str, event: str) -> dict[str, Any]:
+    async def get_event(request: Request, tenant: str, event: str) -> JSONResponse:
         auth.check(request, tenant)
         ev, deliveries = await node.get_event(tenant, event)
-        return {**event_json(ev), "deliveries": [delivery_json(d) for d in deliveries]}
+        # JSONResponse directly: payloads may nest deeper than pydantic serializes
+        return JSONResponse(
+            {**event_json(ev), "deliveries": [delivery_json(d) for d in deliveries]}
+        )
 
     @app.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
     async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
@@ -367,6 +404,39 @@ def create_app(node: Node, manage_node: bool = False) -> FastAPI:
             raise NotFound(f"no delivery {delivery!r}", field="delivery")
         attempts = await node.store.attempts_of(delivery)
         return {"items": [attempt_json(a) for a in attempts], "next": None}
+
+    # -- inbound sources -----------------------------------------------------------------
+
+    @app.post("/v1/sources", status_code=201)
+    async def create_source(request: Request) -> dict[str, Any]:
+        auth.check(request)
+        body = await read_object(request, max_body)
+        return source_json(await node.create_source(body))
+
+    @app.get("/v1/sources/{source}")
+    async def get_source(request: Request, source: str) -> dict[str, Any]:
+        auth.check(request)
+        return source_json(node.source(source))
+
+    @app.delete("/v1/sources/{source}", status_code=204)
+    async def delete_source(request: Request, source: str) -> Response:
+        auth.check(request)
+        await node.delete_source(source)
+        return Response(status_code=204)
+
+    @app.post("/in/{source}", status_code=202)
+    async def inbound(request: Request, source: str) -> dict[str, Any]:
+        node.source(source)  # 404 before reading a byte of an unknown source's body
+        raw = await read_body(request, max_body)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        event, created = await node.ingest(source, headers, raw)
+        return {
+            "id": event.id,
+            "event_type": event.event_type,
+            "region": event.region,
+            "received_at": rfc3339(event.received_at_ms),
+            "duplicate": not created,
+        }
 
     # -- operations ----------------------------------------------------------------------
 
@@ -427,5 +497,26 @@ class _Snapshot:
         for p in node.peers.values():
             g.add_metric([p.region], 1.0 if p.connected else 0.0)
         yield g
+        p = node.pressure
+        g = GaugeMetricFamily("regionsync_ingest_saturation", "Smoothed backlog saturation S")
+        g.add_metric([], p.smoothed if p else 0.0)
+        yield g
+        state = p.state if p else "accepting"
+        g = GaugeMetricFamily("regionsync_ingest_state", "Backpressure state", labels=["state"])
+        for name in ("accepting", "shedding", "critical_only", "overloaded"):
+            g.add_metric([name], 1.0 if name == state else 0.0)
+        yield g
+        yield GaugeMetricFamily(
+            "regionsync_ingest_retry_after_seconds",
+            "Last Retry-After given",
+            node.last_retry_after_s,
+        )
+        yield GaugeMetricFamily("regionsync_backlog", "Pending deliveries owned", node.backlog)
+        c = CounterMetricFamily(
+            "regionsync_ingest", "Ingest decisions", labels=["decision", "priority"]
+        )
+        for (decision, priority), n in sorted(node.ingest_counts.items()):
+            c.add_metric([decision, priority], n)
+        yield c
         for name, value in node.counters.items():
             yield CounterMetricFamily(f"regionsync_{name}", name.replace("_", " "), value=value)

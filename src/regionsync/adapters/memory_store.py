@@ -65,7 +65,9 @@ class MemoryStore:
         for a in batch.attempts:
             self._attempts.setdefault((a.delivery_id, a.region, a.n), a)
         for row in batch.idempotency:
-            self._idem.setdefault((row[0], row[1]), row)
+            known = self._idem.get((row[0], row[1]))
+            if known is None or (row[4], row[2]) < (known[4], known[2]):
+                self._idem[(row[0], row[1])] = row  # the earliest acceptance wins
 
     async def load_registry(self) -> dict[str, bytes]:
         self._check()
@@ -94,6 +96,13 @@ class MemoryStore:
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         self._check()
         return list(self._idem.values())
+
+    async def purge_idempotency(self, before_ms: int) -> int:
+        self._check()
+        old = [k for k, row in self._idem.items() if row[4] < before_ms]
+        for k in old:
+            del self._idem[k]
+        return len(old)
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         self._check()

@@ -2,11 +2,14 @@
 
 Every write is one ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL``, so a batch
 that ``commit`` returned from survives a crash or power loss (SQLite docs, "WAL mode" and
-"PRAGMA synchronous"). Reads run on the same aiosqlite connection thread.
+"PRAGMA synchronous"). Writes go through one connection, serialized by a lock; reads use a
+second connection, so they never see a transaction that has not committed (WAL readers
+see the last committed snapshot) and never queue behind a commit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -68,13 +71,23 @@ class SqliteStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
+        self._rdb: aiosqlite.Connection | None = None
+        self._write = asyncio.Lock()
         self._origins: set[str] = set()  # origins present in the log (kept, not scanned)
 
     @property
     def db(self) -> aiosqlite.Connection:
+        """The writer connection."""
         if self._db is None:
             raise RuntimeError("store is not open")
         return self._db
+
+    @property
+    def rdb(self) -> aiosqlite.Connection:
+        """The reader connection."""
+        if self._rdb is None:
+            raise RuntimeError("store is not open")
+        return self._rdb
 
     async def open(self, region: str, new_incarnation: int) -> StoreInfo:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +96,8 @@ class SqliteStore:
         await self.db.execute("PRAGMA synchronous=FULL")
         await self.db.execute("PRAGMA busy_timeout=5000")
         await self.db.executescript(_SCHEMA)
+        self._rdb = await aiosqlite.connect(self.path, isolation_level=None)
+        await self.rdb.execute("PRAGMA busy_timeout=5000")
         self._origins = {
             o for (o,) in await self.db.execute_fetchall("SELECT DISTINCT origin FROM log")
         }
@@ -103,14 +118,23 @@ class SqliteStore:
         return StoreInfo(region, new_incarnation, fresh=True)
 
     async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        for conn in (self._rdb, self._db):
+            if conn is not None:
+                await conn.close()
+        self._db = self._rdb = None
 
     async def commit(self, batch: WriteBatch) -> None:
+        # shielded: a cancelled caller must not leave the connection inside a transaction
+        await asyncio.shield(self._locked_commit(batch))
+
+    async def _locked_commit(self, batch: WriteBatch) -> None:
+        async with self._write:
+            await self._commit(batch)
+
+    async def _commit(self, batch: WriteBatch) -> None:
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
         try:
+            await db.execute("BEGIN IMMEDIATE")
             if batch.registry:
                 await db.executemany(
                     "INSERT INTO registry(key, state) VALUES (?, ?) "
@@ -174,28 +198,34 @@ class SqliteStore:
                     ],
                 )
             if batch.idempotency:
+                # the earliest acceptance of a key wins, in every region alike
                 await db.executemany(
-                    "INSERT OR IGNORE INTO idempotency VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT(tenant, key) DO UPDATE SET event_id = excluded.event_id, "
+                    "body_sha256 = excluded.body_sha256, created_at_ms = excluded.created_at_ms, "
+                    "region = excluded.region WHERE (excluded.created_at_ms, excluded.event_id) "
+                    "< (created_at_ms, event_id)",
                     batch.idempotency,
                 )
             await db.execute("COMMIT")
             self._origins.update(r.origin for r in batch.records)
         except BaseException:
-            await db.execute("ROLLBACK")
+            if db.in_transaction:
+                await db.execute("ROLLBACK")
             raise
 
     async def load_registry(self) -> dict[str, bytes]:
-        return dict(await self.db.execute_fetchall("SELECT key, state FROM registry"))
+        return dict(await self.rdb.execute_fetchall("SELECT key, state FROM registry"))
 
     async def load_version_vector(self) -> dict[str, int]:
-        return dict(await self.db.execute_fetchall("SELECT origin, seq FROM version_vector"))
+        return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM version_vector"))
 
     async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
         out: list[Record] = []
         for origin in sorted(self._origins):
             if len(out) >= limit:
                 break
-            rows = await self.db.execute_fetchall(
+            rows = await self.rdb.execute_fetchall(
                 "SELECT origin, seq, kind, body, hlc_wall, hlc_logical FROM log "
                 "WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (origin, after.get(origin, 0), limit - len(out)),
@@ -204,7 +234,7 @@ class SqliteStore:
         return out
 
     async def get_event(self, event_id: str) -> Event | None:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             "SELECT id, tenant, event_type, payload, region, received_at_ms FROM events "
             "WHERE id = ?",
             (event_id,),
@@ -212,19 +242,26 @@ class SqliteStore:
         return Event(*rows[0]) if rows else None
 
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"
         )
         return [tuple(r) for r in rows]  # type: ignore[misc]
 
+    async def purge_idempotency(self, before_ms: int) -> int:
+        async with self._write:
+            cur = await self.db.execute(
+                "DELETE FROM idempotency WHERE created_at_ms < ?", (before_ms,)
+            )
+            return cur.rowcount
+
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = ?", (delivery_id,)
         )
         return _delivery(rows[0]) if rows else None
 
     async def deliveries_of_event(self, event_id: str) -> list[Delivery]:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id = ? ORDER BY id",
             (event_id,),
         )
@@ -251,12 +288,12 @@ class SqliteStore:
             args.append(after_id)
         sql += " ORDER BY id LIMIT ?"
         args.append(limit)
-        return [_delivery(r) for r in await self.db.execute_fetchall(sql, args)]
+        return [_delivery(r) for r in await self.rdb.execute_fetchall(sql, args)]
 
     async def due_deliveries(
         self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
     ) -> list[Delivery]:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = ? AND status = 'pending' "
             "AND next_attempt_at_ms <= ? ORDER BY next_attempt_at_ms, id LIMIT ?",
             (region, now_ms, limit + len(exclude)),
@@ -265,7 +302,7 @@ class SqliteStore:
         return [_delivery(r) for r in rows if r[0] not in skip][:limit]
 
     async def next_due_ms(self, region: str) -> int | None:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             "SELECT min(next_attempt_at_ms) FROM deliveries "
             "WHERE region = ? AND status = 'pending'",
             (region,),
@@ -273,7 +310,7 @@ class SqliteStore:
         return rows[0][0] if rows else None
 
     async def attempts_of(self, delivery_id: str) -> list[Attempt]:
-        rows = await self.db.execute_fetchall(
+        rows = await self.rdb.execute_fetchall(
             "SELECT delivery_id, n, at_ms, region, status_code, latency_ms, error, "
             "response_excerpt FROM attempts WHERE delivery_id = ? ORDER BY at_ms, n",
             (delivery_id,),
@@ -281,7 +318,7 @@ class SqliteStore:
         return [Attempt(*r) for r in rows]
 
     async def counts(self, region: str) -> dict[str, int]:
-        db = self.db
+        db = self.rdb
         out = {
             "events": (await db.execute_fetchall("SELECT count(*) FROM events"))[0][0],
             "events_accepted": (

@@ -2,7 +2,8 @@
 
 Decides whether a record from another region is well formed and what it carries; never
 merges anything itself, never reads time. A body is canonical msgpack of a map with any of
-the sections ``registry`` ({key: CRDT bytes}), ``event`` and ``delivery``; the record
+the sections ``registry`` ({key: CRDT bytes}), ``event``, ``delivery`` and
+``idempotency`` (an Idempotency-Key, replicated so a retry to any region finds it); the record
 ``kind`` names its main section (proto/regionsync/v1/replication.proto).
 """
 
@@ -21,6 +22,15 @@ from .registry import key_type
 __all__ = ["KINDS", "Decoded", "decode_body", "encode_body"]
 
 KINDS = ("registry", "event", "delivery")
+_SECTIONS = (*KINDS, "idempotency")
+_IDEMPOTENCY_FIELDS = {
+    "tenant": str,
+    "key": str,
+    "event_id": str,
+    "body_sha256": str,
+    "created_at_ms": int,
+    "region": str,
+}
 _EVENT_FIELDS = {
     "id": str,
     "tenant": str,
@@ -50,15 +60,20 @@ class Decoded:
     registry: dict[str, CRDT] = field(default_factory=dict)
     event: Event | None = None
     delivery: Delivery | None = None
+    # (tenant, key, event_id, body_sha256, created_at_ms, region): an Idempotency-Key
+    idempotency: tuple[str, str, str, str, int, str] | None = None
 
 
 def encode_body(
     registry: dict[str, CRDT] | None = None,
     event: Event | None = None,
     delivery: Delivery | None = None,
+    idempotency: tuple[str, str, str, str, int, str] | None = None,
 ) -> bytes:
     """Canonical msgpack body (sorted keys) for a record; see module docstring."""
     body: dict[str, Any] = {}
+    if idempotency is not None:
+        body["idempotency"] = dict(zip(_IDEMPOTENCY_FIELDS, idempotency, strict=True))
     if delivery is not None:
         body["delivery"] = {
             k: (getattr(delivery, k).value if k == "status" else getattr(delivery, k))
@@ -94,8 +109,8 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types
         raise ValueError(f"body is not msgpack: {exc}") from None
-    if not isinstance(obj, dict) or not obj or not set(obj) <= set(KINDS):
-        raise ValueError("body must be a map of registry/event/delivery sections")
+    if not isinstance(obj, dict) or not obj or not set(obj) <= set(_SECTIONS):
+        raise ValueError("body must be a map of registry/event/delivery/idempotency sections")
     if kind not in obj:
         raise ValueError(f"kind {kind!r} but no {kind!r} section")
     out = Decoded()
@@ -126,4 +141,7 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         except ValueError:
             raise ValueError(f"delivery.status: unknown {d['status']!r}") from None
         out.delivery = Delivery(**{**d, "status": status})
+    if "idempotency" in obj:
+        i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
+        out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]
     return out

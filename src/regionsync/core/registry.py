@@ -50,14 +50,30 @@ ENDPOINT_FIELDS = (
     "created_at",
     "updated_at",
 )
+SOURCE_FIELDS = (
+    "tenant",
+    "kind",
+    "secret",
+    "priority",
+    "ack_policy",
+    "header",
+    "algorithm",
+    "encoding",
+    "prefix",
+    "event_type_from",
+    "id_from",
+    "created_at",
+)
 _ID = r"[A-Za-z0-9_.\-]{1,64}"
 _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tenants"), ORSet),
-    (re.compile(rf"t/{_ID}/(name|created_at)"), LWWRegister),
+    (re.compile(rf"t/{_ID}/(name|created_at|ack_policy)"), LWWRegister),
     (re.compile(rf"t/{_ID}/endpoints"), ORSet),
     (re.compile(rf"t/{_ID}/usage/({'|'.join(USAGE_COUNTERS)})"), PNCounter),
     (re.compile(rf"e/{_ID}/({'|'.join(ENDPOINT_FIELDS)})"), LWWRegister),
     (re.compile(rf"e/{_ID}/event_types"), ORSet),
+    (re.compile(r"sources"), ORSet),
+    (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
 ]
 
 
@@ -77,6 +93,7 @@ class TenantView:
     name: str
     created_at_ms: int
     usage: dict[str, int]
+    ack_policy: str = "local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +206,7 @@ class Registry:
             name=self._get(p + "name", LWWRegister).value() or "",
             created_at_ms=self._get(p + "created_at", LWWRegister).value() or 0,
             usage={c: self._get(f"{p}usage/{c}", PNCounter).value() for c in USAGE_COUNTERS},
+            ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
         )
 
     def endpoint_ids(self, tenant_id: str) -> list[str]:
@@ -244,7 +262,13 @@ class Registry:
         return key, self._get(key, LWWRegister).set(value, actor=actor, stamp=stamp)
 
     def create_tenant(
-        self, tenant_id: str, name: str, now_ms: int, actor: str, stamp: Timestamp
+        self,
+        tenant_id: str,
+        name: str,
+        now_ms: int,
+        actor: str,
+        stamp: Timestamp,
+        ack_policy: str = "local",
     ) -> Deltas:
         p = f"t/{tenant_id}/"
         return dict(
@@ -252,6 +276,7 @@ class Registry:
                 ("tenants", self._get("tenants", ORSet).add(tenant_id, actor=actor)),
                 self._set(p + "name", name, actor, stamp),
                 self._set(p + "created_at", now_ms, actor, stamp),
+                self._set(p + "ack_policy", ack_policy, actor, stamp),
             ]
         )
 
@@ -333,6 +358,31 @@ class Registry:
     def delete_endpoint(self, endpoint_id: str, tenant_id: str) -> Deltas:
         key = f"t/{tenant_id}/endpoints"
         return {key: self._get(key, ORSet).remove(endpoint_id)}
+
+    def source(self, source_id: str) -> dict[str, Any] | None:
+        """The live source's fields (SOURCE_FIELDS plus ``id``), or None."""
+        if source_id not in self._get("sources", ORSet).value():
+            return None
+        p = f"s/{source_id}/"
+        fields = {f: self._get(p + f, LWWRegister).value() for f in SOURCE_FIELDS}
+        if fields["tenant"] not in self.tenant_ids():
+            return None
+        return {"id": source_id, **fields}
+
+    def create_source(
+        self, source_id: str, fields: Mapping[str, Any], now_ms: int, actor: str, stamp: Timestamp
+    ) -> Deltas:
+        """Deltas creating an inbound source; ``fields`` are SOURCE_FIELDS values."""
+        p = f"s/{source_id}/"
+        deltas = dict(
+            self._set(p + name, value, actor, stamp)
+            for name, value in {**fields, "created_at": now_ms}.items()
+        )
+        deltas["sources"] = self._get("sources", ORSet).add(source_id, actor=actor)
+        return deltas
+
+    def delete_source(self, source_id: str) -> Deltas:
+        return {"sources": self._get("sources", ORSet).remove(source_id)}
 
     def count(self, tenant_id: str, counter: str, n: int, actor: str) -> Deltas:
         """Delta adding ``n`` (may be negative) to a usage counter of a tenant."""

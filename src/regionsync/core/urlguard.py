@@ -53,11 +53,15 @@ def address_allowed(addr: IPAddress, allow: Sequence[Network] = ()) -> bool:
 def validate_url(url: object) -> tuple[str, int]:
     """Check an endpoint URL's shape; returns ``(host, port)`` for the caller to resolve.
 
-    Raises ValueError: not a string, scheme not http(s), no host, credentials in the URL,
-    a fragment, or a bad port.
+    Raises ValueError: not a string, not printable ASCII, scheme not http(s), no host,
+    credentials in the URL, a fragment, or a bad port.
     """
     if not isinstance(url, str) or len(url) > 2048:
         raise ValueError("url must be a string of at most 2048 characters")
+    if not url.isascii() or not url.isprintable() or " " in url:
+        # urlsplit silently drops tabs and newlines; httpx refuses them when sending
+        raise ValueError("url must be printable ASCII without spaces (punycode and "
+                         "percent-encode the rest)")  # fmt: skip
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise ValueError("url must be http or https")
@@ -71,4 +75,6 @@ def validate_url(url: object) -> tuple[str, int]:
         port = parts.port
     except ValueError:
         raise ValueError("url has a bad port") from None
+    if port == 0:
+        raise ValueError("url has a bad port")
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)

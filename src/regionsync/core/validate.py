@@ -102,6 +102,9 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
                     "header values must be visible ASCII, spaces or tabs (RFC 9110 5.5)",
                     field=f"headers.{name}",
                 )
+        lowered = [name.lower() for name in h]
+        if len(set(lowered)) != len(lowered):
+            raise Unprocessable("header names must differ ignoring case", field="headers")
         out["headers"] = {k: h[k] for k in sorted(h)}
     if "secret" in out:
         try:
@@ -123,4 +126,10 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
                 raise Unprocessable("must be a list of at most 256 event types", field=name)
             for i, t in enumerate(types):
                 check_event_type(t, f"{name}[{i}]")
+    both = set(out.get("event_types_add", [])) & set(out.get("event_types_remove", []))
+    both |= set(out.get("event_types") or []) & set(out.get("event_types_remove", []))
+    if both:
+        raise Unprocessable(
+            f"event types both added and removed: {sorted(both)}", field="event_types_remove"
+        )
     return out

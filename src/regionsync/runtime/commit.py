@@ -71,6 +71,11 @@ class GroupCommitter:
         self.commits = 0
         self.batches = 0
 
+    @property
+    def queued(self) -> int:
+        """Submissions waiting for a commit (part of the ingest saturation)."""
+        return len(self._queue)
+
     def submit(self, batch: WriteBatch) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append((batch, fut))

@@ -148,6 +148,8 @@ class DeliveryWorker:
                 durable = node.committer.submit(batch)
             else:
                 # a final outcome is replicated, with the usage counters it changes
+                if d.status is DeliveryStatus.PENDING:
+                    node.backlog -= 1
                 reg = node.registry
                 deltas = dict(reg.count(d.tenant, "backlog", -1, node.actor))
                 if status is DeliveryStatus.DELIVERED:

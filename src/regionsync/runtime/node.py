@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,20 +20,39 @@ from typing import Any
 from crdt import CRDT, HLC, ClockDriftError, Timestamp
 
 from ..config import Settings
+from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
 from ..core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch, status_join
 from ..core.records import decode_body, encode_body
 from ..core.registry import EndpointView, Registry, TenantView
 from ..core.signing import make_secret
+from ..core.sources import (
+    ACK_POLICIES,
+    SourceConfig,
+    check_source_fields,
+    event_id_for,
+    verify,
+)
 from ..core.urlguard import address_allowed, parse_networks, validate_url
 from ..core.validate import check_endpoint_fields, check_event_type, check_id
-from ..errors import Conflict, MalformedRecord, NotFound, Unprocessable
+from ..errors import (
+    Conflict,
+    MalformedRecord,
+    NotFound,
+    TooManyRequests,
+    Unavailable,
+    Unprocessable,
+)
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 
 __all__ = ["Node", "PeerStatus"]
 
 log = logging.getLogger("regionsync.node")
 
-_MAX_HELD = 100_000  # out-of-order records buffered per node before dropping
+_MAX_HELD = 100_000
+SOURCE_CONFIG_FIELDS = (
+    "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
+    "encoding", "prefix", "event_type_from", "id_from",
+)  # fmt: skip  # out-of-order records buffered per node before dropping
 
 
 @dataclass
@@ -84,6 +104,11 @@ class Node:
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
         self.idempotency: dict[tuple[str, str], tuple[str, str, str, int]] = {}
         self.durable_vv: dict[str, int] = {}
+        self.backlog = 0  # pending deliveries owned by this region
+        self.pressure: Pressure | None = None
+        self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
+        self.last_retry_after_s = 0
+        self._ack_waiters: set[asyncio.Event] = set()
         self._log_waiters: set[asyncio.Event] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.delivery_wake = asyncio.Event()
@@ -104,6 +129,7 @@ class Node:
         self.version_vector = await self.store.load_version_vector()
         self.durable_vv = dict(self.version_vector)
         self.idempotency = await self._load_idempotency()
+        self.backlog = (await self.store.counts(self.region))["deliveries_pending"]
         self.committer = GroupCommitter(
             self.store, on_commit=self._on_commit, on_failure=self._on_commit_failure
         )
@@ -121,6 +147,7 @@ class Node:
             "fresh" if info.fresh else "existing",
         )
         await self.transport.serve(lambda stream: serve_stream(self, stream))
+        self._tasks.append(asyncio.create_task(self._purge_loop(), name="purge"))
         self.delivery = DeliveryWorker(self)
         self._tasks.append(asyncio.create_task(self.delivery.run(), name="delivery"))
         for peer in self.settings.peers:
@@ -175,6 +202,7 @@ class Node:
         batch: WriteBatch | None = None,
         event: Event | None = None,
         delivery: Delivery | None = None,
+        idempotency: tuple[str, str, str, str, int, str] | None = None,
     ) -> asyncio.Future[None]:
         """Apply ``deltas`` in memory and queue them, with a new own record, for the next
         group commit. Call with the write lock held; await the returned future after
@@ -182,7 +210,7 @@ class Node:
         batch = batch or WriteBatch()
         changed = self.registry.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
-        body = encode_body(dict(deltas), event, delivery)
+        body = encode_body(dict(deltas), event, delivery, idempotency)
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
         batch.version_vector[self.actor] = seq
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
@@ -204,17 +232,24 @@ class Node:
 
     # -- tenants -------------------------------------------------------------------------
 
-    async def create_tenant(self, tenant_id: str | None, name: Any) -> TenantView:
+    async def create_tenant(
+        self, tenant_id: str | None, name: Any, ack_policy: Any = "local"
+    ) -> TenantView:
+        """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish)."""
         if tenant_id is not None:
             check_id(tenant_id, "id")
         if not isinstance(name, str) or not 1 <= len(name) <= 256:
             raise Unprocessable("must be a string of 1..256 characters", field="name")
+        if ack_policy not in ACK_POLICIES:
+            raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
         async with self.write_lock:
             tid = tenant_id or self.ids.new("ten")
             if self.registry.tenant(tid) is not None:
                 raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
             stamp = self.stamp()
-            deltas = self.registry.create_tenant(tid, name, stamp.wall_ms, self.actor, stamp)
+            deltas = self.registry.create_tenant(
+                tid, name, stamp.wall_ms, self.actor, stamp, ack_policy
+            )
             durable = self.commit_local("registry", stamp, deltas)
         await durable
         view = self.registry.tenant(tid)
@@ -245,7 +280,7 @@ class Node:
         except ValueError:
             try:
                 addrs = [ipaddress.ip_address(a) for a in await self.resolver.resolve(host, port)]
-            except OSError as exc:
+            except (OSError, UnicodeError) as exc:
                 raise Unprocessable(
                     f"host {host!r} does not resolve: {exc}", field="url", code="invalid_url"
                 ) from None
@@ -347,26 +382,64 @@ class Node:
 
     # -- events --------------------------------------------------------------------------
 
+    # -- ingest --------------------------------------------------------------------------
+
+    def admission(self, priority: str) -> Admission:
+        """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
+        opts = self.settings.ingest
+        self.pressure = observe(
+            self.pressure,
+            self.backlog,
+            self.committer.queued,
+            opts.backlog_capacity,
+            self.clock.monotonic(),
+            opts.pressure_tau_s,
+        )
+        decision = admit(self.pressure, priority, self.rng.uniform(-1.0, 1.0))
+        key = "admitted" if decision.admitted else "shed"
+        self.ingest_counts[(key, priority)] = self.ingest_counts.get((key, priority), 0) + 1
+        self.last_retry_after_s = decision.retry_after_s or 0
+        return decision
+
+    def _admit_or_raise(self, priority: str) -> None:
+        decision = self.admission(priority)
+        if decision.status == 429:
+            raise TooManyRequests(
+                f"region is shedding {priority} traffic ({decision.state})",
+                retry_after_s=decision.retry_after_s or 1,
+                code="shedding",
+            )
+        if decision.status == 503:
+            raise Unavailable(
+                "region is at its backlog limit", retry_after_s=decision.retry_after_s or 1,
+                code="overloaded",
+            )  # fmt: skip
+
     async def publish(
         self, tenant_id: str, event_type: Any, payload: bytes, idempotency_key: str | None
     ) -> tuple[Event, bool]:
         """Accept an event: durable locally (with its deliveries) before this returns.
 
         ``payload`` is the JSON bytes to deliver. Returns ``(event, created)``; a repeat
-        with the same ``Idempotency-Key`` and body returns the original event and False
-        (once the original is durable). Raises NotFound (tenant), Unprocessable
-        (event_type), Conflict (key reused with another body).
+        with the same ``Idempotency-Key`` and body (sent to any region, once replicated)
+        returns the original event and False. Raises NotFound (tenant), Unprocessable
+        (event_type), Conflict (key reused with another body), TooManyRequests /
+        Unavailable (backpressure, or ``one-remote`` not confirmed in time).
         """
         check_event_type(event_type)
+        tenant = self.tenant(tenant_id)
+        priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
+        self._admit_or_raise(priority)
         digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
         async with self.write_lock:
             self.tenant(tenant_id)
             found = None
             if idempotency_key is not None:
-                found = self.idempotency.get((tenant_id, idempotency_key))
+                found = self._idempotent(tenant_id, idempotency_key)
             if found is None:
-                event, durable = self._accept(tenant_id, event_type, payload, digest,
-                                              idempotency_key)  # fmt: skip
+                event, durable, seq = self._accept(
+                    tenant_id, event_type, payload, digest, idempotency_key
+                )
             else:
                 event_id, seen, region, received_at_ms = found
                 if seen != digest:
@@ -376,12 +449,95 @@ class Node:
                         code="idempotency_conflict",
                     )
                 event = Event(event_id, tenant_id, event_type, payload, region, received_at_ms)
-                durable = self._pending_events.get(event_id)
+                durable, seq = self._pending_events.get(event_id), 0
         if durable is not None:
             await asyncio.shield(durable)
         if found is None:
             self.delivery_wake.set()
+            if tenant.ack_policy == "one-remote":
+                await self._wait_remote(seq)
         return event, found is None
+
+    def _idempotent(self, tenant_id: str, key: str) -> tuple[str, str, str, int] | None:
+        found = self.idempotency.get((tenant_id, key))
+        ttl_ms = int(self.settings.ingest.idempotency_ttl_s * 1000)
+        if found is not None and found[3] + ttl_ms < self.clock.wall_ms():
+            return None  # expired: the key may be used again
+        return found
+
+    async def ingest(
+        self, source_id: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[Event, bool]:
+        """Accept an inbound webhook from a registered source (``POST /in/{source}``).
+
+        ``headers`` have lower-case names; ``body`` is the raw bytes, verified before it
+        is parsed. The event id derives from the source and the sender's delivery id, so
+        a redelivery to any region is the same event: answered with the original id and
+        not delivered again once the regions exchanged it. Raises NotFound (source),
+        Unauthorized, BadRequest, Unprocessable (see core.sources.verify), and the
+        backpressure errors of ``publish``.
+        """
+        fields = self.registry.source(source_id)
+        if fields is None:
+            raise NotFound(f"no source {source_id!r}", field="source")
+        src = SourceConfig(**{k: fields[k] for k in SOURCE_CONFIG_FIELDS})
+        inbound = verify(src, headers, body, self.clock.wall_ms() // 1000)
+        event_id = event_id_for(source_id, inbound.delivery_id)
+        existing = await self.store.get_event(event_id)
+        if existing is not None:
+            return existing, False
+        priority = src.priority
+        self._admit_or_raise(priority)
+        payload = json.dumps(inbound.payload, separators=(",", ":"), ensure_ascii=False)
+        digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
+        async with self.write_lock:
+            tenant = self.tenant(src.tenant)
+            pending = self._pending_events.get(event_id)
+            if pending is None:
+                event, durable, seq = self._accept(
+                    src.tenant, inbound.event_type, payload.encode(), digest, None, event_id
+                )
+        if pending is not None:
+            await asyncio.shield(pending)
+            stored = await self.store.get_event(event_id)
+            assert stored is not None
+            return stored, False
+        await asyncio.shield(durable)
+        self.delivery_wake.set()
+        if src.ack_policy == "one-remote" or tenant.ack_policy == "one-remote":
+            await self._wait_remote(seq)
+        return event, True
+
+    async def _wait_remote(self, seq: int) -> None:
+        """Ack policy ``one-remote``: wait until a peer acknowledged our record ``seq``."""
+        opts = self.settings.ingest
+
+        def held_remotely() -> bool:
+            return any(p.acked.get(self.actor, 0) >= seq for p in self.peers.values())
+
+        try:
+            async with asyncio.timeout(opts.one_remote_timeout_s):
+                while not held_remotely():
+                    waiter = asyncio.Event()
+                    self._ack_waiters.add(waiter)
+                    try:
+                        await waiter.wait()
+                    finally:
+                        self._ack_waiters.discard(waiter)
+        except TimeoutError:
+            if opts.one_remote_fallback_local:
+                return
+            raise Unavailable(
+                "no other region confirmed the event in time; it is stored here and will "
+                "be delivered, but retrying is safe (same Idempotency-Key or delivery id)",
+                retry_after_s=max(1, round(opts.one_remote_timeout_s)),
+                code="not_replicated",
+            ) from None
+
+    def notify_ack(self) -> None:
+        """A peer acknowledged records: wake ``one-remote`` waiters."""
+        for waiter in self._ack_waiters:
+            waiter.set()
 
     def _accept(
         self,
@@ -390,11 +546,16 @@ class Node:
         payload: bytes,
         digest: str,
         idempotency_key: str | None,
-    ) -> tuple[Event, asyncio.Future[None]]:
-        """Build the event, its deliveries (fan-out snapshot) and counters; queue them."""
+        event_id: str | None = None,
+    ) -> tuple[Event, asyncio.Future[None], int]:
+        """Build the event, its deliveries (fan-out snapshot) and counters; queue them.
+
+        Returns the event, its durability future and its record's sequence number."""
         stamp = self.stamp()
         now = stamp.wall_ms
-        event = Event(self.ids.new("evt"), tenant_id, event_type, payload, self.region, now)
+        event = Event(
+            event_id or self.ids.new("evt"), tenant_id, event_type, payload, self.region, now
+        )
         batch = WriteBatch(events=[event])
         for ep in self.registry.matching_endpoints(tenant_id, event_type):
             active = not (ep.paused or ep.disabled)
@@ -412,19 +573,71 @@ class Node:
                     updated_at_ms=now,
                 )
             )
+        idem = None
         if idempotency_key is not None:
-            row = (tenant_id, idempotency_key, event.id, digest, now, self.region)
-            batch.idempotency.append(row)
+            idem = (tenant_id, idempotency_key, event.id, digest, now, self.region)
+            batch.idempotency.append(idem)
             self.idempotency[(tenant_id, idempotency_key)] = (event.id, digest, self.region, now)
         pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
+        self.backlog += pending
         deltas = {
             **self.registry.count(tenant_id, "events_published", 1, self.actor),
             **self.registry.count(tenant_id, "backlog", pending, self.actor),
         }
-        durable = self.commit_local("event", stamp, deltas, batch, event=event)
+        durable = self.commit_local("event", stamp, deltas, batch, event=event, idempotency=idem)
         self._pending_events[event.id] = durable
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
-        return event, durable
+        return event, durable, self.version_vector[self.actor]
+
+    async def purge_idempotency(self) -> int:
+        """Forget Idempotency-Keys older than the TTL, in memory and in the store.
+
+        Expiry is by creation time, so every region forgets a key at the same moment."""
+        cutoff = self.clock.wall_ms() - int(self.settings.ingest.idempotency_ttl_s * 1000)
+        for k in [k for k, v in self.idempotency.items() if v[3] < cutoff]:
+            del self.idempotency[k]
+        return await self.store.purge_idempotency(cutoff)
+
+    async def _purge_loop(self) -> None:
+        interval = min(self.settings.ingest.idempotency_ttl_s / 4, 3600.0)
+        while True:
+            await self.clock.sleep(interval)
+            try:
+                await self.purge_idempotency()
+            except Exception:
+                log.exception("idempotency purge failed; retrying later")
+
+    # -- sources -------------------------------------------------------------------------
+
+    async def create_source(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Register an inbound source (``POST /v1/sources``); returns its fields."""
+        fields = check_source_fields(body)
+        sid = body.get("id")
+        if sid is not None:
+            check_id(sid, "id")
+        async with self.write_lock:
+            self.tenant(fields["tenant"])
+            sid = sid or self.ids.new("src")
+            if self.registry.source(sid) is not None:
+                raise Conflict(f"source {sid!r} exists", field="id", code="exists")
+            stamp = self.stamp()
+            deltas = self.registry.create_source(sid, fields, stamp.wall_ms, self.actor, stamp)
+            durable = self.commit_local("registry", stamp, deltas)
+        await durable
+        return self.source(sid)
+
+    def source(self, source_id: str) -> dict[str, Any]:
+        fields = self.registry.source(source_id)
+        if fields is None:
+            raise NotFound(f"no source {source_id!r}", field="source")
+        return fields
+
+    async def delete_source(self, source_id: str) -> None:
+        async with self.write_lock:
+            self.source(source_id)
+            stamp = self.stamp()
+            durable = self.commit_local("registry", stamp, self.registry.delete_source(source_id))
+        await durable
 
     async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
         self.tenant(tenant_id)
@@ -496,6 +709,13 @@ class Node:
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
         if decoded.event is not None:
             batch.events.append(decoded.event)
+        if decoded.idempotency is not None:
+            tenant, key, event_id, digest, at, region = decoded.idempotency
+            known = self.idempotency.get((tenant, key))
+            if known is None or (known[3], known[0]) > (at, event_id):
+                # the earliest acceptance wins, in every region alike
+                self.idempotency[(tenant, key)] = (event_id, digest, region, at)
+            batch.idempotency.append(decoded.idempotency)
         d = decoded.delivery
         if d is not None:
             old = deliveries.get(d.id) or await self.store.get_delivery(d.id)

@@ -154,6 +154,7 @@ class PeerLink:
                     for rej in msg.ack.rejected:
                         status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
                         refused = True
+                    node.notify_ack()
                     inflight -= 1
                     if inflight == 0:
                         # everything sent was answered: resend whatever the peer still lacks

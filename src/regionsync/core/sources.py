@@ -1,0 +1,285 @@
+"""Inbound webhook sources: verify a sender's signature and derive the event it carries.
+
+Decides whether a raw inbound request is authentic and what event type and sender delivery
+id it has; never reads time (``now_s`` is passed in), never logs secrets. Rules: GitHub
+"Validating webhook deliveries" (X-Hub-Signature-256 = sha256=hex HMAC of the raw body),
+Stripe "Verify webhook signatures" (Stripe-Signature t=..,v1=.., signed "{t}.{body}",
+300 s tolerance), Standard Webhooks spec (webhook-id/-timestamp/-signature, 5 min).
+Signatures are checked over the raw bytes before any parsing, in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadRequest, Unauthorized, Unprocessable
+from .signing import parse_secret
+from .validate import EVENT_TYPE_RE
+
+__all__ = [
+    "KINDS",
+    "PRIORITIES",
+    "Inbound",
+    "SourceConfig",
+    "check_source_fields",
+    "event_id_for",
+    "verify",
+]
+
+KINDS = ("github", "stripe", "standard-webhooks", "hmac")
+PRIORITIES = ("critical", "high", "normal", "low")
+ACK_POLICIES = ("local", "one-remote")
+_ALGORITHMS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
+STRIPE_TOLERANCE_S = 300
+STANDARD_TOLERANCE_S = 300
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    """A registered source. ``event_type_from``/``id_from``: ``header:<name>`` or
+    ``payload:<dotted.path>`` (hmac kind; the other kinds have fixed rules)."""
+
+    id: str
+    tenant: str
+    kind: str
+    secret: str
+    priority: str = "normal"
+    ack_policy: str = "local"
+    header: str = "x-signature"  # hmac: header carrying the signature
+    algorithm: str = "sha256"  # hmac: sha1 | sha256 | sha512
+    encoding: str = "hex"  # hmac: hex | base64
+    prefix: str = ""  # hmac: e.g. "sha256=" before the digest
+    event_type_from: str = "payload:type"
+    id_from: str = ""  # hmac: empty = sha256 of the body
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """What a verified inbound request carries: the event to accept."""
+
+    event_type: str
+    delivery_id: str
+    payload: Any  # parsed JSON
+
+
+def event_id_for(source_id: str, delivery_id: str) -> str:
+    """``evt_`` + 26 Crockford chars of sha256(source, sender delivery id): the same in
+    every region, so a redelivery to any region is the same event."""
+    digest = hashlib.sha256(f"{source_id}\0{delivery_id}".encode()).digest()
+    n = int.from_bytes(digest[:17], "big") >> 6  # 130 bits
+    return "evt_" + "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a ``POST /v1/sources`` body; returns the fields. Raises Unprocessable."""
+    allowed = {
+        "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
+        "encoding", "prefix", "event_type_from", "id_from",
+    }  # fmt: skip
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise Unprocessable("unknown field", field=unknown[0])
+    for name in ("tenant", "kind", "secret"):
+        if name not in body:
+            raise Unprocessable("is required", field=name)
+        if not isinstance(body[name], str) or not body[name]:
+            raise Unprocessable("must be a non-empty string", field=name)
+    kind = body["kind"]
+    if kind not in KINDS:
+        raise Unprocessable(f"must be one of {list(KINDS)}", field="kind")
+    secret = body["secret"]
+    if len(secret) > 512:
+        raise Unprocessable("must be at most 512 characters", field="secret")
+    if kind == "standard-webhooks":
+        try:
+            parse_secret(secret)
+        except ValueError as exc:
+            raise Unprocessable(str(exc), field="secret") from None
+    out = {"kind": kind, "secret": secret, "tenant": body["tenant"]}
+    default_priority = "critical" if kind == "github" else "normal"  # GitHub never retries
+    choices = {
+        "priority": (PRIORITIES, default_priority),
+        "ack_policy": (ACK_POLICIES, "local"),
+        "algorithm": (tuple(_ALGORITHMS), "sha256"),
+        "encoding": (("hex", "base64"), "hex"),
+    }
+    for name, (options, default) in choices.items():
+        value = body.get(name, default)
+        if value not in options:
+            raise Unprocessable(f"must be one of {list(options)}", field=name)
+        out[name] = value
+    for name, default in (("header", "x-signature"), ("prefix", ""), ("id_from", ""),
+                          ("event_type_from", "payload:type")):  # fmt: skip
+        value = body.get(name, default)
+        if not isinstance(value, str) or len(value) > 256:
+            raise Unprocessable("must be a string of at most 256 characters", field=name)
+        if (
+            name in ("event_type_from", "id_from")
+            and value
+            and not value.startswith(("header:", "payload:"))
+        ):
+            raise Unprocessable("must start with 'header:' or 'payload:'", field=name)
+        out[name] = value.lower() if name == "header" else value
+    return out
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("body is not valid UTF-8", field="body", code="bad_encoding") from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadRequest("body is not valid JSON", field="body", code="bad_json") from None
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    value = headers.get(name.lower())
+    if not value:
+        raise Unauthorized(f"missing {name} header", field=name, code="bad_signature")
+    return value
+
+
+def _lookup(spec: str, headers: Mapping[str, str], payload: Any) -> Any:
+    where, _, name = spec.partition(":")
+    if where == "header":
+        return headers.get(name.lower())
+    value = payload
+    for part in name.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _check_event_type(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not EVENT_TYPE_RE.fullmatch(value):
+        raise Unprocessable("event type must match [A-Za-z0-9_.-]{1,128}", field=field)
+    return value
+
+
+def _within(ts: str, now_s: int, tolerance_s: int, field: str) -> int:
+    if not ts.isdigit():
+        raise Unauthorized("timestamp is not an integer", field=field, code="bad_signature")
+    t = int(ts)
+    if abs(now_s - t) > tolerance_s:
+        raise Unauthorized(
+            f"timestamp outside the {tolerance_s} s tolerance", field=field, code="stale"
+        )
+    return t
+
+
+def _verify_github(src: SourceConfig, headers: Mapping[str, str], body: bytes) -> Inbound:
+    sig = _header(headers, "X-Hub-Signature-256")
+    want = "sha256=" + hmac.new(src.secret.encode(), body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want.encode(), sig.strip().encode()):
+        raise Unauthorized("signature mismatch", field="X-Hub-Signature-256", code="bad_signature")
+    payload = _parse_json(body)
+    event = headers.get("x-github-event")
+    if not event:
+        raise BadRequest("missing X-GitHub-Event header", field="X-GitHub-Event")
+    action = payload.get("action") if isinstance(payload, dict) else None
+    etype = f"{event}.{action}" if isinstance(action, str) and action else event
+    delivery = headers.get("x-github-delivery")
+    if not delivery or len(delivery) > 256:
+        raise BadRequest("missing X-GitHub-Delivery header", field="X-GitHub-Delivery")
+    return Inbound(_check_event_type(etype, "X-GitHub-Event"), delivery, payload)
+
+
+def _verify_stripe(
+    src: SourceConfig, headers: Mapping[str, str], body: bytes, now_s: int
+) -> Inbound:
+    header = _header(headers, "Stripe-Signature")
+    parts: dict[str, list[str]] = {}
+    for item in header.split(","):
+        k, _, v = item.strip().partition("=")
+        parts.setdefault(k, []).append(v)
+    if len(parts.get("t", [])) != 1 or not parts.get("v1"):
+        raise Unauthorized("need one t= and at least one v1=", field="Stripe-Signature",
+                           code="bad_signature")  # fmt: skip
+    t = parts["t"][0]
+    want = hmac.new(src.secret.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
+    if not any(hmac.compare_digest(want.encode(), v.encode()) for v in parts["v1"]):
+        raise Unauthorized("signature mismatch", field="Stripe-Signature", code="bad_signature")
+    _within(t, now_s, STRIPE_TOLERANCE_S, "Stripe-Signature")
+    payload = _parse_json(body)
+    if not isinstance(payload, dict):
+        raise Unprocessable("Stripe event must be a JSON object", field="body")
+    event_id = payload.get("id")
+    if not isinstance(event_id, str) or not event_id or len(event_id) > 256:
+        raise Unprocessable("Stripe event has no id", field="id")
+    return Inbound(_check_event_type(payload.get("type"), "type"), event_id, payload)
+
+
+def _verify_standard(
+    src: SourceConfig, headers: Mapping[str, str], body: bytes, now_s: int
+) -> Inbound:
+    msg_id = _header(headers, "webhook-id")
+    ts = _header(headers, "webhook-timestamp")
+    sigs = _header(headers, "webhook-signature")
+    key = parse_secret(src.secret)
+    mac = hmac.new(key, f"{msg_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+    want = base64.b64encode(mac)
+    ok = False
+    for entry in sigs.split():
+        version, _, sig = entry.partition(",")
+        if version == "v1" and hmac.compare_digest(want, sig.encode()):
+            ok = True
+    if not ok:
+        raise Unauthorized("signature mismatch", field="webhook-signature", code="bad_signature")
+    _within(ts, now_s, STANDARD_TOLERANCE_S, "webhook-timestamp")
+    payload = _parse_json(body)
+    etype = _lookup(src.event_type_from, headers, payload)
+    if len(msg_id) > 256:
+        raise BadRequest("webhook-id is too long", field="webhook-id")
+    return Inbound(_check_event_type(etype, src.event_type_from), msg_id, payload)
+
+
+def _verify_hmac(src: SourceConfig, headers: Mapping[str, str], body: bytes) -> Inbound:
+    sig = _header(headers, src.header).strip()
+    mac = hmac.new(src.secret.encode(), body, _ALGORITHMS[src.algorithm]).digest()
+    if src.encoding == "hex":
+        want = mac.hex()
+        sig = sig.lower()
+    else:
+        want = base64.b64encode(mac).decode()
+    if not hmac.compare_digest((src.prefix + want).encode(), sig.encode()):
+        raise Unauthorized("signature mismatch", field=src.header, code="bad_signature")
+    payload = _parse_json(body)
+    etype = _lookup(src.event_type_from, headers, payload)
+    if src.id_from:
+        delivery = _lookup(src.id_from, headers, payload)
+        if not isinstance(delivery, str | int) or isinstance(delivery, bool) or not str(delivery):
+            raise BadRequest("no delivery id where id_from points", field=src.id_from)
+        delivery = str(delivery)
+    else:
+        delivery = hashlib.sha256(body).hexdigest()
+    return Inbound(_check_event_type(etype, src.event_type_from), delivery, payload)
+
+
+def verify(src: SourceConfig, headers: Mapping[str, str], body: bytes, now_s: int) -> Inbound:
+    """Verify an inbound request (``headers`` with lower-case names) and derive its event.
+
+    Raises Unauthorized (401: missing or bad signature, stale or future timestamp),
+    BadRequest (400: body not UTF-8 JSON, missing sender headers), Unprocessable (422:
+    event type not derivable or not ``[A-Za-z0-9_.-]{1,128}``).
+    """
+    try:
+        if src.kind == "github":
+            return _verify_github(src, headers, body)
+        if src.kind == "stripe":
+            return _verify_stripe(src, headers, body, now_s)
+        if src.kind == "standard-webhooks":
+            return _verify_standard(src, headers, body, now_s)
+        return _verify_hmac(src, headers, body)
+    except (binascii.Error, UnicodeEncodeError):
+        raise Unauthorized("malformed signature header", code="bad_signature") from None

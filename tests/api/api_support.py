@@ -91,9 +91,10 @@ RETRY_SCHEDULE_S = [0.1, 0.1, 0.1]
 
 
 @contextlib.asynccontextmanager
-async def running_node(data_dir: Path) -> AsyncIterator[Api]:
+async def running_node(data_dir: Path, **overrides: Any) -> AsyncIterator[Api]:
     """A us-east-1 node with production adapters, SQLite under ``data_dir``, serving
     ``create_app(node, manage_node=True)`` on a free loopback port; and a client.
+    ``overrides`` are further settings (``delivery`` entries merge into the defaults).
 
     127.0.0.1/32 is exempt from the SSRF guard so a loopback receiver can be an endpoint;
     every other private address stays refused. Retries are fast (0.1 s).
@@ -111,7 +112,9 @@ async def running_node(data_dir: Path) -> AsyncIterator[Api]:
             "retry_schedule_s": RETRY_SCHEDULE_S,
             "poll_interval_s": 0.2,
             "timeout_s": 5.0,
+            **overrides.pop("delivery", {}),
         },
+        **overrides,
     )
     node = build_node(settings)
     base = f"http://127.0.0.1:{port}"

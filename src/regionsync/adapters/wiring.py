@@ -58,6 +58,8 @@ async def serve(settings: Settings) -> None:
         loop="none",
         lifespan="on",
         access_log=False,
+        proxy_headers=False,
+        server_header=False,
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,
     )

@@ -196,6 +196,14 @@ class Registry:
     def tenant_ids(self) -> frozenset[str]:
         return self._get("tenants", ORSet).value()
 
+    def has_tenant(self, tenant_id: str) -> bool:
+        """True if the tenant is live (cheaper than ``tenant``: no usage counters)."""
+        return tenant_id in self.tenant_ids()
+
+    def ack_policy(self, tenant_id: str) -> str:
+        """The tenant's acknowledgement policy: ``local`` or ``one-remote``."""
+        return self._get(f"t/{tenant_id}/ack_policy", LWWRegister).value() or "local"
+
     def tenant(self, tenant_id: str) -> TenantView | None:
         """The live tenant, or None if it was never created or has been removed."""
         if tenant_id not in self.tenant_ids():

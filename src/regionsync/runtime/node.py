@@ -102,6 +102,7 @@ class Node:
         self.write_lock = asyncio.Lock()
         self._held: dict[str, dict[int, Record]] = {}
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
+        self._fanout: dict[str, int] = {}  # event id -> deliveries to wake the worker for
         self.idempotency: dict[tuple[str, str], tuple[str, str, str, int]] = {}
         self.durable_vv: dict[str, int] = {}
         self.backlog = 0  # pending deliveries owned by this region
@@ -261,6 +262,11 @@ class Node:
         if view is None:
             raise NotFound(f"no tenant {tenant_id!r}", field="tenant")
         return view
+
+    def require_tenant(self, tenant_id: str) -> None:
+        """NotFound unless the tenant is live (the cheap check of the ingest path)."""
+        if not self.registry.has_tenant(tenant_id):
+            raise NotFound(f"no tenant {tenant_id!r}", field="tenant")
 
     async def delete_tenant(self, tenant_id: str) -> None:
         async with self.write_lock:
@@ -427,12 +433,12 @@ class Node:
         Unavailable (backpressure, or ``one-remote`` not confirmed in time).
         """
         check_event_type(event_type)
-        tenant = self.tenant(tenant_id)
+        self.require_tenant(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
         self._admit_or_raise(priority)
         digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
         async with self.write_lock:
-            self.tenant(tenant_id)
+            self.require_tenant(tenant_id)
             found = None
             if idempotency_key is not None:
                 found = self._idempotent(tenant_id, idempotency_key)
@@ -453,8 +459,9 @@ class Node:
         if durable is not None:
             await asyncio.shield(durable)
         if found is None:
-            self.delivery_wake.set()
-            if tenant.ack_policy == "one-remote":
+            if self._has_pending(event.id):
+                self.delivery_wake.set()
+            if self.registry.ack_policy(tenant_id) == "one-remote":
                 await self._wait_remote(seq)
         return event, found is None
 
@@ -491,7 +498,7 @@ class Node:
         payload = json.dumps(inbound.payload, separators=(",", ":"), ensure_ascii=False)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
         async with self.write_lock:
-            tenant = self.tenant(src.tenant)
+            self.require_tenant(src.tenant)
             pending = self._pending_events.get(event_id)
             if pending is None:
                 event, durable, seq = self._accept(
@@ -503,8 +510,9 @@ class Node:
             assert stored is not None
             return stored, False
         await asyncio.shield(durable)
-        self.delivery_wake.set()
-        if src.ack_policy == "one-remote" or tenant.ack_policy == "one-remote":
+        if self._has_pending(event.id):
+            self.delivery_wake.set()
+        if "one-remote" in (src.ack_policy, self.registry.ack_policy(src.tenant)):
             await self._wait_remote(seq)
         return event, True
 
@@ -538,6 +546,9 @@ class Node:
         """A peer acknowledged records: wake ``one-remote`` waiters."""
         for waiter in self._ack_waiters:
             waiter.set()
+
+    def _has_pending(self, event_id: str) -> bool:
+        return self._fanout.pop(event_id, 0) > 0
 
     def _accept(
         self,
@@ -580,6 +591,7 @@ class Node:
             self.idempotency[(tenant_id, idempotency_key)] = (event.id, digest, self.region, now)
         pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
         self.backlog += pending
+        self._fanout[event.id] = pending
         deltas = {
             **self.registry.count(tenant_id, "events_published", 1, self.actor),
             **self.registry.count(tenant_id, "backlog", pending, self.actor),

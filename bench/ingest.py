@@ -1,0 +1,142 @@
+"""Ingest benchmark: durable publishes/s and latency of one node vs a bare handler.
+
+In one run, on this machine: a bare Starlette app under the same uvicorn settings that
+parses the JSON body and answers 202 without storing (the baseline), then a regionsync
+node (SQLite, synchronous=FULL, group commit, no peers) answering 202 after the event
+is durable. Both are driven by bench/loadgen.py in its own process with the same
+connections. Prints each result, the throughput ratio (goal >= 0.5x) and the node's p99
+at a fixed 5k/s (goal < 10 ms).
+
+    .venv/bin/python bench/ingest.py [--seconds 5] [--connections 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+BODY = json.dumps(
+    {"event_type": "order.created", "payload": {"id": "ord_1", "items": ["x"] * 50, "n": 1}}
+).encode()
+
+BARE_APP = """
+import json
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+async def publish(request):
+    body = json.loads(await request.body())
+    return JSONResponse({"id": "evt_x", "event_type": body["event_type"]}, status_code=202)
+
+app = Starlette(routes=[Route("/v1/tenants/{t}/events", publish, methods=["POST"])])
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(url)
+
+
+def load(url: str, seconds: float, connections: int, rate: float | None = None) -> dict:
+    with tempfile.NamedTemporaryFile(delete=False) as f:
+        f.write(BODY)
+    cmd = [sys.executable, str(ROOT / "bench/loadgen.py"), url, "--seconds", str(seconds),
+           "--connections", str(connections), "--body", f.name]  # fmt: skip
+    if rate:
+        cmd += ["--rate", str(rate)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    os.unlink(f.name)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def bare(seconds: float, connections: int) -> dict:
+    tmp = Path(tempfile.mkdtemp())
+    (tmp / "bare_app.py").write_text(BARE_APP)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--loop",
+         "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning"],
+        cwd=tmp,
+    )  # fmt: skip
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/")
+        url = f"http://127.0.0.1:{port}/v1/tenants/t/events"
+        return load(url, seconds, connections)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def node(seconds: float, connections: int) -> tuple[dict, dict]:
+    tmp = Path(tempfile.mkdtemp())
+    port = free_port()
+    (tmp / "node.toml").write_text(
+        f'region = "bench-1"\ndata_dir = "{tmp}"\nhttp_listen = "127.0.0.1:{port}"\n'
+        f'grpc_listen = "127.0.0.1:{free_port()}"\nlog_level = "warning"\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "regionsync.cli", "serve", "--config", str(tmp / "node.toml")]
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base + "/readyz")
+        httpx.post(base + "/v1/tenants", json={"id": "t", "name": "Bench"}).raise_for_status()
+        url = base + "/v1/tenants/t/events"
+        closed = load(url, seconds, connections)
+        paced = load(url, seconds, connections, rate=5000)
+        counts = httpx.get(base + "/v1/cluster").json()["counts"]
+        closed["events_stored"] = counts["events"]
+        return closed, paced
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--connections", type=int, default=64)
+    args = ap.parse_args()
+    print(f"ingest benchmark: {args.connections} connections, {args.seconds} s per run, "
+          f"{len(BODY)}-byte publish body, {os.cpu_count()} cores")  # fmt: skip
+    base = bare(args.seconds, args.connections)
+    print("bare Starlette handler (parse JSON, 202, no storage):", json.dumps(base))
+    closed, paced = node(args.seconds, args.connections)
+    print("regionsync node (durable, group commit):           ", json.dumps(closed))
+    print("regionsync node paced at 5000/s:                    ", json.dumps(paced))
+    ratio = closed["rps"] / base["rps"] if base["rps"] else 0.0
+    print(
+        f"\ndurable publishes/s: {closed['rps']:.0f} vs bare {base['rps']:.0f} "
+        f"-> ratio {ratio:.2f}x (goal >= 0.50x): {'PASS' if ratio >= 0.5 else 'FAIL'}"
+    )
+    ok = paced["p99_ms"] < 10 and paced["rps"] >= 4500
+    print(f"p99 at 5k/s: {paced['p99_ms']} ms at {paced['rps']} req/s (goal < 10 ms): "
+          f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

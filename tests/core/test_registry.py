@@ -8,6 +8,7 @@ import msgpack
 import pytest
 
 from crdt import LWWRegister, ORSet, Timestamp
+from regionsync.core.matching import SubscriptionIndex
 from regionsync.core.model import Delivery, DeliveryStatus, Event, status_join
 from regionsync.core.records import decode_body, encode_body
 from regionsync.core.registry import Registry, key_type
@@ -43,8 +44,9 @@ def test_views() -> None:
     ep = reg.endpoint("ep1", "acme")
     assert ep is not None and ep.event_types == ("a", "b") and ep.state == "active"
     assert reg.endpoint("ep1", "other") is None
-    assert [e.id for e in reg.matching_endpoints("acme", "a")] == ["ep1"]
-    assert reg.matching_endpoints("acme", "z") == []
+    index = SubscriptionIndex(reg.endpoints("acme"))
+    assert index.match("acme", "a", {}) == ["ep1"]
+    assert index.match("acme", "z", {}) == []
 
 
 def test_concurrent_type_add_and_remove_both_hold() -> None:

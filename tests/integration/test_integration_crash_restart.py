@@ -155,12 +155,18 @@ async def test_idle_links_resume_promptly_after_a_peer_is_sigkilled_and_restarte
     # every link idle: all records everywhere and acknowledged
     await eventually(lambda: converged(client, http), timeout_s=30, interval=0.1)
 
+    last: dict = {}
+
     async def links_idle() -> bool:
         cs = await clusters(client, http)
+        last.update({r: (c["version_vector"], c["peers"]) for r, c in cs.items()})
         return all(p["connected"] and p["records_behind"] == 0
                    for c in cs.values() for p in c["peers"])  # fmt: skip
 
-    await eventually(links_idle, timeout_s=30, interval=0.1)
+    try:
+        await eventually(links_idle, timeout_s=30, interval=0.1)
+    except AssertionError:
+        raise AssertionError(f"links never idle: {last}") from None
 
     victim = cluster.procs[VICTIM]
     victim.kill()

@@ -334,6 +334,16 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         await node.delete_endpoint(tenant, endpoint)
         return Response(status_code=204)
 
+    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter")
+    async def test_filter(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Would a sample payload pass this endpoint's filter, and if not, which clause
+        failed (``path.$op``)? Body: ``{"payload": ...}``."""
+        auth.check(request, tenant)
+        body = await read_object(request, max_body)
+        if set(body) != {"payload"}:
+            raise Unprocessable('body must be {"payload": ...}', field="payload")
+        return node.test_filter(tenant, endpoint, body["payload"])
+
     @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}/deliveries")
     async def list_deliveries(
         request: Request,
@@ -382,7 +392,9 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 256:
             raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
-        event, _created = await node.publish(tenant, body["event_type"], payload.encode(), key)
+        event, _created = await node.publish(
+            tenant, body["event_type"], payload.encode(), key, body["payload"]
+        )
         return JSONResponse(
             {
                 "id": event.id,
@@ -566,6 +578,17 @@ class _Snapshot:
             node.last_retry_after_s,
         )
         yield GaugeMetricFamily("regionsync_backlog", "Pending deliveries owned", node.backlog)
+        stats = node.index.stats()
+        c = CounterMetricFamily(
+            "regionsync_match_negative_cache", "No-subscriber lookups", labels=["result"]
+        )
+        c.add_metric(["hit"], stats["hits"])
+        c.add_metric(["miss"], stats["misses"])
+        c.add_metric(["invalidated"], stats["invalidations"])
+        yield c
+        yield GaugeMetricFamily(
+            "regionsync_match_endpoints", "Endpoints in the subscription index", stats["endpoints"]
+        )
         c = CounterMetricFamily(
             "regionsync_ingest", "Ingest decisions", labels=["decision", "priority"]
         )

@@ -13,7 +13,7 @@ import asyncio
 import email.utils
 import ipaddress
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -83,10 +83,15 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class HttpxSender:
-    """One POST per attempt over ``client``; total deadline enforced around the whole call."""
+    """One POST per attempt over ``client``; total deadline enforced around the whole call.
 
-    def __init__(self, client: httpx.AsyncClient):
+    ``timer`` is the monotonic clock (seconds) that attempt latency is measured with:
+    ``time.perf_counter`` by default; the simulator passes its virtual clock.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, *, timer: Callable[[], float] | None = None):
         self.client = client
+        self.timer = timer or time.perf_counter
 
     @classmethod
     def guarded(cls, resolver: Resolver, allow: Sequence[Network] = ()) -> HttpxSender:
@@ -97,10 +102,11 @@ class HttpxSender:
         await self.client.aclose()
 
     async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        start = time.perf_counter()
+        timer = self.timer
+        start = timer()
 
         def ms() -> float:
-            return (time.perf_counter() - start) * 1000
+            return (timer() - start) * 1000
 
         try:
             async with asyncio.timeout(request.timeout_s):

@@ -47,8 +47,9 @@ Negations are exact complements, so they hold on a missing field (as MongoDB's `
 Null: ``{"a": null}`` holds only if ``a`` is present and null (or an array holding null);
 to ask "absent" use ``{"a": {"$exist": false}}``; ``{"a": {"$neq": null}}`` holds when
 ``a`` is missing or non-null. ``$regex`` (Outpost) is refused: unbounded matching cost.
-A field condition on several candidates (paths through arrays) may be satisfied by
-different elements for different keys, as with MongoDB dotted paths without $elemMatch.
+Each clause picks its own candidate or element: ``{"nums": {"$gt": 2, "$lt": 4}}`` holds
+for ``[1, 5]``, and keys under a path through an array may be met by different elements
+(as MongoDB without ``$elemMatch``).
 
 Limits, checked by ``validate_filter`` (422 naming ``filter.<path>``): nesting depth of
 objects and arrays <= 8 (the root object is depth 1), <= 256 JSON values in all, strings
@@ -438,9 +439,14 @@ def _c_op(op: str, x: Any, path: tuple[str, ...]) -> Predicate:
 
 
 def _c_test(op: str, x: Any) -> Callable[[Any], bool]:
-    """A test of one candidate value, including the "any element of an array" rule."""
+    """A test of one candidate value, including the "any element of an array" rule.
+
+    The common operand types get one flat closure each (one call per candidate); the
+    rest go through ``_c_base`` plus the element loop.
+    """
+    tx = type(x)
     if op == "$contains":
-        if type(x) is str:
+        if tx is str:
 
             def contains_str(v: Any) -> bool:
                 t = type(v)
@@ -452,6 +458,84 @@ def _c_test(op: str, x: Any) -> Callable[[Any], bool]:
             return type(v) is list and any(json_equal(e, x) for e in v)
 
         return contains
+    if op == "$eq" and tx is str:
+
+        def eq_str(v: Any) -> bool:
+            t = type(v)
+            if t is str:
+                return v == x
+            return t is list and x in v  # only a str element can equal a str
+
+        return eq_str
+    if op == "$eq" and tx in _NUM:
+
+        def eq_num(v: Any) -> bool:
+            t = type(v)
+            if t is int or t is float:
+                return v == x
+            if t is list:
+                for e in v:
+                    te = type(e)
+                    if (te is int or te is float) and e == x:
+                        return True
+            return False
+
+        return eq_num
+    if op == "$eq" and (tx is bool or x is None):
+
+        def eq_const(v: Any) -> bool:
+            if v is x:
+                return True
+            if type(v) is list:
+                for e in v:
+                    if e is x:
+                        return True
+            return False
+
+        return eq_const
+    if op == "$in" and all(type(y) is str for y in x):
+        strs = frozenset(x)
+
+        def in_strs(v: Any) -> bool:
+            t = type(v)
+            if t is str:
+                return v in strs
+            if t is list:
+                for e in v:
+                    if type(e) is str and e in strs:
+                        return True
+            return False
+
+        return in_strs
+    if op in _ORDER:
+        cmp = _ORDER[op]
+        want: tuple[type, ...] = (str,) if tx is str else _NUM
+
+        def order(v: Any) -> bool:
+            t = type(v)
+            if t in want:
+                return bool(cmp(v, x))
+            if t is list:
+                for e in v:
+                    if type(e) in want and cmp(e, x):
+                        return True
+            return False
+
+        return order
+    if op in ("$startsWith", "$endsWith"):
+        ends = op == "$endsWith"
+
+        def affix(v: Any) -> bool:
+            t = type(v)
+            if t is str:
+                return v.endswith(x) if ends else v.startswith(x)
+            if t is list:
+                for e in v:
+                    if type(e) is str and (e.endswith(x) if ends else e.startswith(x)):
+                        return True
+            return False
+
+        return affix
     base = _c_base(op, x)
 
     def test(v: Any) -> bool:
@@ -467,14 +551,8 @@ def _c_test(op: str, x: Any) -> Callable[[Any], bool]:
 
 
 def _c_base(op: str, x: Any) -> Callable[[Any], bool]:
-    tx = type(x)
+    """One value (no array rule) for the operand types ``_c_test`` does not flatten."""
     if op == "$eq":
-        if tx is str:
-            return lambda v: type(v) is str and v == x
-        if tx in _NUM:
-            return lambda v: type(v) in _NUM and v == x
-        if tx is bool or x is None:
-            return lambda v: v is x
         return lambda v: json_equal(v, x)
     if op == "$in":
         strs = frozenset(y for y in x if type(y) is str)
@@ -493,15 +571,6 @@ def _c_base(op: str, x: Any) -> Callable[[Any], bool]:
             return any(json_equal(v, y) for y in others)
 
         return is_in
-    if op in _ORDER:
-        cmp = _ORDER[op]
-        if tx is str:
-            return lambda v: type(v) is str and cmp(v, x)
-        return lambda v: type(v) in _NUM and cmp(v, x)
-    if op == "$startsWith":
-        return lambda v: type(v) is str and v.startswith(x)
-    if op == "$endsWith":
-        return lambda v: type(v) is str and v.endswith(x)
     raise AssertionError(op)
 
 
@@ -526,23 +595,64 @@ def _candidates(value: Any, segs: tuple[str, ...]) -> list[Any]:
 
 
 def _c_resolve(path: tuple[str, ...], test: Callable[[Any], bool]) -> Predicate:
-    """Predicate: some candidate at ``path`` passes ``test``. Walks dicts directly and
-    falls back to the candidate list only when an array sits on the path."""
+    """Predicate: some candidate at ``path`` passes ``test``. Walks dicts directly (paths
+    of 1 to 3 keys unrolled) and builds the candidate list only when an array sits on the
+    path."""
     if not path:
         return test
+
+    def slow(p: Any) -> bool:
+        for c in _candidates(p, path):
+            if test(c):
+                return True
+        return False
+
     if len(path) == 1:
         (k,) = path
 
         def at1(p: Any) -> bool:
-            t = type(p)
-            if t is dict:
+            if type(p) is dict:
                 v = p.get(k, _MISSING)
                 return v is not _MISSING and test(v)
-            if t is list:
-                return any(test(c) for c in _candidates(p, path))
-            return False
+            return type(p) is list and slow(p)
 
         return at1
+    if len(path) == 2:
+        k0, k1 = path
+
+        def at2(p: Any) -> bool:
+            if type(p) is dict:
+                v = p.get(k0)
+                if type(v) is dict:
+                    v = v.get(k1, _MISSING)
+                    return v is not _MISSING and test(v)
+                if type(v) is not list:
+                    return False
+            elif type(p) is not list:
+                return False
+            return slow(p)
+
+        return at2
+    if len(path) == 3:
+        k0, k1, k2 = path
+
+        def at3(p: Any) -> bool:
+            if type(p) is dict:
+                v = p.get(k0)
+                if type(v) is dict:
+                    w = v.get(k1)
+                    if type(w) is dict:
+                        w = w.get(k2, _MISSING)
+                        return w is not _MISSING and test(w)
+                    if type(w) is not list:
+                        return False
+                elif type(v) is not list:
+                    return False
+            elif type(p) is not list:
+                return False
+            return slow(p)
+
+        return at3
     n = len(path)
 
     def at(p: Any) -> bool:
@@ -555,7 +665,7 @@ def _c_resolve(path: tuple[str, ...], test: Callable[[Any], bool]) -> Predicate:
                 if v is _MISSING:
                     return False
             elif t is list:
-                return any(test(c) for c in _candidates(v, path[i:]))
+                return slow(p)
             else:
                 return False
             i += 1

@@ -227,9 +227,17 @@ class SubscriptionIndex:
         """Number of cached "no subscriber" answers."""
         return len(self._negative)
 
+    def predicate(self, endpoint_id: str) -> Predicate:
+        """The compiled filter of an indexed endpoint; raises KeyError if unknown."""
+        return self._entries[endpoint_id].predicate
+
     def is_cached_negative(self, tenant: str, event_type: str) -> bool:
         """True if "no subscriber for (tenant, event_type)" is cached (no counter moves)."""
         return (tenant, event_type) in self._negative
+
+    def endpoints_of(self, tenant: str) -> list[str]:
+        """Ids of the indexed endpoints of ``tenant``."""
+        return [eid for eid, e in self._entries.items() if e.tenant == tenant]
 
     def candidates(self, tenant: str, event_type: str) -> list[str]:
         """Ids of the tenant's endpoints whose patterns match ``event_type``, sorted.

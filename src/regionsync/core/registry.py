@@ -98,7 +98,8 @@ class TenantView:
 
 @dataclass(frozen=True, slots=True)
 class EndpointView:
-    """An endpoint (subscription); ``event_types`` empty means every type of the tenant."""
+    """An endpoint (subscription): ``event_types`` are patterns (core.matching; empty means
+    every type of the tenant), ``filter`` a payload filter document (core.filters)."""
 
     id: str
     tenant: str
@@ -123,10 +124,6 @@ class EndpointView:
         if self.paused:
             return "paused"
         return "active"
-
-    def subscribes(self, event_type: str) -> bool:
-        """True if this endpoint wants ``event_type`` (empty subscription = all types)."""
-        return not self.event_types or event_type in self.event_types
 
 
 Deltas = dict[str, CRDT]
@@ -259,10 +256,6 @@ class Registry:
         """Live endpoints of a tenant, in id order."""
         views = (self.endpoint(e, tenant_id) for e in self.endpoint_ids(tenant_id))
         return [v for v in views if v is not None]
-
-    def matching_endpoints(self, tenant_id: str, event_type: str) -> list[EndpointView]:
-        """Endpoints of ``tenant_id`` subscribed to ``event_type``, in id order."""
-        return [e for e in self.endpoints(tenant_id) if e.subscribes(event_type)]
 
     # -- mutators (return deltas, change nothing) -----------------------------------------
 

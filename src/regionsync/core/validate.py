@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import Unprocessable
+from .filters import validate_filter
+from .matching import check_event_pattern
 from .registry import ID_RE
 from .signing import parse_secret
 from .urlguard import validate_url
@@ -59,8 +61,8 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
     Checks url shape (http/https, host), description length, rate limit (0 < r <= 10000
     per second), in-flight cap (1..1000), headers (names, values, none reserved), secret
-    (``whsec_`` + base64 of 24..64 bytes), booleans, event type lists. ``filter`` must be
-    null: payload filters arrive with the matching engine.
+    (``whsec_`` + base64 of 24..64 bytes), booleans, event type pattern lists
+    (core.matching), the payload filter (core.filters, 422 naming ``filter.<path>``).
     """
     out = dict(fields)
     if "url" in out:
@@ -114,18 +116,14 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     if "paused" in out and not isinstance(out["paused"], bool):
         raise Unprocessable("must be a boolean", field="paused")
     if out.get("filter") is not None:
-        raise Unprocessable(
-            "payload filters are not supported yet; omit 'filter' or send null",
-            field="filter",
-            code="unsupported_filter",
-        )
+        validate_filter(out["filter"])
     for name in ("event_types", "event_types_add", "event_types_remove"):
         if name in out:
             types = out[name]
             if not isinstance(types, list) or len(types) > 256:
                 raise Unprocessable("must be a list of at most 256 event types", field=name)
             for i, t in enumerate(types):
-                check_event_type(t, f"{name}[{i}]")
+                check_event_pattern(t, f"{name}[{i}]")
     both = set(out.get("event_types_add", [])) & set(out.get("event_types_remove", []))
     both |= set(out.get("event_types") or []) & set(out.get("event_types_remove", []))
     if both:

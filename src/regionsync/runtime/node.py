@@ -21,6 +21,8 @@ from crdt import CRDT, HLC, ClockDriftError, Timestamp
 
 from ..config import Settings
 from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
+from ..core.filters import explain
+from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch, status_join
 from ..core.records import decode_body, encode_body
 from ..core.registry import EndpointView, Registry, TenantView
@@ -127,6 +129,7 @@ class Node:
         self.incarnation = info.incarnation
         self.actor = f"{self.region}:{self.incarnation}"
         self.registry = Registry.from_bytes(await self.store.load_registry())
+        self._rebuild_index()
         self.version_vector = await self.store.load_version_vector()
         self.durable_vv = dict(self.version_vector)
         self.idempotency = await self._load_idempotency()
@@ -171,6 +174,40 @@ class Node:
         rows = await self.store.load_idempotency()
         return {(t, k): (e, d, r, at) for t, k, e, d, at, r in rows}
 
+    def _rebuild_index(self) -> None:
+        self.index = SubscriptionIndex()
+        for tenant in self.registry.tenant_ids():
+            for view in self.registry.endpoints(tenant):
+                self._index_upsert(view)
+
+    def _index_upsert(self, view: EndpointView) -> None:
+        try:
+            self.index.upsert(view)
+        except Unprocessable as exc:  # validated at its origin; never expected here
+            log.error("endpoint %s has an unusable filter or pattern: %s", view.id, exc)
+            self.index.remove(view.id)
+
+    def _reindex(self, changed: Mapping[str, CRDT]) -> None:
+        """Bring the subscription index up to date with changed registry keys."""
+        if "tenants" in changed:
+            self._rebuild_index()  # tenants come and go rarely
+            return
+        ids: set[str] = set()
+        for key in changed:
+            kind, _, rest = key.partition("/")
+            if kind == "e":
+                ids.add(rest.split("/", 1)[0])
+            elif kind == "t" and rest.endswith("/endpoints"):
+                tenant = rest.split("/", 1)[0]
+                ids.update(self.registry.endpoint_ids(tenant))
+                ids.update(self.index.endpoints_of(tenant))
+        for eid in ids:
+            view = self.registry.endpoint(eid)
+            if view is None:
+                self.index.remove(eid)
+            else:
+                self._index_upsert(view)
+
     def _on_commit(self, batch: WriteBatch) -> None:
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
@@ -184,6 +221,7 @@ class Node:
     async def _reload(self) -> None:
         async with self.write_lock:
             self.registry = Registry.from_bytes(await self.store.load_registry())
+            self._rebuild_index()
             self.version_vector = await self.store.load_version_vector()
             self.durable_vv = dict(self.version_vector)
             self.idempotency = await self._load_idempotency()
@@ -210,6 +248,8 @@ class Node:
         releasing it (it resolves once the change is durable)."""
         batch = batch or WriteBatch()
         changed = self.registry.apply(deltas)
+        if changed:
+            self._reindex(changed)
         seq = self.version_vector.get(self.actor, 0) + 1
         body = encode_body(dict(deltas), event, delivery, idempotency)
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
@@ -422,11 +462,17 @@ class Node:
             )  # fmt: skip
 
     async def publish(
-        self, tenant_id: str, event_type: Any, payload: bytes, idempotency_key: str | None
+        self,
+        tenant_id: str,
+        event_type: Any,
+        payload: bytes,
+        idempotency_key: str | None,
+        payload_obj: Any = None,
     ) -> tuple[Event, bool]:
         """Accept an event: durable locally (with its deliveries) before this returns.
 
-        ``payload`` is the JSON bytes to deliver. Returns ``(event, created)``; a repeat
+        ``payload`` is the JSON bytes to deliver (``payload_obj`` the same parsed, if the
+        caller has it; filters read it). Returns ``(event, created)``; a repeat
         with the same ``Idempotency-Key`` and body (sent to any region, once replicated)
         returns the original event and False. Raises NotFound (tenant), Unprocessable
         (event_type), Conflict (key reused with another body), TooManyRequests /
@@ -444,8 +490,9 @@ class Node:
                 found = self._idempotent(tenant_id, idempotency_key)
             if found is None:
                 event, durable, seq = self._accept(
-                    tenant_id, event_type, payload, digest, idempotency_key
-                )
+                    tenant_id, event_type, payload, digest, idempotency_key,
+                    payload_obj=json.loads(payload) if payload_obj is None else payload_obj,
+                )  # fmt: skip
             else:
                 event_id, seen, region, received_at_ms = found
                 if seen != digest:
@@ -502,8 +549,9 @@ class Node:
             pending = self._pending_events.get(event_id)
             if pending is None:
                 event, durable, seq = self._accept(
-                    src.tenant, inbound.event_type, payload.encode(), digest, None, event_id
-                )
+                    src.tenant, inbound.event_type, payload.encode(), digest, None, event_id,
+                    payload_obj=inbound.payload,
+                )  # fmt: skip
         if pending is not None:
             await asyncio.shield(pending)
             stored = await self.store.get_event(event_id)
@@ -558,6 +606,7 @@ class Node:
         digest: str,
         idempotency_key: str | None,
         event_id: str | None = None,
+        payload_obj: Any = None,
     ) -> tuple[Event, asyncio.Future[None], int]:
         """Build the event, its deliveries (fan-out snapshot) and counters; queue them.
 
@@ -568,7 +617,10 @@ class Node:
             event_id or self.ids.new("evt"), tenant_id, event_type, payload, self.region, now
         )
         batch = WriteBatch(events=[event])
-        for ep in self.registry.matching_endpoints(tenant_id, event_type):
+        for eid in self.index.match(tenant_id, event_type, payload_obj):
+            ep = self.registry.endpoint(eid, tenant_id)
+            if ep is None:
+                continue
             active = not (ep.paused or ep.disabled)
             batch.deliveries.append(
                 Delivery(
@@ -618,6 +670,12 @@ class Node:
                 await self.purge_idempotency()
             except Exception:
                 log.exception("idempotency purge failed; retrying later")
+
+    def test_filter(self, tenant_id: str, endpoint_id: str, payload: Any) -> dict[str, Any]:
+        """Would ``payload`` pass the endpoint's filter? ``{matches, failed_clause}``."""
+        view = self.endpoint(tenant_id, endpoint_id)
+        matched, failed = explain(view.filter, payload)
+        return {"matches": matched, "failed_clause": failed}
 
     # -- sources -------------------------------------------------------------------------
 
@@ -718,6 +776,8 @@ class Node:
             self.counters["clock_drift"] += 1
             raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
         changed = self.registry.apply(decoded.registry)
+        if changed:
+            self._reindex(changed)
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
         if decoded.event is not None:
             batch.events.append(decoded.event)

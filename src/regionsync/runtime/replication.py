@@ -180,7 +180,9 @@ class PeerLink:
                 sent[peer_actor] = 1 << 62  # a peer never lacks its own records
                 records = await node.store.records_after(sent, self.opts.batch_records)
                 if records:
-                    await stream.send(pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records))))
+                    message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
+                    async with asyncio.timeout(self.opts.call_timeout_s):  # a wedged link
+                        await stream.send(message)
                     inflight += 1
                     for r in records:
                         sent[r.origin] = max(sent.get(r.origin, 0), r.seq)

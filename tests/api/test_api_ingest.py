@@ -56,6 +56,7 @@ async def test_github_source_accepts_dedups_and_delivers(api: Api, tenant: str, 
     again = await api.client.post(f"/in/{src}", **github_request(body, "guid-1"))
     assert again.status_code == 202 and again.json()["id"] == first.json()["id"]
     assert again.json()["duplicate"]
+
     async def delivered() -> bool:
         return len(receiver.of("hook")) >= 1
 

@@ -40,6 +40,12 @@ class DeliverySettings(_Section):
     retry_schedule_s: list[float] = [5, 300, 1800, 7200, 18000, 36000, 36000]
     concurrency: int = Field(64, ge=1)  # attempts in flight per node
     poll_interval_s: float = Field(1.0, gt=0)  # longest sleep of an idle worker
+    failure_threshold: int = Field(5, ge=1)  # consecutive failures: active -> failing
+    disable_after_s: float = Field(5 * 24 * 3600, gt=0)  # failing this long -> disabled
+    probe_initial_s: float = Field(60.0, gt=0)  # failing: first probe backoff, doubling
+    probe_max_s: float = Field(24 * 3600.0, gt=0)
+    secret_overlap_s: float = Field(24 * 3600.0, ge=0)  # old secret still signs this long
+    attempt_retention_s: float = Field(35 * 24 * 3600.0, gt=0)  # attempt log kept this long
 
     @field_validator("allow_private_networks")
     @classmethod

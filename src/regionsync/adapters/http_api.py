@@ -36,7 +36,7 @@ from ..errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from ..runtime.node import Node
+from ..runtime.node import Job, Node
 
 __all__ = ["create_app", "rfc3339"]
 
@@ -151,6 +151,7 @@ def endpoint_json(e: EndpointView) -> dict[str, Any]:
         "headers": e.headers,
         "paused": e.paused,
         "state": e.state,
+        "failing_since": rfc3339(e.failing_since_ms),
         "secret": e.secret,
         "created_at": rfc3339(e.created_at_ms),
         "updated_at": rfc3339(e.updated_at_ms),
@@ -177,14 +178,30 @@ def delivery_json(d: Delivery) -> dict[str, Any]:
         "attempts": d.attempts,
         "next_attempt_at": rfc3339(d.next_attempt_at_ms),
         "region": d.region,
+        "generation": d.generation,
         "created_at": rfc3339(d.created_at_ms),
         "updated_at": rfc3339(d.updated_at_ms),
+    }
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "endpoint": job.endpoint_id,
+        "since": rfc3339(job.since_ms),
+        "status": job.status,
+        "done": job.done,
+        "error": job.error,
+        "started_at": rfc3339(job.started_at_ms),
+        "finished_at": rfc3339(job.finished_at_ms),
     }
 
 
 def attempt_json(a: Attempt) -> dict[str, Any]:
     return {
         "n": a.n,
+        "delivery": a.delivery_id,
         "at": rfc3339(a.at_ms),
         "region": a.region,
         "status_code": a.status_code,
@@ -370,6 +387,81 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
         nxt = rows[-1].id if len(rows) == limit else None
         return {"items": [delivery_json(d) for d in rows], "next": nxt}
+
+    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
+    async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """New generated secret; the previous one keeps signing for the overlap period."""
+        auth.check(request, tenant)
+        return endpoint_json(await node.patch_endpoint(tenant, endpoint, {"secret": None}))
+
+    @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}/attempts")
+    async def list_endpoint_attempts(
+        request: Request,
+        tenant: str,
+        endpoint: str,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered."""
+        auth.check(request, tenant)
+        node.endpoint(tenant, endpoint)
+        if not 1 <= limit <= 1000:
+            raise Unprocessable("must be in [1, 1000]", field="limit")
+        if status not in (None, "succeeded", "failed"):
+            raise Unprocessable("must be succeeded or failed", field="status")
+        since_ms = _parse_time(since, "since") if since is not None else None
+        after = None
+        if cursor is not None:
+            at, _, rest = cursor.partition(":")
+            did, _, n = rest.rpartition(":")
+            if not (at.isdigit() and n.isdigit() and ID_RE.fullmatch(did)):
+                raise Unprocessable("not a cursor this API returned", field="cursor")
+            after = (int(at), did, int(n))
+        ok = None if status is None else status == "succeeded"
+        rows = await node.store.list_attempts(endpoint, ok, since_ms, after, limit)
+        nxt = (
+            f"{rows[-1].at_ms}:{rows[-1].delivery_id}:{rows[-1].n}" if len(rows) == limit else None
+        )
+        return {"items": [attempt_json(a) for a in rows], "next": nxt}
+
+    async def _job_body(request: Request) -> int:
+        body = await read_object(request, max_body)
+        unknown = sorted(set(body) - {"since"})
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if not isinstance(body.get("since"), str):
+            raise Unprocessable("is required: an RFC 3339 time", field="since")
+        return _parse_time(body["since"], "since")
+
+    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/recover", status_code=202)
+    async def recover(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Re-send every dead delivery of the endpoint since a time (a background job)."""
+        auth.check(request, tenant)
+        since = await _job_body(request)
+        return job_json(node.start_job(tenant, endpoint, "recover", since))
+
+    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing", status_code=202)
+    async def replay_missing(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Send what was skipped while the endpoint was paused or disabled (a job)."""
+        auth.check(request, tenant)
+        since = await _job_body(request)
+        return job_json(node.start_job(tenant, endpoint, "replay-missing", since))
+
+    @app.get("/v1/tenants/{tenant}/jobs/{job}")
+    async def get_job(request: Request, tenant: str, job: str) -> dict[str, Any]:
+        auth.check(request, tenant)
+        found = node.jobs.get(job)
+        if found is None or found.tenant != tenant:
+            raise NotFound(f"no job {job!r}", field="job")
+        return job_json(found)
+
+    @app.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
+    async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
+        """Re-send one delivery now (a new generation, the same webhook-id)."""
+        auth.check(request, tenant)
+        return delivery_json(await node.retry_delivery(tenant, delivery))
 
     # -- events and deliveries -----------------------------------------------------------
 

@@ -137,10 +137,16 @@ class MemoryStore:
         return rows[:limit]
 
     async def due_deliveries(
-        self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        exclude: Sequence[str],
+        exclude_endpoints: Sequence[str] = (),
     ) -> list[Delivery]:
         self._check()
         skip = set(exclude)
+        skip_eps = set(exclude_endpoints)
         due = sorted(
             (
                 d
@@ -150,6 +156,7 @@ class MemoryStore:
                 and d.next_attempt_at_ms is not None
                 and d.next_attempt_at_ms <= now_ms
                 and d.id not in skip
+                and d.endpoint_id not in skip_eps
             ),
             key=lambda d: (d.next_attempt_at_ms, d.id),
         )
@@ -172,6 +179,35 @@ class MemoryStore:
             (a for a in self._attempts.values() if a.delivery_id == delivery_id),
             key=lambda a: (a.at_ms, a.n),
         )
+
+    async def list_attempts(
+        self,
+        endpoint_id: str,
+        succeeded: bool | None,
+        since_ms: int | None,
+        after: tuple[int, str, int] | None,
+        limit: int,
+    ) -> list[Attempt]:
+        self._check()
+        rows = sorted(
+            (
+                a
+                for a in self._attempts.values()
+                if a.endpoint_id == endpoint_id
+                and (succeeded is None or (a.error is None) == succeeded)
+                and (since_ms is None or a.at_ms >= since_ms)
+                and (after is None or (a.at_ms, a.delivery_id, a.n) > after)
+            ),
+            key=lambda a: (a.at_ms, a.delivery_id, a.n),
+        )
+        return rows[:limit]
+
+    async def purge_attempts(self, before_ms: int, limit: int) -> int:
+        self._check()
+        old = [k for k, a in self._attempts.items() if a.at_ms < before_ms][:limit]
+        for k in old:
+            del self._attempts[k]
+        return len(old)
 
     async def counts(self, region: str) -> dict[str, int]:
         self._check()

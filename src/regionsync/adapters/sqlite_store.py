@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS deliveries(
   id TEXT PRIMARY KEY, event_id TEXT NOT NULL, endpoint_id TEXT NOT NULL,
   tenant TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
   next_attempt_at_ms INTEGER, region TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
-  updated_at_ms INTEGER NOT NULL
+  updated_at_ms INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(region, status, next_attempt_at_ms);
 CREATE INDEX IF NOT EXISTS deliveries_endpoint ON deliveries(endpoint_id, id);
@@ -47,22 +47,27 @@ CREATE INDEX IF NOT EXISTS deliveries_event ON deliveries(event_id);
 CREATE TABLE IF NOT EXISTS attempts(
   delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
-  PRIMARY KEY(delivery_id, region, n)
+  endpoint_id TEXT NOT NULL DEFAULT '', PRIMARY KEY(delivery_id, region, n)
 );
+CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
+CREATE INDEX IF NOT EXISTS attempts_age ON attempts(at_ms);
 CREATE TABLE IF NOT EXISTS idempotency(
   tenant TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT NOT NULL, body_sha256 TEXT NOT NULL,
   created_at_ms INTEGER NOT NULL, region TEXT NOT NULL, PRIMARY KEY(tenant, key)
 );
 """
 
+_ATTEMPT_COLS = (
+    "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, endpoint_id"
+)
 _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
-    "created_at_ms, updated_at_ms"
+    "created_at_ms, updated_at_ms, generation"
 )
 
 
 def _delivery(row: Sequence) -> Delivery:
-    return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:10])
+    return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:11])
 
 
 class SqliteStore:
@@ -163,7 +168,7 @@ class SqliteStore:
             if batch.deliveries:
                 await db.executemany(
                     f"INSERT OR REPLACE INTO deliveries({_DELIVERY_COLS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             d.id,
@@ -176,13 +181,14 @@ class SqliteStore:
                             d.region,
                             d.created_at_ms,
                             d.updated_at_ms,
+                            d.generation,
                         )
                         for d in batch.deliveries
                     ],
                 )
             if batch.attempts:
                 await db.executemany(
-                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             a.delivery_id,
@@ -193,6 +199,7 @@ class SqliteStore:
                             a.latency_ms,
                             a.error,
                             a.response_excerpt,
+                            a.endpoint_id,
                         )
                         for a in batch.attempts
                     ],
@@ -291,12 +298,20 @@ class SqliteStore:
         return [_delivery(r) for r in await self.rdb.execute_fetchall(sql, args)]
 
     async def due_deliveries(
-        self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        exclude: Sequence[str],
+        exclude_endpoints: Sequence[str] = (),
     ) -> list[Delivery]:
+        skip_eps = ""
+        if exclude_endpoints:
+            skip_eps = f" AND endpoint_id NOT IN ({','.join('?' * len(exclude_endpoints))})"
         rows = await self.rdb.execute_fetchall(
             f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = ? AND status = 'pending' "
-            "AND next_attempt_at_ms <= ? ORDER BY next_attempt_at_ms, id LIMIT ?",
-            (region, now_ms, limit + len(exclude)),
+            f"AND next_attempt_at_ms <= ?{skip_eps} ORDER BY next_attempt_at_ms, id LIMIT ?",
+            (region, now_ms, *exclude_endpoints, limit + len(exclude)),
         )
         skip = set(exclude)
         return [_delivery(r) for r in rows if r[0] not in skip][:limit]
@@ -311,11 +326,41 @@ class SqliteStore:
 
     async def attempts_of(self, delivery_id: str) -> list[Attempt]:
         rows = await self.rdb.execute_fetchall(
-            "SELECT delivery_id, n, at_ms, region, status_code, latency_ms, error, "
-            "response_excerpt FROM attempts WHERE delivery_id = ? ORDER BY at_ms, n",
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE delivery_id = ? ORDER BY at_ms, n",
             (delivery_id,),
         )
         return [Attempt(*r) for r in rows]
+
+    async def list_attempts(
+        self,
+        endpoint_id: str,
+        succeeded: bool | None,
+        since_ms: int | None,
+        after: tuple[int, str, int] | None,
+        limit: int,
+    ) -> list[Attempt]:
+        sql = f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE endpoint_id = ?"
+        args: list[object] = [endpoint_id]
+        if succeeded is not None:
+            sql += " AND error IS NULL" if succeeded else " AND error IS NOT NULL"
+        if since_ms is not None:
+            sql += " AND at_ms >= ?"
+            args.append(since_ms)
+        if after is not None:
+            sql += " AND (at_ms, delivery_id, n) > (?, ?, ?)"
+            args.extend(after)
+        sql += " ORDER BY at_ms, delivery_id, n LIMIT ?"
+        args.append(limit)
+        return [Attempt(*r) for r in await self.rdb.execute_fetchall(sql, args)]
+
+    async def purge_attempts(self, before_ms: int, limit: int) -> int:
+        async with self._write:
+            cur = await self.db.execute(
+                "DELETE FROM attempts WHERE rowid IN "
+                "(SELECT rowid FROM attempts WHERE at_ms < ? LIMIT ?)",
+                (before_ms, limit),
+            )
+            return cur.rowcount
 
     async def counts(self, region: str) -> dict[str, int]:
         db = self.rdb

@@ -6,7 +6,7 @@ the Unix epoch (``*_ms``); ids are prefixed strings (``evt_``, ``ep_``, ``dlv_``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "Event",
     "Record",
     "WriteBatch",
+    "delivery_join",
     "status_join",
 ]
 
@@ -78,6 +79,24 @@ class Delivery:
     region: str
     created_at_ms: int
     updated_at_ms: int
+    # a retry, recovery or replay starts a new generation, owned by the region that
+    # started it; a higher generation supersedes every state of a lower one
+    generation: int = 0
+
+
+def delivery_join(a: Delivery, b: Delivery) -> Delivery:
+    """Least upper bound of two states of one delivery: the higher generation wins;
+    within a generation statuses join (``status_join``) and attempts take the max."""
+    if a.generation != b.generation:
+        return a if a.generation > b.generation else b
+    status = status_join(a.status, b.status)
+    base = a if status is a.status else b
+    return replace(
+        base,
+        status=status,
+        attempts=max(a.attempts, b.attempts),
+        updated_at_ms=max(a.updated_at_ms, b.updated_at_ms),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +111,7 @@ class Attempt:
     latency_ms: float
     error: str | None
     response_excerpt: str
+    endpoint_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

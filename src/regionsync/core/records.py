@@ -50,6 +50,7 @@ _DELIVERY_FIELDS = {
     "region": str,
     "created_at_ms": int,
     "updated_at_ms": int,
+    "generation": int,
 }
 
 

@@ -49,6 +49,9 @@ ENDPOINT_FIELDS = (
     "secret",
     "created_at",
     "updated_at",
+    "failing_since",
+    "secret_previous",
+    "secret_rotated_at",
 )
 SOURCE_FIELDS = (
     "tenant",
@@ -115,15 +118,32 @@ class EndpointView:
     secret: str
     created_at_ms: int
     updated_at_ms: int
+    failing_since_ms: int | None = None
+    secret_previous: str | None = None
+    secret_rotated_at_ms: int | None = None
 
     @property
     def state(self) -> str:
-        """Health state: ``disabled`` over ``paused`` over ``active``."""
+        """Health state: ``disabled`` over ``paused`` over ``failing`` over ``active``."""
         if self.disabled:
             return "disabled"
         if self.paused:
             return "paused"
+        if self.failing_since_ms is not None:
+            return "failing"
         return "active"
+
+    def signing_secrets(self, now_ms: int, overlap_s: float) -> list[str]:
+        """Secrets that sign now: the current one, and the previous one for ``overlap_s``
+        seconds after a rotation (so receivers can switch without losing deliveries)."""
+        secrets = [self.secret]
+        if (
+            self.secret_previous
+            and self.secret_rotated_at_ms is not None
+            and now_ms - self.secret_rotated_at_ms < overlap_s * 1000
+        ):
+            secrets.append(self.secret_previous)
+        return secrets
 
 
 Deltas = dict[str, CRDT]
@@ -250,6 +270,9 @@ class Registry:
             secret=f("secret", ""),
             created_at_ms=f("created_at", 0),
             updated_at_ms=f("updated_at", 0),
+            failing_since_ms=f("failing_since"),
+            secret_previous=f("secret_previous"),
+            secret_rotated_at_ms=f("secret_rotated_at"),
         )
 
     def endpoints(self, tenant_id: str) -> list[EndpointView]:

@@ -34,7 +34,10 @@ class AttemptOutcome:
 
     ``reason``: None on success, else e.g. ``http_500``, ``timeout``, ``connect``,
     ``redirect``, ``ssrf``; ``final`` marks failures that must not be retried (``ssrf``).
-    ``latency_ms`` in milliseconds; ``retry_after_s`` from a 429/503 ``Retry-After``.
+    ``latency_ms`` in milliseconds; ``retry_after_s`` from a ``Retry-After`` of a failed
+    response. ``response_excerpt``: the first 4 KiB of the body (or the error text);
+    ``response_headers``: the response's header lines, ``name: value`` joined by ``\n``,
+    at most 8 KiB.
     """
 
     kind: OutcomeKind
@@ -44,6 +47,7 @@ class AttemptOutcome:
     response_excerpt: str = ""
     retry_after_s: float | None = None
     final: bool = False
+    response_headers: str = ""
 
 
 @dataclass(frozen=True, slots=True)

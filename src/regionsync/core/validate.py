@@ -38,6 +38,7 @@ RESERVED_HEADERS = frozenset(
         "host",
         "transfer-encoding",
         "connection",
+        "user-agent",
     }
 )
 
@@ -113,8 +114,9 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             parse_secret(out["secret"])
         except ValueError as exc:
             raise Unprocessable(str(exc), field="secret") from None
-    if "paused" in out and not isinstance(out["paused"], bool):
-        raise Unprocessable("must be a boolean", field="paused")
+    for name in ("paused", "disabled"):
+        if name in out and not isinstance(out[name], bool):
+            raise Unprocessable("must be a boolean", field=name)
     if out.get("filter") is not None:
         validate_filter(out["filter"])
     for name in ("event_types", "event_types_add", "event_types_remove"):

@@ -1,8 +1,9 @@
 """The region's delivery worker: claims due deliveries, signs, sends, records, retries.
 
-Owns only deliveries of this region (the origin region delivers its own events). Attempts
-run concurrently up to ``delivery.concurrency`` per node and each endpoint's
-``max_in_flight``; what to do after an attempt is the pure ``core.retry.next_step``.
+Owns only deliveries of this region (the origin region delivers its own events, or the
+region that started a retry/recovery generation). Attempts run concurrently up to
+``delivery.concurrency`` per node, each endpoint within its lane (core.lanes); what follows
+an attempt is the pure ``core.retry.next_step`` and ``core.health.step``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
 from dataclasses import replace
 
+from ..core.health import HealthPolicy
+from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
 from ..core.retry import AttemptOutcome, OutcomeKind, next_step
 from ..core.signing import signature_headers
@@ -27,12 +29,24 @@ _CRASH_BACKOFF_S = 60.0
 
 
 class DeliveryWorker:
-    """Runs attempts for one node; ``run()`` loops until cancelled."""
+    """Runs attempts for one node; ``run()`` loops until cancelled.
+
+    Due deliveries are claimed in ``next_attempt_at`` order, skipping endpoints whose lane
+    is full (in-flight cap, rate limit, or a failing endpoint's probe not yet due), so a
+    tarpit endpoint only ever occupies its own lane and never the shared workers.
+    """
 
     def __init__(self, node: Node):
         self.node = node
         self.opts = node.settings.delivery
+        self.policy = HealthPolicy(
+            failure_threshold=self.opts.failure_threshold,
+            disable_after_s=self.opts.disable_after_s,
+            probe_initial_s=self.opts.probe_initial_s,
+            probe_max_s=self.opts.probe_max_s,
+        )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
+        self.lanes: dict[str, Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
@@ -40,14 +54,16 @@ class DeliveryWorker:
         try:
             while True:
                 node.delivery_wake.clear()
-                await self._launch_due()
+                soonest = await self._launch_due()
                 now = node.clock.wall_ms()
                 nxt = await node.store.next_due_ms(node.region)
                 wait = self.opts.poll_interval_s
                 if nxt is not None and nxt > now:
                     wait = min(wait, (nxt - now) / 1000)
+                if soonest is not None:
+                    wait = min(wait, soonest)
                 try:
-                    async with asyncio.timeout(wait):
+                    async with asyncio.timeout(max(wait, 0.001)):
                         await node.delivery_wake.wait()
                 except TimeoutError:
                     pass
@@ -56,30 +72,84 @@ class DeliveryWorker:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _launch_due(self) -> None:
-        node = self.node
-        free = self.opts.concurrency - len(self.inflight)
-        if free <= 0:
-            return
-        due = await node.store.due_deliveries(
-            node.region, node.clock.wall_ms(), free * 4, list(self.inflight)
-        )
-        per_endpoint = Counter(self.inflight.values())
-        for d in due:
-            if free <= 0:
-                break
-            ep = node.registry.endpoint(d.endpoint_id, d.tenant)
-            cap = ep.max_in_flight if ep is not None else 1
-            if per_endpoint[d.endpoint_id] >= cap:
-                continue  # this lane is full; others go on
-            per_endpoint[d.endpoint_id] += 1
-            free -= 1
-            self.inflight[d.id] = d.endpoint_id
-            task = asyncio.create_task(self._attempt(d))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
+        lane = self.lanes.get(endpoint_id)
+        if lane is None:
+            lane = Lane(TokenBucket.new(rate_per_s, self.node.clock.monotonic()))
+            self.lanes[endpoint_id] = lane
+        return lane
 
-    async def _attempt(self, d: Delivery) -> None:
+    def _blocked(self, now_s: float, now_ms: int) -> tuple[set[str], float | None]:
+        """Endpoints whose lane cannot start an attempt now, and the soonest (seconds) a
+        rate-limited or probing one could."""
+        node = self.node
+        blocked: set[str] = set()
+        soonest: float | None = None
+        for eid, lane in self.lanes.items():
+            view = node.registry.endpoint(eid)
+            if view is None:
+                continue
+            health = node.health.get(eid)
+            if lane.inflight >= view.max_in_flight:
+                blocked.add(eid)
+                continue
+            wait = lane.bucket.wait_s(now_s)
+            if health is not None and health.state == "failing":
+                if lane.inflight > 0:
+                    blocked.add(eid)  # a failing endpoint gets one probe at a time
+                    continue
+                if not health.probe_due(now_ms):
+                    wait = max(wait, (health.next_probe_ms or now_ms) / 1000 - now_ms / 1000)
+            if wait > 0:
+                blocked.add(eid)
+                soonest = wait if soonest is None else min(soonest, wait)
+        return blocked, soonest
+
+    async def _launch_due(self) -> float | None:
+        node = self.node
+        soonest = None
+        for _ in range(4):  # re-query while lanes filled up under the rows we got
+            free = self.opts.concurrency - len(self.inflight)
+            if free <= 0:
+                return soonest
+            now_ms, now_s = node.clock.wall_ms(), node.clock.monotonic()
+            blocked, soonest = self._blocked(now_s, now_ms)
+            due = await node.store.due_deliveries(
+                node.region, now_ms, free * 2, list(self.inflight), sorted(blocked)
+            )
+            if not due:
+                return soonest
+            refill = False
+            for d in due:
+                if free <= 0:
+                    return soonest
+                if d.endpoint_id in blocked:
+                    refill = True
+                    continue
+                ep = node.registry.endpoint(d.endpoint_id, d.tenant)
+                if ep is not None and not (ep.paused or ep.disabled):
+                    health = node.health.get(d.endpoint_id)
+                    lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
+                    probing = health is not None and health.state == "failing"
+                    cap = 1 if probing else ep.max_in_flight
+                    if (probing and not health.probe_due(now_ms)) or not lane.admit(
+                        ep.rate_limit_per_s, cap, now_s
+                    ):
+                        blocked.add(d.endpoint_id)  # this lane is full; others go on
+                        refill = True
+                        continue
+                free -= 1
+                self.inflight[d.id] = d.endpoint_id
+                task = asyncio.create_task(
+                    self._attempt(d, lane_taken=ep is not None and not (ep.paused or ep.disabled))
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            if not refill:
+                return soonest
+        return soonest
+
+    async def _attempt(self, d: Delivery, lane_taken: bool) -> None:
         node = self.node
         try:
             await self._attempt_inner(d)
@@ -90,9 +160,11 @@ class DeliveryWorker:
             # never a hot loop: push the delivery back as a failed try would be
             later = node.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
             with contextlib.suppress(Exception):
-                await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None)
+                await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
         finally:
             self.inflight.pop(d.id, None)
+            if lane_taken and d.endpoint_id in self.lanes:
+                self.lanes[d.endpoint_id].release()
             node.delivery_wake.set()
 
     async def _attempt_inner(self, d: Delivery) -> None:
@@ -100,17 +172,23 @@ class DeliveryWorker:
         event = await node.store.get_event(d.event_id)
         ep = node.registry.endpoint(d.endpoint_id, d.tenant)
         attempt: Attempt | None = None
+        health_event: str | None = None
         if event is None or ep is None:
             status, next_at, attempts = DeliveryStatus.CANCELLED, None, d.attempts
         elif ep.paused or ep.disabled:
             status, next_at, attempts = DeliveryStatus.SKIPPED, None, d.attempts
         else:
-            ts = node.clock.wall_ms() // 1000
+            now = node.clock.wall_ms()
             headers = {
                 **ep.headers,
                 "content-type": "application/json",
                 "user-agent": USER_AGENT,
-                **signature_headers([ep.secret], event.id, ts, event.payload),
+                **signature_headers(
+                    ep.signing_secrets(now, self.opts.secret_overlap_s),
+                    event.id,
+                    now // 1000,
+                    event.payload,
+                ),
             }
             outcome = await node.sender.send(
                 OutboundRequest(ep.url, headers, event.payload, self.opts.timeout_s)
@@ -126,8 +204,16 @@ class DeliveryWorker:
                 self.opts.retry_schedule_s,
             )
             status, next_at = decision.status, decision.next_attempt_at_ms
-            attempt = _attempt_row(d.id, attempts, now, node.region, outcome)
-        await self._record(d, status, next_at, attempts, attempt)
+            attempt = _attempt_row(d, attempts, now, node.region, outcome)
+            if outcome.kind is OutcomeKind.SUCCEEDED:
+                health_event = "success"
+            elif outcome.status_code == 410:
+                health_event = "gone"
+            elif status is DeliveryStatus.DEAD:
+                health_event = "exhausted"
+            else:
+                health_event = "failure"
+        await self._record(d, status, next_at, attempts, attempt, health_event)
 
     async def _record(
         self,
@@ -136,37 +222,46 @@ class DeliveryWorker:
         next_at: int | None,
         attempts: int,
         attempt: Attempt | None,
+        health_event: str | None,
     ) -> None:
         node = self.node
         async with node.write_lock:
             now = node.clock.wall_ms()
+            current = await node.store.get_delivery(d.id)
+            if current is not None and current.generation != d.generation:
+                return  # a retry or recovery started a new generation meanwhile
             new = replace(
                 d, status=status, next_attempt_at_ms=next_at, attempts=attempts, updated_at_ms=now
             )
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
-            if not status.final:
+            deltas = node.health_deltas(d.endpoint_id, health_event, now, self.policy)
+            if not status.final and not deltas:
                 durable = node.committer.submit(batch)
             else:
-                # a final outcome is replicated, with the usage counters it changes
-                if d.status is DeliveryStatus.PENDING:
-                    node.backlog -= 1
+                # a final outcome is replicated with the usage counters it changes, and a
+                # health change with the endpoint's replicated state
                 reg = node.registry
-                deltas = dict(reg.count(d.tenant, "backlog", -1, node.actor))
-                if status is DeliveryStatus.DELIVERED:
-                    deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, node.actor))
-                elif status is DeliveryStatus.DEAD:
-                    deltas.update(reg.count(d.tenant, "deliveries_failed", 1, node.actor))
+                if status.final:
+                    if d.status is DeliveryStatus.PENDING:
+                        node.backlog -= 1
+                    deltas.update(reg.count(d.tenant, "backlog", -1, node.actor))
+                    if status is DeliveryStatus.DELIVERED:
+                        deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, node.actor))
+                    elif status is DeliveryStatus.DEAD:
+                        deltas.update(reg.count(d.tenant, "deliveries_failed", 1, node.actor))
                 stamp = node.stamp()
-                durable = node.commit_local("delivery", stamp, deltas, batch, delivery=new)
+                kind = "delivery" if status.final else "registry"
+                durable = node.commit_local(
+                    kind, stamp, deltas, batch, delivery=new if status.final else None
+                )
         await durable
 
 
-def _attempt_row(
-    delivery_id: str, n: int, now_ms: int, region: str, outcome: AttemptOutcome
-) -> Attempt:
+def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
     error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
     return Attempt(
-        delivery_id=delivery_id,
+        endpoint_id=d.endpoint_id,
+        delivery_id=d.id,
         n=n,
         at_ms=now_ms,
         region=region,

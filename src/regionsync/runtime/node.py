@@ -14,7 +14,7 @@ import ipaddress
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crdt import CRDT, HLC, ClockDriftError, Timestamp
@@ -22,8 +22,10 @@ from crdt import CRDT, HLC, ClockDriftError, Timestamp
 from ..config import Settings
 from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
 from ..core.filters import explain
+from ..core.health import Health, HealthPolicy
+from ..core.health import step as health_step
 from ..core.matching import SubscriptionIndex
-from ..core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch, status_join
+from ..core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch, delivery_join
 from ..core.records import decode_body, encode_body
 from ..core.registry import EndpointView, Registry, TenantView
 from ..core.signing import make_secret
@@ -55,6 +57,22 @@ SOURCE_CONFIG_FIELDS = (
     "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
     "encoding", "prefix", "event_type_from", "id_from",
 )  # fmt: skip  # out-of-order records buffered per node before dropping
+
+
+@dataclass
+class Job:
+    """A recovery job (``recover`` or ``replay-missing``) and its progress."""
+
+    id: str
+    tenant: str
+    endpoint_id: str
+    kind: str
+    since_ms: int
+    status: str  # running | succeeded | failed
+    done: int = 0
+    error: str | None = None
+    started_at_ms: int = 0
+    finished_at_ms: int | None = None
 
 
 @dataclass
@@ -105,6 +123,8 @@ class Node:
         self._held: dict[str, dict[int, Record]] = {}
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
         self._fanout: dict[str, int] = {}  # event id -> deliveries to wake the worker for
+        self.health: dict[str, Health] = {}  # endpoint id -> this region's view of it
+        self.jobs: dict[str, Job] = {}
         self.idempotency: dict[tuple[str, str], tuple[str, str, str, int]] = {}
         self.durable_vv: dict[str, int] = {}
         self.backlog = 0  # pending deliveries owned by this region
@@ -394,22 +414,39 @@ class Node:
     async def patch_endpoint(
         self, tenant_id: str, endpoint_id: str, body: Mapping[str, Any]
     ) -> EndpointView:
-        """Change fields; ``event_types_add``/``event_types_remove`` are OR-Set operations."""
+        """Change fields; ``event_types_add``/``event_types_remove`` are OR-Set operations.
+
+        ``paused``: manual pause/resume; ``disabled: false`` re-enables a disabled
+        endpoint. Resuming or re-enabling resets the failure counter. A new ``secret``
+        (or ``null`` for a generated one) rotates: the old one keeps signing for
+        ``delivery.secret_overlap_s``.
+        """
         allowed = {
             "url", "event_types", "event_types_add", "event_types_remove", "filter", "secret",
             "description", "rate_limit_per_s", "max_in_flight", "headers", "paused",
+            "disabled",
         }  # fmt: skip
         unknown = sorted(set(body) - allowed)
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
+        if "secret" in body and body["secret"] is None:
+            body = {**body, "secret": make_secret(self.rng.randbytes(32))}
         fields = check_endpoint_fields(body)
         if "url" in fields:
             await self._check_destination(fields["url"])
         add = fields.pop("event_types_add", [])
         remove = fields.pop("event_types_remove", [])
         async with self.write_lock:
-            self.endpoint(tenant_id, endpoint_id)
+            old = self.endpoint(tenant_id, endpoint_id)
             stamp = self.stamp()
+            if fields.get("paused") is False or fields.get("disabled") is False:
+                fields["failing_since"] = None  # resume / re-enable resets the counter
+                self.health.pop(endpoint_id, None)
+            if fields.get("disabled") is True:
+                fields["failing_since"] = None
+            if "secret" in fields and fields["secret"] != old.secret:
+                fields["secret_previous"] = old.secret
+                fields["secret_rotated_at"] = stamp.wall_ms
             deltas = self.registry.patch_endpoint(
                 endpoint_id, fields, add, remove, stamp.wall_ms, self.actor, stamp
             )
@@ -425,6 +462,122 @@ class Node:
             durable = self.commit_local("registry", stamp, deltas)
 
         await durable
+
+    def health_deltas(
+        self, endpoint_id: str, event: str | None, now_ms: int, policy: HealthPolicy
+    ) -> dict[str, CRDT]:
+        """Apply one attempt's health input; registry deltas if the replicated state
+        (failing since / disabled) changed. Call with the write lock held."""
+        view = self.registry.endpoint(endpoint_id)
+        if event is None or view is None:
+            return {}
+        before = self.health.get(endpoint_id)
+        if before is None:
+            state = "disabled" if view.disabled else "paused" if view.paused else (
+                "failing" if view.failing_since_ms is not None else "active"
+            )  # fmt: skip
+            before = Health(state, failing_since_ms=view.failing_since_ms)
+        after = health_step(before, event, now_ms, policy)
+        self.health[endpoint_id] = after
+        fields: dict[str, Any] = {}
+        if after.state == "disabled" and not view.disabled:
+            fields = {"disabled": True, "failing_since": None}
+            log.warning("endpoint %s disabled (%s)", endpoint_id, event)
+        elif after.state == "failing" and view.failing_since_ms is None:
+            fields = {"failing_since": after.failing_since_ms}
+        elif after.state == "active" and view.failing_since_ms is not None:
+            fields = {"failing_since": None}
+        if not fields:
+            return {}
+        stamp = self.stamp()
+        return self.registry.patch_endpoint(
+            endpoint_id, fields, (), (), stamp.wall_ms, self.actor, stamp
+        )
+
+    # -- recovery --------------------------------------------------------------------------
+
+    async def retry_delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
+        """Re-send one delivery now, whatever its status: a new generation owned by this
+        region, same event, so the same ``webhook-id``."""
+        self.tenant(tenant_id)
+        d = await self.store.get_delivery(delivery_id)
+        if d is None or d.tenant != tenant_id:
+            raise NotFound(f"no delivery {delivery_id!r}", field="delivery")
+        async with self.write_lock:
+            new, durable = self._regenerate([d])
+        await durable
+        self.delivery_wake.set()
+        return new[0]
+
+    def _regenerate(self, rows: list[Delivery]) -> tuple[list[Delivery], asyncio.Future[None]]:
+        """New pending generations of ``rows`` owned here, replicated. Lock held."""
+        now = self.clock.wall_ms()
+        new = [
+            replace(
+                d,
+                status=DeliveryStatus.PENDING,
+                next_attempt_at_ms=now,
+                attempts=0,
+                region=self.region,
+                updated_at_ms=now,
+                generation=d.generation + 1,
+            )
+            for d in rows
+        ]
+        self.backlog += len(new)
+        deltas: dict[str, CRDT] = {}
+        for tenant in {d.tenant for d in new}:
+            n = sum(d.tenant == tenant for d in new)
+            deltas.update(self.registry.count(tenant, "backlog", n, self.actor))
+        stamp = self.stamp()
+        batch = WriteBatch(deliveries=new)
+        # one record per delivery keeps every record's body a single delivery
+        durable = self.commit_local("registry", stamp, deltas, batch)
+        for d in new:
+            durable = self.commit_local("delivery", self.stamp(), {}, delivery=d)
+        return new, durable
+
+    def start_job(self, tenant_id: str, endpoint_id: str, kind: str, since_ms: int) -> Job:
+        """Start a background recovery job: ``recover`` re-sends dead deliveries of an
+        endpoint since ``since_ms``, ``replay-missing`` the skipped ones."""
+        self.endpoint(tenant_id, endpoint_id)
+        job = Job(self.ids.new("job"), tenant_id, endpoint_id, kind, since_ms, "running",
+                  started_at_ms=self.clock.wall_ms())  # fmt: skip
+        self.jobs[job.id] = job
+        task = asyncio.create_task(self._run_job(job), name=f"job-{job.id}")
+        self._tasks.append(task)
+        return job
+
+    async def _run_job(self, job: Job) -> None:
+        status = DeliveryStatus.DEAD if job.kind == "recover" else DeliveryStatus.SKIPPED
+        cursor = None
+        try:
+            while True:
+                rows = await self.store.list_deliveries(
+                    job.endpoint_id, status, job.since_ms, cursor, 200
+                )
+                if not rows:
+                    break
+                cursor = rows[-1].id
+                async with self.write_lock:
+                    _, durable = self._regenerate(rows)
+                await durable
+                job.done += len(rows)
+                self.delivery_wake.set()
+            job.status = "succeeded"
+        except Exception as exc:
+            log.exception("job %s failed", job.id)
+            job.status, job.error = "failed", str(exc)
+        job.finished_at_ms = self.clock.wall_ms()
+
+    async def purge_attempts(self) -> int:
+        """Delete attempts older than the retention, in small batches (ingest goes on)."""
+        cutoff = self.clock.wall_ms() - int(self.settings.delivery.attempt_retention_s * 1000)
+        total = 0
+        while (n := await self.store.purge_attempts(cutoff, 1000)) > 0:
+            total += n
+            await asyncio.sleep(0)
+        return total
 
     # -- events --------------------------------------------------------------------------
 
@@ -668,6 +821,7 @@ class Node:
             await self.clock.sleep(interval)
             try:
                 await self.purge_idempotency()
+                await self.purge_attempts()
             except Exception:
                 log.exception("idempotency purge failed; retrying later")
 
@@ -792,14 +946,7 @@ class Node:
         if d is not None:
             old = deliveries.get(d.id) or await self.store.get_delivery(d.id)
             if old is not None:
-                d = Delivery(
-                    **{
-                        **{k: getattr(d, k) for k in d.__slots__},
-                        "status": status_join(old.status, d.status),
-                        "attempts": max(old.attempts, d.attempts),
-                        "updated_at_ms": max(old.updated_at_ms, d.updated_at_ms),
-                    }
-                )
+                d = delivery_join(old, d)
             deliveries[d.id] = d
 
     # -- status --------------------------------------------------------------------------

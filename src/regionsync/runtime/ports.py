@@ -164,10 +164,16 @@ class Store(Protocol):
         ...
 
     async def due_deliveries(
-        self, region: str, now_ms: int, limit: int, exclude: Sequence[str]
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        exclude: Sequence[str],
+        exclude_endpoints: Sequence[str] = (),
     ) -> list[Delivery]:
         """Pending deliveries owned by ``region`` with ``next_attempt_at_ms <= now_ms``, in
-        that order, skipping ids in ``exclude``."""
+        that order, skipping ids in ``exclude`` and endpoints in ``exclude_endpoints``
+        (lanes that are full)."""
         ...
 
     async def next_due_ms(self, region: str) -> int | None:
@@ -175,6 +181,23 @@ class Store(Protocol):
         ...
 
     async def attempts_of(self, delivery_id: str) -> list[Attempt]: ...
+
+    async def list_attempts(
+        self,
+        endpoint_id: str,
+        succeeded: bool | None,
+        since_ms: int | None,
+        after: tuple[int, str, int] | None,
+        limit: int,
+    ) -> list[Attempt]:
+        """Attempts to an endpoint ordered by ``(at_ms, delivery_id, n)``, after the cursor
+        ``after``; ``succeeded`` filters on whether the attempt had no error."""
+        ...
+
+    async def purge_attempts(self, before_ms: int, limit: int) -> int:
+        """Delete at most ``limit`` attempts older than ``before_ms`` (a short transaction,
+        so ingest is never held up); returns how many."""
+        ...
 
     async def counts(self, region: str) -> dict[str, int]:
         """Counts for status and metrics: ``events`` (all held), ``events_accepted`` (origin

@@ -1,0 +1,105 @@
+"""Endpoint health as a state table: active, failing, paused, disabled.
+
+Decides an endpoint's next health from its current health, one input and ``now``; never
+reads time or does I/O. Rules (issue 4, after GitLab's self-healing webhooks and the
+Standard Webhooks advice): active -> failing after N consecutive failures or an exhausted
+delivery; failing -> active on any 2xx; failing -> disabled after a long failing streak,
+probing with doubling backoff meanwhile; any -> disabled on 410 Gone; manual pause and
+resume; resuming or re-enabling resets the failure counter. An unknown (state, input)
+pair raises instead of falling through (STYLE.md, "State machines as tables").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+__all__ = ["INPUTS", "STATES", "TABLE", "Health", "HealthPolicy", "step"]
+
+STATES = ("active", "failing", "paused", "disabled")
+INPUTS = ("success", "failure", "exhausted", "gone", "pause", "resume")
+
+# (state, input) -> next state before thresholds: "?" = decided by the counters
+TABLE: dict[tuple[str, str], str] = {
+    ("active", "success"): "active",
+    ("active", "failure"): "?",  # failing once the consecutive failures reach the threshold
+    ("active", "exhausted"): "failing",
+    ("active", "gone"): "disabled",
+    ("active", "pause"): "paused",
+    ("active", "resume"): "active",
+    ("failing", "success"): "active",
+    ("failing", "failure"): "?",  # disabled once failing for longer than disable_after
+    ("failing", "exhausted"): "?",
+    ("failing", "gone"): "disabled",
+    ("failing", "pause"): "paused",
+    ("failing", "resume"): "active",
+    ("paused", "success"): "paused",  # attempts that were in flight when it was paused
+    ("paused", "failure"): "paused",
+    ("paused", "exhausted"): "paused",
+    ("paused", "gone"): "disabled",
+    ("paused", "pause"): "paused",
+    ("paused", "resume"): "active",
+    ("disabled", "success"): "disabled",
+    ("disabled", "failure"): "disabled",
+    ("disabled", "exhausted"): "disabled",
+    ("disabled", "gone"): "disabled",
+    ("disabled", "pause"): "disabled",
+    ("disabled", "resume"): "active",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """Thresholds: failures to turn failing, seconds failing before disabling, and the
+    probe backoff while failing (initial, doubling up to max), all in seconds."""
+
+    failure_threshold: int = 5
+    disable_after_s: float = 5 * 24 * 3600
+    probe_initial_s: float = 60.0
+    probe_max_s: float = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """``failures``: consecutive failures; ``failing_since_ms`` set while failing;
+    ``next_probe_ms``/``probe_s``: when a failing endpoint may be tried next, and the
+    current backoff."""
+
+    state: str = "active"
+    failures: int = 0
+    failing_since_ms: int | None = None
+    next_probe_ms: int | None = None
+    probe_s: float = 0.0
+
+    def probe_due(self, now_ms: int) -> bool:
+        """May an attempt start now? Always, unless failing and the next probe is later."""
+        return self.state != "failing" or self.next_probe_ms is None or now_ms >= self.next_probe_ms
+
+
+def _failing(h: Health, now_ms: int, policy: HealthPolicy) -> Health:
+    since = h.failing_since_ms if h.failing_since_ms is not None else now_ms
+    if now_ms - since >= policy.disable_after_s * 1000:
+        return Health("disabled", h.failures, since)
+    probe = (
+        policy.probe_initial_s
+        if h.state != "failing"
+        else min(max(h.probe_s, policy.probe_initial_s) * 2, policy.probe_max_s)
+    )
+    return Health("failing", h.failures, since, now_ms + int(probe * 1000), probe)
+
+
+def step(h: Health, event: str, now_ms: int, policy: HealthPolicy = HealthPolicy()) -> Health:
+    """The health after ``event`` at ``now_ms``. Raises KeyError for an unknown pair."""
+    nxt = TABLE[(h.state, event)]
+    if event == "failure":
+        h = replace(h, failures=h.failures + 1)
+    if nxt == "?":
+        if h.state == "active" and h.failures < policy.failure_threshold:
+            return h
+        return _failing(h, now_ms, policy)
+    if nxt == "failing":
+        return _failing(h, now_ms, policy)
+    if nxt == "active":
+        return Health("active")  # success, resume and re-enable reset the counters
+    if nxt == h.state:
+        return h
+    return Health(nxt, h.failures, h.failing_since_ms)

@@ -112,6 +112,8 @@ async def running_node(data_dir: Path, **overrides: Any) -> AsyncIterator[Api]:
             "retry_schedule_s": RETRY_SCHEDULE_S,
             "poll_interval_s": 0.2,
             "timeout_s": 5.0,
+            "probe_initial_s": 0.1,  # a failing endpoint is probed again soon
+            "probe_max_s": 0.5,
             **overrides.pop("delivery", {}),
         },
         **overrides,

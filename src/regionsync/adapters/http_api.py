@@ -201,6 +201,7 @@ def job_json(job: Job) -> dict[str, Any]:
 def attempt_json(a: Attempt) -> dict[str, Any]:
     return {
         "n": a.n,
+        "generation": a.generation,
         "delivery": a.delivery_id,
         "at": rfc3339(a.at_ms),
         "region": a.region,

@@ -29,7 +29,7 @@ class MemoryStore:
         self._vv: dict[str, int] = {}
         self._events: dict[str, Event] = {}
         self._deliveries: dict[str, Delivery] = {}
-        self._attempts: dict[tuple[str, str, int], Attempt] = {}
+        self._attempts: dict[tuple[str, str, int, int], Attempt] = {}
         self._idem: dict[tuple[str, str], tuple[str, str, str, str, int, str]] = {}
         self._open = False
 
@@ -63,7 +63,7 @@ class MemoryStore:
         for d in batch.deliveries:
             self._deliveries[d.id] = d
         for a in batch.attempts:
-            self._attempts.setdefault((a.delivery_id, a.region, a.n), a)
+            self._attempts.setdefault((a.delivery_id, a.region, a.generation, a.n), a)
         for row in batch.idempotency:
             known = self._idem.get((row[0], row[1]))
             if known is None or (row[4], row[2]) < (known[4], known[2]):
@@ -177,7 +177,7 @@ class MemoryStore:
         self._check()
         return sorted(
             (a for a in self._attempts.values() if a.delivery_id == delivery_id),
-            key=lambda a: (a.at_ms, a.n),
+            key=lambda a: (a.at_ms, a.generation, a.n),
         )
 
     async def list_attempts(

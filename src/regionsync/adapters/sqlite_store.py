@@ -47,7 +47,8 @@ CREATE INDEX IF NOT EXISTS deliveries_event ON deliveries(event_id);
 CREATE TABLE IF NOT EXISTS attempts(
   delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
-  endpoint_id TEXT NOT NULL DEFAULT '', PRIMARY KEY(delivery_id, region, n)
+  endpoint_id TEXT NOT NULL DEFAULT '', generation INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(delivery_id, region, generation, n)
 );
 CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
 CREATE INDEX IF NOT EXISTS attempts_age ON attempts(at_ms);
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS idempotency(
 """
 
 _ATTEMPT_COLS = (
-    "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, endpoint_id"
+    "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, "
+    "endpoint_id, generation"
 )
 _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
@@ -188,7 +190,7 @@ class SqliteStore:
                 )
             if batch.attempts:
                 await db.executemany(
-                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             a.delivery_id,
@@ -200,6 +202,7 @@ class SqliteStore:
                             a.error,
                             a.response_excerpt,
                             a.endpoint_id,
+                            a.generation,
                         )
                         for a in batch.attempts
                     ],
@@ -326,7 +329,8 @@ class SqliteStore:
 
     async def attempts_of(self, delivery_id: str) -> list[Attempt]:
         rows = await self.rdb.execute_fetchall(
-            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE delivery_id = ? ORDER BY at_ms, n",
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE delivery_id = ? "
+            "ORDER BY at_ms, generation, n",
             (delivery_id,),
         )
         return [Attempt(*r) for r in rows]

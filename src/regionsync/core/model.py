@@ -112,6 +112,7 @@ class Attempt:
     error: str | None
     response_excerpt: str
     endpoint_id: str = ""
+    generation: int = 0  # attempts count from 1 again in each delivery generation
 
 
 @dataclass(frozen=True, slots=True)

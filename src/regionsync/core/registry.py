@@ -334,11 +334,14 @@ class Registry:
                 "updated_at": now_ms,
             }.items()
         )
-        types = ORSet.empty()
+        # new dots continue from the key's current state: a re-created id must not reuse
+        # the dots of its earlier life (they would collide and cancel on merge)
+        current: ORSet = self._get(p + "event_types", ORSet)
+        delta = ORSet.empty()
         for t in event_types:
-            types = types.merge(types.add(t, actor=actor))
-        if types != ORSet.empty():
-            deltas[p + "event_types"] = types
+            delta = delta.merge(current.merge(delta).add(t, actor=actor))
+        if delta != ORSet.empty():
+            deltas[p + "event_types"] = delta
         key = f"t/{tenant_id}/endpoints"
         deltas[key] = self._get(key, ORSet).add(endpoint_id, actor=actor)
         return deltas

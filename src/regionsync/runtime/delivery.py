@@ -261,6 +261,7 @@ def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: Attempt
     error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
     return Attempt(
         endpoint_id=d.endpoint_id,
+        generation=d.generation,
         delivery_id=d.id,
         n=n,
         at_ms=now_ms,

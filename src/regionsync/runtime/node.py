@@ -132,7 +132,7 @@ class Node:
         self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
         self.last_retry_after_s = 0
         self._ack_waiters: set[asyncio.Event] = set()
-        self._log_waiters: set[asyncio.Event] = set()
+        self._log_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._tasks: list[asyncio.Task[None]] = []
         self.delivery_wake = asyncio.Event()
         self.started = False
@@ -285,11 +285,11 @@ class Node:
 
     def log_waiter(self) -> asyncio.Event:
         ev = asyncio.Event()
-        self._log_waiters.add(ev)
+        self._log_waiters[ev] = None
         return ev
 
     def drop_log_waiter(self, ev: asyncio.Event) -> None:
-        self._log_waiters.discard(ev)
+        self._log_waiters.pop(ev, None)
 
     # -- tenants -------------------------------------------------------------------------
 

@@ -1,0 +1,279 @@
+"""Checkers: invariants during the run, and what must hold after everything healed.
+
+During the run (``Monitor``): a Node's HLC never goes backwards; a store incarnation's
+durable version vector only grows (across crash-restarts too, since it is durable).
+At the end (``check_final``): every region's registry hash and version vector are equal;
+acknowledged changes are visible under add-wins / LWW semantics; every acknowledged
+event is held by its origin region and by every other; per-origin log records carry
+strictly increasing HLC stamps. Operations whose outcome is unknown, and acknowledged ones
+whose only copy went with a lost disk, may or may not count (Maelstrom's indeterminate
+operations), so they can justify a state but are never demanded.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from crdt import LWWRegister, ORSet, decode
+from regionsync.core.model import DeliveryStatus
+
+from ._cluster import SimCluster
+from ._workload import History, Op
+
+__all__ = ["Monitor", "Violation", "check_final"]
+
+_INF = 1 << 62
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.detail}"
+
+
+class Monitor:
+    """Samples every region: invariants, plus the convergence timeline for the report."""
+
+    def __init__(self, cluster: SimCluster):
+        self.cluster = cluster
+        self.violations: list[Violation] = []
+        self._hlc: dict[tuple[str, int], tuple[int, int]] = {}
+        self._vv: dict[tuple[str, int], dict[str, int]] = {}
+        self.known_vv: dict[str, dict[str, int]] = {n: {} for n in cluster.regions}
+        self.timeline: list[tuple[float, dict[str, tuple[str | None, int]]]] = []
+
+    def sample(self, t: float, record: bool) -> None:
+        for name, r in sorted(self.cluster.regions.items()):
+            node = r.node
+            if node is None or not node.started:
+                continue
+            hlc = (node.hlc.last.wall_ms, node.hlc.last.logical)
+            key = (name, r.boots)
+            if key in self._hlc and hlc < self._hlc[key]:
+                self.violations.append(
+                    Violation(
+                        "hlc", f"{name} boot {r.boots}: HLC {hlc} < {self._hlc[key]} at t={t:.3f}"
+                    )
+                )
+            self._hlc[key] = hlc
+            vkey = (name, node.incarnation)
+            prev = self._vv.get(vkey, {})
+            now = dict(node.durable_vv)
+            for origin, seq in prev.items():
+                if now.get(origin, 0) < seq:
+                    self.violations.append(
+                        Violation(
+                            "version_vector",
+                            f"{name} incarnation {node.incarnation}: {origin} went {seq} -> "
+                            f"{now.get(origin, 0)} at t={t:.3f}",
+                        )
+                    )
+            self._vv[vkey] = now
+            self.known_vv[name] = now
+        if record:
+            self.timeline.append((t, self.snapshot()))
+
+    def snapshot(self) -> dict[str, tuple[str | None, int]]:
+        top: dict[str, int] = {}
+        for vv in self.known_vv.values():
+            for o, s in vv.items():
+                top[o] = max(top.get(o, 0), s)
+        out: dict[str, tuple[str | None, int]] = {}
+        for name, r in sorted(self.cluster.regions.items()):
+            vv = self.known_vv[name]
+            behind = sum(max(s - vv.get(o, 0), 0) for o, s in top.items())
+            h = r.node.registry.state_hash() if r.up and r.node is not None else None
+            out[name] = (h, behind)
+        return out
+
+    def converged(self) -> bool:
+        ups = self.cluster.up()
+        if len(ups) != len(self.cluster.regions):
+            return False
+        hashes = {r.node.registry.state_hash() for r in ups if r.node is not None}
+        vvs = {tuple(sorted(r.node.durable_vv.items())) for r in ups if r.node is not None}
+        return len(hashes) == 1 and len(vvs) == 1
+
+    def mark_lost(self, wiped: str, history: History) -> int:
+        """Before ``wiped`` loses its disk: mark operations whose record may exist nowhere
+        else. Returns how many were marked."""
+        n = 0
+        for op in history.ops:
+            if op.lost_with_disk or op.status not in ("ok", "unknown") or not op.actor:
+                continue
+            need = op.vv_after.get(op.actor, _INF) if op.status == "ok" else _INF
+            held = any(
+                vv.get(op.actor, 0) >= need for name, vv in self.known_vv.items() if name != wiped
+            )
+            if not held:
+                op.lost_with_disk = True
+                n += 1
+        return n
+
+
+def _counts(op: Op) -> bool:
+    """Acknowledged and not lost: the change must be visible."""
+    return op.status == "ok" and not op.lost_with_disk
+
+
+def _maybe(op: Op) -> bool:
+    """May have happened."""
+    return op.status in ("ok", "unknown")
+
+
+def _saw(later: Op, earlier: Op) -> bool:
+    """True when ``later`` surely observed ``earlier`` (``earlier`` acknowledged)."""
+    if earlier.status != "ok" or not earlier.actor:
+        return False
+    return later.vv_before.get(earlier.actor, 0) >= earlier.vv_after.get(earlier.actor, _INF)
+
+
+async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
+    out: list[Violation] = []
+    regions = cluster.up()
+    states: dict[str, dict[str, Any]] = {}
+    for r in regions:
+        assert r.node is not None
+        rows = await r.store.load_registry()
+        states[r.name] = {k: decode(v) for k, v in rows.items()}
+    ops = history.ops
+    creates_t = defaultdict(list)
+    eps: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.kind == "create_tenant":
+            creates_t[op.args["tenant"]].append(op)
+        elif "endpoint" in op.args:
+            eps[op.args["endpoint"]].append(op)
+
+    for name, st in states.items():
+
+        def orset(key: str, st: dict[str, Any] = st) -> frozenset[Any]:
+            s = st.get(key)
+            return s.value() if isinstance(s, ORSet) else frozenset()
+
+        tenants = orset("tenants")
+        for t, cs in sorted(creates_t.items()):
+            if any(map(_counts, cs)) and t not in tenants:
+                out.append(Violation("lost_update", f"{name}: acknowledged tenant {t} missing"))
+        for t in sorted(tenants):
+            if not any(map(_maybe, creates_t.get(t, []))):
+                out.append(Violation("phantom", f"{name}: tenant {t} never created"))
+
+        for eid, eops in sorted(eps.items()):
+            tenant = eops[0].args["tenant"]
+            members = orset(f"t/{tenant}/endpoints")
+            creates = [o for o in eops if o.kind == "create_endpoint"]
+            deletes = [o for o in eops if o.kind == "delete_endpoint" and _maybe(o)]
+            must = [
+                c
+                for c in creates
+                if _counts(c) and not any(d.invoke_t >= c.invoke_t for d in deletes)
+            ]
+            if must and eid not in members:
+                out.append(
+                    Violation(
+                        "add_wins",
+                        f"{name}: endpoint {eid} created by op "
+                        f"{must[0].id} and never deleted after, but absent",
+                    )
+                )
+            if eid in members and not any(map(_maybe, creates)):
+                out.append(Violation("phantom", f"{name}: endpoint {eid} never created"))
+
+            types = orset(f"e/{eid}/event_types")
+            adds: dict[str, list[Op]] = defaultdict(list)
+            removes: dict[str, list[Op]] = defaultdict(list)
+            for o in eops:
+                if o.kind == "create_endpoint":
+                    for x in o.args["event_types"]:
+                        adds[x].append(o)
+                elif o.kind == "patch_types":
+                    for x in o.args["add"]:
+                        adds[x].append(o)
+                    for x in o.args["remove"]:
+                        if _maybe(o):
+                            removes[x].append(o)
+            for x, aops in sorted(adds.items()):
+                must = [
+                    a
+                    for a in aops
+                    if _counts(a) and not any(r.invoke_t >= a.invoke_t for r in removes[x])
+                ]
+                if must and x not in types:
+                    out.append(
+                        Violation(
+                            "add_wins",
+                            f"{name}: {eid} event type {x!r} added by "
+                            f"op {must[0].id}, never removed after, but absent",
+                        )
+                    )
+            for x in sorted(types):
+                if not any(map(_maybe, adds.get(x, []))):
+                    out.append(Violation("phantom", f"{name}: {eid} event type {x!r} never added"))
+
+            reg = st.get(f"e/{eid}/description")
+            writes = [
+                o for o in eops if o.kind in ("create_endpoint", "patch_description") and _maybe(o)
+            ]
+            if isinstance(reg, LWWRegister) and not reg.is_empty:
+                value = reg.value()
+                acked = [w for w in writes if _counts(w)]
+                maximal = [w for w in acked if not any(_saw(o, w) for o in acked if o is not w)]
+                allowed = {w.args["description"] for w in maximal}
+                allowed |= {w.args["description"] for w in writes if not _counts(w)}
+                if value not in allowed:
+                    out.append(
+                        Violation(
+                            "lww",
+                            f"{name}: {eid} description {value!r}; causally maximal "
+                            f"acknowledged writes {sorted(allowed)}",
+                        )
+                    )
+
+    # events: held by the origin region, and by every region once converged
+    for op in ops:
+        if op.kind != "publish" or not _counts(op):
+            continue
+        for r in regions:
+            if await r.store.get_event(op.result) is None:
+                where = "origin" if r.name == op.region else "replica"
+                out.append(
+                    Violation(
+                        "lost_event",
+                        f"{r.name} ({where}): acknowledged event {op.result} of op {op.id} missing",
+                    )
+                )
+
+    # per-origin log records carry strictly increasing HLC stamps
+    if regions:
+        records = await regions[0].store.records_after({}, 10**9)
+        last: dict[str, tuple[int, int]] = {}
+        for rec in records:
+            if rec.origin in last and rec.hlc <= last[rec.origin]:
+                out.append(
+                    Violation(
+                        "hlc",
+                        f"log of {rec.origin}: seq {rec.seq} stamp "
+                        f"{rec.hlc} <= previous {last[rec.origin]}",
+                    )
+                )
+            last[rec.origin] = rec.hlc
+
+    # a delivery recorded as delivered was answered 2xx at some receiver
+    answered = {x.webhook_id for x in cluster.receivers.receipts if x.status and x.status < 300}
+    for r in regions:
+        for eid in sorted(eps):
+            rows = await r.store.list_deliveries(eid, DeliveryStatus.DELIVERED, None, None, 10**9)
+            for d in rows:
+                if d.region == r.name and d.event_id not in answered:
+                    out.append(
+                        Violation(
+                            "delivery", f"{r.name}: {d.id} delivered but no receiver answered 2xx"
+                        )
+                    )
+    return out

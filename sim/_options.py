@@ -1,0 +1,117 @@
+"""Simulation options: from a scenario file (TOML) or drawn from the seed alone.
+
+A scenario fixes the kinds of faults (and their ranges); the seed picks every concrete
+choice inside them. ``Options.explore(seed)`` lets the seed pick the fault mix too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._world import derive_rng
+
+__all__ = ["Options", "load_scenario"]
+
+PARTITION_KINDS = ("symmetric", "one-way", "partial")
+
+
+@dataclass
+class Options:
+    """Every knob of one run. Durations in virtual seconds, latencies in ms."""
+
+    seed: int = 1
+    scenario: str = "explore"
+    regions: int = 3  # 3..7
+    chaos_s: float = 240.0  # faults and workload run this long, then everything heals
+    ops_per_region: int = 25
+    inflight_per_region: int = 3
+    tenants: int = 2
+    endpoints_per_tenant: int = 3
+    # False: a region never creates an endpoint id it has touched before. Re-creating one
+    # trips the Registry.create_endpoint dot-reuse bug (sim/regressions/README.md).
+    recreate_endpoints: bool = True
+    latency_ms: list[float] = field(default_factory=lambda: [5.0, 120.0])
+    mode: str = "stream"  # "stream" (gRPC semantics) | "datagram" (breaks the contract)
+    loss: float = 0.0
+    dup: float = 0.0
+    reorder: float = 0.0
+    partitions: int = 0
+    partition_kinds: list[str] = field(default_factory=lambda: list(PARTITION_KINDS))
+    partition_s: list[float] = field(default_factory=lambda: [5.0, 90.0])
+    crashes: int = 0
+    crash_down_s: list[float] = field(default_factory=lambda: [1.0, 60.0])
+    lost_disks: int = 0
+    skew_ms: int = 0  # initial skew of each region, uniform in +-skew_ms
+    drift_ppm: float = 0.0
+    clock_steps: int = 0
+    clock_step_ms: int = 30_000
+    heal_budget_s: float = 900.0  # convergence must happen this soon after healing
+    sample_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 3 <= self.regions <= 7:
+            raise ValueError("regions must be 3..7")
+        if self.mode not in ("stream", "datagram"):
+            raise ValueError("mode must be 'stream' or 'datagram'")
+        bad = set(self.partition_kinds) - set(PARTITION_KINDS)
+        if bad:
+            raise ValueError(f"unknown partition kinds {sorted(bad)}")
+
+    def with_seed(self, seed: int) -> Options:
+        return dataclasses.replace(self, seed=seed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        d = self.as_dict()
+        return " ".join(f"{k}={d[k]}" for k in d)
+
+    @classmethod
+    def explore(cls, seed: int, recreate: bool = True) -> Options:
+        """Options whose fault mix is drawn from ``seed`` (sized for wide sweeps)."""
+        r = derive_rng(seed, "options")
+        o = cls(seed=seed, scenario="explore", regions=r.randint(3, 7), recreate_endpoints=recreate)
+        o.chaos_s = r.choice([120.0, 240.0, 480.0])
+        o.ops_per_region = r.randint(10, 30)
+        o.tenants = r.randint(1, 3)
+        o.endpoints_per_tenant = r.randint(1, 4)
+        o.latency_ms = [r.choice([1.0, 5.0, 20.0]), r.choice([40.0, 120.0, 300.0])]
+        if r.random() < 0.5:
+            o.partitions = r.randint(1, 4)
+            o.partition_kinds = sorted(r.sample(PARTITION_KINDS, r.randint(1, 3)))
+        if r.random() < 0.3:
+            o.loss = r.choice([0.001, 0.01, 0.05])
+        if r.random() < 0.4:
+            o.crashes = r.randint(1, 3)
+        if r.random() < 0.2:
+            o.lost_disks = 1
+        if r.random() < 0.3:
+            o.skew_ms = r.choice([500, 5_000, 45_000, 120_000])
+            o.drift_ppm = r.choice([0.0, 100.0, 2000.0])
+        if r.random() < 0.2:
+            o.clock_steps = r.randint(1, 3)
+        return o
+
+
+def load_scenario(path: str | Path, seed: int | None = None) -> Options:
+    """Options from a scenario file: ``name``, ``description``, ``seed``, ``[options]``
+    (and, for files in sim/regressions, ``known_bug``: why the seed still fails).
+
+    Raises FileNotFoundError, tomllib.TOMLDecodeError, or ValueError for unknown keys."""
+    path = Path(path)
+    data = tomllib.loads(path.read_text())
+    unknown = set(data) - {"name", "description", "seed", "options", "known_bug"}
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+    opts = dict(data.get("options", {}))
+    names = {f.name for f in dataclasses.fields(Options)} - {"seed", "scenario"}
+    bad = set(opts) - names
+    if bad:
+        raise ValueError(f"{path}: unknown options {sorted(bad)}")
+    chosen = seed if seed is not None else int(data.get("seed", 1))
+    return Options(seed=chosen, scenario=str(data.get("name", path.stem)), **opts)

@@ -1,0 +1,302 @@
+"""One simulation run: build the cluster, run workload and nemesis, heal, check, report.
+
+``run(options)`` is synchronous: it owns a fresh VirtualLoop. The seed (with the options)
+determines everything, so the same seed gives the same trace hash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from regionsync.runtime.node import Node
+
+from ._check import Monitor, Violation, check_final
+from ._cluster import SimCluster
+from ._loop import Deadlock, Livelock, VirtualLoop, run_virtual
+from ._net import LinkFaults, SimNetwork
+from ._options import Options
+from ._receivers import ReceiverTransport
+from ._workload import History, Workload
+from ._world import SimClock, derive_rng
+
+__all__ = ["Result", "plan_faults", "run"]
+
+REGION_NAMES = ("eu-west", "us-east", "ap-south", "us-west", "eu-north", "sa-east", "ap-east")
+
+
+@dataclass
+class Result:
+    options: Options
+    violations: list[Violation] = field(default_factory=list)
+    converged_after_s: float | None = None  # virtual seconds from heal to convergence
+    heal_t: float = 0.0
+    end_t: float = 0.0
+    trace_hash: str = ""
+    wall_s: float = 0.0
+    loop_iterations: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+    events: list[tuple[float, str]] = field(default_factory=list)  # nemesis log
+    timeline: list[tuple[float, dict[str, tuple[str | None, int]]]] = field(default_factory=list)
+    net: dict[str, int] = field(default_factory=dict)
+    deliveries: int = 0
+    errors_logged: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[str, Any]]]:
+    """The nemesis schedule: ``(t, action, params)`` sorted by time, drawn from the seed."""
+    r = derive_rng(opts.seed, "nemesis")
+    plan: list[tuple[float, str, dict[str, Any]]] = []
+    horizon = opts.chaos_s
+    for i in range(opts.partitions):
+        kind = r.choice(opts.partition_kinds)
+        dur = r.uniform(*opts.partition_s)
+        start = r.uniform(0, max(horizon - dur, 1.0))
+        shuffled = list(names)
+        r.shuffle(shuffled)
+        cut: set[tuple[str, str]] = set()
+        if kind == "partial":
+            bridge, rest = shuffled[0], shuffled[1:]
+            k = r.randint(1, len(rest) - 1)
+            a, b = rest[:k], rest[k:]
+            cut = {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
+            desc = f"partial: {a} / {b}, {bridge} reaches all"
+        else:
+            k = r.randint(1, len(names) - 1)
+            a, b = shuffled[:k], shuffled[k:]
+            cut = {(x, y) for x in a for y in b}
+            if kind == "symmetric":
+                cut |= {(y, x) for x in a for y in b}
+                desc = f"symmetric: {a} | {b}"
+            else:
+                desc = f"one-way: {a} -/-> {b}"
+        pid = f"p{i}"
+        plan.append((start, "partition", {"id": pid, "cut": sorted(cut), "desc": desc}))
+        plan.append((start + dur, "unpartition", {"id": pid, "desc": desc}))
+    for i in range(opts.crashes + opts.lost_disks):
+        wipe = i >= opts.crashes
+        down = r.uniform(*opts.crash_down_s)
+        start = r.uniform(0, max(horizon - down, 1.0))
+        plan.append((start, "crash", {"region": r.choice(names), "down_s": down, "wipe": wipe}))
+    for _ in range(opts.clock_steps):
+        step = r.randint(-opts.clock_step_ms, opts.clock_step_ms)
+        plan.append((r.uniform(0, horizon), "clock_step", {"region": r.choice(names), "ms": step}))
+    plan.sort(key=lambda p: (p[0], p[1]))
+    return plan
+
+
+class _ErrorLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}"[:300])
+
+
+class _Sim:
+    def __init__(self, opts: Options, node_classes: dict[str, type[Node]] | None):
+        self.opts = opts
+        self.names = list(REGION_NAMES[: opts.regions])
+        r = derive_rng(opts.seed, "net")
+        lat: dict[tuple[str, str], float] = {}
+        for i, a in enumerate(self.names):
+            for b in self.names[i + 1 :]:
+                lat[(a, b)] = lat[(b, a)] = r.uniform(*opts.latency_ms)
+        faults = LinkFaults(mode=opts.mode, loss=opts.loss, dup=opts.dup, reorder=opts.reorder)
+        self.net = SimNetwork(derive_rng(opts.seed, "net-faults"), lat, faults)
+        cr = derive_rng(opts.seed, "clocks")
+        self.clocks = {
+            n: SimClock(cr.randint(-opts.skew_ms, opts.skew_ms), cr.uniform(-1, 1) * opts.drift_ppm)
+            for n in self.names
+        }
+        self.receivers = ReceiverTransport(derive_rng(opts.seed, "receivers"))
+        self.cluster = SimCluster(
+            opts.seed, self.names, self.net, self.receivers, self.clocks, node_classes
+        )
+        self.history = History()
+        self.monitor = Monitor(self.cluster)
+        self.workload = Workload(opts.seed, self.cluster, self.history, opts)
+        self.result = Result(opts)
+        self.partitions: dict[str, set[tuple[str, str]]] = {}
+        self.restarts: list[asyncio.Task[None]] = []
+        self.healing = False
+
+    def note(self, text: str) -> None:
+        self.result.events.append((asyncio.get_running_loop().time(), text))
+
+    def _apply_cut(self) -> None:
+        cut: set[tuple[str, str]] = set()
+        for c in self.partitions.values():
+            cut |= c
+        self.net.set_cut(cut)
+
+    async def _restart_later(self, name: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self.healing or self.cluster.regions[name].up:
+            return
+        await self.cluster.boot(name)
+        self.note(f"restart {name} (incarnation {self.cluster.regions[name].incarnations[-1]})")
+
+    async def nemesis(self) -> None:
+        loop = asyncio.get_running_loop()
+        for t, action, p in plan_faults(self.opts, self.names):
+            await asyncio.sleep(max(t - loop.time(), 0))
+            if action == "partition":
+                self.partitions[p["id"]] = set(map(tuple, p["cut"]))  # type: ignore[arg-type]
+                self._apply_cut()
+                self.note(f"partition {p['desc']}")
+            elif action == "unpartition":
+                self.partitions.pop(p["id"], None)
+                self._apply_cut()
+                self.note(f"heal {p['desc']}")
+            elif action == "crash":
+                name = p["region"]
+                if not self.cluster.regions[name].up:
+                    continue
+                if p["wipe"]:
+                    self.monitor.sample(loop.time(), record=False)
+                    lost = self.monitor.mark_lost(name, self.history)
+                    self.note(f"lost disk {name} for {p['down_s']:.0f}s ({lost} ops only there)")
+                else:
+                    self.note(f"crash {name} for {p['down_s']:.0f}s")
+                self.workload.abort_region(name)
+                await self.cluster.crash(name, wipe=p["wipe"])
+                self.restarts.append(asyncio.create_task(self._restart_later(name, p["down_s"])))
+            elif action == "clock_step":
+                self.clocks[p["region"]].skew_ms += p["ms"]
+                self.note(f"clock step {p['region']} {p['ms']:+d} ms")
+
+    async def heal(self) -> None:
+        self.healing = True
+        self.partitions.clear()
+        self._apply_cut()
+        f = self.net.faults
+        f.loss = f.dup = f.reorder = 0.0
+        for c in self.clocks.values():
+            c.skew_ms, c.drift_ppm = 0, 0.0
+        for t in self.restarts:
+            t.cancel()
+        for name, r in sorted(self.cluster.regions.items()):
+            if not r.up:
+                await self.cluster.boot(name)
+        self.note("heal everything (network, clocks, restart down regions)")
+
+    async def sampler(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        step = max(self.opts.sample_s, (self.opts.chaos_s + 300) / 600)
+        next_record = 0.0
+        while not stop.is_set():
+            now = loop.time()
+            record = now >= next_record
+            if record:
+                next_record = now + step
+            self.monitor.sample(now, record)
+            await asyncio.sleep(self.opts.sample_s)
+
+    async def main(self) -> Result:
+        loop = asyncio.get_running_loop()
+        res = self.result
+        for name in self.names:
+            await self.cluster.boot(name)
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(self.sampler(stop))
+        nemesis = asyncio.create_task(self.nemesis())
+        self.workload.start()
+        await asyncio.sleep(self.opts.chaos_s)
+        nemesis.cancel()
+        await asyncio.gather(nemesis, return_exceptions=True)
+        await self.heal()
+        res.heal_t = loop.time()
+        await self.workload.stop()
+        deadline = res.heal_t + self.opts.heal_budget_s
+        while loop.time() < deadline:
+            if self.monitor.converged():
+                res.converged_after_s = loop.time() - res.heal_t
+                break
+            await asyncio.sleep(self.opts.sample_s)
+        self.monitor.sample(loop.time(), record=True)
+        stop.set()
+        await sampler
+        res.end_t = loop.time()
+        res.violations = list(self.monitor.violations)
+        if res.converged_after_s is None:
+            detail = ", ".join(
+                f"{n}={h[:8] if h else 'down'}/behind {b}"
+                for n, (h, b) in self.monitor.snapshot().items()
+            )
+            res.violations.append(
+                Violation(
+                    "convergence",
+                    f"not converged {self.opts.heal_budget_s:.0f}s after healing: {detail}",
+                )
+            )
+        res.violations += await check_final(self.cluster, self.history)
+        res.violations += [Violation("exception", u) for u in self.history.unexpected]
+        res.ops = self.history.by_status()
+        res.timeline = self.monitor.timeline
+        res.net = dict(vars(self.net.stats))
+        res.deliveries = len(self.receivers.receipts)
+        await self.cluster.stop_all()
+        return res
+
+    def trace_hash(self) -> str:
+        h = hashlib.sha256()
+        for op in self.history.ops:
+            h.update(op.line().encode() + b"\n")
+        for t, text in self.result.events:
+            h.update(f"{t:.6f} {text}\n".encode())
+        for t, snap in self.result.timeline:
+            h.update(f"{t:.6f} {sorted(snap.items())}\n".encode())
+        for x in self.receivers.receipts:
+            h.update(f"{x.at:.6f} {x.host} {x.webhook_id} {x.status}\n".encode())
+        h.update(repr(sorted(self.result.net.items())).encode())
+        h.update("\n".join(map(str, self.result.violations)).encode())
+        return h.hexdigest()
+
+
+def run(opts: Options, node_classes: dict[str, type[Node]] | None = None) -> Result:
+    """Run one simulation; never raises for a failed check (see ``Result.violations``)."""
+    started = time.perf_counter()  # wall time, only to report the cost of the run
+    sim = _Sim(opts, node_classes)
+    loop = VirtualLoop()
+    errors = _ErrorLog()
+    logger = logging.getLogger("regionsync")
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(errors)
+    logger.setLevel(logging.ERROR)
+    logger.propagate = False
+    unhandled: list[str] = []
+
+    def on_error(_loop: object, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        unhandled.append(f"{context.get('message')}: {exc!r}"[:300])
+
+    loop.set_exception_handler(on_error)
+    try:
+        res = run_virtual(sim.main(), loop)
+    except (Deadlock, Livelock) as exc:
+        res = sim.result
+        res.violations.append(Violation(type(exc).__name__.lower(), str(exc)))
+    except Exception as exc:  # the node (or the harness) broke: still a verdict, not a crash
+        res = sim.result
+        res.violations.append(Violation("harness", f"{type(exc).__name__}: {exc}"[:300]))
+    finally:
+        logger.removeHandler(errors)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+    res.violations += [Violation("unhandled", u) for u in unhandled[:20]]
+    res.errors_logged = errors.lines
+    res.violations += [Violation("logged_error", line) for line in errors.lines[:20]]
+    res.loop_iterations = loop.iterations
+    res.trace_hash = sim.trace_hash()
+    res.wall_s = time.perf_counter() - started
+    return res

@@ -1,0 +1,104 @@
+"""Pure delivery policy: the endpoint health table, lanes, generations."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from regionsync.core.health import INPUTS, STATES, TABLE, Health, HealthPolicy, step
+from regionsync.core.lanes import Lane, TokenBucket
+from regionsync.core.model import Delivery, DeliveryStatus, delivery_join
+
+P = HealthPolicy(failure_threshold=5, disable_after_s=100, probe_initial_s=1, probe_max_s=8)
+
+
+def test_table_covers_every_pair() -> None:
+    assert set(TABLE) == set(itertools.product(STATES, INPUTS))
+
+
+def test_unknown_pair_raises() -> None:
+    with pytest.raises(KeyError):
+        step(Health("active"), "explode", 0, P)
+
+
+def test_active_turns_failing_after_threshold_and_back_on_success() -> None:
+    h = Health()
+    for i in range(4):
+        h = step(h, "failure", i, P)
+        assert h.state == "active" and h.failures == i + 1
+    h = step(h, "failure", 10, P)
+    assert h.state == "failing" and h.failing_since_ms == 10 and h.next_probe_ms == 1010
+    h = step(h, "success", 20, P)
+    assert h == Health("active")
+
+
+def test_exhausted_delivery_makes_failing_at_once() -> None:
+    assert step(Health(), "exhausted", 5, P).state == "failing"
+
+
+def test_probe_backoff_doubles_up_to_max() -> None:
+    h = step(Health(), "exhausted", 0, P)
+    probes = []
+    for t in range(1, 6):
+        h = step(h, "failure", t * 1000, P)
+        probes.append(h.probe_s)
+    assert probes == [2, 4, 8, 8, 8]
+    assert not h.probe_due(h.next_probe_ms - 1) and h.probe_due(h.next_probe_ms)
+
+
+def test_long_failing_streak_disables() -> None:
+    h = step(Health(), "exhausted", 0, P)
+    h = step(h, "failure", 99_999, P)
+    assert h.state == "failing"
+    h = step(h, "failure", 100_000, P)
+    assert h.state == "disabled"
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_gone_disables_from_any_state(state: str) -> None:
+    assert step(Health(state), "gone", 0, P).state == "disabled"
+
+
+def test_pause_resume_and_reenable_reset_counters() -> None:
+    h = Health("failing", failures=7, failing_since_ms=1)
+    paused = step(h, "pause", 2, P)
+    assert paused.state == "paused"
+    assert step(paused, "failure", 3, P).state == "paused"
+    assert step(paused, "resume", 4, P) == Health("active")
+    assert step(Health("disabled", failures=9), "resume", 5, P) == Health("active")
+    assert step(Health("disabled"), "success", 5, P).state == "disabled"
+
+
+def test_token_bucket_rate_and_burst() -> None:
+    b = TokenBucket.new(2.0, now_s=0.0)
+    assert b.take(0.0) and b.take(0.0) and not b.take(0.0)
+    assert b.wait_s(0.0) == pytest.approx(0.5)
+    assert b.take(0.5) and not b.take(0.5)
+    slow = TokenBucket.new(0.5, now_s=0.0)
+    assert slow.take(0.0) and not slow.take(1.0) and slow.take(2.0)
+    with pytest.raises(ValueError):
+        TokenBucket.new(0, 0.0)
+
+
+def test_lane_in_flight_cap() -> None:
+    lane = Lane(TokenBucket.new(100.0, 0.0))
+    assert lane.admit(100.0, 2, 0.0) and lane.admit(100.0, 2, 0.0)
+    assert not lane.admit(100.0, 2, 0.0) and lane.full(2, 0.0)
+    lane.release()
+    assert lane.admit(100.0, 2, 0.0)
+
+
+def _d(gen: int, status: DeliveryStatus, attempts: int = 0) -> Delivery:
+    return Delivery("dlv", "evt", "ep", "t", status, attempts, None, "r", 1, 1, gen)
+
+
+def test_generations_supersede_and_join_is_a_semilattice() -> None:
+    old = _d(0, DeliveryStatus.DEAD, 8)
+    new = _d(1, DeliveryStatus.PENDING, 0)
+    assert delivery_join(old, new) == new and delivery_join(new, old) == new
+    states = [_d(g, s, a) for g in (0, 1) for s in DeliveryStatus for a in (0, 2)]
+    for a, b, c in itertools.product(states, repeat=3):
+        assert delivery_join(a, b) == delivery_join(b, a)
+        assert delivery_join(a, delivery_join(b, c)) == delivery_join(delivery_join(a, b), c)
+        assert delivery_join(a, a) == a

@@ -1,0 +1,52 @@
+"""The checkers catch a wrong merge: one region's registry merges OR-Set removes wrongly
+(injected through a Node subclass; crdt/ and core/ untouched) and the run must fail."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tests_sim_paths import SCENARIOS
+
+from crdt import CRDT, ORSet
+from regionsync.core.registry import Registry
+from regionsync.runtime.node import Node
+from sim import load_scenario, run
+
+
+class RemoveWinsRegistry(Registry):
+    """OR-Sets that prefer removes: once an element left a set here, it never comes back
+    (a two-phase set), whatever concurrent or later adds say."""
+
+    def __init__(self, states: Mapping[str, CRDT] | None = None):
+        super().__init__(states)
+        self.removed: set[tuple[str, object]] = set()
+
+    def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
+        before = {
+            k: v.value() for k, v in self._states.items() if k in deltas and isinstance(v, ORSet)
+        }
+        changed = super().apply(deltas)
+        for key in deltas:
+            state = self._states.get(key)
+            if not isinstance(state, ORSet):
+                continue
+            self.removed |= {(key, e) for e in before.get(key, frozenset()) - state.value()}
+            for e in sorted(state.value(), key=str):
+                if (key, e) in self.removed:
+                    changed.update(super().apply({key: self._states[key].remove(e)}))  # type: ignore[attr-defined]
+        return changed
+
+
+class RemoveWinsNode(Node):
+    async def start(self) -> None:
+        await super().start()
+        self.registry = RemoveWinsRegistry.from_bytes(await self.store.load_registry())
+
+
+def test_wrong_orset_merge_is_reported() -> None:
+    opts = load_scenario(SCENARIOS / "partition-heal.toml", seed=1)
+    assert run(opts).ok
+    res = run(opts, node_classes={"us-east": RemoveWinsNode})
+    kinds = {v.kind for v in res.violations}
+    assert not res.ok
+    assert "convergence" in kinds, res.violations  # us-east diverges from everyone else

@@ -93,5 +93,19 @@ def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> N
     sys.exit(0 if ok else 1)
 
 
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def sim(args: tuple[str, ...]) -> None:
+    """The simulation harness: ``sim run SCENARIO.toml [--seed N]``, ``sim explore
+    --seeds A..B``. Runs ``python -m sim`` in a child process: the node package never
+    imports the simulator (the layering contract in pyproject.toml)."""
+    import subprocess
+
+    sys.exit(subprocess.call([sys.executable, "-m", "sim", *args]))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -67,3 +67,18 @@ def test_serve_with_missing_or_bad_config_exits_cleanly(tmp_path: Path) -> None:
     bad.write_text("[delivery]\ntimeout_s = -1\n")
     result = CliRunner().invoke(main, ["serve", "--config", str(bad)])
     assert result.exit_code == 1 and "timeout_s" in result.output
+
+
+def test_sim_command_runs_the_harness_in_a_child_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "regionsync.cli", "sim", "run",
+         str(root / "sim/scenarios/partition-heal.toml"), "--seed", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "seed" in out.stdout + out.stderr
+    assert list(tmp_path.glob("*.html"))

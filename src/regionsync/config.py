@@ -73,6 +73,8 @@ class IngestSettings(_Section):
     event_type_priorities: dict[str, Literal["critical", "high", "normal", "low"]] = {}
     one_remote_timeout_s: float = Field(5.0, gt=0)  # ack policy one-remote: wait this long
     one_remote_fallback_local: bool = False  # on timeout answer 202 anyway (else 503)
+    commit_linger_ms: float = Field(0.0, ge=0, le=50)  # group commit: wait for company
+    commit_max_batches: int = Field(512, ge=1)  # group commit: writes per transaction
 
 
 class TlsSettings(_Section):

@@ -155,7 +155,11 @@ class Node:
         self.idempotency = await self._load_idempotency()
         self.backlog = (await self.store.counts(self.region))["deliveries_pending"]
         self.committer = GroupCommitter(
-            self.store, on_commit=self._on_commit, on_failure=self._on_commit_failure
+            self.store,
+            max_batches=self.settings.ingest.commit_max_batches,
+            linger_s=self.settings.ingest.commit_linger_ms / 1000,
+            on_commit=self._on_commit,
+            on_failure=self._on_commit_failure,
         )
         self._tasks.append(asyncio.create_task(self.committer.run(), name="committer"))
         own_seq = self.version_vector.get(self.actor, 0)

@@ -93,6 +93,34 @@ def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> N
     sys.exit(0 if ok else 1)
 
 
+@main.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for ca.pem, ca.key, <region>.pem, <region>.key.",
+)
+@click.option(
+    "--region",
+    "regions",
+    multiple=True,
+    required=True,
+    help="A region to issue a certificate for (repeat).",
+)
+@click.option(
+    "--name",
+    "names",
+    multiple=True,
+    help="An extra DNS name or IP address for every certificate (repeat).",
+)
+def certs(out: Path, regions: tuple[str, ...], names: tuple[str, ...]) -> None:
+    """Make a private CA and per-region certificates for mutual TLS (local use)."""
+    from .certs import make_certs
+
+    for path in make_certs(out, regions, names).values():
+        click.echo(str(path))
+
+
 @main.command(
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     add_help_option=False,

@@ -82,3 +82,13 @@ def test_sim_command_runs_the_harness_in_a_child_process(tmp_path: Path) -> None
     assert out.returncode == 0, out.stdout + out.stderr
     assert "seed" in out.stdout + out.stderr
     assert list(tmp_path.glob("*.html"))
+
+
+def test_certs_command_writes_a_ca_and_region_certificates(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["certs", "--out", str(tmp_path), "--region", "us-east-1", "--region", "eu-1"]
+    )
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["ca.key", "ca.pem", "eu-1.key", "eu-1.pem", "us-east-1.key", "us-east-1.pem"]
+    assert (tmp_path / "eu-1.key").stat().st_mode & 0o077 == 0

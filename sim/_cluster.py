@@ -16,13 +16,14 @@ import httpx
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.sender import HttpxSender
+from regionsync.adapters.system import UlidSource
 from regionsync.config import load_settings
 from regionsync.core.model import WriteBatch
 from regionsync.runtime.node import Node
 
 from ._net import SimNetwork
 from ._receivers import ReceiverTransport
-from ._world import SimClock, SimIds, derive_rng
+from ._world import SimClock, derive_rng
 
 __all__ = ["SimCluster", "SimRegion", "SimResolver"]
 
@@ -106,7 +107,7 @@ class SimCluster:
             store=r.store,
             clock=r.clock,
             rng=rng,
-            ids=SimIds(r.clock, derive_rng(self.seed, "ids", r.name, r.boots)),
+            ids=UlidSource(r.clock, derive_rng(self.seed, "ids", r.name, r.boots)),
             transport=self.net.transport(r.name),
             sender=HttpxSender(self.client, timer=r.clock.monotonic),
             resolver=self.resolver,

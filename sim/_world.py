@@ -9,7 +9,7 @@ import asyncio
 import hashlib
 import random
 
-__all__ = ["EPOCH_MS", "SimClock", "SimIds", "derive_rng", "derive_seed"]
+__all__ = ["EPOCH_MS", "SimClock", "derive_rng", "derive_seed"]
 
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: virtual t=0 on a correct clock
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -50,23 +50,3 @@ class SimClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-
-class SimIds:
-    """ULID-layout ids ``<prefix>_<26 chars>`` (48-bit ms + 80 bits) from a node's SimClock
-    and seeded Rng: time-ordered, unique per node, and identical for the same seed."""
-
-    def __init__(self, clock: SimClock, rng: random.Random):
-        self._clock, self._rng = clock, rng
-        self._last = (0, 0)
-
-    def new(self, prefix: str) -> str:
-        ms = self._clock.wall_ms()
-        last_ms, last_rand = self._last
-        if ms <= last_ms:
-            ms, rand = last_ms, (last_rand + 1) & ((1 << 80) - 1)
-        else:
-            rand = self._rng.getrandbits(80)
-        self._last = (ms, rand)
-        n = (ms << 80) | rand
-        return f"{prefix}_{''.join(_CROCKFORD[(n >> (5 * i)) & 31] for i in range(25, -1, -1))}"

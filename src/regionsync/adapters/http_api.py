@@ -169,6 +169,16 @@ def event_json(e: Event) -> dict[str, Any]:
     }
 
 
+def accepted_json(e: Event) -> dict[str, Any]:
+    """The 202 body of an accepted event (publish and inbound)."""
+    return {
+        "id": e.id,
+        "event_type": e.event_type,
+        "region": e.region,
+        "received_at": rfc3339(e.received_at_ms),
+    }
+
+
 def delivery_json(d: Delivery) -> dict[str, Any]:
     return {
         "id": d.id,
@@ -488,15 +498,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         event, _created = await node.publish(
             tenant, body["event_type"], payload.encode(), key, body["payload"]
         )
-        return JSONResponse(
-            {
-                "id": event.id,
-                "event_type": event.event_type,
-                "region": event.region,
-                "received_at": rfc3339(event.received_at_ms),
-            },
-            status_code=202,
-        )
+        return JSONResponse(accepted_json(event), status_code=202)
 
     @app.post("/v1/tenants/{tenant}/events", status_code=202)
     async def publish(request: Request, tenant: str) -> JSONResponse:
@@ -545,16 +547,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         raw = await read_body(request, max_body)
         headers = {k.lower(): v for k, v in request.headers.items()}
         event, created = await node.ingest(source, headers, raw)
-        return JSONResponse(
-            {
-                "id": event.id,
-                "event_type": event.event_type,
-                "region": event.region,
-                "received_at": rfc3339(event.received_at_ms),
-                "duplicate": not created,
-            },
-            status_code=202,
-        )
+        return JSONResponse({**accepted_json(event), "duplicate": not created}, status_code=202)
 
     @app.post("/in/{source}", status_code=202)
     async def inbound(request: Request, source: str) -> JSONResponse:

@@ -8,6 +8,8 @@ import random
 import socket
 import time
 
+from ..runtime.ports import Clock
+
 __all__ = ["SystemClock", "SystemResolver", "UlidSource", "system_rng"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -33,9 +35,10 @@ def system_rng() -> random.Random:
 
 class UlidSource:
     """Ids ``<prefix>_<26 chars>``: 48-bit ms timestamp + 80 random bits, Crockford base32
-    (ULID spec), strictly increasing within a process (random part incremented on ties)."""
+    (ULID spec), strictly increasing per source (random part incremented on ties). The
+    simulator passes its virtual clock and a seeded Rng, so ids repeat with the seed."""
 
-    def __init__(self, clock: SystemClock | None = None, rng: random.Random | None = None):
+    def __init__(self, clock: Clock | None = None, rng: random.Random | None = None):
         self._clock = clock or SystemClock()
         self._rng = rng or system_rng()
         self._last = (0, 0)

@@ -1,37 +1,248 @@
 """The production Sender: httpx over a transport that refuses non-public destinations.
 
-``GuardedTransport`` resolves the host once, refuses the request if any resolved address
-is not allowed (``core.urlguard``), and connects to the address it checked (the URL host is
-replaced by the IP; ``Host`` and TLS SNI keep the name), so DNS rebinding cannot switch
-it. ``HttpxSender`` maps every failure to an ``AttemptOutcome``; it never raises for
-network or HTTP failures.
+``GuardedTransport`` judges the URL host once per request: an address literal (in any
+spelling ``core.urlguard.parse_host_literal`` reads) by the address it denotes, a name by
+every address the resolver returns. If any address is not allowed the request is refused
+(``DestinationRefused``, final); if the name does not resolve, ``ResolutionFailed``
+(retryable). The checked address is then *pinned*: the connection goes to it and nowhere
+else, so DNS rebinding cannot switch it.
+
+How the pin works. A literal host is rewritten to its canonical address (TLS then
+verifies the certificate for that IP, as it would have). A name stays in the URL, so
+``Host``, TLS SNI and certificate verification use the name and httpcore pools
+connections per name (pooling per IP would let a connection verified for one name carry
+requests for another name on the same IP); the checked address travels in a context
+variable to ``PinnedBackend.connect_tcp``, which connects to exactly that address, never
+resolves anything, refuses a connect it has no pin for and re-checks the address.
+
+Bounded capture. ``PinnedBackend`` streams cap what is read from the socket per response:
+the head in reads of at most 4 KiB + 1 until its blank line, at most 8 KiB of head, then
+at most 4 KiB + 1 bytes after the head (over TLS: plaintext handed to the HTTP parser).
+``HttpxSender`` reads at most 4 KiB + 1 of the body through any transport, under one
+``asyncio.timeout`` around resolution, connect, send, head and body, so a receiver
+dripping a byte at a time cannot extend the attempt. ``HttpxSender`` maps every failure
+to an ``AttemptOutcome``; it never raises for network or HTTP failures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import ipaddress
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
+import httpcore
 import httpx
 
 from ..core.retry import AttemptOutcome, OutcomeKind
-from ..core.urlguard import Network, address_allowed
+from ..core.urlguard import IPAddress, Network, address_allowed, parse_host_literal
 from ..runtime.ports import OutboundRequest, Resolver
 
-__all__ = ["EXCERPT_BYTES", "DestinationRefused", "GuardedTransport", "HttpxSender"]
+__all__ = [
+    "EXCERPT_BYTES",
+    "HEADERS_BYTES",
+    "MAX_TIMEOUT_S",
+    "CaptureLimitReached",
+    "DestinationRefused",
+    "GuardedTransport",
+    "HttpxSender",
+    "PinnedBackend",
+    "ResolutionFailed",
+    "ResponseHeadTooLarge",
+]
 
-EXCERPT_BYTES = 4096
+EXCERPT_BYTES = 4096  # response body kept per attempt
+HEADERS_BYTES = 8192  # response head kept (and read) per attempt
+MAX_TIMEOUT_S = 60.0  # an attempt's total deadline never exceeds this
+
+# (host as it appears in the URL, port, checked address) of the request being sent
+_PIN: contextvars.ContextVar[tuple[str, int, IPAddress] | None] = contextvars.ContextVar(
+    "regionsync_sender_pin", default=None
+)
 
 
 class DestinationRefused(httpx.TransportError):
-    """The destination resolves to an address deliveries may not reach (final)."""
+    """The destination is, or resolves to, an address deliveries may not reach (final)."""
+
+
+class ResolutionFailed(httpx.TransportError):
+    """The destination's name did not resolve (retryable: DNS failures are often brief)."""
+
+
+class ResponseHeadTooLarge(Exception):
+    """The receiver's response head exceeded ``HEADERS_BYTES``."""
+
+
+class CaptureLimitReached(Exception):
+    """The capture bound was reached before the response ended; the rest is not read."""
+
+
+class _BoundedStream(httpcore.AsyncNetworkStream):
+    """A network stream that reads at most the capture bound of each response.
+
+    Each request write starts a new response budget (HTTP/1.1 without pipelining: a
+    response is read only after its request was written). Head phase: reads of at most
+    ``body_limit + 1`` bytes until the head's blank line (``\\n\\r?\\n``, as h11 finds it);
+    1xx heads are skipped; a head over ``head_limit`` raises ``ResponseHeadTooLarge``.
+    Body phase: at most ``body_limit + 1`` bytes after the head, counting body bytes that
+    arrived with the head; a read past that raises ``CaptureLimitReached``.
+    """
+
+    _BLANK_LINE = re.compile(rb"\n\r?\n")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream, head_limit: int, body_limit: int):
+        self.inner = inner
+        self.head_limit = head_limit
+        self.body_limit = body_limit
+        self.received = 0  # bytes read from the stream, for tests and benchmarks
+        self._reset()
+
+    def _reset(self) -> None:
+        self._head = bytearray()
+        self._in_head = True
+        self._body_left = self.body_limit + 1
+
+    # httpcore's interface passes per-operation timeouts; the sender's deadline covers all
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        self._reset()
+        await self.inner.write(buffer, timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if self._in_head:
+            want = min(max_bytes, self.body_limit + 1)
+        elif self._body_left <= 0:
+            raise CaptureLimitReached(f"response body exceeds {self.body_limit} bytes")
+        else:
+            want = min(max_bytes, self._body_left)
+        data = await self.inner.read(want, timeout)
+        self.received += len(data)
+        if self._in_head:
+            self._head += data
+            self._scan_head()
+        else:
+            self._body_left -= len(data)
+        return data
+
+    def _scan_head(self) -> None:
+        while True:
+            match = self._BLANK_LINE.search(self._head)
+            if match is None:
+                if len(self._head) > self.head_limit:
+                    raise ResponseHeadTooLarge(f"response head exceeds {self.head_limit} bytes")
+                return
+            end = match.end()
+            if end > self.head_limit:
+                raise ResponseHeadTooLarge(f"response head exceeds {self.head_limit} bytes")
+            if self._head[9:10] == b"1":  # "HTTP/1.1 1xx": an interim head, another follows
+                del self._head[:end]
+                continue
+            self._in_head = False
+            self._body_left = self.body_limit + 1 - (len(self._head) - end)
+            self._head = bytearray()
+            return
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> httpcore.AsyncNetworkStream:
+        tls = await self.inner.start_tls(ssl_context, server_hostname, timeout)
+        return _BoundedStream(tls, self.head_limit, self.body_limit)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore network backend: connects only to the address ``GuardedTransport`` pinned
+    for the current request, re-checks it, and bounds what is read (``_BoundedStream``)."""
+
+    def __init__(
+        self,
+        allow: Sequence[Network] = (),
+        inner: httpcore.AsyncNetworkBackend | None = None,
+        head_limit: int = HEADERS_BYTES,
+        body_limit: int = EXCERPT_BYTES,
+    ):
+        self.allow = tuple(allow)
+        self.inner = inner or httpcore.AnyIOBackend()
+        self.head_limit = head_limit
+        self.body_limit = body_limit
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        pin = _PIN.get()
+        if pin is None or pin[0] != host.lower() or pin[1] != port:
+            raise DestinationRefused(f"no checked address for {host}:{port}; not connecting")
+        addr = pin[2]
+        if not address_allowed(addr, self.allow):  # defence in depth; the guard checked
+            raise DestinationRefused(f"{addr} is not an allowed address")
+        stream = await self.inner.connect_tcp(
+            str(addr), port, timeout, local_address=local_address, socket_options=socket_options
+        )
+        return _BoundedStream(stream, self.head_limit, self.body_limit)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise DestinationRefused("deliveries never use unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+class PinnedHTTPTransport(httpx.AsyncHTTPTransport):
+    """``httpx.AsyncHTTPTransport`` over ``PinnedBackend``: no proxies from the
+    environment, no retries, no global connection cap (lanes cap in-flight requests per
+    endpoint; a pool-wide cap would let a tarpit endpoint starve the others)."""
+
+    def __init__(
+        self,
+        allow: Sequence[Network] = (),
+        keepalive: int = 256,
+        network_backend: httpcore.AsyncNetworkBackend | None = None,
+    ):
+        super().__init__(retries=0, trust_env=False)
+        # httpx has no argument for the network backend; its pool is documented httpcore
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=None,
+            max_keepalive_connections=keepalive,
+            keepalive_expiry=15.0,
+            retries=0,
+            network_backend=PinnedBackend(allow, inner=network_backend),
+        )
+
+
+async def _trace(request: httpx.Request, name: str) -> None:
+    trace = request.extensions.get("trace")
+    if trace is not None:
+        await trace(name, {})
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
-    """Wraps ``inner``; every request goes to a checked, pinned IP address."""
+    """Wraps ``inner``; every request goes to a checked, pinned IP address.
+
+    The pinned address is also put in ``request.extensions["regionsync.pinned"]`` (an
+    ``ipaddress`` object) for inner transports that want to see it (tests do).
+    """
 
     def __init__(
         self,
@@ -41,62 +252,130 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     ):
         self.resolver = resolver
         self.allow = tuple(allow)
-        self.inner = inner or httpx.AsyncHTTPTransport(retries=0)
+        self.inner = inner or PinnedHTTPTransport(self.allow)
+
+    async def _addresses(self, request: httpx.Request, host: str, port: int) -> list[IPAddress]:
+        try:
+            literal = parse_host_literal(host)
+        except ValueError as exc:
+            raise DestinationRefused(str(exc), request=request) from None
+        if literal is not None:
+            return [literal]
+        await _trace(request, "guard.resolve.started")
+        try:
+            found = await self.resolver.resolve(host, port)
+        except (OSError, UnicodeError) as exc:
+            raise ResolutionFailed(f"cannot resolve {host!r}: {exc}", request=request) from exc
+        await _trace(request, "guard.resolve.complete")
+        if not found:
+            raise ResolutionFailed(f"{host!r} resolves to no address", request=request)
+        try:
+            return [ipaddress.ip_address(a) for a in found]
+        except ValueError:
+            raise DestinationRefused(
+                f"{host!r} resolves to an unusable address {found}", request=request
+            ) from None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        try:
-            addrs = [ipaddress.ip_address(host)]
-        except ValueError:
-            try:
-                addrs = [ipaddress.ip_address(a) for a in await self.resolver.resolve(host, port)]
-            except OSError as exc:
-                raise httpx.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
+        addrs = await self._addresses(request, host, port)
         bad = [str(a) for a in addrs if not address_allowed(a, self.allow)]
-        if bad or not addrs:
-            raise DestinationRefused(f"{host!r} resolves to non-public address {bad}")
+        if bad:
+            raise DestinationRefused(
+                f"{host!r} is or resolves to a non-public address ({', '.join(bad)}); list "
+                "its network in delivery.allow_private_networks to allow it",
+                request=request,
+            )
         pinned = addrs[0]
-        if str(pinned) != host:
-            request.extensions = {**request.extensions, "sni_hostname": host}
+        if parse_host_literal(host) is not None and str(pinned) != host:
+            # a literal in another spelling: connect to (and verify TLS for) the address
             request.url = request.url.copy_with(
                 host=str(pinned) if pinned.version == 4 else f"[{pinned}]"
             )
-        return await self.inner.handle_async_request(request)
+        request.extensions = {**request.extensions, "regionsync.pinned": pinned}
+        token = _PIN.set((request.url.raw_host.decode("ascii").lower(), port, pinned))
+        try:
+            return await self.inner.handle_async_request(request)
+        finally:
+            _PIN.reset(token)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
-def _retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+def _retry_after(value: str | None, now: float) -> float | None:
+    """``Retry-After`` as seconds from ``now`` (Unix seconds): delta-seconds or an HTTP
+    date (RFC 9110 10.2.3); None when absent or unreadable."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
-    return max(when.timestamp() - time.time(), 0.0)
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        return None
+    return max(when.timestamp() - now, 0.0)
+
+
+def _head_text(raw: Sequence[tuple[bytes, bytes]]) -> str:
+    text = "\n".join(f"{k.decode('latin-1')}: {v.decode('latin-1')}" for k, v in raw)
+    return text[:HEADERS_BYTES]
+
+
+class _Progress:
+    """How far an attempt got, from httpcore's ``trace`` extension and the guard's
+    events: a timeout before the request started going out is not indeterminate."""
+
+    __slots__ = ("last", "sending")
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.sending = False
+
+    async def __call__(self, name: str, info: dict[str, Any]) -> None:
+        self.last = name
+        if ".send_request" in name:
+            self.sending = True
 
 
 class HttpxSender:
     """One POST per attempt over ``client``; total deadline enforced around the whole call.
 
     ``timer`` is the monotonic clock (seconds) that attempt latency is measured with:
-    ``time.perf_counter`` by default; the simulator passes its virtual clock.
+    ``time.perf_counter`` by default; the simulator passes its virtual clock. ``wall`` is
+    Unix time in seconds for HTTP-date ``Retry-After`` values (``time.time`` by default).
     """
 
-    def __init__(self, client: httpx.AsyncClient, *, timer: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        timer: Callable[[], float] | None = None,
+        wall: Callable[[], float] | None = None,
+    ):
         self.client = client
         self.timer = timer or time.perf_counter
+        self.wall = wall or time.time
 
     @classmethod
-    def guarded(cls, resolver: Resolver, allow: Sequence[Network] = ()) -> HttpxSender:
+    def guarded(
+        cls,
+        resolver: Resolver,
+        allow: Sequence[Network] = (),
+        *,
+        timer: Callable[[], float] | None = None,
+        wall: Callable[[], float] | None = None,
+    ) -> HttpxSender:
+        """A sender whose every connection is checked and pinned (``GuardedTransport``)."""
         transport = GuardedTransport(resolver, allow)
-        return cls(httpx.AsyncClient(transport=transport, follow_redirects=False, timeout=None))
+        client = httpx.AsyncClient(
+            transport=transport, follow_redirects=False, timeout=None, trust_env=False
+        )
+        return cls(client, timer=timer, wall=wall)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -108,50 +387,70 @@ class HttpxSender:
         def ms() -> float:
             return (timer() - start) * 1000
 
+        def failed(reason: str, text: str, final: bool = False) -> AttemptOutcome:
+            return AttemptOutcome(
+                OutcomeKind.FAILED, reason=reason, latency_ms=ms(), response_excerpt=text,
+                final=final,
+            )  # fmt: skip
+
+        progress = _Progress()
+        # identity: the excerpt is the body as sent, and no decompression bomb is inflated
+        headers = {"accept-encoding": "identity", **request.headers}
+        body = bytearray()
         try:
-            async with asyncio.timeout(request.timeout_s):
+            async with asyncio.timeout(min(request.timeout_s, MAX_TIMEOUT_S)):
                 async with self.client.stream(
-                    "POST", request.url, content=request.body, headers=dict(request.headers)
-                ) as resp:
-                    excerpt = b""
-                    async for chunk in resp.aiter_raw():
-                        excerpt += chunk
-                        if len(excerpt) > EXCERPT_BYTES:
-                            break
+                    "POST", request.url, content=request.body, headers=headers,
+                    follow_redirects=False, extensions={"trace": progress},
+                ) as resp:  # fmt: skip
+                    if resp.is_stream_consumed:  # a transport that answered with content=
+                        body += resp.content[: EXCERPT_BYTES + 1]
+                    else:
+                        try:
+                            async for chunk in resp.aiter_raw():
+                                body += chunk
+                                if len(body) > EXCERPT_BYTES:
+                                    break
+                        except CaptureLimitReached:
+                            pass  # chunked framing counts too: the excerpt is what we have
         except TimeoutError:
+            if not progress.sending and progress.last == "guard.resolve.started":
+                return failed("dns", "resolution timed out")
+            if not progress.sending and progress.last is not None:
+                return failed("connect", "timed out before the request was sent")
             return AttemptOutcome(OutcomeKind.INDETERMINATE, reason="timeout", latency_ms=ms())
         except DestinationRefused as exc:
-            return AttemptOutcome(
-                OutcomeKind.FAILED, reason="ssrf", latency_ms=ms(),
-                response_excerpt=str(exc), final=True,
-            )  # fmt: skip
+            return failed("ssrf", str(exc), final=True)
+        except ResolutionFailed as exc:
+            return failed("dns", str(exc))
+        except ResponseHeadTooLarge as exc:
+            return failed("bad_response", str(exc))
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            return AttemptOutcome(
-                OutcomeKind.FAILED, reason="connect", latency_ms=ms(), response_excerpt=str(exc)
-            )
+            return failed("connect", str(exc))
         except httpx.HTTPError as exc:
             return AttemptOutcome(
                 OutcomeKind.INDETERMINATE, reason="network", latency_ms=ms(),
                 response_excerpt=f"{type(exc).__name__}: {exc}",
             )  # fmt: skip
-        except (ValueError, TypeError) as exc:  # a request httpx cannot even encode
-            return AttemptOutcome(
-                OutcomeKind.FAILED, reason="bad_request", latency_ms=ms(),
-                response_excerpt=f"{type(exc).__name__}: {exc}", final=True,
-            )  # fmt: skip
-        text = excerpt[:EXCERPT_BYTES].decode("utf-8", "replace")
+        except (httpx.InvalidURL, ValueError, TypeError) as exc:  # httpx cannot encode it
+            return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
+        latency = ms()
+        text = bytes(body[:EXCERPT_BYTES]).decode("utf-8", "replace")
+        head = _head_text(resp.headers.raw)
         code = resp.status_code
         if 200 <= code < 300:
             return AttemptOutcome(
-                OutcomeKind.SUCCEEDED, status_code=code, latency_ms=ms(), response_excerpt=text
-            )
+                OutcomeKind.SUCCEEDED, status_code=code, latency_ms=latency,
+                response_excerpt=text, response_headers=head,
+            )  # fmt: skip
         return AttemptOutcome(
             OutcomeKind.FAILED,
             status_code=code,
             reason="redirect" if 300 <= code < 400 else f"http_{code}",
-            latency_ms=ms(),
+            latency_ms=latency,
             response_excerpt=text,
-            retry_after_s=_retry_after(resp.headers.get("retry-after"))
-            if code in (429, 503)
+            retry_after_s=_retry_after(resp.headers.get("retry-after"), self.wall())
+            if code == 429 or code >= 500
             else None,
+            response_headers=head,
         )

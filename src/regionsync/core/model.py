@@ -113,6 +113,7 @@ class Attempt:
     response_excerpt: str
     endpoint_id: str = ""
     generation: int = 0  # attempts count from 1 again in each delivery generation
+    response_headers: str = ""  # at most 8 KiB of the response head
 
 
 @dataclass(frozen=True, slots=True)

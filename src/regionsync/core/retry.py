@@ -33,7 +33,8 @@ class AttemptOutcome:
     """What one HTTP attempt produced.
 
     ``reason``: None on success, else e.g. ``http_500``, ``timeout``, ``connect``,
-    ``redirect``, ``ssrf``; ``final`` marks failures that must not be retried (``ssrf``).
+    ``redirect``, ``ssrf``, ``dns``, ``bad_response``, ``bad_request``; ``final`` marks
+    failures that must not be retried (``ssrf``, ``bad_request``).
     ``latency_ms`` in milliseconds; ``retry_after_s`` from a ``Retry-After`` of a failed
     response. ``response_excerpt``: the first 4 KiB of the body (or the error text);
     ``response_headers``: the response's header lines, ``name: value`` joined by ``\n``,

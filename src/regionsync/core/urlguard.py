@@ -26,6 +26,21 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _6TO4 = ipaddress.ip_network("2002::/16")
+# Not globally reachable per the IANA registries, but ``is_global`` says otherwise on some
+# Python versions (3.11.7 among them): refused whatever the interpreter thinks.
+_NOT_GLOBAL: tuple[Network, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "192.0.0.0/24",  # IETF protocol assignments (RFC 6890), but for the two below
+        "192.88.99.0/24",  # deprecated 6to4 relay anycast (RFC 7526)
+        "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215)
+        "3fff::/20",  # documentation (RFC 9637)
+        "5f00::/16",  # SRv6 SIDs (RFC 9602)
+        "fec0::/10",  # deprecated site-local (RFC 3879)
+    )
+)
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")  # all else is reserved or special
+_GLOBAL_EXCEPTIONS = (ipaddress.ip_address("192.0.0.9"), ipaddress.ip_address("192.0.0.10"))
 
 
 _IPV4_PART = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
@@ -118,7 +133,9 @@ def _embedded_v4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
 def address_allowed(addr: IPAddress, allow: Sequence[Network] = ()) -> bool:
     """True if deliveries may connect to ``addr``: globally routable, or inside ``allow``.
 
-    An IPv6 address embedding an IPv4 one is judged by the embedded address too.
+    An IPv6 address embedding an IPv4 one is judged by the embedded address; any other
+    IPv6 address must be global unicast (2000::/3) too (``::2``, IPv4-compatible
+    ``::a.b.c.d`` and the rest of the reserved space are refused).
     """
     if any(addr.version == n.version and addr in n for n in allow):
         return True
@@ -126,7 +143,13 @@ def address_allowed(addr: IPAddress, allow: Sequence[Network] = ()) -> bool:
         v4 = _embedded_v4(addr)
         if v4 is not None:
             return address_allowed(v4, allow)
-    return addr.is_global and not addr.is_multicast
+        if addr not in _GLOBAL_UNICAST_V6:
+            return False
+    if not addr.is_global or addr.is_multicast:
+        return False
+    if addr in _GLOBAL_EXCEPTIONS:
+        return True
+    return not any(addr.version == n.version and addr in n for n in _NOT_GLOBAL)
 
 
 def validate_url(url: object) -> tuple[str, int]:

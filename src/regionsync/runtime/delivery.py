@@ -270,4 +270,5 @@ def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: Attempt
         latency_ms=round(outcome.latency_ms, 3),
         error=error,
         response_excerpt=outcome.response_excerpt,
+        response_headers=outcome.response_headers,
     )

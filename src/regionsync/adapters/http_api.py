@@ -37,6 +37,7 @@ from ..errors import (
     UnsupportedMediaType,
 )
 from ..runtime.node import Job, Node
+from .openapi_docs import PROBLEM_RESPONSES, body
 
 __all__ = ["create_app", "rfc3339"]
 
@@ -278,7 +279,12 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
                 await node.stop()
 
     app = FastAPI(
-        title="regionsync", version="0.1.0", docs_url=None, redoc_url=None, lifespan=lifespan
+        title="regionsync",
+        version="0.1.0",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        responses=PROBLEM_RESPONSES,
     )
     auth = _Auth(node)
     max_body = node.settings.ingest.max_payload_bytes
@@ -309,7 +315,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     # -- tenants -------------------------------------------------------------------------
 
-    @app.post("/v1/tenants", status_code=201)
+    @app.post("/v1/tenants", status_code=201, openapi_extra=body("tenant"))
     async def create_tenant(request: Request) -> dict[str, Any]:
         auth.check(request)
         body = await read_object(request, max_body)
@@ -335,7 +341,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     # -- endpoints -----------------------------------------------------------------------
 
-    @app.post("/v1/tenants/{tenant}/endpoints", status_code=201)
+    @app.post("/v1/tenants/{tenant}/endpoints", status_code=201, openapi_extra=body("endpoint"))
     async def create_endpoint(request: Request, tenant: str) -> dict[str, Any]:
         auth.check(request, tenant)
         body = await read_object(request, max_body)
@@ -351,7 +357,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         auth.check(request, tenant)
         return endpoint_json(node.endpoint(tenant, endpoint))
 
-    @app.patch("/v1/tenants/{tenant}/endpoints/{endpoint}")
+    @app.patch("/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=body("endpoint_patch"))
     async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         auth.check(request, tenant)
         body = await read_object(request, max_body)
@@ -363,7 +369,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         await node.delete_endpoint(tenant, endpoint)
         return Response(status_code=204)
 
-    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter")
+    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter", openapi_extra=body("sample"))
     async def test_filter(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """Would a sample payload pass this endpoint's filter, and if not, which clause
         failed (``path.$op``)? Body: ``{"payload": ...}``."""
@@ -447,14 +453,22 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
             raise Unprocessable("is required: an RFC 3339 time", field="since")
         return _parse_time(body["since"], "since")
 
-    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/recover", status_code=202)
+    @app.post(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",
+        status_code=202,
+        openapi_extra=body("since"),
+    )
     async def recover(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """Re-send every dead delivery of the endpoint since a time (a background job)."""
         auth.check(request, tenant)
         since = await _job_body(request)
         return job_json(node.start_job(tenant, endpoint, "recover", since))
 
-    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing", status_code=202)
+    @app.post(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing",
+        status_code=202,
+        openapi_extra=body("since"),
+    )
     async def replay_missing(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """Send what was skipped while the endpoint was paused or disabled (a job)."""
         auth.check(request, tenant)
@@ -501,7 +515,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         )
         return JSONResponse(accepted_json(event), status_code=202)
 
-    @app.post("/v1/tenants/{tenant}/events", status_code=202)
+    @app.post("/v1/tenants/{tenant}/events", status_code=202, openapi_extra=body("event"))
     async def publish(request: Request, tenant: str) -> JSONResponse:
         return await publish_handler(request, tenant)
 
@@ -526,7 +540,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     # -- inbound sources -----------------------------------------------------------------
 
-    @app.post("/v1/sources", status_code=201)
+    @app.post("/v1/sources", status_code=201, openapi_extra=body("source"))
     async def create_source(request: Request) -> dict[str, Any]:
         auth.check(request)
         body = await read_object(request, max_body)

@@ -1,0 +1,120 @@
+"""Request body schemas for the OpenAPI document (documentation only).
+
+The handlers parse bodies themselves (size limit first, then JSON, then field checks that
+name the field), so these pydantic models never validate a request: they only describe
+the bodies of shared/API.md in ``/openapi.json``, with the problem body of every error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = ["PROBLEM_RESPONSES", "body"]
+
+
+class TenantIn(BaseModel):
+    id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    name: str = Field(min_length=1, max_length=256)
+    ack_policy: Literal["local", "one-remote"] = "local"
+
+
+class EndpointIn(BaseModel):
+    id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    url: str = Field(description="http(s) URL resolving to a public address")
+    event_types: list[str] = Field([], description="exact types, 'prefix.*' or '*'")
+    filter: dict[str, Any] | None = Field(None, description="payload filter ($eq, $in, ...)")
+    secret: str | None = Field(None, description="whsec_ + base64 of 24..64 bytes")
+    description: str = ""
+    rate_limit_per_s: float = 50
+    max_in_flight: int = 16
+    headers: dict[str, str] = {}
+    paused: bool = False
+
+
+class EndpointPatch(BaseModel):
+    url: str | None = None
+    event_types: list[str] | None = Field(None, description="replaces the whole set")
+    event_types_add: list[str] = Field([], description="OR-Set add; concurrent-safe")
+    event_types_remove: list[str] = Field([], description="OR-Set remove; concurrent-safe")
+    filter: dict[str, Any] | None = None
+    secret: str | None = Field(None, description="new secret (null: generate one)")
+    description: str | None = None
+    rate_limit_per_s: float | None = None
+    max_in_flight: int | None = None
+    headers: dict[str, str] | None = None
+    paused: bool | None = None
+    disabled: bool | None = Field(None, description="false re-enables a disabled endpoint")
+
+
+class EventIn(BaseModel):
+    event_type: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")
+    payload: Any
+
+
+class SourceIn(BaseModel):
+    id: str | None = None
+    tenant: str
+    kind: Literal["github", "stripe", "standard-webhooks", "hmac"]
+    secret: str
+    priority: Literal["critical", "high", "normal", "low"] | None = None
+    ack_policy: Literal["local", "one-remote"] = "local"
+    header: str = "x-signature"
+    algorithm: Literal["sha1", "sha256", "sha512"] = "sha256"
+    encoding: Literal["hex", "base64"] = "hex"
+    prefix: str = ""
+    event_type_from: str = Field("payload:type", description="header:<name> or payload:<path>")
+    id_from: str = Field("", description="header:<name> or payload:<path>; empty: body hash")
+
+
+class SinceIn(BaseModel):
+    since: str = Field(description="RFC 3339 time")
+
+
+class SampleIn(BaseModel):
+    payload: Any
+
+
+class Problem(BaseModel):
+    error: str
+    detail: str
+    field: str | None = None
+
+
+MODELS = {
+    "tenant": TenantIn,
+    "endpoint": EndpointIn,
+    "endpoint_patch": EndpointPatch,
+    "event": EventIn,
+    "source": SourceIn,
+    "since": SinceIn,
+    "sample": SampleIn,
+}
+
+_PROBLEM = {"content": {"application/json": {"schema": Problem.model_json_schema()}}}
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"description": text, **_PROBLEM}
+    for code, text in (
+        (400, "malformed JSON"),
+        (401, "missing or bad credentials or signature"),
+        (404, "not found"),
+        (409, "conflict"),
+        (413, "body too large"),
+        (415, "not JSON"),
+        (422, "a field is invalid (named in `field`)"),
+        (429, "shedding load (Retry-After)"),
+        (503, "overloaded or not replicated in time (Retry-After)"),
+    )
+}
+
+
+def body(name: str) -> dict[str, Any]:
+    """``openapi_extra`` documenting the JSON request body ``name`` (see MODELS)."""
+    schema = MODELS[name].model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }

@@ -62,6 +62,14 @@ class ReplicationSettings(_Section):
     reconnect_min_s: float = Field(0.1, gt=0)
     reconnect_max_s: float = Field(10.0, gt=0)
     call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack
+    # log truncation: every truncate_interval_s, records every configured peer acked are
+    # deleted (a peer never heard from blocks it), unless the log holds more than
+    # max_log_records: then the oldest go anyway and lagging peers get anti-entropy
+    truncate_interval_s: float = Field(30.0, gt=0)
+    max_log_records: int = Field(1_000_000, ge=1)
+    tree_depth: int = Field(4, ge=1, le=8)  # anti-entropy hash tree: 16**depth leaf buckets
+    leaf_items: int = Field(16, ge=1)  # a differing bucket this small is sent, not split
+    state_chunk_bytes: int = Field(512 * 1024, ge=1024)  # StateChunk size bound (about)
 
 
 class IngestSettings(_Section):

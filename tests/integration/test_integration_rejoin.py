@@ -24,6 +24,12 @@ async def test_region_restarted_from_an_empty_data_dir_rejoins(
 ) -> None:
     http = cluster.http
     await expect(client, "POST", f"{http[AP]}/v1/tenants", 201, json={"id": "rj", "name": "R"})
+
+    async def tenant_everywhere() -> bool:
+        codes = [(await client.get(f"{http[r]}/v1/tenants/rj")).status_code for r in REGIONS]
+        return codes == [200, 200, 200]
+
+    await eventually(tenant_everywhere)
     events = []
     for i, region in enumerate(REGIONS * 5):
         body = await expect(client, "POST", f"{http[region]}/v1/tenants/rj/events", 202,

@@ -36,13 +36,22 @@ class StaticResolver:
 
 
 def make_node(
-    net: MemoryNetwork, region: str, peers: list[str], store: MemoryStore | None = None
+    net: MemoryNetwork,
+    region: str,
+    peers: list[str],
+    store: MemoryStore | None = None,
+    **replication: object,
 ) -> Node:
     settings = load_settings(
         None,
         region=region,
         peers=[{"region": p, "address": p} for p in peers],
-        replication={"reconnect_min_s": 0.01, "reconnect_max_s": 0.05, "batch_records": 4},
+        replication={
+            "reconnect_min_s": 0.01,
+            "reconnect_max_s": 0.05,
+            "batch_records": 4,
+            **replication,
+        },
     )
     clock = SystemClock()
     rng = system_rng()

@@ -159,3 +159,25 @@ async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
     await s2.open(REGION, 2)
     assert (await s2.get_event("evt_1")) is not None
     await s2.close()
+
+
+async def test_truncate_log_deletes_up_to_and_keeps_floor(store, tmp_path: Path) -> None:
+    recs = [Record(o, s, "registry", b"\x80", (s, 0)) for o in ("a:1", "b:1") for s in (1, 2, 3)]
+    await store.commit(WriteBatch(records=recs, version_vector={"a:1": 3, "b:1": 3}))
+    assert await store.load_log_floor() == {}
+    assert await store.truncate_log({"a:1": 2, "b:1": 0}) == 2
+    left = await store.records_after({}, 100)
+    assert [(r.origin, r.seq) for r in left] == [("a:1", 3), ("b:1", 1), ("b:1", 2), ("b:1", 3)]
+    assert await store.truncate_log({"a:1": 1}) == 0  # never lowers the floor
+    assert await store.load_log_floor() == {"a:1": 2, "b:1": 0}
+    assert await store.load_version_vector() == {"a:1": 3, "b:1": 3}  # untouched
+    await store.close()
+    await store.open(REGION, new_incarnation=1)
+    assert await store.load_log_floor() == {"a:1": 2, "b:1": 0}
+
+
+async def test_list_event_ids_and_load_deliveries(store) -> None:
+    evs = [Event(f"evt_{i}", "acme", "a.b", b"{}", REGION, i) for i in (2, 1)]
+    await store.commit(WriteBatch(events=evs, deliveries=[_delivery(2), _delivery(1)]))
+    assert await store.list_event_ids() == ["evt_1", "evt_2"]
+    assert [d.id for d in await store.load_deliveries()] == ["dlv_001", "dlv_002"]

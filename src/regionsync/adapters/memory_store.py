@@ -27,6 +27,7 @@ class MemoryStore:
         self._registry: dict[str, bytes] = {}
         self._log: dict[str, dict[int, Record]] = {}
         self._vv: dict[str, int] = {}
+        self._floor: dict[str, int] = {}
         self._events: dict[str, Event] = {}
         self._deliveries: dict[str, Delivery] = {}
         self._attempts: dict[tuple[str, str, int, int], Attempt] = {}
@@ -88,6 +89,29 @@ class MemoryStore:
                     return out
                 out.append(log[seq])
         return out
+
+    async def truncate_log(self, upto: Mapping[str, int]) -> int:
+        self._check()
+        n = 0
+        for origin, seq in upto.items():
+            log = self._log.get(origin, {})
+            for s in [s for s in log if s <= seq]:
+                del log[s]
+                n += 1
+            self._floor[origin] = max(self._floor.get(origin, 0), seq)
+        return n
+
+    async def load_log_floor(self) -> dict[str, int]:
+        self._check()
+        return dict(self._floor)
+
+    async def list_event_ids(self) -> list[str]:
+        self._check()
+        return sorted(self._events)
+
+    async def load_deliveries(self) -> list[Delivery]:
+        self._check()
+        return [self._deliveries[k] for k in sorted(self._deliveries)]
 
     async def get_event(self, event_id: str) -> Event | None:
         self._check()

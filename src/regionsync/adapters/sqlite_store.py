@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS log(
   hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, PRIMARY KEY(origin, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS version_vector(origin TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS log_floor(origin TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS events(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, event_type TEXT NOT NULL, payload BLOB NOT NULL,
   region TEXT NOT NULL, received_at_ms INTEGER NOT NULL
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS attempts(
   delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
   endpoint_id TEXT NOT NULL DEFAULT '', generation INTEGER NOT NULL DEFAULT 0,
+  response_headers TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(delivery_id, region, generation, n)
 );
 CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
@@ -60,7 +62,7 @@ CREATE TABLE IF NOT EXISTS idempotency(
 
 _ATTEMPT_COLS = (
     "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, "
-    "endpoint_id, generation"
+    "endpoint_id, generation, response_headers"
 )
 _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
@@ -190,7 +192,7 @@ class SqliteStore:
                 )
             if batch.attempts:
                 await db.executemany(
-                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             a.delivery_id,
@@ -203,6 +205,7 @@ class SqliteStore:
                             a.response_excerpt,
                             a.endpoint_id,
                             a.generation,
+                            a.response_headers,
                         )
                         for a in batch.attempts
                     ],
@@ -242,6 +245,41 @@ class SqliteStore:
             )
             out.extend(Record(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows)
         return out
+
+    async def truncate_log(self, upto: Mapping[str, int]) -> int:
+        async with self._write:
+            db = self.db
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                n = 0
+                for origin, seq in sorted(upto.items()):
+                    cur = await db.execute(
+                        "DELETE FROM log WHERE origin = ? AND seq <= ?", (origin, seq)
+                    )
+                    n += cur.rowcount
+                await db.executemany(
+                    "INSERT INTO log_floor(origin, seq) VALUES (?, ?) "
+                    "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
+                    sorted(upto.items()),
+                )
+                await db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    await db.execute("ROLLBACK")
+                raise
+            return n
+
+    async def load_log_floor(self) -> dict[str, int]:
+        return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM log_floor"))
+
+    async def list_event_ids(self) -> list[str]:
+        return [r[0] for r in await self.rdb.execute_fetchall("SELECT id FROM events ORDER BY id")]
+
+    async def load_deliveries(self) -> list[Delivery]:
+        rows = await self.rdb.execute_fetchall(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries ORDER BY id"
+        )
+        return [_delivery(r) for r in rows]
 
     async def get_event(self, event_id: str) -> Event | None:
         rows = await self.rdb.execute_fetchall(

@@ -208,6 +208,10 @@ class Registry:
     def __len__(self) -> int:
         return len(self._states)
 
+    def states(self) -> dict[str, CRDT]:
+        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable)."""
+        return {k: v for k, v in self._states.items() if v != type(v).empty()}
+
     # -- reads ---------------------------------------------------------------------------
 
     def tenant_ids(self) -> frozenset[str]:

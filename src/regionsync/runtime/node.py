@@ -22,11 +22,12 @@ from crdt import CRDT, HLC, ClockDriftError, Timestamp
 from ..config import Settings
 from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
 from ..core.filters import explain
+from ..core.hashtree import HashTree
 from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch, delivery_join
-from ..core.records import decode_body, encode_body
+from ..core.records import Decoded, decode_body, encode_body
 from ..core.registry import EndpointView, Registry, TenantView
 from ..core.signing import make_secret
 from ..core.sources import (
@@ -36,7 +37,7 @@ from ..core.sources import (
     event_id_for,
     verify,
 )
-from ..core.urlguard import address_allowed, parse_networks, validate_url
+from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
 from ..core.validate import check_endpoint_fields, check_event_type, check_id
 from ..errors import (
     Conflict,
@@ -118,7 +119,13 @@ class Node:
         self.incarnation = 0
         self.actor = ""
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
-        self.counters: dict[str, int] = {"records_rejected": 0, "clock_drift": 0}
+        self.counters: dict[str, int] = {
+            "records_rejected": 0,
+            "clock_drift": 0,
+            "log_truncated": 0,
+            "state_rejected": 0,
+            "anti_entropy_items": 0,
+        }
         self.write_lock = asyncio.Lock()
         self._held: dict[str, dict[int, Record]] = {}
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
@@ -127,6 +134,7 @@ class Node:
         self.jobs: dict[str, Job] = {}
         self.idempotency: dict[tuple[str, str], tuple[str, str, str, int]] = {}
         self.durable_vv: dict[str, int] = {}
+        self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
         self.backlog = 0  # pending deliveries owned by this region
         self.pressure: Pressure | None = None
         self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
@@ -152,6 +160,7 @@ class Node:
         self._rebuild_index()
         self.version_vector = await self.store.load_version_vector()
         self.durable_vv = dict(self.version_vector)
+        self.log_floor = await self.store.load_log_floor()
         self.idempotency = await self._load_idempotency()
         self.backlog = (await self.store.counts(self.region))["deliveries_pending"]
         self.committer = GroupCommitter(
@@ -167,7 +176,8 @@ class Node:
             # resume the HLC from this actor's last stamp (other origins skipped)
             skip = {o: 1 << 62 for o in self.version_vector}
             last = await self.store.records_after({**skip, self.actor: own_seq - 1}, 1)
-            self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
+            if last:  # truncation keeps an actor's last own record, unless forced
+                self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
         log.info(
             "node %s started (actor %s, %s store)",
             self.region,
@@ -176,6 +186,7 @@ class Node:
         )
         await self.transport.serve(lambda stream: serve_stream(self, stream))
         self._tasks.append(asyncio.create_task(self._purge_loop(), name="purge"))
+        self._tasks.append(asyncio.create_task(self._truncate_loop(), name="truncate"))
         self.delivery = DeliveryWorker(self)
         self._tasks.append(asyncio.create_task(self.delivery.run(), name="delivery"))
         for peer in self.settings.peers:
@@ -345,9 +356,10 @@ class Node:
     async def _check_destination(self, url: str) -> None:
         """422 if ``url``'s host resolves to an address deliveries may not reach."""
         host, port = validate_url(url)
-        try:
-            addrs = [ipaddress.ip_address(host.strip("[]"))]
-        except ValueError:
+        literal = parse_host_literal(host)  # judged by the address it denotes, no resolver
+        if literal is not None:
+            addrs = [literal]
+        else:
             try:
                 addrs = [ipaddress.ip_address(a) for a in await self.resolver.resolve(host, port)]
             except (OSError, UnicodeError) as exc:
@@ -362,6 +374,9 @@ class Node:
                 field="url",
                 code="forbidden_address",
             )
+        if literal is not None and literal.version == 4 and str(literal) != host:
+            # octal, hex, integer and short forms: httpx will not send to them
+            raise Unprocessable(f"write the address as {literal}", field="url", code="invalid_url")
 
     async def create_endpoint(self, tenant_id: str, body: Mapping[str, Any]) -> EndpointView:
         """Create an endpoint from an API body (fields of shared/API.md)."""
@@ -933,6 +948,12 @@ class Node:
         except ClockDriftError as exc:
             self.counters["clock_drift"] += 1
             raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
+        await self._merge(decoded, batch, deliveries)
+
+    async def _merge(
+        self, decoded: Decoded, batch: WriteBatch, deliveries: dict[str, Delivery]
+    ) -> None:
+        """Merge validated state into memory and ``batch`` (write lock held)."""
         changed = self.registry.apply(decoded.registry)
         if changed:
             self._reindex(changed)
@@ -952,6 +973,132 @@ class Node:
             if old is not None:
                 d = delivery_join(old, d)
             deliveries[d.id] = d
+
+    # -- log truncation and anti-entropy ---------------------------------------------------
+
+    async def _truncate_loop(self) -> None:
+        while True:
+            await self.clock.sleep(self.settings.replication.truncate_interval_s)
+            try:
+                await self.truncate_log()
+            except Exception:
+                log.exception("log truncation failed; retrying later")
+
+    def truncation_point(self) -> dict[str, int]:
+        """origin -> seq up to which the log may be truncated now (only origins that move).
+
+        A record goes once every configured peer acknowledged it: the min over peers of
+        their acked seq (a peer never heard from has acked nothing, so it blocks
+        truncation), capped by what this node holds. The last own record is kept (it
+        resumes the HLC after a restart). If the log holds more than
+        ``replication.max_log_records``, the oldest records of each origin go anyway, down
+        to an equal share per origin; a peer left behind is repaired by anti-entropy.
+        """
+        opts = self.settings.replication
+        held = {o: s - self.log_floor.get(o, 0) for o, s in self.durable_vv.items()}
+        share = opts.max_log_records // max(len(held), 1)
+        forced = sum(held.values()) > opts.max_log_records
+        out: dict[str, int] = {}
+        for origin, have in self.durable_vv.items():
+            acked = min((p.acked.get(origin, 0) for p in self.peers.values()), default=have)
+            upto = min(acked, have)
+            if origin == self.actor:
+                upto = min(upto, have - 1)
+            if forced:
+                upto = max(upto, have - share)
+            if upto > self.log_floor.get(origin, 0):
+                out[origin] = upto
+        return out
+
+    async def truncate_log(self) -> int:
+        """Delete log records per ``truncation_point``; returns how many were deleted."""
+        upto = self.truncation_point()
+        if not upto:
+            return 0
+        n = await self.store.truncate_log(upto)
+        for origin, seq in upto.items():
+            self.log_floor[origin] = max(self.log_floor.get(origin, 0), seq)
+        self.counters["log_truncated"] += n
+        return n
+
+    def behind_floor(self, vv: Mapping[str, int]) -> list[str]:
+        """Origins whose records a holder of ``vv`` lacks that the log no longer has."""
+        return sorted(o for o, f in self.log_floor.items() if vv.get(o, 0) < f)
+
+    async def state_tree(self) -> HashTree:
+        """A hash tree (core.hashtree) over this node's state, built now (O(items)): every
+        non-empty registry state, every stored event id and every stored delivery."""
+        tree = HashTree(self.settings.replication.tree_depth)
+        for key, state in self.registry.states().items():
+            tree.put("r/" + key, state.to_bytes())
+        for event_id in await self.store.list_event_ids():
+            tree.put("e/" + event_id, b"")
+        for d in await self.store.load_deliveries():
+            tree.put("d/" + d.id, encode_body(delivery=d))
+        return tree
+
+    async def state_items(self, idents: list[str]) -> list[tuple[str, bytes]]:
+        """``(kind, body)`` items carrying the current state of tree items ``idents``;
+        registry states are grouped in one item per call, an event carries its
+        Idempotency-Keys. Items gone since the tree was built are skipped."""
+        states = self.registry.states()
+        registry = {i[2:]: states[i[2:]] for i in idents if i[:2] == "r/" and i[2:] in states}
+        out: list[tuple[str, bytes]] = []
+        if registry:
+            out.append(("registry", encode_body(registry=registry)))
+        keys: dict[str, list[tuple[str, str, str, str, int, str]]] = {}
+        if any(i[:2] == "e/" for i in idents):
+            for (tenant, key), (eid, digest, region, at) in self.idempotency.items():
+                keys.setdefault(eid, []).append((tenant, key, eid, digest, at, region))
+        for ident in idents:
+            kind, oid = ident[:2], ident[2:]
+            if kind == "e/" and (event := await self.store.get_event(oid)) is not None:
+                rows = sorted(keys.get(oid, [])) or [None]
+                for row in rows:  # one item per key (usually none or one)
+                    out.append(("event", encode_body(event=event, idempotency=row)))
+            elif kind == "d/" and (d := await self.store.get_delivery(oid)) is not None:
+                out.append(("delivery", encode_body(delivery=d)))
+        return out
+
+    async def apply_state(
+        self, items: list[tuple[str, bytes]], version_vector: Mapping[str, int] | None = None
+    ) -> str | None:
+        """Merge anti-entropy state items (see ``state_items``) in one commit.
+
+        Every item is validated first (``decode_body``); if any is malformed nothing is
+        merged and the reason is returned. ``version_vector`` (the sender's, when its state
+        was taken) raises this node's version vector in the same commit: the caller passes
+        it only once every chunk of the pass was merged. Returns None on success.
+        """
+        try:
+            decoded = [decode_body(kind, body) for kind, body in items]
+        except ValueError as exc:
+            self.counters["state_rejected"] += 1
+            log.warning("rejected state chunk: %s", exc)
+            return str(exc)
+        async with self.write_lock:
+            batch = WriteBatch()
+            deliveries: dict[str, Delivery] = {}
+            for dec in decoded:
+                await self._merge(dec, batch, deliveries)
+            batch.deliveries.extend(deliveries.values())
+            for origin, seq in (version_vector or {}).items():
+                if seq > self.version_vector.get(origin, 0):
+                    self.version_vector[origin] = seq
+                    batch.version_vector[origin] = seq
+                    held = self._held.get(origin, {})
+                    for s in [s for s in held if s <= seq]:
+                        del held[s]
+                    if not held:
+                        self._held.pop(origin, None)
+            if not batch:
+                return None
+            durable = self.committer.submit(batch)
+        await durable
+        self.counters["anti_entropy_items"] += len(items)
+        if deliveries:
+            self.delivery_wake.set()
+        return None
 
     # -- status --------------------------------------------------------------------------
 

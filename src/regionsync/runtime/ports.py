@@ -138,6 +138,24 @@ class Store(Protocol):
         most ``limit`` in all."""
         ...
 
+    async def truncate_log(self, upto: Mapping[str, int]) -> int:
+        """Delete log records with ``seq <= upto[origin]`` and raise the stored log floor
+        of each origin in ``upto`` to that seq (never lowers it); returns how many records
+        were deleted. Atomic."""
+        ...
+
+    async def load_log_floor(self) -> dict[str, int]:
+        """origin -> highest seq truncated from the log (records above it are kept)."""
+        ...
+
+    async def list_event_ids(self) -> list[str]:
+        """Ids of every stored event, sorted (for the anti-entropy hash tree)."""
+        ...
+
+    async def load_deliveries(self) -> list[Delivery]:
+        """Every stored delivery, in id order (for the anti-entropy hash tree)."""
+        ...
+
     async def get_event(self, event_id: str) -> Event | None: ...
 
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:

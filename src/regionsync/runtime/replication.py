@@ -4,6 +4,12 @@ Each node dials each configured peer and pushes, in batches, every log record th
 lacks (its own and forwarded ones of third regions), resuming from the version vector the
 peer sends in its Hello; the peer acks with its applied version vector. Reconnects back
 off exponentially with jitter. The accepting side (``serve_stream``) applies batches.
+
+A peer whose Hello version vector is below this node's log floor for some origin (those
+records were truncated) is first repaired by anti-entropy (``_anti_entropy``): both sides
+build a hash tree over their state (per pass, core.hashtree), compare it top-down in
+TreeLevel round trips, and the pusher sends the full states of its items in differing
+buckets (StateChunk). A fresh peer answers empty buckets, so it gets a whole snapshot.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 
+from ..core.hashtree import HashTree, children
 from ..core.model import Record
 from ..v1 import replication_pb2 as pb
 from .node import Node, PeerStatus
@@ -64,9 +71,36 @@ async def serve_stream(node: Node, stream: PeerStream) -> None:
             return
         peer = first.hello.region
         await stream.send(_hello(node))
+        tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
+        pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
         while (msg := await stream.recv()) is not None:
-            if msg.WhichOneof("kind") != "batch":
-                log.warning("unexpected %s from %s; ignored", msg.WhichOneof("kind"), peer)
+            kind = msg.WhichOneof("kind")
+            if kind == "tree":
+                if tree is None:
+                    tree, pass_ok = await node.state_tree(), True
+                await stream.send(_tree_answer(tree, msg.tree))
+                continue
+            if kind == "state":
+                items = [(i.kind, i.body) for i in msg.state.items]
+                vv = dict(msg.state.version_vector) if msg.state.last and pass_ok else None
+                reason = await node.apply_state(items, vv)
+                if reason is not None:
+                    pass_ok = False
+                if msg.state.last:
+                    tree = None
+                await stream.send(
+                    pb.SyncMessage(
+                        ack=pb.Ack(
+                            version_vector=node.durable_vv,
+                            rejected=[]
+                            if reason is None
+                            else [pb.Rejected(origin="", origin_seq=0, reason=reason)],
+                        )
+                    )
+                )
+                continue
+            if kind != "batch":
+                log.warning("unexpected %s from %s; ignored", kind, peer)
                 continue
             rejected = await node.apply_records([from_pb(r) for r in msg.batch.records])
             await stream.send(
@@ -84,6 +118,22 @@ async def serve_stream(node: Node, stream: PeerStream) -> None:
         log.info("sync stream closed: %r", exc)
     finally:
         await stream.close()
+
+
+def _tree_answer(tree: HashTree, req: pb.TreeLevel) -> pb.SyncMessage:
+    """The buckets of ``req`` whose hash differs from ours, with our hashes."""
+    out = pb.TreeLevel()
+    for bucket, theirs in zip(req.buckets, req.hashes, strict=False):
+        if len(bucket) > tree.depth:
+            continue  # not a bucket of ours: answer nothing, the asker treats it as equal
+        mine = tree.hash(bucket)
+        if mine != theirs:
+            out.buckets.append(bucket)
+            out.hashes.append(mine)
+    return pb.SyncMessage(tree=out)
+
+
+_MAX_BUCKETS = 4096  # buckets per TreeLevel message (about 160 KiB)
 
 
 class PeerLink:
@@ -133,6 +183,14 @@ class PeerLink:
         status.acked = dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
+        if node.behind_floor(acked):
+            # records it lacks were truncated: repair by anti-entropy, then use the log
+            acked.update(await self._anti_entropy(stream))
+            status.acked = dict(acked)
+            status.last_ack_at_ms = node.clock.wall_ms()
+            node.notify_ack()
+            if missing := node.behind_floor(acked):
+                raise ConnectionError(f"anti-entropy left the peer behind for {missing}")
         sent = dict(acked)
         inflight = 0
         progress = asyncio.Event()
@@ -175,6 +233,9 @@ class PeerLink:
                 if refused and inflight == 0:
                     await node.clock.sleep(self.opts.reconnect_max_s)
                     refused = False
+                if inflight == 0 and node.behind_floor(acked):
+                    # forced truncation passed this peer: a new session repairs it
+                    raise ConnectionError("peer fell behind the log floor")
                 wake.clear()
                 progress.clear()
                 sent[peer_actor] = 1 << 62  # a peer never lacks its own records
@@ -200,3 +261,62 @@ class PeerLink:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+
+    async def _ask(self, stream: PeerStream, msg: pb.SyncMessage, kind: str) -> pb.SyncMessage:
+        await stream.send(msg)
+        reply = await _recv(stream, self.opts.call_timeout_s)
+        if reply is None or reply.WhichOneof("kind") != kind:
+            raise ConnectionError(f"peer did not answer anti-entropy with {kind}")
+        return reply
+
+    async def _anti_entropy(self, stream: PeerStream) -> dict[str, int]:
+        """One anti-entropy pass towards the peer; returns its version vector after it.
+
+        The version vector is taken before the tree is built, so the state the tree and
+        the chunks carry holds at least every record up to it. Buckets are compared level
+        by level from the root's children; a differing bucket is split into its 16
+        children unless it is small (``leaf_items``), at the tree's depth, or empty at the
+        peer (then all of it is sent). Raises ConnectionError if the peer rejects a chunk.
+        """
+        node, opts = self.node, self.opts
+        vv = dict(node.durable_vv)
+        tree = await node.state_tree()
+        send: list[str] = []
+        frontier = children("") if len(tree) else []
+        while frontier:
+            level, frontier = frontier, []
+            for i in range(0, len(level), _MAX_BUCKETS):
+                part = [b for b in level[i : i + _MAX_BUCKETS] if tree.count(b)]
+                if not part:
+                    continue
+                req = pb.TreeLevel(buckets=part, hashes=[tree.hash(b) for b in part])
+                reply = await self._ask(stream, pb.SyncMessage(tree=req), "tree")
+                for bucket, theirs in zip(reply.tree.buckets, reply.tree.hashes, strict=False):
+                    if tree.hash(bucket) == theirs or not tree.count(bucket):
+                        continue
+                    small = tree.count(bucket) <= opts.leaf_items
+                    if not theirs or small or len(bucket) >= tree.depth:
+                        send.append(bucket)
+                    else:
+                        frontier.extend(children(bucket))
+        idents = tree.idents(send)
+        chunk: list[pb.StateItem] = []
+        size = 0
+        for i in range(0, len(idents), 256):
+            for kind, body in await node.state_items(idents[i : i + 256]):
+                chunk.append(pb.StateItem(kind=kind, body=body))
+                size += len(body) + 16
+                if size >= opts.state_chunk_bytes:
+                    await self._send_chunk(stream, chunk, None)
+                    chunk, size = [], 0
+        return await self._send_chunk(stream, chunk, vv)
+
+    async def _send_chunk(
+        self, stream: PeerStream, items: list[pb.StateItem], vv: dict[str, int] | None
+    ) -> dict[str, int]:
+        msg = pb.StateChunk(items=items, last=vv is not None, version_vector=vv or {})
+        reply = await self._ask(stream, pb.SyncMessage(state=msg), "ack")
+        for rej in reply.ack.rejected:
+            self.status.last_error = f"state chunk rejected: {rej.reason}"
+            raise ConnectionError(self.status.last_error)
+        return dict(reply.ack.version_vector)

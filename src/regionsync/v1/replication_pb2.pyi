@@ -7,14 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SyncMessage(_message.Message):
-    __slots__ = ("hello", "batch", "ack")
+    __slots__ = ("hello", "batch", "ack", "tree", "state")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    TREE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     batch: Batch
     ack: Ack
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    tree: TreeLevel
+    state: StateChunk
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., tree: _Optional[_Union[TreeLevel, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("region", "incarnation", "version_vector", "protocol")
@@ -81,3 +85,36 @@ class Rejected(_message.Message):
     origin_seq: int
     reason: str
     def __init__(self, origin: _Optional[str] = ..., origin_seq: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TreeLevel(_message.Message):
+    __slots__ = ("buckets", "hashes")
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    HASHES_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedScalarFieldContainer[str]
+    hashes: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, buckets: _Optional[_Iterable[str]] = ..., hashes: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class StateChunk(_message.Message):
+    __slots__ = ("items", "last", "version_vector")
+    class VersionVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[StateItem]
+    last: bool
+    version_vector: _containers.ScalarMap[str, int]
+    def __init__(self, items: _Optional[_Iterable[_Union[StateItem, _Mapping]]] = ..., last: _Optional[bool] = ..., version_vector: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class StateItem(_message.Message):
+    __slots__ = ("kind", "body")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    body: bytes
+    def __init__(self, kind: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...

@@ -46,6 +46,9 @@ class ReplicationServicer:
 
     def Sync(self, request_iterator, context):
         """Client sends Hello, then Batch messages; server answers Hello, then Ack messages.
+        When the server is behind the client's log floor (records it lacks were truncated),
+        the client first runs anti-entropy: TreeLevel requests (each answered by a TreeLevel),
+        then StateChunk messages (each answered by an Ack), then Batch messages as usual.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

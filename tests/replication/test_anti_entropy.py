@@ -1,0 +1,192 @@
+"""Log truncation and anti-entropy repair between Node objects over the in-memory network."""
+
+from __future__ import annotations
+
+from memnodes import eventually, make_node
+
+from regionsync.adapters.memory_store import MemoryStore
+from regionsync.core.hashtree import HashTree, children
+from regionsync.core.records import encode_body
+
+FAST = {"truncate_interval_s": 0.02}
+
+
+def converged(*nodes) -> bool:
+    return (
+        len({n.registry.state_hash() for n in nodes}) == 1
+        and len({tuple(sorted(n.durable_vv.items())) for n in nodes}) == 1
+    )
+
+
+async def start(started, *nodes):
+    for n in nodes:
+        await n.start()
+        started.append(n)
+    return nodes
+
+
+async def log_len(node) -> int:
+    return len(await node.store.records_after({}, 10**9))
+
+
+async def events_of(node) -> list[str]:
+    return await node.store.list_event_ids()
+
+
+async def same_events(*nodes) -> bool:
+    return len({tuple(await events_of(n)) for n in nodes}) == 1
+
+
+async def test_log_truncated_once_every_peer_acked(net, started) -> None:
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **FAST),
+        make_node(net, "b", ["a", "c"], **FAST),
+        make_node(net, "c", ["a", "b"], **FAST),
+    )
+    await a.create_tenant("acme", "Acme")
+    for i in range(10):
+        await (a, b, c)[i % 3].create_tenant(f"t{i}", f"T{i}")
+    await eventually(lambda: converged(a, b, c))
+
+    async def truncated() -> bool:
+        # every node keeps only its own last record (it resumes the HLC after a restart)
+        return all([await log_len(n) == 1 for n in (a, b, c)])
+
+    await eventually(truncated)
+    for n in (a, b, c):
+        assert n.log_floor[n.actor] == n.durable_vv[n.actor] - 1
+        assert await n.store.load_log_floor() == n.log_floor
+        assert all(p.acked for p in n.peers.values())
+    assert a.counters["log_truncated"] > 0
+
+
+async def test_peer_never_heard_from_blocks_truncation(net, started) -> None:
+    (a,) = await start(started, make_node(net, "a", ["b"], **FAST))
+    for i in range(5):
+        await a.create_tenant(f"t{i}", f"T{i}")
+    assert a.truncation_point() == {}
+    assert await a.truncate_log() == 0 and await log_len(a) == 5
+
+
+async def test_max_log_records_forces_truncation(net, started) -> None:
+    (a,) = await start(started, make_node(net, "a", ["b"], max_log_records=3))
+    for i in range(5):
+        await a.create_tenant(f"t{i}", f"T{i}")
+    assert a.truncation_point() == {a.actor: 2}
+    assert await a.truncate_log() == 2 and await log_len(a) == 3
+
+
+async def test_partitioned_peer_behind_floor_is_repaired_by_anti_entropy(net, started) -> None:
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **FAST, max_log_records=4),
+        make_node(net, "b", ["a", "c"], **FAST, max_log_records=4),
+        make_node(net, "c", ["a", "b"], **FAST, max_log_records=4),
+    )
+    await a.create_tenant("acme", "Acme")
+    ep = await a.create_endpoint("acme", {"url": "https://h.example/", "event_types": ["x"]})
+    await eventually(lambda: converged(a, b, c))
+    net.partition("a", "c")
+    net.partition("b", "c")
+    for i in range(12):
+        await (a, b)[i % 2].publish("acme", "x", b'{"i":%d}' % i, None)
+        await (a, b)[i % 2].create_tenant(f"t{i}", f"T{i}")
+    await a.patch_endpoint("acme", ep.id, {"description": "while c was away"})
+    await eventually(lambda: converged(a, b))
+    # a and b truncated past what c holds (forced: c blocks the ack-based truncation)
+    await eventually(lambda: bool(a.behind_floor(c.durable_vv) and b.behind_floor(c.durable_vv)))
+    net.heal()
+    await eventually(lambda: converged(a, b, c))
+    await eventually(lambda: same_events(a, b, c))
+    assert len(await events_of(c)) == 12
+    assert c.counters["anti_entropy_items"] > 0
+    view = c.registry.endpoint(ep.id)
+    assert view is not None and view.description == "while c was away"
+    dl = [sorted((d.id, d.status) for d in await n.store.load_deliveries()) for n in (a, c)]
+    await eventually(lambda: converged(a, b, c))
+    assert {x[0] for x in dl[0]} == {x[0] for x in dl[1]}
+
+
+async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
+    store_b = MemoryStore()
+    a, b = await start(
+        started,
+        make_node(net, "a", ["b"], **FAST),
+        make_node(net, "b", ["a"], store_b, **FAST),
+    )
+    await a.create_tenant("acme", "Acme")
+    await a.create_endpoint("acme", {"url": "https://h.example/"})
+    await eventually(lambda: converged(a, b))
+    for i in range(5):
+        await b.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+    await eventually(lambda: converged(a, b))
+    await eventually(lambda: a.behind_floor({}) != [])  # a's log no longer starts at 1
+    await b.stop()
+    store_b.wipe()
+    (b2,) = await start(started, make_node(net, "b", ["a"], store_b, **FAST))
+    assert b2.actor != b.actor
+    await eventually(lambda: converged(a, b2))
+    await eventually(lambda: same_events(a, b2))
+    assert len(await events_of(b2)) == 5
+    assert b2.counters["anti_entropy_items"] > 0
+    assert ("acme", "k3") in b2.idempotency  # Idempotency-Keys travel with their events
+    # b2's vv was raised to a's, so its own old records never get re-sent as new
+    assert b2.durable_vv.get(b.actor) == a.durable_vv[b.actor]
+    await b2.create_tenant("gamma", "Gamma")
+    await eventually(lambda: a.registry.tenant("gamma") is not None)
+    await eventually(lambda: converged(a, b2))
+
+
+async def test_malformed_state_chunk_is_rejected_and_never_merged(net, started) -> None:
+    a, b = await start(started, make_node(net, "a", []), make_node(net, "b", []))
+    await a.create_tenant("acme", "Acme")
+    (good,) = await a.state_items(["r/tenants"])
+    bad = ("registry", encode_body())  # no registry section
+    reason = await b.apply_state([good, bad], {a.actor: 1})
+    assert reason is not None
+    assert b.registry.tenant_ids() == frozenset() and b.version_vector == {}
+    assert b.counters["state_rejected"] == 1
+    assert await b.apply_state([("registry", b"\xc1")]) is not None  # not msgpack
+    assert await b.apply_state([good]) is None
+    assert b.registry.tenant_ids() == frozenset({"acme"}) and b.version_vector == {}
+
+
+async def test_rejected_chunk_over_the_wire_stops_the_pass(net, started) -> None:
+    from regionsync.runtime.replication import serve_stream
+    from regionsync.v1 import replication_pb2 as pb
+
+    (b,) = await start(started, make_node(net, "b", []))
+    client = await net.transport("x").connect("b", 1.0)
+    task_hello = pb.SyncMessage(hello=pb.Hello(region="x", incarnation=1, protocol=1))
+    await client.send(task_hello)
+    assert (await client.recv()).WhichOneof("kind") == "hello"
+    bad = pb.StateItem(kind="registry", body=b"\xc1")
+    await client.send(pb.SyncMessage(state=pb.StateChunk(items=[bad])))
+    reply = await client.recv()
+    assert reply.WhichOneof("kind") == "ack" and len(reply.ack.rejected) == 1
+    # the final chunk of a pass with a rejected chunk must not raise the version vector
+    last = pb.StateChunk(last=True, version_vector={"x:1": 5})
+    await client.send(pb.SyncMessage(state=last))
+    reply = await client.recv()
+    assert not reply.ack.rejected and dict(reply.ack.version_vector) == {}
+    await client.close()
+    assert serve_stream is not None
+
+
+def test_hash_tree_is_order_free_and_incremental() -> None:
+    items = {f"r/k{i}": b"v%d" % i for i in range(500)}
+    t1, t2 = HashTree(3), HashTree(3)
+    for k in sorted(items):
+        t1.put(k, items[k])
+    for k in sorted(items, reverse=True):
+        t2.put(k, b"old")
+        t2.put(k, items[k])
+    t2.put("r/extra", b"x")
+    t2.discard("r/extra")
+    assert all(t1.hash(b) == t2.hash(b) for b in ["", *children("")])
+    assert len(t1) == 500 and t1.hash("") != b""
+    t2.put("r/k7", b"changed")
+    diff = [b for b in children("") if t1.hash(b) != t2.hash(b)]
+    assert len(diff) == 1 and "r/k7" in t2.idents(diff)
+    assert HashTree(3).hash("") == b""

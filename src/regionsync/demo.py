@@ -130,8 +130,14 @@ class Cluster:
         return (self.root / f"{region}.log").read_text(errors="replace")
 
 
-def write_configs(root: Path, regions: tuple[str, ...], **delivery: Any) -> dict[str, Path]:
-    """One node.toml per region, all peered with each other on free loopback ports."""
+def write_configs(
+    root: Path,
+    regions: tuple[str, ...],
+    replication: dict[str, Any] | None = None,
+    **delivery: Any,
+) -> dict[str, Path]:
+    """One node.toml per region, all peered with each other on free loopback ports;
+    ``replication`` and ``delivery`` entries go into those sections."""
     ports = {r: (free_port(), free_port()) for r in regions}
     paths = {}
     for r in regions:
@@ -147,7 +153,8 @@ def write_configs(root: Path, regions: tuple[str, ...], **delivery: Any) -> dict
                 lines += ["[[peers]]", f'region = "{p}"', f'address = "127.0.0.1:{ports[p][1]}"']
         lines += ["[delivery]", 'allow_private_networks = ["127.0.0.0/8", "::1/128"]']
         lines += [f"{k} = {json.dumps(v)}" for k, v in delivery.items()]
-        lines += ["[replication]", "reconnect_max_s = 1.0"]
+        repl = {"reconnect_max_s": 1.0, **(replication or {})}
+        lines += ["[replication]"] + [f"{k} = {json.dumps(v)}" for k, v in repl.items()]
         path = root / f"{r}.toml"
         path.write_text("\n".join(lines) + "\n")
         paths[r] = path
@@ -177,11 +184,14 @@ async def wait_ready(client: httpx.AsyncClient, base: str, deadline: float) -> N
 
 @contextlib.asynccontextmanager
 async def start_cluster(
-    regions: tuple[str, ...] = REGIONS, ready_timeout_s: float = 30.0, **delivery: Any
+    regions: tuple[str, ...] = REGIONS,
+    ready_timeout_s: float = 30.0,
+    replication: dict[str, Any] | None = None,
+    **delivery: Any,
 ) -> AsyncIterator[Cluster]:
     """Run one node process per region in a temp dir; stops them and cleans up after."""
     root = Path(tempfile.mkdtemp(prefix="regionsync-"))
-    configs = write_configs(root, regions, **delivery)
+    configs = write_configs(root, regions, replication, **delivery)
     http = {}
     for r, path in configs.items():
         listen = next(

@@ -1118,6 +1118,7 @@ class Node:
             "actor": self.actor,
             "incarnation": self.incarnation,
             "version_vector": dict(sorted(self.durable_vv.items())),
+            "log_floor": dict(sorted(self.log_floor.items())),
             "registry_hash": self.registry.state_hash(),
             "peers": [
                 {

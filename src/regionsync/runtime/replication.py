@@ -197,6 +197,7 @@ class PeerLink:
         wake = node.log_waiter()
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
+        lingered = self.opts.linger_ms <= 0
 
         async def read_acks() -> None:
             nonlocal inflight, sent, closed, refused
@@ -240,6 +241,12 @@ class PeerLink:
                 progress.clear()
                 sent[peer_actor] = 1 << 62  # a peer never lacks its own records
                 records = await node.store.records_after(sent, self.opts.batch_records)
+                if records and len(records) < self.opts.batch_records and not lingered:
+                    # a short linger lets a burst fill the batch: far fewer messages
+                    lingered = True
+                    await node.clock.sleep(self.opts.linger_ms / 1000)
+                    continue
+                lingered = self.opts.linger_ms <= 0
                 if records:
                     message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
                     async with asyncio.timeout(self.opts.call_timeout_s):  # a wedged link

@@ -156,7 +156,7 @@ async def test_rejected_chunk_over_the_wire_stops_the_pass(net, started) -> None
     from regionsync.runtime.replication import serve_stream
     from regionsync.v1 import replication_pb2 as pb
 
-    (b,) = await start(started, make_node(net, "b", []))
+    (b,) = await start(started, make_node(net, "b", ["x"]))  # x: a peer that is not up
     client = await net.transport("x").connect("b", 1.0)
     task_hello = pb.SyncMessage(hello=pb.Hello(region="x", incarnation=1, protocol=1))
     await client.send(task_hello)

@@ -70,7 +70,7 @@ async def test_raw_client_garbage_is_rejected_and_logged(pair) -> None:
     hash_before, vv_before = b.registry.state_hash(), dict(b.version_vector)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = pb_grpc.ReplicationStub(channel).Sync()
-        await call.write(pb.SyncMessage(hello=pb.Hello(region="evil", incarnation=1, protocol=1)))
+        await call.write(pb.SyncMessage(hello=pb.Hello(region="a", incarnation=1, protocol=1)))
         hello = await call.read()
         assert hello.hello.region == "b"
         bad = pb.DeltaRecord(origin="evil:1", origin_seq=1, kind="registry", body=b"\xff\x00")
@@ -82,6 +82,14 @@ async def test_raw_client_garbage_is_rejected_and_logged(pair) -> None:
         await call.done_writing()
     assert b.registry.state_hash() == hash_before and b.version_vector == vv_before
     assert b.counters["records_rejected"] == 1
+
+
+async def test_stream_from_a_region_not_configured_is_closed(pair) -> None:
+    _, b, port = pair
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = pb_grpc.ReplicationStub(channel).Sync()
+        await call.write(pb.SyncMessage(hello=pb.Hello(region="stranger", incarnation=1)))
+        assert await call.read() is grpc.aio.EOF
 
 
 async def test_stream_without_hello_is_closed(pair) -> None:

@@ -70,6 +70,10 @@ async def serve_stream(node: Node, stream: PeerStream) -> None:
             log.warning("sync stream did not open with hello; closing")
             return
         peer = first.hello.region
+        if peer not in node.peers:
+            # membership: only configured peers replicate into this node
+            log.warning("sync stream from %r, which is not a configured peer; closing", peer)
+            return
         await stream.send(_hello(node))
         tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
         pass_ok = True  # no StateChunk of this anti-entropy pass was rejected

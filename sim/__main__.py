@@ -94,7 +94,10 @@ def _explore_one(args: tuple[int, bool]) -> Result:
     default=None,
     help="Write reports of failing seeds here.",
 )
-def explore(seed_range: str, jobs: int | None, recreate: bool, out: Path | None) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="A line per seed, not only failures.")
+def explore(
+    seed_range: str, jobs: int | None, recreate: bool, out: Path | None, verbose: bool
+) -> None:
     """Run many seeds, each with the fault mix its seed picks."""
     seeds = _seeds(seed_range)
     jobs = jobs or multiprocessing.cpu_count()
@@ -111,19 +114,23 @@ def explore(seed_range: str, jobs: int | None, recreate: bool, out: Path | None)
         ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
         pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx)
         results = pool.map(_explore_one, work, chunksize=4)
-    for res in results:
-        cost += res.wall_s
-        o = res.options
-        mark = "ok  " if res.ok else "FAIL"
-        click.echo(
-            f"{mark} seed {o.seed:5d} regions {o.regions} {res.wall_s:5.2f}s "
-            f"trace {res.trace_hash[:12]}"
-            + ("" if res.ok else f" {dict(Counter(v.kind for v in res.violations))}")
-        )
-        if not res.ok:
-            failed.append(res)
-            if out is not None:
-                _write(res, out, None)
+    with click.progressbar(
+        results, length=len(seeds), label="seeds", file=sys.stderr, show_pos=True
+    ) as bar:
+        for res in bar:
+            cost += res.wall_s
+            o = res.options
+            if verbose or not res.ok:
+                mark = "ok  " if res.ok else "FAIL"
+                click.echo(
+                    f"\n{mark} seed {o.seed:5d} regions {o.regions} {res.wall_s:5.2f}s "
+                    f"trace {res.trace_hash[:12]}"
+                    + ("" if res.ok else f" {dict(Counter(v.kind for v in res.violations))}")
+                )
+            if not res.ok:
+                failed.append(res)
+                if out is not None:
+                    _write(res, out, None)
     if jobs != 1:
         pool.shutdown()
     wall = time.perf_counter() - started

@@ -85,16 +85,23 @@ class DeliveryWorker:
         node = self.node
         blocked: set[str] = set()
         soonest: float | None = None
+        idle: list[str] = []
         for eid, lane in self.lanes.items():
+            health = node.health.get(eid)
+            failing = health is not None and health.state == "failing"
+            if lane.inflight == 0 and not failing and lane.bucket.wait_s(now_s) == 0:
+                # an idle lane with a token blocks nothing; a full bucket is forgettable
+                if lane.bucket.tokens >= lane.bucket.burst:
+                    idle.append(eid)
+                continue
             view = node.registry.endpoint(eid)
             if view is None:
                 continue
-            health = node.health.get(eid)
             if lane.inflight >= view.max_in_flight:
                 blocked.add(eid)
                 continue
             wait = lane.bucket.wait_s(now_s)
-            if health is not None and health.state == "failing":
+            if failing and health is not None:
                 if lane.inflight > 0:
                     blocked.add(eid)  # a failing endpoint gets one probe at a time
                     continue
@@ -103,6 +110,8 @@ class DeliveryWorker:
             if wait > 0:
                 blocked.add(eid)
                 soonest = wait if soonest is None else min(soonest, wait)
+        for eid in idle:  # bounded memory: lanes exist only for busy endpoints
+            del self.lanes[eid]
         return blocked, soonest
 
     async def _launch_due(self) -> float | None:

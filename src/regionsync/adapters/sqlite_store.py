@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -22,6 +25,7 @@ from ..runtime.ports import StoreInfo
 __all__ = ["SqliteStore"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -79,17 +83,25 @@ class SqliteStore:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._db: aiosqlite.Connection | None = None
+        self._db: sqlite3.Connection | None = None
         self._rdb: aiosqlite.Connection | None = None
+        # every write runs as one call on this one thread: a group commit costs one
+        # thread hop, and sqlite3 releases the GIL while it fsyncs
+        self._writer: ThreadPoolExecutor | None = None
         self._write = asyncio.Lock()
         self._origins: set[str] = set()  # origins present in the log (kept, not scanned)
 
     @property
-    def db(self) -> aiosqlite.Connection:
-        """The writer connection."""
+    def db(self) -> sqlite3.Connection:
+        """The writer connection (used only on the writer thread)."""
         if self._db is None:
             raise RuntimeError("store is not open")
         return self._db
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._writer is None:
+            raise RuntimeError("store is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
     @property
     def rdb(self) -> aiosqlite.Connection:
@@ -100,17 +112,14 @@ class SqliteStore:
 
     async def open(self, region: str, new_incarnation: int) -> StoreInfo:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(self.path, isolation_level=None)
-        await self.db.execute("PRAGMA journal_mode=WAL")
-        await self.db.execute("PRAGMA synchronous=FULL")
-        await self.db.execute("PRAGMA busy_timeout=5000")
-        await self.db.executescript(_SCHEMA)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+        await self._run(self._open_writer)
         self._rdb = await aiosqlite.connect(self.path, isolation_level=None)
         await self.rdb.execute("PRAGMA busy_timeout=5000")
         self._origins = {
-            o for (o,) in await self.db.execute_fetchall("SELECT DISTINCT origin FROM log")
+            o for (o,) in await self.rdb.execute_fetchall("SELECT DISTINCT origin FROM log")
         }
-        rows = dict(await self.db.execute_fetchall("SELECT key, value FROM meta"))
+        rows = dict(await self.rdb.execute_fetchall("SELECT key, value FROM meta"))
         if "region" in rows:
             if rows["region"] != region:
                 await self.close()
@@ -118,19 +127,39 @@ class SqliteStore:
                     f"store {self.path} belongs to region {rows['region']!r}, not {region!r}"
                 )
             return StoreInfo(region, int(rows["incarnation"]), fresh=False)
-        await self.db.execute("BEGIN IMMEDIATE")
-        await self.db.executemany(
-            "INSERT INTO meta(key, value) VALUES (?, ?)",
-            [("region", region), ("incarnation", str(new_incarnation))],
-        )
-        await self.db.execute("COMMIT")
+        meta = [("region", region), ("incarnation", str(new_incarnation))]
+        await self._run(self._in_transaction, "INSERT INTO meta(key, value) VALUES (?, ?)", meta)
         return StoreInfo(region, new_incarnation, fresh=True)
 
+    def _open_writer(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        self._db = db
+
+    def _in_transaction(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            n = db.executemany(sql, rows).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return n
+
     async def close(self) -> None:
-        for conn in (self._rdb, self._db):
-            if conn is not None:
-                await conn.close()
+        if self._rdb is not None:
+            await self._rdb.close()
+        if self._db is not None:
+            await self._run(self._db.close)
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
         self._db = self._rdb = None
+        self._writer = None
 
     async def commit(self, batch: WriteBatch) -> None:
         # shielded: a cancelled caller must not leave the connection inside a transaction
@@ -138,31 +167,32 @@ class SqliteStore:
 
     async def _locked_commit(self, batch: WriteBatch) -> None:
         async with self._write:
-            await self._commit(batch)
+            await self._run(self._commit, batch)
+            self._origins.update(r.origin for r in batch.records)
 
-    async def _commit(self, batch: WriteBatch) -> None:
+    def _commit(self, batch: WriteBatch) -> None:
         db = self.db
         try:
-            await db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
             if batch.registry:
-                await db.executemany(
+                db.executemany(
                     "INSERT INTO registry(key, state) VALUES (?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET state = excluded.state",
                     batch.registry.items(),
                 )
             if batch.records:
-                await db.executemany(
+                db.executemany(
                     "INSERT OR IGNORE INTO log VALUES (?, ?, ?, ?, ?, ?)",
                     [(r.origin, r.seq, r.kind, r.body, *r.hlc) for r in batch.records],
                 )
             if batch.version_vector:
-                await db.executemany(
+                db.executemany(
                     "INSERT INTO version_vector(origin, seq) VALUES (?, ?) "
                     "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
                     batch.version_vector.items(),
                 )
             if batch.events:
-                await db.executemany(
+                db.executemany(
                     "INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?, ?)",
                     [
                         (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms)
@@ -170,7 +200,7 @@ class SqliteStore:
                     ],
                 )
             if batch.deliveries:
-                await db.executemany(
+                db.executemany(
                     f"INSERT OR REPLACE INTO deliveries({_DELIVERY_COLS}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
@@ -191,7 +221,7 @@ class SqliteStore:
                     ],
                 )
             if batch.attempts:
-                await db.executemany(
+                db.executemany(
                     "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
@@ -212,7 +242,7 @@ class SqliteStore:
                 )
             if batch.idempotency:
                 # the earliest acceptance of a key wins, in every region alike
-                await db.executemany(
+                db.executemany(
                     "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(tenant, key) DO UPDATE SET event_id = excluded.event_id, "
                     "body_sha256 = excluded.body_sha256, created_at_ms = excluded.created_at_ms, "
@@ -220,11 +250,10 @@ class SqliteStore:
                     "< (created_at_ms, event_id)",
                     batch.idempotency,
                 )
-            await db.execute("COMMIT")
-            self._origins.update(r.origin for r in batch.records)
+            db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
-                await db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
             raise
 
     async def load_registry(self) -> dict[str, bytes]:
@@ -248,26 +277,27 @@ class SqliteStore:
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
         async with self._write:
-            db = self.db
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-                n = 0
-                for origin, seq in sorted(upto.items()):
-                    cur = await db.execute(
-                        "DELETE FROM log WHERE origin = ? AND seq <= ?", (origin, seq)
-                    )
-                    n += cur.rowcount
-                await db.executemany(
-                    "INSERT INTO log_floor(origin, seq) VALUES (?, ?) "
-                    "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
-                    sorted(upto.items()),
-                )
-                await db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    await db.execute("ROLLBACK")
-                raise
-            return n
+            return await self._run(self._truncate, dict(upto))
+
+    def _truncate(self, upto: dict[str, int]) -> int:
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            n = 0
+            for origin, seq in sorted(upto.items()):
+                cur = db.execute("DELETE FROM log WHERE origin = ? AND seq <= ?", (origin, seq))
+                n += cur.rowcount
+            db.executemany(
+                "INSERT INTO log_floor(origin, seq) VALUES (?, ?) "
+                "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
+                sorted(upto.items()),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return n
 
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM log_floor"))
@@ -297,10 +327,10 @@ class SqliteStore:
 
     async def purge_idempotency(self, before_ms: int) -> int:
         async with self._write:
-            cur = await self.db.execute(
-                "DELETE FROM idempotency WHERE created_at_ms < ?", (before_ms,)
-            )
-            return cur.rowcount
+            return await self._run(
+                self._in_transaction, "DELETE FROM idempotency WHERE created_at_ms < ?",
+                [(before_ms,)],
+            )  # fmt: skip
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         rows = await self.rdb.execute_fetchall(
@@ -397,12 +427,12 @@ class SqliteStore:
 
     async def purge_attempts(self, before_ms: int, limit: int) -> int:
         async with self._write:
-            cur = await self.db.execute(
+            return await self._run(
+                self._in_transaction,
                 "DELETE FROM attempts WHERE rowid IN "
                 "(SELECT rowid FROM attempts WHERE at_ms < ? LIMIT ?)",
-                (before_ms, limit),
+                [(before_ms, limit)],
             )
-            return cur.rowcount
 
     async def counts(self, region: str) -> dict[str, int]:
         db = self.rdb

@@ -621,7 +621,7 @@ class _FastLane:
             for pattern, handler in self.routes.items():
                 m = pattern.fullmatch(scope["path"])
                 if m is not None:
-                    request = Request(scope, receive)
+                    request = _RawRequest(scope, receive)
                     try:
                         response = await handler(request, m.group(1))
                     except ClientError as exc:
@@ -631,9 +631,48 @@ class _FastLane:
                     except Exception:
                         log.exception("internal error on POST %s", scope["path"])
                         response = _problem(500, "internal", "internal error; see the node's log")
-                    await response(scope, receive, send)
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": response.status_code,
+                            "headers": response.raw_headers,
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": response.body})
                     return
         await self.app(scope, receive, send)
+
+
+class _RawRequest:
+    """What the ingest handlers read of a request (``headers``, ``stream()``), straight
+    from the ASGI scope: cheaper than building a starlette Request per publish."""
+
+    __slots__ = ("_headers", "_receive", "_scope")
+
+    def __init__(self, scope: Any, receive: Any):
+        self._scope, self._receive = scope, receive
+        self._headers: dict[str, str] | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Header names lower-cased (ASGI sends them so); the first of a repeated name."""
+        if self._headers is None:
+            headers: dict[str, str] = {}
+            for name, value in self._scope["headers"]:
+                headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+            self._headers = headers
+        return self._headers
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            body = message.get("body", b"")
+            if body:
+                yield body
+            if not message.get("more_body", False):
+                return
 
 
 class _Snapshot:

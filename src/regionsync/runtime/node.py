@@ -654,7 +654,9 @@ class Node:
         self.require_tenant(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
         self._admit_or_raise(priority)
-        digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
+        digest = ""  # only an Idempotency-Key needs the body's digest
+        if idempotency_key is not None:
+            digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
         async with self.write_lock:
             self.require_tenant(tenant_id)
             found = None

@@ -3,7 +3,8 @@
 The node never touches a socket, a file or the system clock itself: it is wired from the
 ports (Clock, Store, PeerTransport, Sender, Resolver, Rng, IdSource), so the simulator and
 the production CLI run this same code. Local writes are serialized by one lock, stamped by
-the HLC and committed atomically with their delta record.
+the HLC, and committed with their delta record in group commits (runtime/commit.py); a
+caller is answered only once its commit is durable.
 """
 
 from __future__ import annotations

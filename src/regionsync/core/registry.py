@@ -219,7 +219,7 @@ class Registry:
 
     def has_tenant(self, tenant_id: str) -> bool:
         """True if the tenant is live (cheaper than ``tenant``: no usage counters)."""
-        return tenant_id in self.tenant_ids()
+        return tenant_id in self._get("tenants", ORSet)
 
     def ack_policy(self, tenant_id: str) -> str:
         """The tenant's acknowledgement policy: ``local`` or ``one-remote``."""
@@ -227,7 +227,7 @@ class Registry:
 
     def tenant(self, tenant_id: str) -> TenantView | None:
         """The live tenant, or None if it was never created or has been removed."""
-        if tenant_id not in self.tenant_ids():
+        if not self.has_tenant(tenant_id):
             return None
         p = f"t/{tenant_id}/"
         return TenantView(
@@ -240,7 +240,7 @@ class Registry:
 
     def endpoint_ids(self, tenant_id: str) -> list[str]:
         """Ids of the live endpoints of a live tenant, sorted (time-ordered ids)."""
-        if tenant_id not in self.tenant_ids():
+        if not self.has_tenant(tenant_id):
             return []
         return sorted(self._get(f"t/{tenant_id}/endpoints", ORSet).value())
 
@@ -248,11 +248,11 @@ class Registry:
         """The live endpoint, or None; with ``tenant_id`` it must also belong to that tenant."""
         p = f"e/{endpoint_id}/"
         owner = self._get(p + "tenant", LWWRegister).value()
-        if owner is None or (tenant_id is not None and owner != tenant_id):
+        if not isinstance(owner, str) or (tenant_id is not None and owner != tenant_id):
             return None
-        if owner not in self.tenant_ids():
+        if not self.has_tenant(owner):
             return None
-        if endpoint_id not in self._get(f"t/{owner}/endpoints", ORSet).value():
+        if endpoint_id not in self._get(f"t/{owner}/endpoints", ORSet):
             return None
 
         def f(name: str, default: Any = None) -> Any:
@@ -392,11 +392,11 @@ class Registry:
 
     def source(self, source_id: str) -> dict[str, Any] | None:
         """The live source's fields (SOURCE_FIELDS plus ``id``), or None."""
-        if source_id not in self._get("sources", ORSet).value():
+        if source_id not in self._get("sources", ORSet):
             return None
         p = f"s/{source_id}/"
         fields = {f: self._get(p + f, LWWRegister).value() for f in SOURCE_FIELDS}
-        if fields["tenant"] not in self.tenant_ids():
+        if not isinstance(fields["tenant"], str) or not self.has_tenant(fields["tenant"]):
             return None
         return {"id": source_id, **fields}
 

@@ -62,6 +62,13 @@ def _parse_time(value: str, field: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
+def _page_params(limit: int, since: str | None) -> int | None:
+    """Check a list's ``limit`` (1..1000) and parse its ``since``; 422 naming the field."""
+    if not 1 <= limit <= 1000:
+        raise Unprocessable("must be in [1, 1000]", field="limit")
+    return _parse_time(since, "since") if since is not None else None
+
+
 def _problem(status: int, code: str, detail: str, field: str | None = None) -> JSONResponse:
     body: dict[str, Any] = {"error": code, "detail": detail}
     if field is not None:
@@ -391,15 +398,13 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
     ) -> dict[str, Any]:
         auth.check(request, tenant)
         node.endpoint(tenant, endpoint)
-        if not 1 <= limit <= 1000:
-            raise Unprocessable("must be in [1, 1000]", field="limit")
+        since_ms = _page_params(limit, since)
         try:
             st = DeliveryStatus(status) if status is not None else None
         except ValueError:
             raise Unprocessable(
                 f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
             ) from None
-        since_ms = _parse_time(since, "since") if since is not None else None
         if cursor is not None and not ID_RE.fullmatch(cursor):
             raise Unprocessable("not a cursor this API returned", field="cursor")
         rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
@@ -425,11 +430,9 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered."""
         auth.check(request, tenant)
         node.endpoint(tenant, endpoint)
-        if not 1 <= limit <= 1000:
-            raise Unprocessable("must be in [1, 1000]", field="limit")
+        since_ms = _page_params(limit, since)
         if status not in (None, "succeeded", "failed"):
             raise Unprocessable("must be succeeded or failed", field="status")
-        since_ms = _parse_time(since, "since") if since is not None else None
         after = None
         if cursor is not None:
             at, _, rest = cursor.partition(":")

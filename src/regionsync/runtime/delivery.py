@@ -136,7 +136,10 @@ class DeliveryWorker:
                     refill = True
                     continue
                 ep = node.registry.endpoint(d.endpoint_id, d.tenant)
-                if ep is not None and not (ep.paused or ep.disabled):
+                # paused, disabled and deleted endpoints are not sent to: the attempt
+                # only records the delivery as skipped or cancelled, outside any lane
+                sends = ep is not None and not (ep.paused or ep.disabled)
+                if sends and ep is not None:
                     health = node.health.get(d.endpoint_id)
                     lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
                     probing = health is not None and health.state == "failing"
@@ -149,9 +152,7 @@ class DeliveryWorker:
                         continue
                 free -= 1
                 self.inflight[d.id] = d.endpoint_id
-                task = asyncio.create_task(
-                    self._attempt(d, lane_taken=ep is not None and not (ep.paused or ep.disabled))
-                )
+                task = asyncio.create_task(self._attempt(d, lane_taken=sends))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             if not refill:

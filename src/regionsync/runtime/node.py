@@ -61,6 +61,17 @@ SOURCE_CONFIG_FIELDS = (
 )  # fmt: skip  # out-of-order records buffered per node before dropping
 
 
+@dataclass(frozen=True, slots=True)
+class _Accepted:
+    """An accepted event: its durability future, its record's sequence number and how
+    many pending deliveries it fanned out to."""
+
+    event: Event
+    durable: asyncio.Future[None]
+    seq: int
+    pending: int
+
+
 @dataclass
 class Job:
     """A recovery job (``recover`` or ``replay-missing``) and its progress."""
@@ -130,7 +141,6 @@ class Node:
         self.write_lock = asyncio.Lock()
         self._held: dict[str, dict[int, Record]] = {}
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
-        self._fanout: dict[str, int] = {}  # event id -> deliveries to wake the worker for
         self.health: dict[str, Health] = {}  # endpoint id -> this region's view of it
         self.jobs: dict[str, Job] = {}
         self.idempotency: dict[tuple[str, str], tuple[str, str, str, int]] = {}
@@ -599,8 +609,6 @@ class Node:
             await asyncio.sleep(0)
         return total
 
-    # -- events --------------------------------------------------------------------------
-
     # -- ingest --------------------------------------------------------------------------
 
     def admission(self, priority: str) -> Admission:
@@ -664,7 +672,7 @@ class Node:
             if idempotency_key is not None:
                 found = self._idempotent(tenant_id, idempotency_key)
             if found is None:
-                event, durable, seq = self._accept(
+                accepted = self._accept(
                     tenant_id, event_type, payload, digest, idempotency_key,
                     payload_obj=json.loads(payload) if payload_obj is None else payload_obj,
                 )  # fmt: skip
@@ -676,16 +684,14 @@ class Node:
                         field="Idempotency-Key",
                         code="idempotency_conflict",
                     )
-                event = Event(event_id, tenant_id, event_type, payload, region, received_at_ms)
-                durable, seq = self._pending_events.get(event_id), 0
-        if durable is not None:
-            await asyncio.shield(durable)
-        if found is None:
-            if self._has_pending(event.id):
-                self.delivery_wake.set()
-            if self.registry.ack_policy(tenant_id) == "one-remote":
-                await self._wait_remote(seq)
-        return event, found is None
+                original = Event(event_id, tenant_id, event_type, payload, region, received_at_ms)
+                durable = self._pending_events.get(event_id)
+        if found is not None:
+            if durable is not None:  # the original is not durable yet: answer when it is
+                await asyncio.shield(durable)
+            return original, False
+        await self._settle(accepted, self.registry.ack_policy(tenant_id) == "one-remote")
+        return accepted.event, True
 
     def _idempotent(self, tenant_id: str, key: str) -> tuple[str, str, str, int] | None:
         found = self.idempotency.get((tenant_id, key))
@@ -723,7 +729,7 @@ class Node:
             self.require_tenant(src.tenant)
             pending = self._pending_events.get(event_id)
             if pending is None:
-                event, durable, seq = self._accept(
+                accepted = self._accept(
                     src.tenant, inbound.event_type, payload.encode(), digest, None, event_id,
                     payload_obj=inbound.payload,
                 )  # fmt: skip
@@ -732,12 +738,18 @@ class Node:
             stored = await self.store.get_event(event_id)
             assert stored is not None
             return stored, False
-        await asyncio.shield(durable)
-        if self._has_pending(event.id):
+        one_remote = "one-remote" in (src.ack_policy, self.registry.ack_policy(src.tenant))
+        await self._settle(accepted, one_remote)
+        return accepted.event, True
+
+    async def _settle(self, accepted: _Accepted, one_remote: bool) -> None:
+        """After ``_accept``: wait until durable, wake the delivery worker if the event
+        fanned out, and for ``one-remote`` until a peer holds it."""
+        await asyncio.shield(accepted.durable)
+        if accepted.pending:
             self.delivery_wake.set()
-        if "one-remote" in (src.ack_policy, self.registry.ack_policy(src.tenant)):
-            await self._wait_remote(seq)
-        return event, True
+        if one_remote:
+            await self._wait_remote(accepted.seq)
 
     async def _wait_remote(self, seq: int) -> None:
         """Ack policy ``one-remote``: wait until a peer acknowledged our record ``seq``."""
@@ -770,9 +782,6 @@ class Node:
         for waiter in self._ack_waiters:
             waiter.set()
 
-    def _has_pending(self, event_id: str) -> bool:
-        return self._fanout.pop(event_id, 0) > 0
-
     def _accept(
         self,
         tenant_id: str,
@@ -782,10 +791,9 @@ class Node:
         idempotency_key: str | None,
         event_id: str | None = None,
         payload_obj: Any = None,
-    ) -> tuple[Event, asyncio.Future[None], int]:
+    ) -> _Accepted:
         """Build the event, its deliveries (fan-out snapshot) and counters; queue them.
-
-        Returns the event, its durability future and its record's sequence number."""
+        Call with the write lock held."""
         stamp = self.stamp()
         now = stamp.wall_ms
         event = Event(
@@ -818,7 +826,6 @@ class Node:
             self.idempotency[(tenant_id, idempotency_key)] = (event.id, digest, self.region, now)
         pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
         self.backlog += pending
-        self._fanout[event.id] = pending
         deltas = {
             **self.registry.count(tenant_id, "events_published", 1, self.actor),
             **self.registry.count(tenant_id, "backlog", pending, self.actor),
@@ -826,7 +833,7 @@ class Node:
         durable = self.commit_local("event", stamp, deltas, batch, event=event, idempotency=idem)
         self._pending_events[event.id] = durable
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
-        return event, durable, self.version_vector[self.actor]
+        return _Accepted(event, durable, self.version_vector[self.actor], pending)
 
     async def purge_idempotency(self) -> int:
         """Forget Idempotency-Keys older than the TTL, in memory and in the store.

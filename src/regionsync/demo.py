@@ -39,11 +39,21 @@ __all__ = ["REGIONS", "Receiver", "load_payloads", "run_demo", "start_cluster"]
 REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1")
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
+    handed out before: the kernel may offer a just-closed port again, and two servers
+    started together must never be given the same one. Raises OSError if none is found."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise OSError("no fresh free port on 127.0.0.1")
 
 
 def _verifier(secret: str):  # noqa: ANN202

@@ -98,3 +98,11 @@ async def test_stream_without_hello_is_closed(pair) -> None:
         call = pb_grpc.ReplicationStub(channel).Sync()
         await call.write(pb.SyncMessage(batch=pb.Batch()))
         assert await call.read() is grpc.aio.EOF
+
+
+async def test_a_second_server_on_the_same_port_fails_to_start(pair) -> None:
+    # gRPC shares a port between servers by default (SO_REUSEPORT): replication would
+    # silently be split between two nodes. The transport refuses that.
+    _, _, port = pair
+    with pytest.raises(OSError, match="cannot listen"):
+        await GrpcTransport(f"127.0.0.1:{port}").serve(lambda stream: None)  # type: ignore[arg-type,return-value]

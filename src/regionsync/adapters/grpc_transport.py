@@ -25,6 +25,9 @@ log = logging.getLogger("regionsync.grpc")
 
 _MAX_MESSAGE = 64 * 1024 * 1024
 _SERVER_OPTIONS = [
+    # a second server on the same port must fail to start, not silently share the
+    # replication traffic (gRPC sets SO_REUSEPORT by default)
+    ("grpc.so_reuseport", 0),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -120,15 +123,18 @@ class GrpcTransport:
     async def serve(self, handler: Callable[[PeerStream], Awaitable[None]]) -> None:
         server = grpc.aio.server(options=_SERVER_OPTIONS)
         pb_grpc.add_ReplicationServicer_to_server(_Servicer(handler), server)
-        if self.tls is None:
-            self.port = server.add_insecure_port(self.listen)
-        else:
-            creds = grpc.ssl_server_credentials(
-                [(self.tls.key.read_bytes(), self.tls.cert.read_bytes())],
-                root_certificates=self.tls.ca.read_bytes(),
-                require_client_auth=True,
-            )
-            self.port = server.add_secure_port(self.listen, creds)
+        try:
+            if self.tls is None:
+                self.port = server.add_insecure_port(self.listen)
+            else:
+                creds = grpc.ssl_server_credentials(
+                    [(self.tls.key.read_bytes(), self.tls.cert.read_bytes())],
+                    root_certificates=self.tls.ca.read_bytes(),
+                    require_client_auth=True,
+                )
+                self.port = server.add_secure_port(self.listen, creds)
+        except RuntimeError as exc:  # grpcio raises this when the bind fails
+            raise OSError(f"cannot listen on {self.listen} for gRPC: {exc}") from None
         if not self.port:
             raise OSError(f"cannot listen on {self.listen} for gRPC")
         await server.start()

@@ -136,7 +136,8 @@ class Node:
             "clock_drift": 0,
             "log_truncated": 0,
             "state_rejected": 0,
-            "anti_entropy_items": 0,
+            "anti_entropy_items": 0,  # state items merged here by repairs
+            "anti_entropy_passes": 0,  # repairs this node ran towards a peer
         }
         self.write_lock = asyncio.Lock()
         self._held: dict[str, dict[int, Record]] = {}

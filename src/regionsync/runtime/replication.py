@@ -189,6 +189,7 @@ class PeerLink:
         status.connected, status.last_error = True, None
         if node.behind_floor(acked):
             # records it lacks were truncated: repair by anti-entropy, then use the log
+            node.counters["anti_entropy_passes"] += 1
             acked.update(await self._anti_entropy(stream))
             status.acked = dict(acked)
             status.last_ack_at_ms = node.clock.wall_ms()

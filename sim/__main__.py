@@ -1,4 +1,5 @@
-"""``python -m sim run [SCENARIO.toml] [--seed N]`` and ``python -m sim explore --seeds A..B``.
+"""``python -m sim run [SCENARIO.toml] [--seed N]``, ``python -m sim explore --seeds A..B`` and
+``python -m sim hashes --seeds A..B [--write F | --check F]``.
 
 (``regionsync sim`` cannot host these: import-linter forbids ``regionsync`` importing
 ``sim``, even lazily inside a command function.)
@@ -7,6 +8,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import multiprocessing
 import sys
 import time
@@ -142,6 +144,62 @@ def explore(
         click.echo(f"  seed {res.options.seed}: {res.violations[0]}")
         click.echo(f"    reproduce: {repro_command(res, None)}")
     sys.exit(1 if failed else 0)
+
+
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+def _hash_one(args: tuple[str, int]) -> tuple[str, int, str]:
+    path, seed = args
+    return Path(path).stem, seed, run(load_scenario(path, seed)).trace_hash
+
+
+def trace_hashes(seeds: range, jobs: int = 1) -> dict[str, dict[str, str]]:
+    """``{scenario: {seed: trace hash}}`` for every scenario in ``sim/scenarios``.
+
+    Each run is independent (its own VirtualLoop); with ``jobs > 1`` they are spread over
+    worker processes, which is itself a check that no process state leaks into a run.
+    """
+    work = [(str(p), s) for p in sorted(SCENARIOS.glob("*.toml")) for s in seeds]
+    if jobs == 1:
+        rows = list(map(_hash_one, work))
+    else:
+        ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+            rows = list(pool.map(_hash_one, work, chunksize=8))
+    out: dict[str, dict[str, str]] = {}
+    for name, seed, digest in rows:
+        out.setdefault(name, {})[str(seed)] = digest
+    return out
+
+
+@main.command()
+@click.option("--seeds", "seed_range", required=True, help="A..B, inclusive.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--write", "write_to", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--check", "check_against", type=click.Path(dir_okay=False, path_type=Path))
+def hashes(seed_range: str, jobs: int, write_to: Path | None, check_against: Path | None) -> None:
+    """Trace hashes of every scenario for SEEDS: print them as JSON, --write them to a
+    file, or --check them against one (exit 1 listing every seed whose hash changed)."""
+    got = trace_hashes(_seeds(seed_range), jobs)
+    if write_to is not None:
+        write_to.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    if check_against is None:
+        if write_to is None:
+            click.echo(json.dumps(got, indent=1, sort_keys=True))
+        return
+    want = json.loads(check_against.read_text())
+    changed = [
+        f"{name} seed {seed}: {digest[:12]} (fixture {want.get(name, {}).get(seed, '-')[:12]})"
+        for name, by_seed in got.items()
+        for seed, digest in by_seed.items()
+        if want.get(name, {}).get(seed) != digest
+    ]
+    total = sum(map(len, got.values()))
+    click.echo(f"{total} runs, {len(changed)} changed")
+    for line in changed:
+        click.echo("  " + line)
+    sys.exit(1 if changed else 0)
 
 
 if __name__ == "__main__":

@@ -244,8 +244,9 @@ class _Sim:
         res.ops = self.history.by_status()
         res.timeline = self.monitor.timeline
         res.net = dict(vars(self.net.stats))
-        res.deliveries = len(self.receivers.receipts)
         await self.cluster.stop_all()
+        # the trace ends here: what the loop's teardown cancels (in no set order) is not in it
+        res.deliveries = len(self.receivers.receipts)
         return res
 
     def trace_hash(self) -> str:
@@ -256,7 +257,8 @@ class _Sim:
             h.update(f"{t:.6f} {text}\n".encode())
         for t, snap in self.result.timeline:
             h.update(f"{t:.6f} {sorted(snap.items())}\n".encode())
-        for x in self.receivers.receipts:
+        receipts = self.receivers.receipts
+        for x in receipts[: self.result.deliveries] if self.result.end_t else receipts:
             h.update(f"{x.at:.6f} {x.host} {x.webhook_id} {x.status}\n".encode())
         h.update(repr(sorted(self.result.net.items())).encode())
         h.update("\n".join(map(str, self.result.violations)).encode())

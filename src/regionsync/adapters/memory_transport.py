@@ -54,7 +54,7 @@ class MemoryNetwork:
         self.handlers: dict[str, Callable[[PeerStream], Awaitable[None]]] = {}
         self.cut: set[frozenset[str]] = set()
         self.streams: list[_Stream] = []
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: dict[asyncio.Task[None], None] = {}  # ordered, like every task set
 
     def transport(self, address: str) -> MemoryTransport:
         return MemoryTransport(self, address)
@@ -90,8 +90,8 @@ class MemoryTransport:
         server = _Stream(self.net, link, inbox=a_to_b, outbox=b_to_a)
         self.net.streams += [client, server]
         task = asyncio.create_task(handler(server))
-        self.net.tasks.add(task)
-        task.add_done_callback(self.net.tasks.discard)
+        self.net.tasks[task] = None
+        task.add_done_callback(lambda t: self.net.tasks.pop(t, None))
         return client
 
     async def stop(self) -> None:

@@ -47,7 +47,7 @@ class DeliveryWorker:
         )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.lanes: dict[str, Lane] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
 
     async def run(self) -> None:
         node = self.node
@@ -68,9 +68,10 @@ class DeliveryWorker:
                 except TimeoutError:
                     pass
         finally:
-            for t in self._tasks:
+            tasks = list(self._tasks)
+            for t in tasks:
                 t.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)
@@ -153,8 +154,8 @@ class DeliveryWorker:
                 free -= 1
                 self.inflight[d.id] = d.endpoint_id
                 task = asyncio.create_task(self._attempt(d, lane_taken=sends))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks[task] = None
+                task.add_done_callback(lambda t: self._tasks.pop(t, None))
             if not refill:
                 return soonest
         return soonest

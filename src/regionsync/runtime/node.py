@@ -151,7 +151,7 @@ class Node:
         self.pressure: Pressure | None = None
         self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
         self.last_retry_after_s = 0
-        self._ack_waiters: set[asyncio.Event] = set()
+        self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._log_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._tasks: list[asyncio.Task[None]] = []
         self.delivery_wake = asyncio.Event()
@@ -763,11 +763,11 @@ class Node:
             async with asyncio.timeout(opts.one_remote_timeout_s):
                 while not held_remotely():
                     waiter = asyncio.Event()
-                    self._ack_waiters.add(waiter)
+                    self._ack_waiters[waiter] = None
                     try:
                         await waiter.wait()
                     finally:
-                        self._ack_waiters.discard(waiter)
+                        self._ack_waiters.pop(waiter, None)
         except TimeoutError:
             if opts.one_remote_fallback_local:
                 return

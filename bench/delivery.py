@@ -224,9 +224,9 @@ async def isolation_run(neighbour_delay: float, rate: float, seconds: float) -> 
     await node.start()
     received_at: dict[str, int] = {}
     try:
-        await node.create_tenant("acme", "Acme")
+        await node.registry_ops.create_tenant("acme", "Acme")
         for eid, port in (("ep_healthy", healthy_port), ("ep_neighbour", neighbour_port)):
-            await node.create_endpoint(
+            await node.registry_ops.create_endpoint(
                 "acme",
                 {
                     "id": eid,
@@ -241,7 +241,7 @@ async def isolation_run(neighbour_delay: float, rate: float, seconds: float) -> 
             delay = start + i * interval - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            event, _ = await node.publish("acme", "order.created", BODY, None)
+            event, _ = await node.ingest.publish("acme", "order.created", BODY, None)
             received_at[event.id] = event.received_at_ms
         deadline = time.perf_counter() + 5.0
         arrivals: dict[str, float] = {}

@@ -71,7 +71,7 @@ async def main(n: int) -> None:
     # a holds a later write of one key (it dominates b's state of that key)
     newer = states[key].set("newer", actor="a:1", stamp=Timestamp(1_800_000_000_000, 0))
     a.registry = Registry({**states, key: newer})
-    a.log_floor = {"a:1": 1}  # b is behind a's log floor: anti-entropy
+    a.replica.log_floor = {"a:1": 1}  # b is behind a's log floor: anti-entropy
     t1 = time.monotonic()
     raw = await a.transport.connect("b", 10.0)
     await raw.send(_hello(a))  # the handshake is not part of the repair
@@ -80,7 +80,7 @@ async def main(n: int) -> None:
     link = PeerLink(a, a.peers.get("b") or _status())
     vv = await link._anti_entropy(stream)
     t2 = time.monotonic()
-    assert a.registry.state_hash() == b.registry.state_hash(), "not repaired"
+    assert a.catalog.registry.state_hash() == b.catalog.registry.state_hash(), "not repaired"
     print(f"N={n:,} keys, 1 differing")
     print(f"  setup {t1 - t0:.1f} s, repair {t2 - t1:.1f} s (both trees built per pass)")
     print(f"  round trips: {stream.round_trips}")

@@ -108,24 +108,26 @@ async def applied_per_second(n: int, batch: int) -> tuple[float, int]:
     pa, pb_ = free_port(), free_port()
     a = node(tmp, "a", pa, {"b": pb_}, batch)
     await a.start()
-    await a.create_tenant("t", "T")
+    await a.registry_ops.create_tenant("t", "T")
     sem = asyncio.Semaphore(256)
 
     async def one(i: int) -> None:
         async with sem:
-            await a.publish("t", "bench.event", b'{"i":%d,"pad":"%s"}' % (i, b"x" * 150), None)
+            await a.ingest.publish(
+                "t", "bench.event", b'{"i":%d,"pad":"%s"}' % (i, b"x" * 150), None
+            )
 
     await asyncio.gather(*(one(i) for i in range(n)))
-    target = dict(a.durable_vv)
+    target = dict(a.writer.durable_vv)
     b = node(tmp, "b", pb_, {"a": pa})
     caught_up = asyncio.Event()
 
     def check(_batch: object) -> None:
-        if all(b.durable_vv.get(o, 0) >= s for o, s in target.items()):
+        if all(b.writer.durable_vv.get(o, 0) >= s for o, s in target.items()):
             caught_up.set()
 
     await b.start()
-    b.committer.on_commit = lambda batch: (b._on_commit(batch), check(batch))
+    b.writer.committer.on_commit = lambda batch: (b.writer._on_commit(batch), check(batch))
     # time the transfer, not the reconnect backoff (polling another task's flag)
     while not a.peers["b"].connected:  # noqa: ASYNC110
         await asyncio.sleep(0.001)

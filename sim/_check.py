@@ -52,7 +52,7 @@ class Monitor:
             node = r.node
             if node is None or not node.started:
                 continue
-            hlc = (node.hlc.last.wall_ms, node.hlc.last.logical)
+            hlc = (node.writer.hlc.last.wall_ms, node.writer.hlc.last.logical)
             key = (name, r.boots)
             if key in self._hlc and hlc < self._hlc[key]:
                 self.violations.append(
@@ -61,15 +61,15 @@ class Monitor:
                     )
                 )
             self._hlc[key] = hlc
-            vkey = (name, node.incarnation)
+            vkey = (name, node.writer.incarnation)
             prev = self._vv.get(vkey, {})
-            now = dict(node.durable_vv)
+            now = dict(node.writer.durable_vv)
             for origin, seq in prev.items():
                 if now.get(origin, 0) < seq:
                     self.violations.append(
                         Violation(
                             "version_vector",
-                            f"{name} incarnation {node.incarnation}: {origin} went {seq} -> "
+                            f"{name} incarnation {node.writer.incarnation}: {origin} went {seq} -> "
                             f"{now.get(origin, 0)} at t={t:.3f}",
                         )
                     )
@@ -87,7 +87,7 @@ class Monitor:
         for name, r in sorted(self.cluster.regions.items()):
             vv = self.known_vv[name]
             behind = sum(max(s - vv.get(o, 0), 0) for o, s in top.items())
-            h = r.node.registry.state_hash() if r.up and r.node is not None else None
+            h = r.node.catalog.registry.state_hash() if r.up and r.node is not None else None
             out[name] = (h, behind)
         return out
 
@@ -95,8 +95,8 @@ class Monitor:
         ups = self.cluster.up()
         if len(ups) != len(self.cluster.regions):
             return False
-        hashes = {r.node.registry.state_hash() for r in ups if r.node is not None}
-        vvs = {tuple(sorted(r.node.durable_vv.items())) for r in ups if r.node is not None}
+        hashes = {r.node.catalog.registry.state_hash() for r in ups if r.node is not None}
+        vvs = {tuple(sorted(r.node.writer.durable_vv.items())) for r in ups if r.node is not None}
         return len(hashes) == 1 and len(vvs) == 1
 
     def mark_lost(self, wiped: str, history: History) -> int:

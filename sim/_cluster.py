@@ -120,7 +120,7 @@ class SimCluster:
         node = self._build(r)
         await node.start()
         r.node = node
-        r.incarnations.append(node.incarnation)
+        r.incarnations.append(node.writer.incarnation)
         return node
 
     async def crash(self, name: str, wipe: bool = False) -> None:

@@ -166,26 +166,28 @@ class Workload:
         if node is None or not node.started:
             op.status, op.result, op.complete_t = "fail", "unavailable", loop.time()
             return
-        op.actor = node.actor
-        op.vv_before = dict(node.version_vector)
+        op.actor = node.writer.actor
+        op.vv_before = dict(node.writer.version_vector)
         a = op.args
         try:
             async with asyncio.timeout(_CLIENT_TIMEOUT_S):
                 if op.kind == "create_tenant":
-                    await node.create_tenant(a["tenant"], f"Tenant {a['tenant']}")
+                    await node.registry_ops.create_tenant(a["tenant"], f"Tenant {a['tenant']}")
                 elif op.kind == "create_endpoint":
                     body = {k: a[k] for k in ("url", "event_types", "description")}
-                    await node.create_endpoint(a["tenant"], {"id": a["endpoint"], **body})
+                    await node.registry_ops.create_endpoint(
+                        a["tenant"], {"id": a["endpoint"], **body}
+                    )
                 elif op.kind == "patch_types":
                     body = {"event_types_add": a["add"], "event_types_remove": a["remove"]}
-                    await node.patch_endpoint(a["tenant"], a["endpoint"], body)
+                    await node.registry_ops.patch_endpoint(a["tenant"], a["endpoint"], body)
                 elif op.kind == "patch_description":
                     body = {"description": a["description"]}
-                    await node.patch_endpoint(a["tenant"], a["endpoint"], body)
+                    await node.registry_ops.patch_endpoint(a["tenant"], a["endpoint"], body)
                 elif op.kind == "delete_endpoint":
-                    await node.delete_endpoint(a["tenant"], a["endpoint"])
+                    await node.registry_ops.delete_endpoint(a["tenant"], a["endpoint"])
                 else:
-                    event, _ = await node.publish(
+                    event, _ = await node.ingest.publish(
                         a["tenant"], a["event_type"], a["payload"].encode(), None
                     )
                     op.result = event.id
@@ -199,5 +201,5 @@ class Workload:
                 self.history.unexpected.append(f"op {op.id} {op.kind}: {op.result}")
         else:
             op.status = "ok"
-            op.vv_after = dict(node.version_vector)
+            op.vv_after = dict(node.writer.version_vector)
         op.complete_t = loop.time()

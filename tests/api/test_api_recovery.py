@@ -165,4 +165,4 @@ async def test_endpoint_attempt_log_filters_and_pages(
     assert_problem(await api.client.get(f"{base}?status=bogus"), 422, "status")
     assert_problem(await api.client.get(f"{base}?cursor=nope"), 422, "cursor")
     # retention: nothing is older than 35 days here, so a purge keeps everything
-    assert await api.node.purge_attempts() == 0
+    assert await api.node.recovery.purge_attempts() == 0

@@ -80,16 +80,18 @@ async def test_retry_after_five_minutes_verifies() -> None:
     )
     await node.start()
     try:
-        await node.create_tenant("t", "T")
-        await node.create_endpoint("t", {"url": "https://hooks.example/x", "secret": secret})
-        event, _ = await node.publish("t", "a", b'{"n":1}', None)
+        await node.registry_ops.create_tenant("t", "T")
+        await node.registry_ops.create_endpoint(
+            "t", {"url": "https://hooks.example/x", "secret": secret}
+        )
+        event, _ = await node.ingest.publish("t", "a", b'{"n":1}', None)
         async with asyncio.timeout(5):
             await sender.arrived.wait()
         sender.arrived.clear()
         first_headers, first_ok = sender.seen[0]
         assert not first_ok  # its timestamp is six minutes old by the real clock
         clock.offset_ms = 0  # five minutes later (and then some): the retry is due
-        node.delivery_wake.set()
+        node.queue.wake.set()
         async with asyncio.timeout(5):
             await sender.arrived.wait()
         retry_headers, retry_ok = sender.seen[1]

@@ -13,8 +13,8 @@ FAST = {"truncate_interval_s": 0.02}
 
 def converged(*nodes) -> bool:
     return (
-        len({n.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.durable_vv.items())) for n in nodes}) == 1
+        len({n.catalog.registry.state_hash() for n in nodes}) == 1
+        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
     )
 
 
@@ -44,9 +44,9 @@ async def test_log_truncated_once_every_peer_acked(net, started) -> None:
         make_node(net, "b", ["a", "c"], **FAST),
         make_node(net, "c", ["a", "b"], **FAST),
     )
-    await a.create_tenant("acme", "Acme")
+    await a.registry_ops.create_tenant("acme", "Acme")
     for i in range(10):
-        await (a, b, c)[i % 3].create_tenant(f"t{i}", f"T{i}")
+        await (a, b, c)[i % 3].registry_ops.create_tenant(f"t{i}", f"T{i}")
     await eventually(lambda: converged(a, b, c))
 
     async def truncated() -> bool:
@@ -55,8 +55,8 @@ async def test_log_truncated_once_every_peer_acked(net, started) -> None:
 
     await eventually(truncated)
     for n in (a, b, c):
-        assert n.log_floor[n.actor] == n.durable_vv[n.actor] - 1
-        assert await n.store.load_log_floor() == n.log_floor
+        assert n.replica.log_floor[n.writer.actor] == n.writer.durable_vv[n.writer.actor] - 1
+        assert await n.store.load_log_floor() == n.replica.log_floor
         assert all(p.acked for p in n.peers.values())
     assert a.counters["log_truncated"] > 0
 
@@ -64,17 +64,17 @@ async def test_log_truncated_once_every_peer_acked(net, started) -> None:
 async def test_peer_never_heard_from_blocks_truncation(net, started) -> None:
     (a,) = await start(started, make_node(net, "a", ["b"], **FAST))
     for i in range(5):
-        await a.create_tenant(f"t{i}", f"T{i}")
-    assert a.truncation_point() == {}
-    assert await a.truncate_log() == 0 and await log_len(a) == 5
+        await a.registry_ops.create_tenant(f"t{i}", f"T{i}")
+    assert a.replica.truncation_point() == {}
+    assert await a.replica.truncate_log() == 0 and await log_len(a) == 5
 
 
 async def test_max_log_records_forces_truncation(net, started) -> None:
     (a,) = await start(started, make_node(net, "a", ["b"], max_log_records=3))
     for i in range(5):
-        await a.create_tenant(f"t{i}", f"T{i}")
-    assert a.truncation_point() == {a.actor: 2}
-    assert await a.truncate_log() == 2 and await log_len(a) == 3
+        await a.registry_ops.create_tenant(f"t{i}", f"T{i}")
+    assert a.replica.truncation_point() == {a.writer.actor: 2}
+    assert await a.replica.truncate_log() == 2 and await log_len(a) == 3
 
 
 async def test_partitioned_peer_behind_floor_is_repaired_by_anti_entropy(net, started) -> None:
@@ -84,20 +84,25 @@ async def test_partitioned_peer_behind_floor_is_repaired_by_anti_entropy(net, st
         make_node(net, "b", ["a", "c"], **FAST, max_log_records=4),
         make_node(net, "c", ["a", "b"], **FAST, max_log_records=4),
     )
-    await a.create_tenant("acme", "Acme")
-    ep = await a.create_endpoint("acme", {"url": "https://h.example/", "event_types": ["x"]})
+    await a.registry_ops.create_tenant("acme", "Acme")
+    ep = await a.registry_ops.create_endpoint(
+        "acme", {"url": "https://h.example/", "event_types": ["x"]}
+    )
     await eventually(lambda: converged(a, b, c))
     net.partition("a", "c")
     net.partition("b", "c")
     for i in range(12):
-        await (a, b)[i % 2].publish("acme", "x", b'{"i":%d}' % i, None)
-        await (a, b)[i % 2].create_tenant(f"t{i}", f"T{i}")
-    await a.patch_endpoint("acme", ep.id, {"description": "while c was away"})
+        await (a, b)[i % 2].ingest.publish("acme", "x", b'{"i":%d}' % i, None)
+        await (a, b)[i % 2].registry_ops.create_tenant(f"t{i}", f"T{i}")
+    await a.registry_ops.patch_endpoint("acme", ep.id, {"description": "while c was away"})
     await eventually(lambda: converged(a, b))
     # a and b both truncated some origin past what c holds (forced: c blocks the ack-based
     # truncation), so neither log can serve c those records: only anti-entropy can
     await eventually(
-        lambda: bool(set(a.behind_floor(c.durable_vv)) & set(b.behind_floor(c.durable_vv)))
+        lambda: bool(
+            set(a.replica.behind_floor(c.writer.durable_vv))
+            & set(b.replica.behind_floor(c.writer.durable_vv))
+        )
     )
     net.heal()
     await eventually(lambda: converged(a, b, c))
@@ -105,7 +110,7 @@ async def test_partitioned_peer_behind_floor_is_repaired_by_anti_entropy(net, st
     assert len(await events_of(c)) == 12
     # neither log could serve c, so a repair pass ran towards it
     assert a.counters["anti_entropy_passes"] + b.counters["anti_entropy_passes"] > 0
-    view = c.registry.endpoint(ep.id)
+    view = c.catalog.registry.endpoint(ep.id)
     assert view is not None and view.description == "while c was away"
     dl = [sorted((d.id, d.status) for d in await n.store.load_deliveries()) for n in (a, c)]
     await eventually(lambda: converged(a, b, c))
@@ -119,41 +124,41 @@ async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
         make_node(net, "a", ["b"], **FAST),
         make_node(net, "b", ["a"], store_b, **FAST),
     )
-    await a.create_tenant("acme", "Acme")
-    await a.create_endpoint("acme", {"url": "https://h.example/"})
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
     await eventually(lambda: converged(a, b))
     for i in range(5):
-        await b.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+        await b.ingest.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
     await eventually(lambda: converged(a, b))
-    await eventually(lambda: a.behind_floor({}) != [])  # a's log no longer starts at 1
+    await eventually(lambda: a.replica.behind_floor({}) != [])  # a's log no longer starts at 1
     await b.stop()
     store_b.wipe()
     (b2,) = await start(started, make_node(net, "b", ["a"], store_b, **FAST))
-    assert b2.actor != b.actor
+    assert b2.writer.actor != b.writer.actor
     await eventually(lambda: converged(a, b2))
     await eventually(lambda: same_events(a, b2))
     assert len(await events_of(b2)) == 5
     assert b2.counters["anti_entropy_items"] > 0
-    assert ("acme", "k3") in b2.idempotency  # Idempotency-Keys travel with their events
+    assert ("acme", "k3") in b2.keys.table  # Idempotency-Keys travel with their events
     # b2's vv was raised to a's, so its own old records never get re-sent as new
-    assert b2.durable_vv.get(b.actor) == a.durable_vv[b.actor]
-    await b2.create_tenant("gamma", "Gamma")
-    await eventually(lambda: a.registry.tenant("gamma") is not None)
+    assert b2.writer.durable_vv.get(b.writer.actor) == a.writer.durable_vv[b.writer.actor]
+    await b2.registry_ops.create_tenant("gamma", "Gamma")
+    await eventually(lambda: a.catalog.registry.tenant("gamma") is not None)
     await eventually(lambda: converged(a, b2))
 
 
 async def test_malformed_state_chunk_is_rejected_and_never_merged(net, started) -> None:
     a, b = await start(started, make_node(net, "a", []), make_node(net, "b", []))
-    await a.create_tenant("acme", "Acme")
-    (good,) = await a.state_items(["r/tenants"])
+    await a.registry_ops.create_tenant("acme", "Acme")
+    (good,) = await a.anti_entropy.state_items(["r/tenants"])
     bad = ("registry", encode_body())  # no registry section
-    reason = await b.apply_state([good, bad], {a.actor: 1})
+    reason = await b.anti_entropy.apply_state([good, bad], {a.writer.actor: 1})
     assert reason is not None
-    assert b.registry.tenant_ids() == frozenset() and b.version_vector == {}
+    assert b.catalog.registry.tenant_ids() == frozenset() and b.writer.version_vector == {}
     assert b.counters["state_rejected"] == 1
-    assert await b.apply_state([("registry", b"\xc1")]) is not None  # not msgpack
-    assert await b.apply_state([good]) is None
-    assert b.registry.tenant_ids() == frozenset({"acme"}) and b.version_vector == {}
+    assert await b.anti_entropy.apply_state([("registry", b"\xc1")]) is not None  # not msgpack
+    assert await b.anti_entropy.apply_state([good]) is None
+    assert b.catalog.registry.tenant_ids() == frozenset({"acme"}) and b.writer.version_vector == {}
 
 
 async def test_rejected_chunk_over_the_wire_stops_the_pass(net, started) -> None:

@@ -54,20 +54,20 @@ async def pair(tmp_path: Path):
 
 async def test_two_nodes_converge_over_grpc(pair) -> None:
     a, b, _ = pair
-    await a.create_tenant("acme", "Acme")
+    await a.registry_ops.create_tenant("acme", "Acme")
     for i in range(50):
-        await a.publish("acme", "t", b'{"i":%d}' % i, None)
-    await eventually(lambda: b.durable_vv == a.durable_vv)
-    assert b.registry.state_hash() == a.registry.state_hash()
+        await a.ingest.publish("acme", "t", b'{"i":%d}' % i, None)
+    await eventually(lambda: b.writer.durable_vv == a.writer.durable_vv)
+    assert b.catalog.registry.state_hash() == a.catalog.registry.state_hash()
     assert (await b.store.counts("b"))["events"] == 50
-    status = a.cluster()["peers"][0]
+    status = a.view.cluster()["peers"][0]
     assert status["connected"] and status["records_behind"] == 0
 
 
 async def test_raw_client_garbage_is_rejected_and_logged(pair) -> None:
     a, b, port = pair
     await eventually(lambda: a.peers["b"].connected)
-    hash_before, vv_before = b.registry.state_hash(), dict(b.version_vector)
+    hash_before, vv_before = b.catalog.registry.state_hash(), dict(b.writer.version_vector)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = pb_grpc.ReplicationStub(channel).Sync()
         await call.write(pb.SyncMessage(hello=pb.Hello(region="a", incarnation=1, protocol=1)))
@@ -80,7 +80,7 @@ async def test_raw_client_garbage_is_rejected_and_logged(pair) -> None:
         assert "msgpack" in ack.ack.rejected[0].reason
         assert "evil:1" not in ack.ack.version_vector
         await call.done_writing()
-    assert b.registry.state_hash() == hash_before and b.version_vector == vv_before
+    assert b.catalog.registry.state_hash() == hash_before and b.writer.version_vector == vv_before
     assert b.counters["records_rejected"] == 1
 
 

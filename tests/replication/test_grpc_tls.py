@@ -58,8 +58,8 @@ async def tls_pair(tmp_path: Path):
 
 async def test_peers_converge_over_mutual_tls(tls_pair) -> None:
     a, b, _, _ = tls_pair
-    await a.create_tenant("acme", "Acme")
-    await eventually(lambda: b.registry.tenant("acme") is not None)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await eventually(lambda: b.catalog.registry.tenant("acme") is not None)
     assert a.peers["b"].connected and b.peers["a"].connected
 
 
@@ -89,4 +89,4 @@ async def test_client_without_certificate_is_refused(tls_pair) -> None:
     async with grpc.aio.secure_channel(f"localhost:{port}", foreign) as channel:
         with pytest.raises(grpc.aio.AioRpcError):
             await _try_sync(channel)
-    assert b.counters["records_rejected"] == 0 and "evil:1" not in b.durable_vv
+    assert b.counters["records_rejected"] == 0 and "evil:1" not in b.writer.durable_vv

@@ -11,8 +11,8 @@ from regionsync.core.model import Record
 
 def converged(*nodes) -> bool:
     return (
-        len({n.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.durable_vv.items())) for n in nodes}) == 1
+        len({n.catalog.registry.state_hash() for n in nodes}) == 1
+        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
     )
 
 
@@ -31,29 +31,33 @@ async def test_partial_mesh_forwards_third_region_records(net, started) -> None:
         make_node(net, "b", ["a", "c"]),
         make_node(net, "c", ["b"]),
     )
-    await a.create_tenant("acme", "Acme")
-    await eventually(lambda: c.registry.tenant("acme") is not None)
-    ep = await c.create_endpoint("acme", {"url": "https://hooks.example/x"})
-    await eventually(lambda: a.registry.endpoint(ep.id) is not None)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await eventually(lambda: c.catalog.registry.tenant("acme") is not None)
+    ep = await c.registry_ops.create_endpoint("acme", {"url": "https://hooks.example/x"})
+    await eventually(lambda: a.catalog.registry.endpoint(ep.id) is not None)
     await eventually(lambda: converged(a, b, c))
 
 
 async def test_partition_then_heal_converges(net, started) -> None:
     a, b = await start(started, make_node(net, "a", ["b"]), make_node(net, "b", ["a"]))
-    await a.create_tenant("acme", "Acme")
-    await eventually(lambda: b.registry.tenant("acme") is not None)
-    ep = await a.create_endpoint("acme", {"url": "https://h.example/", "event_types": ["x", "y"]})
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await eventually(lambda: b.catalog.registry.tenant("acme") is not None)
+    ep = await a.registry_ops.create_endpoint(
+        "acme", {"url": "https://h.example/", "event_types": ["x", "y"]}
+    )
     await eventually(lambda: converged(a, b))
     net.partition("a", "b")
-    await a.patch_endpoint("acme", ep.id, {"event_types_add": ["z"], "description": "from a"})
-    await b.patch_endpoint("acme", ep.id, {"event_types_remove": ["x"]})
+    await a.registry_ops.patch_endpoint(
+        "acme", ep.id, {"event_types_add": ["z"], "description": "from a"}
+    )
+    await b.registry_ops.patch_endpoint("acme", ep.id, {"event_types_remove": ["x"]})
     for i in range(20):
-        await (a if i % 2 else b).publish("acme", "y", b'{"i":%d}' % i, None)
+        await (a if i % 2 else b).ingest.publish("acme", "y", b'{"i":%d}' % i, None)
     assert not converged(a, b)
     net.heal()
     await eventually(lambda: converged(a, b))
     for n in (a, b):
-        view = n.registry.endpoint(ep.id)
+        view = n.catalog.registry.endpoint(ep.id)
         assert view is not None
         assert view.event_types == ("y", "z") and view.description == "from a"
     counts = [await n.store.counts(n.region) for n in (a, b)]
@@ -63,29 +67,34 @@ async def test_partition_then_heal_converges(net, started) -> None:
 async def test_restart_from_existing_store_resumes(net, started) -> None:
     store_b = MemoryStore()
     a, b = await start(started, make_node(net, "a", ["b"]), make_node(net, "b", ["a"], store_b))
-    await a.create_tenant("acme", "Acme")
+    await a.registry_ops.create_tenant("acme", "Acme")
     await eventually(lambda: converged(a, b))
     await b.stop()
-    await a.create_tenant("beta", "Beta")
+    await a.registry_ops.create_tenant("beta", "Beta")
     (b2,) = await start(started, make_node(net, "b", ["a"], store_b))
-    assert b2.actor == b.actor  # same store, same incarnation
-    await eventually(lambda: b2.registry.tenant("beta") is not None)
+    assert b2.writer.actor == b.writer.actor  # same store, same incarnation
+    await eventually(lambda: b2.catalog.registry.tenant("beta") is not None)
     await eventually(lambda: converged(a, b2))
 
 
 async def test_lost_disk_gets_new_incarnation_and_state_back(net, started) -> None:
     store_b = MemoryStore()
     a, b = await start(started, make_node(net, "a", ["b"]), make_node(net, "b", ["a"], store_b))
-    await b.create_tenant("acme", "Acme")
+    await b.registry_ops.create_tenant("acme", "Acme")
     await eventually(lambda: converged(a, b))
     await b.stop()
     store_b.wipe()
     (b2,) = await start(started, make_node(net, "b", ["a"], store_b))
-    assert b2.actor != b.actor
-    await eventually(lambda: b2.registry.tenant("acme") is not None)
-    await b2.create_tenant("gamma", "Gamma")  # new dots never collide with the old actor's
+    assert b2.writer.actor != b.writer.actor
+    await eventually(lambda: b2.catalog.registry.tenant("acme") is not None)
+    await b2.registry_ops.create_tenant(
+        "gamma", "Gamma"
+    )  # new dots never collide with the old actor's
     await eventually(lambda: converged(a, b2))
-    assert a.registry.tenant("gamma") is not None and a.registry.tenant("acme") is not None
+    assert (
+        a.catalog.registry.tenant("gamma") is not None
+        and a.catalog.registry.tenant("acme") is not None
+    )
 
 
 async def _records_of(node, n: int) -> list[Record]:
@@ -94,57 +103,59 @@ async def _records_of(node, n: int) -> list[Record]:
 
 async def test_out_of_order_records_are_held_back(net, started) -> None:
     a, b = await start(started, make_node(net, "a", []), make_node(net, "b", []))
-    await a.create_tenant("acme", "Acme")
-    ep = await a.create_endpoint("acme", {"url": "https://h.example/", "event_types": ["x"]})
-    await a.patch_endpoint("acme", ep.id, {"event_types_remove": ["x"]})
-    await a.patch_endpoint("acme", ep.id, {"event_types_add": ["x"]})
+    await a.registry_ops.create_tenant("acme", "Acme")
+    ep = await a.registry_ops.create_endpoint(
+        "acme", {"url": "https://h.example/", "event_types": ["x"]}
+    )
+    await a.registry_ops.patch_endpoint("acme", ep.id, {"event_types_remove": ["x"]})
+    await a.registry_ops.patch_endpoint("acme", ep.id, {"event_types_add": ["x"]})
     recs = await _records_of(a, 100)
     assert [r.seq for r in recs] == [1, 2, 3, 4]
-    assert await b.apply_records(list(reversed(recs[1:]))) == []
-    assert b.version_vector == {} and b.registry.tenant("acme") is None
-    assert await b.apply_records(recs[:1]) == []
+    assert await b.replica.apply_records(list(reversed(recs[1:]))) == []
+    assert b.writer.version_vector == {} and b.catalog.registry.tenant("acme") is None
+    assert await b.replica.apply_records(recs[:1]) == []
     assert converged(a, b)
-    view = b.registry.endpoint(ep.id)
+    view = b.catalog.registry.endpoint(ep.id)
     assert view is not None and view.event_types == ("x",)
 
 
 async def test_malformed_record_is_rejected_not_merged(net, started) -> None:
     a, b = await start(started, make_node(net, "a", []), make_node(net, "b", []))
-    await a.create_tenant("acme", "Acme")
-    await a.create_tenant("beta", "Beta")
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_tenant("beta", "Beta")
     good1, good2 = await _records_of(a, 2)
     bad = Record(
         good1.origin, 1, "registry", msgpack.packb({"registry": {"tenants": b"x"}}), good1.hlc
     )
-    rejected = await b.apply_records([bad, good2])
+    rejected = await b.replica.apply_records([bad, good2])
     assert [(e.origin, e.seq) for e in rejected] == [(good1.origin, 1)]
-    assert b.registry.tenant("acme") is None and b.version_vector == {}
+    assert b.catalog.registry.tenant("acme") is None and b.writer.version_vector == {}
     assert b.counters["records_rejected"] == 1
     # the good copy of the same record (e.g. from another peer) still gets through
-    assert await b.apply_records([good1]) == []
-    assert b.registry.tenant("beta") is not None
+    assert await b.replica.apply_records([good1]) == []
+    assert b.catalog.registry.tenant("beta") is not None
     assert converged(a, b)
 
 
 async def test_record_from_far_future_is_rejected_as_clock_drift(net, started) -> None:
     a, b = await start(started, make_node(net, "a", []), make_node(net, "b", []))
-    await a.create_tenant("acme", "Acme")
+    await a.registry_ops.create_tenant("acme", "Acme")
     (rec,) = await _records_of(a, 1)
     ahead = Record(rec.origin, rec.seq, rec.kind, rec.body, (rec.hlc[0] + 3_600_000, 0))
-    rejected = await b.apply_records([ahead])
+    rejected = await b.replica.apply_records([ahead])
     assert len(rejected) == 1 and "clock_drift" in rejected[0].reason
     assert b.counters["clock_drift"] == 1
-    assert b.hlc.last.wall_ms < rec.hlc[0] + 3_600_000
-    assert b.registry.tenant("acme") is None
+    assert b.writer.hlc.last.wall_ms < rec.hlc[0] + 3_600_000
+    assert b.catalog.registry.tenant("acme") is None
 
 
 async def test_deliveries_owned_by_origin_and_outcomes_replicate(net, started) -> None:
     a, b = await start(started, make_node(net, "a", ["b"]), make_node(net, "b", ["a"]))
-    await a.create_tenant("acme", "Acme")
-    await eventually(lambda: b.registry.tenant("acme") is not None)
-    ep = await b.create_endpoint("acme", {"url": "https://h.example/"})
-    await eventually(lambda: a.registry.endpoint(ep.id) is not None)
-    event, created = await a.publish("acme", "order.paid", b'{"total":5}', "k1")
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await eventually(lambda: b.catalog.registry.tenant("acme") is not None)
+    ep = await b.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    await eventually(lambda: a.catalog.registry.endpoint(ep.id) is not None)
+    event, created = await a.ingest.publish("acme", "order.paid", b'{"total":5}', "k1")
     assert created
     await eventually(lambda: len(a.sender.requests) == 1)
     req = a.sender.requests[0]
@@ -157,6 +168,6 @@ async def test_deliveries_owned_by_origin_and_outcomes_replicate(net, started) -
 
     await eventually(delivered_in_b)
     await eventually(lambda: converged(a, b))
-    usage = b.registry.tenant("acme").usage
+    usage = b.catalog.registry.tenant("acme").usage
     assert usage["events_published"] == 1 and usage["deliveries_succeeded"] == 1
     assert usage["backlog"] == 0

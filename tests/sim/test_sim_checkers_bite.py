@@ -40,7 +40,7 @@ class RemoveWinsRegistry(Registry):
 class RemoveWinsNode(Node):
     async def start(self) -> None:
         await super().start()
-        self.registry = RemoveWinsRegistry.from_bytes(await self.store.load_registry())
+        self.catalog.registry = RemoveWinsRegistry.from_bytes(await self.store.load_registry())
 
 
 def test_wrong_orset_merge_is_reported() -> None:

@@ -1,274 +1,34 @@
 """HTTP API of one node (shared/API.md), on FastAPI/Starlette.
 
-Translates HTTP to Node operations and every error to the JSON problem body
-``{error, detail, field}``; bad input never answers 500. Bodies are read with a size
-limit before parsing (413), must be JSON (415), and must parse (400).
+``create_app`` assembles one router per resource (``adapters/routes/``: tenants,
+endpoints, deliveries, events, sources, cluster), maps every error to the JSON problem
+body ``{error, detail, field}`` (bad input never answers 500), and puts the fast ingest
+lane in front for publish and inbound.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from ..core.model import Attempt, Delivery, DeliveryStatus, Event
-from ..core.registry import ID_RE, EndpointView, TenantView
-from ..errors import (
-    BadRequest,
-    ClientError,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
-    Unauthorized,
-    Unprocessable,
-    UnsupportedMediaType,
-)
-from ..runtime.node import Job, Node
-from .openapi_docs import PROBLEM_RESPONSES, body
+from ..errors import ClientError
+from ..runtime.node import Node
+from .openapi_docs import PROBLEM_RESPONSES
+from .routes import cluster, deliveries, endpoints, events, sources, tenants
+from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339
 
 __all__ = ["create_app", "rfc3339"]
 
 log = logging.getLogger("regionsync.http")
-
-
-def rfc3339(ms: int | None) -> str | None:
-    """Milliseconds since the epoch -> ``2026-11-29T14:03:36.123Z`` (None stays None)."""
-    if ms is None:
-        return None
-    dt = datetime.fromtimestamp(ms / 1000, UTC)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _parse_time(value: str, field: str) -> int:
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise Unprocessable("must be an RFC 3339 time", field=field) from None
-    if dt.tzinfo is None:
-        raise Unprocessable("must carry a time zone (e.g. Z)", field=field)
-    return int(dt.timestamp() * 1000)
-
-
-def _page_params(limit: int, since: str | None) -> int | None:
-    """Check a list's ``limit`` (1..1000) and parse its ``since``; 422 naming the field."""
-    if not 1 <= limit <= 1000:
-        raise Unprocessable("must be in [1, 1000]", field="limit")
-    return _parse_time(since, "since") if since is not None else None
-
-
-def _problem(status: int, code: str, detail: str, field: str | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"error": code, "detail": detail}
-    if field is not None:
-        body["field"] = field
-    return JSONResponse(body, status_code=status)
-
-
-def _client_problem(exc: ClientError) -> JSONResponse:
-    resp = _problem(exc.status, exc.code, exc.detail, exc.field)
-    retry_after = getattr(exc, "retry_after_s", None)
-    if retry_after is not None:
-        resp.headers["Retry-After"] = str(retry_after)
-    return resp
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw body of a JSON request: 415 for another content type, 413 as soon as it
-    is known to exceed ``max_bytes`` (from Content-Length, or while streaming)."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json" and not ctype.endswith("+json"):
-        raise UnsupportedMediaType("content type must be application/json", field="content-type")
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise BadRequest("bad Content-Length", field="content-length")
-        if int(declared) > max_bytes:
-            raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
-    raw = await read_body(request, max_bytes)
-    try:
-        body = json.loads(raw, parse_constant=_reject_constant)
-        if b"\\u" in raw:  # an escaped lone surrogate parses but cannot be stored or sent
-            json.dumps(body, ensure_ascii=False).encode()
-    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-        raise BadRequest(f"body is not valid JSON: {exc}", field="body", code="bad_json") from None
-    return body
-
-
-async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
-    body = await read_json(request, max_bytes)
-    if not isinstance(body, dict):
-        raise Unprocessable("body must be a JSON object", field="body")
-    return body
-
-
-def tenant_json(t: TenantView) -> dict[str, Any]:
-    return {
-        "id": t.id,
-        "name": t.name,
-        "ack_policy": t.ack_policy,
-        "created_at": rfc3339(t.created_at_ms),
-        "usage": t.usage,
-    }
-
-
-def source_json(fields: dict[str, Any]) -> dict[str, Any]:
-    """A source without its secret (secrets of sources are never echoed or logged)."""
-    out = {k: v for k, v in fields.items() if k not in ("secret", "created_at")}
-    out["created_at"] = rfc3339(fields.get("created_at"))
-    out["url_path"] = f"/in/{fields['id']}"
-    return out
-
-
-def endpoint_json(e: EndpointView) -> dict[str, Any]:
-    return {
-        "id": e.id,
-        "tenant": e.tenant,
-        "url": e.url,
-        "event_types": list(e.event_types),
-        "filter": e.filter,
-        "description": e.description,
-        "rate_limit_per_s": e.rate_limit_per_s,
-        "max_in_flight": e.max_in_flight,
-        "headers": e.headers,
-        "paused": e.paused,
-        "state": e.state,
-        "failing_since": rfc3339(e.failing_since_ms),
-        "secret": e.secret,
-        "created_at": rfc3339(e.created_at_ms),
-        "updated_at": rfc3339(e.updated_at_ms),
-    }
-
-
-def event_json(e: Event) -> dict[str, Any]:
-    return {
-        "id": e.id,
-        "tenant": e.tenant,
-        "event_type": e.event_type,
-        "payload": json.loads(e.payload),
-        "region": e.region,
-        "received_at": rfc3339(e.received_at_ms),
-    }
-
-
-def accepted_json(e: Event) -> dict[str, Any]:
-    """The 202 body of an accepted event (publish and inbound)."""
-    return {
-        "id": e.id,
-        "event_type": e.event_type,
-        "region": e.region,
-        "received_at": rfc3339(e.received_at_ms),
-    }
-
-
-def delivery_json(d: Delivery) -> dict[str, Any]:
-    return {
-        "id": d.id,
-        "event": d.event_id,
-        "endpoint": d.endpoint_id,
-        "status": d.status.value,
-        "attempts": d.attempts,
-        "next_attempt_at": rfc3339(d.next_attempt_at_ms),
-        "region": d.region,
-        "generation": d.generation,
-        "created_at": rfc3339(d.created_at_ms),
-        "updated_at": rfc3339(d.updated_at_ms),
-    }
-
-
-def job_json(job: Job) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "kind": job.kind,
-        "endpoint": job.endpoint_id,
-        "since": rfc3339(job.since_ms),
-        "status": job.status,
-        "done": job.done,
-        "error": job.error,
-        "started_at": rfc3339(job.started_at_ms),
-        "finished_at": rfc3339(job.finished_at_ms),
-    }
-
-
-def attempt_json(a: Attempt) -> dict[str, Any]:
-    return {
-        "n": a.n,
-        "generation": a.generation,
-        "delivery": a.delivery_id,
-        "at": rfc3339(a.at_ms),
-        "region": a.region,
-        "status_code": a.status_code,
-        "latency_ms": a.latency_ms,
-        "error": a.error,
-        "response_headers": a.response_headers,
-        "response_excerpt": a.response_excerpt,
-    }
-
-
-def _loopback(listen: str) -> bool:
-    host = listen.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class _Auth:
-    """Bearer tokens with scopes (shared/API.md, Authentication)."""
-
-    def __init__(self, node: Node):
-        self.tokens = {t.token: t.scope for t in node.settings.tokens}
-        self.open = not self.tokens and _loopback(node.settings.http_listen)
-        if self.open:
-            log.warning("no API tokens configured: accepting unauthenticated requests on loopback")
-        elif not self.tokens:
-            log.warning(
-                "no API tokens configured and the HTTP listener is not on loopback: every /v1 "
-                "request will be refused (401); add [[tokens]] to the configuration"
-            )
-
-    def check(self, request: Request, tenant: str | None = None, publish: bool = False) -> None:
-        if self.open:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        scope = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
-        if scope is None:
-            raise Unauthorized("missing or unknown bearer token", field="authorization")
-        if scope == "admin":
-            return
-        _, scope_tenant, right = scope.split(":")
-        if tenant is not None and scope_tenant == tenant and (right == "manage" or publish):
-            return
-        raise Forbidden(f"token scope {scope!r} does not allow this", field="authorization")
 
 
 def create_app(node: Node, manage_node: bool = False) -> Any:
@@ -293,319 +53,35 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         lifespan=lifespan,
         responses=PROBLEM_RESPONSES,
     )
-    auth = _Auth(node)
-    max_body = node.settings.ingest.max_payload_bytes
+    ctx = ApiContext(node, Auth(node), node.settings.ingest.max_payload_bytes)
 
     @app.exception_handler(ClientError)
     async def _client_error(request: Request, exc: ClientError) -> JSONResponse:
-        return _client_problem(exc)
+        return client_problem(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _problem(exc.status_code, code, str(exc.detail))
+        return problem(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {}
         loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")]
-        return _problem(422, "invalid", err.get("msg", "invalid request"), ".".join(loc) or None)
+        return problem(422, "invalid", err.get("msg", "invalid request"), ".".join(loc) or None)
 
     @app.exception_handler(ClientDisconnect)
     async def _disconnect(request: Request, exc: ClientDisconnect) -> JSONResponse:
-        return _problem(400, "client_disconnected", "the client went away mid-request")
+        return problem(400, "client_disconnected", "the client went away mid-request")
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error on %s %s", request.method, request.url.path)
-        return _problem(500, "internal", "internal error; see the node's log")
+        return problem(500, "internal", "internal error; see the node's log")
 
-    # -- tenants -------------------------------------------------------------------------
-
-    @app.post("/v1/tenants", status_code=201, openapi_extra=body("tenant"))
-    async def create_tenant(request: Request) -> dict[str, Any]:
-        auth.check(request)
-        body = await read_object(request, max_body)
-        unknown = sorted(set(body) - {"id", "name", "ack_policy"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        if "name" not in body:
-            raise Unprocessable("is required", field="name")
-        return tenant_json(
-            await node.create_tenant(body.get("id"), body["name"], body.get("ack_policy", "local"))
-        )
-
-    @app.get("/v1/tenants/{tenant}")
-    async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        return tenant_json(node.tenant(tenant))
-
-    @app.delete("/v1/tenants/{tenant}", status_code=204)
-    async def delete_tenant(request: Request, tenant: str) -> Response:
-        auth.check(request)
-        await node.delete_tenant(tenant)
-        return Response(status_code=204)
-
-    # -- endpoints -----------------------------------------------------------------------
-
-    @app.post("/v1/tenants/{tenant}/endpoints", status_code=201, openapi_extra=body("endpoint"))
-    async def create_endpoint(request: Request, tenant: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        body = await read_object(request, max_body)
-        return endpoint_json(await node.create_endpoint(tenant, body))
-
-    @app.get("/v1/tenants/{tenant}/endpoints")
-    async def list_endpoints(request: Request, tenant: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        return {"items": [endpoint_json(e) for e in node.endpoints(tenant)], "next": None}
-
-    @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
-    async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        return endpoint_json(node.endpoint(tenant, endpoint))
-
-    @app.patch("/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=body("endpoint_patch"))
-    async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        body = await read_object(request, max_body)
-        return endpoint_json(await node.patch_endpoint(tenant, endpoint, body))
-
-    @app.delete("/v1/tenants/{tenant}/endpoints/{endpoint}", status_code=204)
-    async def delete_endpoint(request: Request, tenant: str, endpoint: str) -> Response:
-        auth.check(request, tenant)
-        await node.delete_endpoint(tenant, endpoint)
-        return Response(status_code=204)
-
-    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter", openapi_extra=body("sample"))
-    async def test_filter(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        """Would a sample payload pass this endpoint's filter, and if not, which clause
-        failed (``path.$op``)? Body: ``{"payload": ...}``."""
-        auth.check(request, tenant)
-        body = await read_object(request, max_body)
-        if set(body) != {"payload"}:
-            raise Unprocessable('body must be {"payload": ...}', field="payload")
-        return node.test_filter(tenant, endpoint, body["payload"])
-
-    @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}/deliveries")
-    async def list_deliveries(
-        request: Request,
-        tenant: str,
-        endpoint: str,
-        status: str | None = None,
-        since: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> dict[str, Any]:
-        auth.check(request, tenant)
-        node.endpoint(tenant, endpoint)
-        since_ms = _page_params(limit, since)
-        try:
-            st = DeliveryStatus(status) if status is not None else None
-        except ValueError:
-            raise Unprocessable(
-                f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
-            ) from None
-        if cursor is not None and not ID_RE.fullmatch(cursor):
-            raise Unprocessable("not a cursor this API returned", field="cursor")
-        rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
-        nxt = rows[-1].id if len(rows) == limit else None
-        return {"items": [delivery_json(d) for d in rows], "next": nxt}
-
-    @app.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
-    async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        """New generated secret; the previous one keeps signing for the overlap period."""
-        auth.check(request, tenant)
-        return endpoint_json(await node.patch_endpoint(tenant, endpoint, {"secret": None}))
-
-    @app.get("/v1/tenants/{tenant}/endpoints/{endpoint}/attempts")
-    async def list_endpoint_attempts(
-        request: Request,
-        tenant: str,
-        endpoint: str,
-        status: str | None = None,
-        since: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> dict[str, Any]:
-        """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered."""
-        auth.check(request, tenant)
-        node.endpoint(tenant, endpoint)
-        since_ms = _page_params(limit, since)
-        if status not in (None, "succeeded", "failed"):
-            raise Unprocessable("must be succeeded or failed", field="status")
-        after = None
-        if cursor is not None:
-            at, _, rest = cursor.partition(":")
-            did, _, n = rest.rpartition(":")
-            if not (at.isdigit() and n.isdigit() and ID_RE.fullmatch(did)):
-                raise Unprocessable("not a cursor this API returned", field="cursor")
-            after = (int(at), did, int(n))
-        ok = None if status is None else status == "succeeded"
-        rows = await node.store.list_attempts(endpoint, ok, since_ms, after, limit)
-        nxt = (
-            f"{rows[-1].at_ms}:{rows[-1].delivery_id}:{rows[-1].n}" if len(rows) == limit else None
-        )
-        return {"items": [attempt_json(a) for a in rows], "next": nxt}
-
-    async def _job_body(request: Request) -> int:
-        body = await read_object(request, max_body)
-        unknown = sorted(set(body) - {"since"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        if not isinstance(body.get("since"), str):
-            raise Unprocessable("is required: an RFC 3339 time", field="since")
-        return _parse_time(body["since"], "since")
-
-    @app.post(
-        "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",
-        status_code=202,
-        openapi_extra=body("since"),
-    )
-    async def recover(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        """Re-send every dead delivery of the endpoint since a time (a background job)."""
-        auth.check(request, tenant)
-        since = await _job_body(request)
-        return job_json(node.start_job(tenant, endpoint, "recover", since))
-
-    @app.post(
-        "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing",
-        status_code=202,
-        openapi_extra=body("since"),
-    )
-    async def replay_missing(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        """Send what was skipped while the endpoint was paused or disabled (a job)."""
-        auth.check(request, tenant)
-        since = await _job_body(request)
-        return job_json(node.start_job(tenant, endpoint, "replay-missing", since))
-
-    @app.get("/v1/tenants/{tenant}/jobs/{job}")
-    async def get_job(request: Request, tenant: str, job: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        found = node.jobs.get(job)
-        if found is None or found.tenant != tenant:
-            raise NotFound(f"no job {job!r}", field="job")
-        return job_json(found)
-
-    @app.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
-    async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
-        """Re-send one delivery now (a new generation, the same webhook-id)."""
-        auth.check(request, tenant)
-        return delivery_json(await node.retry_delivery(tenant, delivery))
-
-    # -- events and deliveries -----------------------------------------------------------
-
-    async def publish_handler(request: Request, tenant: str) -> JSONResponse:
-        auth.check(request, tenant, publish=True)
-        node.require_tenant(tenant)
-        body = await read_object(request, max_body)
-        unknown = sorted(set(body) - {"event_type", "payload"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        for name in ("event_type", "payload"):
-            if name not in body:
-                raise Unprocessable("is required", field=name)
-        try:
-            payload = json.dumps(
-                body["payload"], separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            )
-        except ValueError:  # e.g. 1e400 parses to inf, which JSON cannot carry
-            raise Unprocessable("numbers must be finite doubles", field="payload") from None
-        key = request.headers.get("idempotency-key")
-        if key is not None and not 1 <= len(key) <= 256:
-            raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
-        event, _created = await node.publish(
-            tenant, body["event_type"], payload.encode(), key, body["payload"]
-        )
-        return JSONResponse(accepted_json(event), status_code=202)
-
-    @app.post("/v1/tenants/{tenant}/events", status_code=202, openapi_extra=body("event"))
-    async def publish(request: Request, tenant: str) -> JSONResponse:
-        return await publish_handler(request, tenant)
-
-    @app.get("/v1/tenants/{tenant}/events/{event}")
-    async def get_event(request: Request, tenant: str, event: str) -> JSONResponse:
-        auth.check(request, tenant)
-        ev, deliveries = await node.get_event(tenant, event)
-        # JSONResponse directly: payloads may nest deeper than pydantic serializes
-        return JSONResponse(
-            {**event_json(ev), "deliveries": [delivery_json(d) for d in deliveries]}
-        )
-
-    @app.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
-    async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
-        auth.check(request, tenant)
-        node.tenant(tenant)
-        d = await node.store.get_delivery(delivery)
-        if d is None or d.tenant != tenant:
-            raise NotFound(f"no delivery {delivery!r}", field="delivery")
-        attempts = await node.store.attempts_of(delivery)
-        return {"items": [attempt_json(a) for a in attempts], "next": None}
-
-    # -- inbound sources -----------------------------------------------------------------
-
-    @app.post("/v1/sources", status_code=201, openapi_extra=body("source"))
-    async def create_source(request: Request) -> dict[str, Any]:
-        auth.check(request)
-        body = await read_object(request, max_body)
-        return source_json(await node.create_source(body))
-
-    @app.get("/v1/sources/{source}")
-    async def get_source(request: Request, source: str) -> dict[str, Any]:
-        auth.check(request)
-        return source_json(node.source(source))
-
-    @app.delete("/v1/sources/{source}", status_code=204)
-    async def delete_source(request: Request, source: str) -> Response:
-        auth.check(request)
-        await node.delete_source(source)
-        return Response(status_code=204)
-
-    async def inbound_handler(request: Request, source: str) -> JSONResponse:
-        node.source(source)  # 404 before reading a byte of an unknown source's body
-        raw = await read_body(request, max_body)
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        event, created = await node.ingest(source, headers, raw)
-        return JSONResponse({**accepted_json(event), "duplicate": not created}, status_code=202)
-
-    @app.post("/in/{source}", status_code=202)
-    async def inbound(request: Request, source: str) -> JSONResponse:
-        return await inbound_handler(request, source)
-
-    # -- operations ----------------------------------------------------------------------
-
-    @app.get("/v1/cluster")
-    async def cluster(request: Request) -> dict[str, Any]:
-        auth.check(request)
-        c = node.cluster()
-        for p in c["peers"]:
-            p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
-        c["counts"] = await node.store.counts(node.region)
-        return c
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/readyz")
-    async def readyz() -> JSONResponse:
-        if node.started:
-            return JSONResponse({"status": "ready"})
-        return _problem(503, "not_ready", "node is starting or stopping")
-
-    @app.get("/metrics")
-    async def metrics() -> Response:
-        counts = await node.store.counts(node.region)
-        reg = CollectorRegistry(auto_describe=False)
-        reg.register(_Snapshot(node, counts))
-        return Response(generate_latest(reg), media_type="text/plain; version=0.0.4")
-
-    return _FastLane(
-        app,
-        {
-            re.compile(r"/v1/tenants/([^/]+)/events"): publish_handler,
-            re.compile(r"/in/([^/]+)"): inbound_handler,
-        },
-    )
+    for module in (tenants, endpoints, deliveries, events, sources, cluster):
+        app.include_router(module.build(ctx))
+    return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})
 
 
 class _FastLane:
@@ -628,12 +104,12 @@ class _FastLane:
                     try:
                         response = await handler(request, m.group(1))
                     except ClientError as exc:
-                        response = _client_problem(exc)
+                        response = client_problem(exc)
                     except ClientDisconnect:
-                        response = _problem(400, "client_disconnected", "the client went away")
+                        response = problem(400, "client_disconnected", "the client went away")
                     except Exception:
                         log.exception("internal error on POST %s", scope["path"])
-                        response = _problem(500, "internal", "internal error; see the node's log")
+                        response = problem(500, "internal", "internal error; see the node's log")
                     await send(
                         {
                             "type": "http.response.start",
@@ -676,67 +152,3 @@ class _RawRequest:
                 yield body
             if not message.get("more_body", False):
                 return
-
-
-class _Snapshot:
-    """A Prometheus collector over values read just before the scrape."""
-
-    def __init__(self, node: Node, counts: dict[str, int]):
-        self.node, self.counts = node, counts
-
-    def collect(self):  # noqa: ANN201 (prometheus collector protocol)
-        node = self.node
-        g = GaugeMetricFamily("regionsync_events", "Events held by this node", labels=["origin"])
-        g.add_metric(["local"], self.counts["events_accepted"])
-        g.add_metric(["all"], self.counts["events"])
-        yield g
-        g = GaugeMetricFamily(
-            "regionsync_deliveries", "Deliveries owned by this region", labels=["status"]
-        )
-        for s in DeliveryStatus:
-            g.add_metric([s.value], self.counts[f"deliveries_{s.value}"])
-        yield g
-        g = GaugeMetricFamily(
-            "regionsync_replication_records_behind", "Records a peer lacks", labels=["peer"]
-        )
-        for p in node.peers.values():
-            g.add_metric([p.region], node.records_behind(p))
-        yield g
-        g = GaugeMetricFamily("regionsync_peer_connected", "1 if connected", labels=["peer"])
-        for p in node.peers.values():
-            g.add_metric([p.region], 1.0 if p.connected else 0.0)
-        yield g
-        p = node.pressure
-        g = GaugeMetricFamily("regionsync_ingest_saturation", "Smoothed backlog saturation S")
-        g.add_metric([], p.smoothed if p else 0.0)
-        yield g
-        state = p.state if p else "accepting"
-        g = GaugeMetricFamily("regionsync_ingest_state", "Backpressure state", labels=["state"])
-        for name in ("accepting", "shedding", "critical_only", "overloaded"):
-            g.add_metric([name], 1.0 if name == state else 0.0)
-        yield g
-        yield GaugeMetricFamily(
-            "regionsync_ingest_retry_after_seconds",
-            "Last Retry-After given",
-            node.last_retry_after_s,
-        )
-        yield GaugeMetricFamily("regionsync_backlog", "Pending deliveries owned", node.backlog)
-        stats = node.index.stats()
-        c = CounterMetricFamily(
-            "regionsync_match_negative_cache", "No-subscriber lookups", labels=["result"]
-        )
-        c.add_metric(["hit"], stats["hits"])
-        c.add_metric(["miss"], stats["misses"])
-        c.add_metric(["invalidated"], stats["invalidations"])
-        yield c
-        yield GaugeMetricFamily(
-            "regionsync_match_endpoints", "Endpoints in the subscription index", stats["endpoints"]
-        )
-        c = CounterMetricFamily(
-            "regionsync_ingest", "Ingest decisions", labels=["decision", "priority"]
-        )
-        for (decision, priority), n in sorted(node.ingest_counts.items()):
-            c.add_metric([decision, priority], n)
-        yield c
-        for name, value in node.counters.items():
-            yield CounterMetricFamily(f"regionsync_{name}", name.replace("_", " "), value=value)

@@ -12,7 +12,7 @@ Event-type patterns in an endpoint's ``event_types``:
     anything else   that exact type (``[A-Za-z0-9_.-]{1,128}``, as core/validate.py).
 
 Paused and disabled endpoints stay candidates: the node records their deliveries as
-skipped (runtime/node.py); callers that want only active ones check the view.
+skipped (runtime/ingest.py); callers that want only active ones check the view.
 """
 
 from __future__ import annotations

@@ -12,14 +12,19 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
+from typing import Any
 
-from ..core.health import HealthPolicy
+from crdt import CRDT
+
+from ..config import Settings
+from ..core.health import Health, HealthPolicy
+from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
 from ..core.retry import AttemptOutcome, OutcomeKind, next_step
 from ..core.signing import signature_headers
-from .node import Node
-from .ports import OutboundRequest
+from .ports import Clock, LocalWriter, OutboundRequest, Rng, Sender, Store
+from .state import Catalog, DeliveryQueue
 
 __all__ = ["USER_AGENT", "DeliveryWorker"]
 
@@ -36,9 +41,21 @@ class DeliveryWorker:
     tarpit endpoint only ever occupies its own lane and never the shared workers.
     """
 
-    def __init__(self, node: Node):
-        self.node = node
-        self.opts = node.settings.delivery
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: LocalWriter,
+        queue: DeliveryQueue,
+        *,
+        store: Store,
+        clock: Clock,
+        rng: Rng,
+        sender: Sender,
+    ):
+        self.region, self.catalog, self.writer, self.queue = settings.region, catalog, writer, queue
+        self.store, self.clock, self.rng, self.sender = store, clock, rng, sender
+        self.opts = settings.delivery
         self.policy = HealthPolicy(
             failure_threshold=self.opts.failure_threshold,
             disable_after_s=self.opts.disable_after_s,
@@ -50,13 +67,12 @@ class DeliveryWorker:
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
 
     async def run(self) -> None:
-        node = self.node
         try:
             while True:
-                node.delivery_wake.clear()
+                self.queue.wake.clear()
                 soonest = await self._launch_due()
-                now = node.clock.wall_ms()
-                nxt = await node.store.next_due_ms(node.region)
+                now = self.clock.wall_ms()
+                nxt = await self.store.next_due_ms(self.region)
                 wait = self.opts.poll_interval_s
                 if nxt is not None and nxt > now:
                     wait = min(wait, (nxt - now) / 1000)
@@ -64,7 +80,7 @@ class DeliveryWorker:
                     wait = min(wait, soonest)
                 try:
                     async with asyncio.timeout(max(wait, 0.001)):
-                        await node.delivery_wake.wait()
+                        await self.queue.wake.wait()
                 except TimeoutError:
                     pass
         finally:
@@ -76,26 +92,25 @@ class DeliveryWorker:
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)
         if lane is None:
-            lane = Lane(TokenBucket.new(rate_per_s, self.node.clock.monotonic()))
+            lane = Lane(TokenBucket.new(rate_per_s, self.clock.monotonic()))
             self.lanes[endpoint_id] = lane
         return lane
 
     def _blocked(self, now_s: float, now_ms: int) -> tuple[set[str], float | None]:
         """Endpoints whose lane cannot start an attempt now, and the soonest (seconds) a
         rate-limited or probing one could."""
-        node = self.node
         blocked: set[str] = set()
         soonest: float | None = None
         idle: list[str] = []
         for eid, lane in self.lanes.items():
-            health = node.health.get(eid)
+            health = self.queue.health.get(eid)
             failing = health is not None and health.state == "failing"
             if lane.inflight == 0 and not failing and lane.bucket.wait_s(now_s) == 0:
                 # an idle lane with a token blocks nothing; a full bucket is forgettable
                 if lane.bucket.tokens >= lane.bucket.burst:
                     idle.append(eid)
                 continue
-            view = node.registry.endpoint(eid)
+            view = self.catalog.registry.endpoint(eid)
             if view is None:
                 continue
             if lane.inflight >= view.max_in_flight:
@@ -116,16 +131,15 @@ class DeliveryWorker:
         return blocked, soonest
 
     async def _launch_due(self) -> float | None:
-        node = self.node
         soonest = None
         for _ in range(4):  # re-query while lanes filled up under the rows we got
             free = self.opts.concurrency - len(self.inflight)
             if free <= 0:
                 return soonest
-            now_ms, now_s = node.clock.wall_ms(), node.clock.monotonic()
+            now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
             blocked, soonest = self._blocked(now_s, now_ms)
-            due = await node.store.due_deliveries(
-                node.region, now_ms, free * 2, list(self.inflight), sorted(blocked)
+            due = await self.store.due_deliveries(
+                self.region, now_ms, free * 2, list(self.inflight), sorted(blocked)
             )
             if not due:
                 return soonest
@@ -136,12 +150,12 @@ class DeliveryWorker:
                 if d.endpoint_id in blocked:
                     refill = True
                     continue
-                ep = node.registry.endpoint(d.endpoint_id, d.tenant)
+                ep = self.catalog.registry.endpoint(d.endpoint_id, d.tenant)
                 # paused, disabled and deleted endpoints are not sent to: the attempt
                 # only records the delivery as skipped or cancelled, outside any lane
                 sends = ep is not None and not (ep.paused or ep.disabled)
                 if sends and ep is not None:
-                    health = node.health.get(d.endpoint_id)
+                    health = self.queue.health.get(d.endpoint_id)
                     lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
                     probing = health is not None and health.state == "failing"
                     cap = 1 if probing else ep.max_in_flight
@@ -161,7 +175,6 @@ class DeliveryWorker:
         return soonest
 
     async def _attempt(self, d: Delivery, lane_taken: bool) -> None:
-        node = self.node
         try:
             await self._attempt_inner(d)
         except asyncio.CancelledError:
@@ -169,19 +182,18 @@ class DeliveryWorker:
         except Exception:
             log.exception("delivery %s: attempt crashed; retrying later", d.id)
             # never a hot loop: push the delivery back as a failed try would be
-            later = node.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
+            later = self.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
             with contextlib.suppress(Exception):
                 await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
         finally:
             self.inflight.pop(d.id, None)
             if lane_taken and d.endpoint_id in self.lanes:
                 self.lanes[d.endpoint_id].release()
-            node.delivery_wake.set()
+            self.queue.wake.set()
 
     async def _attempt_inner(self, d: Delivery) -> None:
-        node = self.node
-        event = await node.store.get_event(d.event_id)
-        ep = node.registry.endpoint(d.endpoint_id, d.tenant)
+        event = await self.store.get_event(d.event_id)
+        ep = self.catalog.registry.endpoint(d.endpoint_id, d.tenant)
         attempt: Attempt | None = None
         health_event: str | None = None
         if event is None or ep is None:
@@ -189,7 +201,7 @@ class DeliveryWorker:
         elif ep.paused or ep.disabled:
             status, next_at, attempts = DeliveryStatus.SKIPPED, None, d.attempts
         else:
-            now = node.clock.wall_ms()
+            now = self.clock.wall_ms()
             headers = {
                 **ep.headers,
                 "content-type": "application/json",
@@ -201,21 +213,21 @@ class DeliveryWorker:
                     event.payload,
                 ),
             }
-            outcome = await node.sender.send(
+            outcome = await self.sender.send(
                 OutboundRequest(ep.url, headers, event.payload, self.opts.timeout_s)
             )
             attempts = d.attempts + 1
-            now = node.clock.wall_ms()
+            now = self.clock.wall_ms()
             decision = next_step(
                 outcome,
                 attempts,
                 now,
                 event.received_at_ms,
-                node.rng.uniform(-1.0, 1.0),
+                self.rng.uniform(-1.0, 1.0),
                 self.opts.retry_schedule_s,
             )
             status, next_at = decision.status, decision.next_attempt_at_ms
-            attempt = _attempt_row(d, attempts, now, node.region, outcome)
+            attempt = _attempt_row(d, attempts, now, self.region, outcome)
             if outcome.kind is OutcomeKind.SUCCEEDED:
                 health_event = "success"
             elif outcome.status_code == 410:
@@ -235,37 +247,71 @@ class DeliveryWorker:
         attempt: Attempt | None,
         health_event: str | None,
     ) -> None:
-        node = self.node
-        async with node.write_lock:
-            now = node.clock.wall_ms()
-            current = await node.store.get_delivery(d.id)
+        async with self.writer.lock:
+            now = self.clock.wall_ms()
+            current = await self.store.get_delivery(d.id)
             if current is not None and current.generation != d.generation:
                 return  # a retry or recovery started a new generation meanwhile
             new = replace(
                 d, status=status, next_attempt_at_ms=next_at, attempts=attempts, updated_at_ms=now
             )
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
-            deltas = node.health_deltas(d.endpoint_id, health_event, now, self.policy)
+            deltas = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
             if not status.final and not deltas:
-                durable = node.committer.submit(batch)
+                durable = self.writer.submit(batch)
             else:
                 # a final outcome is replicated with the usage counters it changes, and a
                 # health change with the endpoint's replicated state
-                reg = node.registry
+                reg = self.catalog.registry
                 if status.final:
                     if d.status is DeliveryStatus.PENDING:
-                        node.backlog -= 1
-                    deltas.update(reg.count(d.tenant, "backlog", -1, node.actor))
+                        self.queue.backlog -= 1
+                    deltas.update(reg.count(d.tenant, "backlog", -1, self.writer.actor))
                     if status is DeliveryStatus.DELIVERED:
-                        deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, node.actor))
+                        deltas.update(
+                            reg.count(d.tenant, "deliveries_succeeded", 1, self.writer.actor)
+                        )
                     elif status is DeliveryStatus.DEAD:
-                        deltas.update(reg.count(d.tenant, "deliveries_failed", 1, node.actor))
-                stamp = node.stamp()
+                        deltas.update(
+                            reg.count(d.tenant, "deliveries_failed", 1, self.writer.actor)
+                        )
+                stamp = self.writer.stamp()
                 kind = "delivery" if status.final else "registry"
-                durable = node.commit_local(
+                durable = self.writer.commit_local(
                     kind, stamp, deltas, batch, delivery=new if status.final else None
                 )
         await durable
+
+    def _health_deltas(
+        self, endpoint_id: str, event: str | None, now_ms: int, policy: HealthPolicy
+    ) -> dict[str, CRDT]:
+        """Apply one attempt's health input (core.health.step); registry deltas if the
+        replicated state (failing since / disabled) changed. Call with the write lock held."""
+        view = self.catalog.registry.endpoint(endpoint_id)
+        if event is None or view is None:
+            return {}
+        before = self.queue.health.get(endpoint_id)
+        if before is None:
+            state = "disabled" if view.disabled else "paused" if view.paused else (
+                "failing" if view.failing_since_ms is not None else "active"
+            )  # fmt: skip
+            before = Health(state, failing_since_ms=view.failing_since_ms)
+        after = health_step(before, event, now_ms, policy)
+        self.queue.health[endpoint_id] = after
+        fields: dict[str, Any] = {}
+        if after.state == "disabled" and not view.disabled:
+            fields = {"disabled": True, "failing_since": None}
+            log.warning("endpoint %s disabled (%s)", endpoint_id, event)
+        elif after.state == "failing" and view.failing_since_ms is None:
+            fields = {"failing_since": after.failing_since_ms}
+        elif after.state == "active" and view.failing_since_ms is not None:
+            fields = {"failing_since": None}
+        if not fields:
+            return {}
+        stamp = self.writer.stamp()
+        return self.catalog.registry.patch_endpoint(
+            endpoint_id, fields, (), (), stamp.wall_ms, self.writer.actor, stamp
+        )
 
 
 def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:

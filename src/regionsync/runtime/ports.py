@@ -3,27 +3,40 @@
 Production and the simulator plug different adapters into the same node code: Clock,
 Store, PeerTransport/PeerStream, Sender, Resolver, Rng and IdSource. Nothing here does
 I/O; these are typing Protocols only.
+
+Below them, the narrow views that the delivery worker and the replication sessions take
+of the node's parts (``LocalWriter``, ``LocalLog``, ``RecordSink``, ``StateSync``), so
+neither depends on the node that wires them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from crdt import CRDT, Timestamp
+
+from ..core.hashtree import HashTree
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
 from ..core.retry import AttemptOutcome
+from ..errors import MalformedRecord
 from ..v1 import replication_pb2 as pb
 
 __all__ = [
     "Clock",
     "IdSource",
+    "LocalLog",
+    "LocalWriter",
     "OutboundRequest",
     "PeerStream",
     "PeerTransport",
+    "RecordSink",
     "Resolver",
     "Rng",
     "Sender",
+    "StateSync",
     "Store",
     "StoreInfo",
 ]
@@ -220,4 +233,67 @@ class Store(Protocol):
     async def counts(self, region: str) -> dict[str, int]:
         """Counts for status and metrics: ``events`` (all held), ``events_accepted`` (origin
         ``region``) and ``deliveries_<status>`` of deliveries owned by ``region``."""
+        ...
+
+
+class LocalWriter(Protocol):
+    """The local write path (runtime/writepath.py) as the delivery worker uses it: take
+    ``lock``, build a change, ``commit_local`` (with an own log record) or ``submit``
+    (without), release the lock, then await the returned durability future."""
+
+    actor: str
+    lock: asyncio.Lock
+
+    def stamp(self) -> Timestamp: ...
+
+    def submit(self, batch: WriteBatch) -> asyncio.Future[None]: ...
+
+    def commit_local(
+        self,
+        kind: str,
+        stamp: Timestamp,
+        deltas: Mapping[str, CRDT],
+        batch: WriteBatch | None = None,
+        event: Event | None = None,
+        delivery: Delivery | None = None,
+        idempotency: tuple[str, str, str, str, int, str] | None = None,
+    ) -> asyncio.Future[None]: ...
+
+
+class LocalLog(Protocol):
+    """What a replication session reads of the local log: this node's identity, the
+    version vector of what is durable, and wake-ups when new records are."""
+
+    actor: str
+    incarnation: int
+    durable_vv: dict[str, int]
+
+    def log_waiter(self) -> asyncio.Event: ...
+
+    def drop_log_waiter(self, ev: asyncio.Event) -> None: ...
+
+
+class RecordSink(Protocol):
+    """Where a replication session puts a peer's records (runtime/replica.py)."""
+
+    async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
+        """Merge in per-origin order; returns the records rejected (never merged)."""
+        ...
+
+    def behind_floor(self, vv: Mapping[str, int]) -> list[str]:
+        """Origins a holder of ``vv`` lacks records of that the log no longer has."""
+        ...
+
+
+class StateSync(Protocol):
+    """The anti-entropy state of a node (runtime/antientropy.py)."""
+
+    async def state_tree(self) -> HashTree: ...
+
+    async def state_items(self, idents: list[str]) -> list[tuple[str, bytes]]: ...
+
+    async def apply_state(
+        self, items: list[tuple[str, bytes]], version_vector: Mapping[str, int] | None = None
+    ) -> str | None:
+        """Merge items in one commit; the reason if any was malformed (none merged)."""
         ...

@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+from ..config import ReplicationSettings
 from ..core.hashtree import HashTree, children
 from ..core.model import Record
 from ..v1 import replication_pb2 as pb
-from .node import Node, PeerStatus
-from .ports import PeerStream
+from .ports import Clock, LocalLog, PeerStream, PeerTransport, RecordSink, Rng, StateSync, Store
+from .state import PeerStatus
 
-__all__ = ["PROTOCOL", "PeerLink", "serve_stream", "to_pb", "from_pb"]
+__all__ = ["PROTOCOL", "Links", "PeerLink", "serve_stream", "to_pb", "from_pb"]
 
 PROTOCOL = 1
 log = logging.getLogger("regionsync.replication")
@@ -45,12 +48,32 @@ def from_pb(r: pb.DeltaRecord) -> Record:
     return Record(r.origin, r.origin_seq, r.kind, r.body, (r.hlc_wall_ms, r.hlc_logical))
 
 
-def _hello(node: Node) -> pb.SyncMessage:
+@dataclass
+class Links:
+    """What the replication sessions of one node use: its log (``log``), where peers'
+    records and state go (``replica``, ``state``), the peers' status table, the node's
+    shared ``counters`` and ``on_ack`` (called whenever a peer acknowledged records)."""
+
+    region: str
+    opts: ReplicationSettings
+    log: LocalLog
+    store: Store
+    replica: RecordSink
+    state: StateSync
+    peers: Mapping[str, PeerStatus]
+    counters: dict[str, int]
+    on_ack: Callable[[], None]
+    clock: Clock
+    rng: Rng
+    transport: PeerTransport
+
+
+def _hello(links: Links) -> pb.SyncMessage:
     return pb.SyncMessage(
         hello=pb.Hello(
-            region=node.region,
-            incarnation=node.incarnation,
-            version_vector=node.durable_vv,
+            region=links.region,
+            incarnation=links.log.incarnation,
+            version_vector=links.log.durable_vv,
             protocol=PROTOCOL,
         )
     )
@@ -61,33 +84,33 @@ async def _recv(stream: PeerStream, timeout_s: float) -> pb.SyncMessage | None:
         return await stream.recv()
 
 
-async def serve_stream(node: Node, stream: PeerStream) -> None:
+async def serve_stream(links: Links, stream: PeerStream) -> None:
     """Accepting side of one Sync stream: Hello, then apply each Batch and Ack it."""
-    timeout = node.settings.replication.call_timeout_s
+    timeout = links.opts.call_timeout_s
     try:
         first = await _recv(stream, timeout)
         if first is None or first.WhichOneof("kind") != "hello":
             log.warning("sync stream did not open with hello; closing")
             return
         peer = first.hello.region
-        if peer not in node.peers:
+        if peer not in links.peers:
             # membership: only configured peers replicate into this node
             log.warning("sync stream from %r, which is not a configured peer; closing", peer)
             return
-        await stream.send(_hello(node))
+        await stream.send(_hello(links))
         tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
         pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
         while (msg := await stream.recv()) is not None:
             kind = msg.WhichOneof("kind")
             if kind == "tree":
                 if tree is None:
-                    tree, pass_ok = await node.state_tree(), True
+                    tree, pass_ok = await links.state.state_tree(), True
                 await stream.send(_tree_answer(tree, msg.tree))
                 continue
             if kind == "state":
                 items = [(i.kind, i.body) for i in msg.state.items]
                 vv = dict(msg.state.version_vector) if msg.state.last and pass_ok else None
-                reason = await node.apply_state(items, vv)
+                reason = await links.state.apply_state(items, vv)
                 if reason is not None:
                     pass_ok = False
                 if msg.state.last:
@@ -95,7 +118,7 @@ async def serve_stream(node: Node, stream: PeerStream) -> None:
                 await stream.send(
                     pb.SyncMessage(
                         ack=pb.Ack(
-                            version_vector=node.durable_vv,
+                            version_vector=links.log.durable_vv,
                             rejected=[]
                             if reason is None
                             else [pb.Rejected(origin="", origin_seq=0, reason=reason)],
@@ -106,11 +129,11 @@ async def serve_stream(node: Node, stream: PeerStream) -> None:
             if kind != "batch":
                 log.warning("unexpected %s from %s; ignored", kind, peer)
                 continue
-            rejected = await node.apply_records([from_pb(r) for r in msg.batch.records])
+            rejected = await links.replica.apply_records([from_pb(r) for r in msg.batch.records])
             await stream.send(
                 pb.SyncMessage(
                     ack=pb.Ack(
-                        version_vector=node.durable_vv,
+                        version_vector=links.log.durable_vv,
                         rejected=[
                             pb.Rejected(origin=e.origin, origin_seq=e.seq, reason=e.reason)
                             for e in rejected
@@ -143,16 +166,16 @@ _MAX_BUCKETS = 4096  # buckets per TreeLevel message (about 160 KiB)
 class PeerLink:
     """The dialing side towards one peer: connect, push, reconnect with backoff."""
 
-    def __init__(self, node: Node, status: PeerStatus):
-        self.node = node
+    def __init__(self, links: Links, status: PeerStatus):
+        self.links = links
         self.status = status
-        self.opts = node.settings.replication
+        self.opts = links.opts
 
     async def run(self) -> None:
         backoff = self.opts.reconnect_min_s
         while True:
             try:
-                stream = await self.node.transport.connect(
+                stream = await self.links.transport.connect(
                     self.status.address, self.opts.call_timeout_s
                 )
                 try:
@@ -167,13 +190,13 @@ class PeerLink:
             except Exception as exc:  # a bug must not end replication to this peer
                 self.status.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("peer %s: session failed", self.status.region)
-            delay = backoff * (0.5 + 0.5 * self.node.rng.random())
+            delay = backoff * (0.5 + 0.5 * self.links.rng.random())
             backoff = min(backoff * 2, self.opts.reconnect_max_s)
-            await self.node.clock.sleep(delay)
+            await self.links.clock.sleep(delay)
 
     async def _session(self, stream: PeerStream) -> None:
-        node, status = self.node, self.status
-        await stream.send(_hello(node))
+        links, status = self.links, self.status
+        await stream.send(_hello(links))
         first = await _recv(stream, self.opts.call_timeout_s)
         if first is None or first.WhichOneof("kind") != "hello":
             raise ConnectionError("peer did not answer with hello")
@@ -187,19 +210,19 @@ class PeerLink:
         status.acked = dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
-        if node.behind_floor(acked):
+        if links.replica.behind_floor(acked):
             # records it lacks were truncated: repair by anti-entropy, then use the log
-            node.counters["anti_entropy_passes"] += 1
+            links.counters["anti_entropy_passes"] += 1
             acked.update(await self._anti_entropy(stream))
             status.acked = dict(acked)
-            status.last_ack_at_ms = node.clock.wall_ms()
-            node.notify_ack()
-            if missing := node.behind_floor(acked):
+            status.last_ack_at_ms = links.clock.wall_ms()
+            links.on_ack()
+            if missing := links.replica.behind_floor(acked):
                 raise ConnectionError(f"anti-entropy left the peer behind for {missing}")
         sent = dict(acked)
         inflight = 0
         progress = asyncio.Event()
-        wake = node.log_waiter()
+        wake = links.log.log_waiter()
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
         lingered = self.opts.linger_ms <= 0
@@ -214,11 +237,11 @@ class PeerLink:
                         acked[o] = max(acked.get(o, 0), seq)
                         sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
                     status.acked = dict(acked)
-                    status.last_ack_at_ms = node.clock.wall_ms()
+                    status.last_ack_at_ms = links.clock.wall_ms()
                     for rej in msg.ack.rejected:
                         status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
                         refused = True
-                    node.notify_ack()
+                    links.on_ack()
                     inflight -= 1
                     if inflight == 0:
                         # everything sent was answered: resend whatever the peer still lacks
@@ -237,19 +260,19 @@ class PeerLink:
                         await progress.wait()
                     continue
                 if refused and inflight == 0:
-                    await node.clock.sleep(self.opts.reconnect_max_s)
+                    await links.clock.sleep(self.opts.reconnect_max_s)
                     refused = False
-                if inflight == 0 and node.behind_floor(acked):
+                if inflight == 0 and links.replica.behind_floor(acked):
                     # forced truncation passed this peer: a new session repairs it
                     raise ConnectionError("peer fell behind the log floor")
                 wake.clear()
                 progress.clear()
                 sent[peer_actor] = 1 << 62  # a peer never lacks its own records
-                records = await node.store.records_after(sent, self.opts.batch_records)
+                records = await links.store.records_after(sent, self.opts.batch_records)
                 if records and len(records) < self.opts.batch_records and not lingered:
                     # a short linger lets a burst fill the batch: far fewer messages
                     lingered = True
-                    await node.clock.sleep(self.opts.linger_ms / 1000)
+                    await links.clock.sleep(self.opts.linger_ms / 1000)
                     continue
                 lingered = self.opts.linger_ms <= 0
                 if records:
@@ -269,7 +292,7 @@ class PeerLink:
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
         finally:
-            node.drop_log_waiter(wake)
+            links.log.drop_log_waiter(wake)
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
@@ -290,9 +313,9 @@ class PeerLink:
         children unless it is small (``leaf_items``), at the tree's depth, or empty at the
         peer (then all of it is sent). Raises ConnectionError if the peer rejects a chunk.
         """
-        node, opts = self.node, self.opts
-        vv = dict(node.durable_vv)
-        tree = await node.state_tree()
+        links, opts = self.links, self.opts
+        vv = dict(links.log.durable_vv)
+        tree = await links.state.state_tree()
         send: list[str] = []
         frontier = children("") if len(tree) else []
         while frontier:
@@ -315,7 +338,7 @@ class PeerLink:
         chunk: list[pb.StateItem] = []
         size = 0
         for i in range(0, len(idents), 256):
-            for kind, body in await node.state_items(idents[i : i + 256]):
+            for kind, body in await links.state.state_items(idents[i : i + 256]):
                 chunk.append(pb.StateItem(kind=kind, body=body))
                 size += len(body) + 16
                 if size >= opts.state_chunk_bytes:

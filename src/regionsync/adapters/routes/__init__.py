@@ -1,0 +1,1 @@
+"""The HTTP API's routers, one module per resource; ``common`` holds what they share."""

@@ -1,0 +1,115 @@
+"""Routes of operations: the cluster view, health and readiness probes, metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ...core.model import DeliveryStatus
+from ...runtime.node import Node
+from .common import ApiContext, problem, rfc3339
+
+__all__ = ["build"]
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """``/v1/cluster`` (admin), ``/healthz``, ``/readyz`` and ``/metrics``."""
+    router, node = APIRouter(), ctx.node
+
+    @router.get("/v1/cluster")
+    async def cluster(request: Request) -> dict[str, Any]:
+        ctx.auth.check(request)
+        c = node.view.cluster()
+        for p in c["peers"]:
+            p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
+        c["counts"] = await node.store.counts(node.region)
+        return c
+
+    @router.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/readyz")
+    async def readyz() -> JSONResponse:
+        if node.started:
+            return JSONResponse({"status": "ready"})
+        return problem(503, "not_ready", "node is starting or stopping")
+
+    @router.get("/metrics")
+    async def metrics() -> Response:
+        counts = await node.store.counts(node.region)
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(_Snapshot(node, counts))
+        return Response(generate_latest(reg), media_type="text/plain; version=0.0.4")
+
+    return router
+
+
+class _Snapshot:
+    """A Prometheus collector over values read just before the scrape."""
+
+    def __init__(self, node: Node, counts: dict[str, int]):
+        self.node, self.counts = node, counts
+
+    def collect(self):  # noqa: ANN201 (prometheus collector protocol)
+        node = self.node
+        g = GaugeMetricFamily("regionsync_events", "Events held by this node", labels=["origin"])
+        g.add_metric(["local"], self.counts["events_accepted"])
+        g.add_metric(["all"], self.counts["events"])
+        yield g
+        g = GaugeMetricFamily(
+            "regionsync_deliveries", "Deliveries owned by this region", labels=["status"]
+        )
+        for s in DeliveryStatus:
+            g.add_metric([s.value], self.counts[f"deliveries_{s.value}"])
+        yield g
+        g = GaugeMetricFamily(
+            "regionsync_replication_records_behind", "Records a peer lacks", labels=["peer"]
+        )
+        for p in node.peers.values():
+            g.add_metric([p.region], node.view.records_behind(p))
+        yield g
+        g = GaugeMetricFamily("regionsync_peer_connected", "1 if connected", labels=["peer"])
+        for p in node.peers.values():
+            g.add_metric([p.region], 1.0 if p.connected else 0.0)
+        yield g
+        p = node.ingest.pressure
+        g = GaugeMetricFamily("regionsync_ingest_saturation", "Smoothed backlog saturation S")
+        g.add_metric([], p.smoothed if p else 0.0)
+        yield g
+        state = p.state if p else "accepting"
+        g = GaugeMetricFamily("regionsync_ingest_state", "Backpressure state", labels=["state"])
+        for name in ("accepting", "shedding", "critical_only", "overloaded"):
+            g.add_metric([name], 1.0 if name == state else 0.0)
+        yield g
+        yield GaugeMetricFamily(
+            "regionsync_ingest_retry_after_seconds",
+            "Last Retry-After given",
+            node.ingest.last_retry_after_s,
+        )
+        yield GaugeMetricFamily(
+            "regionsync_backlog", "Pending deliveries owned", node.queue.backlog
+        )
+        stats = node.catalog.index.stats()
+        c = CounterMetricFamily(
+            "regionsync_match_negative_cache", "No-subscriber lookups", labels=["result"]
+        )
+        c.add_metric(["hit"], stats["hits"])
+        c.add_metric(["miss"], stats["misses"])
+        c.add_metric(["invalidated"], stats["invalidations"])
+        yield c
+        yield GaugeMetricFamily(
+            "regionsync_match_endpoints", "Endpoints in the subscription index", stats["endpoints"]
+        )
+        c = CounterMetricFamily(
+            "regionsync_ingest", "Ingest decisions", labels=["decision", "priority"]
+        )
+        for (decision, priority), n in sorted(node.ingest.ingest_counts.items()):
+            c.add_metric([decision, priority], n)
+        yield c
+        for name, value in node.counters.items():
+            yield CounterMetricFamily(f"regionsync_{name}", name.replace("_", " "), value=value)

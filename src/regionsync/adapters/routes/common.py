@@ -1,0 +1,294 @@
+"""What every route module shares: the API context, body reading with limits, time and
+page parameters, the JSON problem body, bearer-token scopes and the JSON renderers.
+
+Bodies are read with a size limit before parsing (413), must be JSON (415), and must
+parse (400); every error becomes the problem body ``{error, detail, field}``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from ...core.model import Attempt, Delivery, Event
+from ...core.registry import EndpointView, TenantView
+from ...errors import (
+    BadRequest,
+    ClientError,
+    Forbidden,
+    PayloadTooLarge,
+    Unauthorized,
+    Unprocessable,
+    UnsupportedMediaType,
+)
+from ...runtime.node import Node
+from ...runtime.recovery import Job
+
+__all__ = [
+    "ApiContext",
+    "Auth",
+    "accepted_json",
+    "attempt_json",
+    "client_problem",
+    "delivery_json",
+    "endpoint_json",
+    "event_json",
+    "job_json",
+    "page_params",
+    "parse_time",
+    "problem",
+    "read_body",
+    "read_json",
+    "read_object",
+    "rfc3339",
+    "source_json",
+    "tenant_json",
+]
+
+log = logging.getLogger("regionsync.http")
+
+
+def rfc3339(ms: int | None) -> str | None:
+    """Milliseconds since the epoch -> ``2026-11-29T14:03:36.123Z`` (None stays None)."""
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str, field: str) -> int:
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise Unprocessable("must be an RFC 3339 time", field=field) from None
+    if dt.tzinfo is None:
+        raise Unprocessable("must carry a time zone (e.g. Z)", field=field)
+    return int(dt.timestamp() * 1000)
+
+
+def page_params(limit: int, since: str | None) -> int | None:
+    """Check a list's ``limit`` (1..1000) and parse its ``since``; 422 naming the field."""
+    if not 1 <= limit <= 1000:
+        raise Unprocessable("must be in [1, 1000]", field="limit")
+    return parse_time(since, "since") if since is not None else None
+
+
+def problem(status: int, code: str, detail: str, field: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"error": code, "detail": detail}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status)
+
+
+def client_problem(exc: ClientError) -> JSONResponse:
+    resp = problem(exc.status, exc.code, exc.detail, exc.field)
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:
+        resp.headers["Retry-After"] = str(retry_after)
+    return resp
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The raw body of a JSON request: 415 for another content type, 413 as soon as it
+    is known to exceed ``max_bytes`` (from Content-Length, or while streaming)."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise UnsupportedMediaType("content type must be application/json", field="content-type")
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise BadRequest("bad Content-Length", field="content-length")
+        if int(declared) > max_bytes:
+            raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
+    raw = await read_body(request, max_bytes)
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+        if b"\\u" in raw:  # an escaped lone surrogate parses but cannot be stored or sent
+            json.dumps(body, ensure_ascii=False).encode()
+    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
+        raise BadRequest(f"body is not valid JSON: {exc}", field="body", code="bad_json") from None
+    return body
+
+
+async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
+    body = await read_json(request, max_bytes)
+    if not isinstance(body, dict):
+        raise Unprocessable("body must be a JSON object", field="body")
+    return body
+
+
+def tenant_json(t: TenantView) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "name": t.name,
+        "ack_policy": t.ack_policy,
+        "created_at": rfc3339(t.created_at_ms),
+        "usage": t.usage,
+    }
+
+
+def source_json(fields: dict[str, Any]) -> dict[str, Any]:
+    """A source without its secret (secrets of sources are never echoed or logged)."""
+    out = {k: v for k, v in fields.items() if k not in ("secret", "created_at")}
+    out["created_at"] = rfc3339(fields.get("created_at"))
+    out["url_path"] = f"/in/{fields['id']}"
+    return out
+
+
+def endpoint_json(e: EndpointView) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "tenant": e.tenant,
+        "url": e.url,
+        "event_types": list(e.event_types),
+        "filter": e.filter,
+        "description": e.description,
+        "rate_limit_per_s": e.rate_limit_per_s,
+        "max_in_flight": e.max_in_flight,
+        "headers": e.headers,
+        "paused": e.paused,
+        "state": e.state,
+        "failing_since": rfc3339(e.failing_since_ms),
+        "secret": e.secret,
+        "created_at": rfc3339(e.created_at_ms),
+        "updated_at": rfc3339(e.updated_at_ms),
+    }
+
+
+def event_json(e: Event) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "tenant": e.tenant,
+        "event_type": e.event_type,
+        "payload": json.loads(e.payload),
+        "region": e.region,
+        "received_at": rfc3339(e.received_at_ms),
+    }
+
+
+def accepted_json(e: Event) -> dict[str, Any]:
+    """The 202 body of an accepted event (publish and inbound)."""
+    return {
+        "id": e.id,
+        "event_type": e.event_type,
+        "region": e.region,
+        "received_at": rfc3339(e.received_at_ms),
+    }
+
+
+def delivery_json(d: Delivery) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "event": d.event_id,
+        "endpoint": d.endpoint_id,
+        "status": d.status.value,
+        "attempts": d.attempts,
+        "next_attempt_at": rfc3339(d.next_attempt_at_ms),
+        "region": d.region,
+        "generation": d.generation,
+        "created_at": rfc3339(d.created_at_ms),
+        "updated_at": rfc3339(d.updated_at_ms),
+    }
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "endpoint": job.endpoint_id,
+        "since": rfc3339(job.since_ms),
+        "status": job.status,
+        "done": job.done,
+        "error": job.error,
+        "started_at": rfc3339(job.started_at_ms),
+        "finished_at": rfc3339(job.finished_at_ms),
+    }
+
+
+def attempt_json(a: Attempt) -> dict[str, Any]:
+    return {
+        "n": a.n,
+        "generation": a.generation,
+        "delivery": a.delivery_id,
+        "at": rfc3339(a.at_ms),
+        "region": a.region,
+        "status_code": a.status_code,
+        "latency_ms": a.latency_ms,
+        "error": a.error,
+        "response_headers": a.response_headers,
+        "response_excerpt": a.response_excerpt,
+    }
+
+
+def _loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Auth:
+    """Bearer tokens with scopes (shared/API.md, Authentication)."""
+
+    def __init__(self, node: Node):
+        self.tokens = {t.token: t.scope for t in node.settings.tokens}
+        self.open = not self.tokens and _loopback(node.settings.http_listen)
+        if self.open:
+            log.warning("no API tokens configured: accepting unauthenticated requests on loopback")
+        elif not self.tokens:
+            log.warning(
+                "no API tokens configured and the HTTP listener is not on loopback: every /v1 "
+                "request will be refused (401); add [[tokens]] to the configuration"
+            )
+
+    def check(self, request: Request, tenant: str | None = None, publish: bool = False) -> None:
+        if self.open:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        scope = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+        if scope is None:
+            raise Unauthorized("missing or unknown bearer token", field="authorization")
+        if scope == "admin":
+            return
+        _, scope_tenant, right = scope.split(":")
+        if tenant is not None and scope_tenant == tenant and (right == "manage" or publish):
+            return
+        raise Forbidden(f"token scope {scope!r} does not allow this", field="authorization")
+
+
+@dataclass
+class ApiContext:
+    """What a route module needs: the node, the token checker, the body size limit (bytes)
+    and ``fast_routes`` (path regex -> handler), which a module fills with the ingest
+    handlers that the fast lane serves without FastAPI."""
+
+    node: Node
+    auth: Auth
+    max_body: int
+    fast_routes: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,110 @@
+"""Routes of deliveries: listing, retry, attempts, recovery jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from ...core.model import DeliveryStatus
+from ...core.registry import ID_RE
+from ...errors import NotFound, Unprocessable
+from ..openapi_docs import body
+from .common import (
+    ApiContext,
+    attempt_json,
+    delivery_json,
+    job_json,
+    page_params,
+    parse_time,
+    read_object,
+)
+
+__all__ = ["build"]
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Deliveries of an endpoint, one delivery's retry and attempts, recovery jobs."""
+    router, node = APIRouter(), ctx.node
+
+    @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}/deliveries")
+    async def list_deliveries(
+        request: Request,
+        tenant: str,
+        endpoint: str,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        node.catalog.endpoint(tenant, endpoint)
+        since_ms = page_params(limit, since)
+        try:
+            st = DeliveryStatus(status) if status is not None else None
+        except ValueError:
+            raise Unprocessable(
+                f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
+            ) from None
+        if cursor is not None and not ID_RE.fullmatch(cursor):
+            raise Unprocessable("not a cursor this API returned", field="cursor")
+        rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
+        nxt = rows[-1].id if len(rows) == limit else None
+        return {"items": [delivery_json(d) for d in rows], "next": nxt}
+
+    async def _job_body(request: Request) -> int:
+        body = await read_object(request, ctx.max_body)
+        unknown = sorted(set(body) - {"since"})
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if not isinstance(body.get("since"), str):
+            raise Unprocessable("is required: an RFC 3339 time", field="since")
+        return parse_time(body["since"], "since")
+
+    @router.post(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",
+        status_code=202,
+        openapi_extra=body("since"),
+    )
+    async def recover(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Re-send every dead delivery of the endpoint since a time (a background job)."""
+        ctx.auth.check(request, tenant)
+        since = await _job_body(request)
+        return job_json(node.recovery.start_job(tenant, endpoint, "recover", since))
+
+    @router.post(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing",
+        status_code=202,
+        openapi_extra=body("since"),
+    )
+    async def replay_missing(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Send what was skipped while the endpoint was paused or disabled (a job)."""
+        ctx.auth.check(request, tenant)
+        since = await _job_body(request)
+        return job_json(node.recovery.start_job(tenant, endpoint, "replay-missing", since))
+
+    @router.get("/v1/tenants/{tenant}/jobs/{job}")
+    async def get_job(request: Request, tenant: str, job: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        found = node.recovery.jobs.get(job)
+        if found is None or found.tenant != tenant:
+            raise NotFound(f"no job {job!r}", field="job")
+        return job_json(found)
+
+    @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
+    async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
+        """Re-send one delivery now (a new generation, the same webhook-id)."""
+        ctx.auth.check(request, tenant)
+        return delivery_json(await node.recovery.retry_delivery(tenant, delivery))
+
+    @router.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
+    async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        node.catalog.tenant(tenant)
+        d = await node.store.get_delivery(delivery)
+        if d is None or d.tenant != tenant:
+            raise NotFound(f"no delivery {delivery!r}", field="delivery")
+        attempts = await node.store.attempts_of(delivery)
+        return {"items": [attempt_json(a) for a in attempts], "next": None}
+
+    return router

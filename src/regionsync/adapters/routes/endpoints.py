@@ -1,0 +1,102 @@
+"""Routes of endpoints: CRUD, test-filter, secret rotation and the attempt log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from ...core.registry import ID_RE
+from ...errors import Unprocessable
+from ..openapi_docs import body
+from .common import ApiContext, attempt_json, endpoint_json, page_params, read_object
+
+__all__ = ["build"]
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Endpoints of a tenant, their filter test, secret rotation and attempt log."""
+    router, node = APIRouter(), ctx.node
+
+    @router.post("/v1/tenants/{tenant}/endpoints", status_code=201, openapi_extra=body("endpoint"))
+    async def create_endpoint(request: Request, tenant: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        body = await read_object(request, ctx.max_body)
+        return endpoint_json(await node.registry_ops.create_endpoint(tenant, body))
+
+    @router.get("/v1/tenants/{tenant}/endpoints")
+    async def list_endpoints(request: Request, tenant: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        return {
+            "items": [endpoint_json(e) for e in node.registry_ops.endpoints(tenant)],
+            "next": None,
+        }
+
+    @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
+    async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        return endpoint_json(node.catalog.endpoint(tenant, endpoint))
+
+    @router.patch("/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=body("endpoint_patch"))
+    async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        body = await read_object(request, ctx.max_body)
+        return endpoint_json(await node.registry_ops.patch_endpoint(tenant, endpoint, body))
+
+    @router.delete("/v1/tenants/{tenant}/endpoints/{endpoint}", status_code=204)
+    async def delete_endpoint(request: Request, tenant: str, endpoint: str) -> Response:
+        ctx.auth.check(request, tenant)
+        await node.registry_ops.delete_endpoint(tenant, endpoint)
+        return Response(status_code=204)
+
+    @router.post(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter", openapi_extra=body("sample")
+    )
+    async def test_filter(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Would a sample payload pass this endpoint's filter, and if not, which clause
+        failed (``path.$op``)? Body: ``{"payload": ...}``."""
+        ctx.auth.check(request, tenant)
+        body = await read_object(request, ctx.max_body)
+        if set(body) != {"payload"}:
+            raise Unprocessable('body must be {"payload": ...}', field="payload")
+        return node.registry_ops.test_filter(tenant, endpoint, body["payload"])
+
+    @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
+    async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """New generated secret; the previous one keeps signing for the overlap period."""
+        ctx.auth.check(request, tenant)
+        return endpoint_json(
+            await node.registry_ops.patch_endpoint(tenant, endpoint, {"secret": None})
+        )
+
+    @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}/attempts")
+    async def list_endpoint_attempts(
+        request: Request,
+        tenant: str,
+        endpoint: str,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered."""
+        ctx.auth.check(request, tenant)
+        node.catalog.endpoint(tenant, endpoint)
+        since_ms = page_params(limit, since)
+        if status not in (None, "succeeded", "failed"):
+            raise Unprocessable("must be succeeded or failed", field="status")
+        after = None
+        if cursor is not None:
+            at, _, rest = cursor.partition(":")
+            did, _, n = rest.rpartition(":")
+            if not (at.isdigit() and n.isdigit() and ID_RE.fullmatch(did)):
+                raise Unprocessable("not a cursor this API returned", field="cursor")
+            after = (int(at), did, int(n))
+        ok = None if status is None else status == "succeeded"
+        rows = await node.store.list_attempts(endpoint, ok, since_ms, after, limit)
+        nxt = (
+            f"{rows[-1].at_ms}:{rows[-1].delivery_id}:{rows[-1].n}" if len(rows) == limit else None
+        )
+        return {"items": [attempt_json(a) for a in rows], "next": nxt}
+
+    return router

@@ -1,0 +1,50 @@
+"""Routes of inbound sources: ``/v1/sources`` and the senders' ``/in/{source}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from ..openapi_docs import body
+from .common import ApiContext, accepted_json, read_body, read_object, source_json
+
+__all__ = ["build"]
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Register, read and delete sources; accept senders' webhooks (also on the fast lane)."""
+    router, node = APIRouter(), ctx.node
+
+    @router.post("/v1/sources", status_code=201, openapi_extra=body("source"))
+    async def create_source(request: Request) -> dict[str, Any]:
+        ctx.auth.check(request)
+        body = await read_object(request, ctx.max_body)
+        return source_json(await node.registry_ops.create_source(body))
+
+    @router.get("/v1/sources/{source}")
+    async def get_source(request: Request, source: str) -> dict[str, Any]:
+        ctx.auth.check(request)
+        return source_json(node.catalog.source(source))
+
+    @router.delete("/v1/sources/{source}", status_code=204)
+    async def delete_source(request: Request, source: str) -> Response:
+        ctx.auth.check(request)
+        await node.registry_ops.delete_source(source)
+        return Response(status_code=204)
+
+    async def inbound_handler(request: Request, source: str) -> JSONResponse:
+        node.catalog.source(source)  # 404 before reading a byte of an unknown source's body
+        raw = await read_body(request, ctx.max_body)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        event, created = await node.ingest.ingest(source, headers, raw)
+        return JSONResponse({**accepted_json(event), "duplicate": not created}, status_code=202)
+
+    ctx.fast_routes[r"/in/([^/]+)"] = inbound_handler
+
+    @router.post("/in/{source}", status_code=202)
+    async def inbound(request: Request, source: str) -> JSONResponse:
+        return await inbound_handler(request, source)
+
+    return router

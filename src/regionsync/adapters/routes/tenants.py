@@ -1,0 +1,46 @@
+"""Routes of tenants: ``/v1/tenants`` and ``/v1/tenants/{tenant}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from ...errors import Unprocessable
+from ..openapi_docs import body
+from .common import ApiContext, read_object, tenant_json
+
+__all__ = ["build"]
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Create, read and delete tenants (admin token for create and delete)."""
+    router, node = APIRouter(), ctx.node
+
+    @router.post("/v1/tenants", status_code=201, openapi_extra=body("tenant"))
+    async def create_tenant(request: Request) -> dict[str, Any]:
+        ctx.auth.check(request)
+        body = await read_object(request, ctx.max_body)
+        unknown = sorted(set(body) - {"id", "name", "ack_policy"})
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if "name" not in body:
+            raise Unprocessable("is required", field="name")
+        return tenant_json(
+            await node.registry_ops.create_tenant(
+                body.get("id"), body["name"], body.get("ack_policy", "local")
+            )
+        )
+
+    @router.get("/v1/tenants/{tenant}")
+    async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:
+        ctx.auth.check(request, tenant)
+        return tenant_json(node.catalog.tenant(tenant))
+
+    @router.delete("/v1/tenants/{tenant}", status_code=204)
+    async def delete_tenant(request: Request, tenant: str) -> Response:
+        ctx.auth.check(request)
+        await node.registry_ops.delete_tenant(tenant)
+        return Response(status_code=204)
+
+    return router

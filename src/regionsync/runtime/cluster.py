@@ -1,0 +1,65 @@
+"""The cluster view: this node's replication state towards each peer, as
+``GET /v1/cluster`` and the metrics show it. Reads only; owns nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .ports import Clock
+from .replica import Replica
+from .state import Catalog, PeerStatus
+from .writepath import WritePath
+
+__all__ = ["ClusterView"]
+
+
+class ClusterView:
+    """Read-only view over the write path, the replica, the catalog and the peers."""
+
+    def __init__(
+        self,
+        region: str,
+        writer: WritePath,
+        replica: Replica,
+        catalog: Catalog,
+        peers: Mapping[str, PeerStatus],
+        clock: Clock,
+    ):
+        self.region, self.writer, self.replica = region, writer, replica
+        self.catalog, self.peers, self.clock = catalog, peers, clock
+
+    def records_behind(self, peer: PeerStatus) -> int:
+        """Records this node holds that ``peer`` has not acknowledged (its own excluded)."""
+        return sum(
+            max(seq - peer.acked.get(origin, 0), 0)
+            for origin, seq in self.writer.durable_vv.items()
+            if origin != peer.actor
+        )
+
+    def cluster(self) -> dict[str, Any]:
+        """The ``cluster`` object of shared/API.md (times as ms; the API renders them)."""
+        now = self.clock.wall_ms()
+        return {
+            "region": self.region,
+            "actor": self.writer.actor,
+            "incarnation": self.writer.incarnation,
+            "version_vector": dict(sorted(self.writer.durable_vv.items())),
+            "log_floor": dict(sorted(self.replica.log_floor.items())),
+            "registry_hash": self.catalog.registry.state_hash(),
+            "peers": [
+                {
+                    "region": p.region,
+                    "address": p.address,
+                    "connected": p.connected,
+                    "records_behind": self.records_behind(p),
+                    "last_ack_at_ms": p.last_ack_at_ms,
+                    "seconds_since_ack": None
+                    if p.last_ack_at_ms is None
+                    else (now - p.last_ack_at_ms) / 1000,
+                    "last_error": p.last_error,
+                }
+                for p in self.peers.values()
+            ],
+        }

@@ -1,0 +1,311 @@
+"""Ingest: publish and inbound webhooks, Idempotency-Keys, admission and ack policies.
+
+Decides the fan-out snapshot of each accepted event (its deliveries, from the catalog's
+subscription index) and answers only once the event is durable (``local``) or also held
+by a peer (``one-remote``). Reads the registry, never changes it except for usage
+counters; never sends a delivery or touches the replication log's links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Settings
+from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
+from ..core.model import Delivery, DeliveryStatus, Event, WriteBatch
+from ..core.sources import SourceConfig, event_id_for, verify
+from ..core.validate import check_event_type
+from ..errors import Conflict, NotFound, TooManyRequests, Unavailable
+from .ports import Clock, IdSource, Rng, Store
+from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
+from .writepath import WritePath
+
+__all__ = ["Ingest"]
+
+SOURCE_CONFIG_FIELDS = (
+    "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
+    "encoding", "prefix", "event_type_from", "id_from",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Accepted:
+    """An accepted event: its durability future, its record's sequence number and how
+    many pending deliveries it fanned out to."""
+
+    event: Event
+    durable: asyncio.Future[None]
+    seq: int
+    pending: int
+
+
+class Ingest:
+    """Accepts events for one region. Public coroutines are API operations and raise
+    ``regionsync.errors.ClientError`` subclasses."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: WritePath,
+        queue: DeliveryQueue,
+        idempotency: IdempotencyKeys,
+        peers: Mapping[str, PeerStatus],
+        *,
+        store: Store,
+        clock: Clock,
+        rng: Rng,
+        ids: IdSource,
+    ):
+        self.settings, self.region = settings, settings.region
+        self.catalog, self.writer, self.queue = catalog, writer, queue
+        self.idempotency, self.peers = idempotency, peers
+        self.store, self.clock, self.rng, self.ids = store, clock, rng, ids
+        self.pressure: Pressure | None = None
+        self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
+        self.last_retry_after_s = 0
+        self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
+        self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
+
+    def admission(self, priority: str) -> Admission:
+        """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
+        opts = self.settings.ingest
+        self.pressure = observe(
+            self.pressure,
+            self.queue.backlog,
+            self.writer.queued,
+            opts.backlog_capacity,
+            self.clock.monotonic(),
+            opts.pressure_tau_s,
+        )
+        decision = admit(self.pressure, priority, self.rng.uniform(-1.0, 1.0))
+        key = "admitted" if decision.admitted else "shed"
+        self.ingest_counts[(key, priority)] = self.ingest_counts.get((key, priority), 0) + 1
+        self.last_retry_after_s = decision.retry_after_s or 0
+        return decision
+
+    def _admit_or_raise(self, priority: str) -> None:
+        decision = self.admission(priority)
+        if decision.status == 429:
+            raise TooManyRequests(
+                f"region is shedding {priority} traffic ({decision.state})",
+                retry_after_s=decision.retry_after_s or 1,
+                code="shedding",
+            )
+        if decision.status == 503:
+            raise Unavailable(
+                "region is at its backlog limit", retry_after_s=decision.retry_after_s or 1,
+                code="overloaded",
+            )  # fmt: skip
+
+    async def publish(
+        self,
+        tenant_id: str,
+        event_type: Any,
+        payload: bytes,
+        idempotency_key: str | None,
+        payload_obj: Any = None,
+    ) -> tuple[Event, bool]:
+        """Accept an event: durable locally (with its deliveries) before this returns.
+
+        ``payload`` is the JSON bytes to deliver (``payload_obj`` the same parsed, if the
+        caller has it; filters read it). Returns ``(event, created)``; a repeat
+        with the same ``Idempotency-Key`` and body (sent to any region, once replicated)
+        returns the original event and False. Raises NotFound (tenant), Unprocessable
+        (event_type), Conflict (key reused with another body), TooManyRequests /
+        Unavailable (backpressure, or ``one-remote`` not confirmed in time).
+        """
+        check_event_type(event_type)
+        self.catalog.require_tenant(tenant_id)
+        priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
+        self._admit_or_raise(priority)
+        digest = ""  # only an Idempotency-Key needs the body's digest
+        if idempotency_key is not None:
+            digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
+        async with self.writer.lock:
+            self.catalog.require_tenant(tenant_id)
+            found = None
+            if idempotency_key is not None:
+                found = self._idempotent(tenant_id, idempotency_key)
+            if found is None:
+                accepted = self._accept(
+                    tenant_id, event_type, payload, digest, idempotency_key,
+                    payload_obj=json.loads(payload) if payload_obj is None else payload_obj,
+                )  # fmt: skip
+            else:
+                event_id, seen, region, received_at_ms = found
+                if seen != digest:
+                    raise Conflict(
+                        "Idempotency-Key was used with another body",
+                        field="Idempotency-Key",
+                        code="idempotency_conflict",
+                    )
+                original = Event(event_id, tenant_id, event_type, payload, region, received_at_ms)
+                durable = self._pending_events.get(event_id)
+        if found is not None:
+            if durable is not None:  # the original is not durable yet: answer when it is
+                await asyncio.shield(durable)
+            return original, False
+        await self._settle(accepted, self.catalog.registry.ack_policy(tenant_id) == "one-remote")
+        return accepted.event, True
+
+    def _idempotent(self, tenant_id: str, key: str) -> tuple[str, str, str, int] | None:
+        ttl_ms = int(self.settings.ingest.idempotency_ttl_s * 1000)
+        return self.idempotency.get(tenant_id, key, self.clock.wall_ms(), ttl_ms)
+
+    async def ingest(
+        self, source_id: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[Event, bool]:
+        """Accept an inbound webhook from a registered source (``POST /in/{source}``).
+
+        ``headers`` have lower-case names; ``body`` is the raw bytes, verified before it
+        is parsed. The event id derives from the source and the sender's delivery id, so
+        a redelivery to any region is the same event: answered with the original id and
+        not delivered again once the regions exchanged it. Raises NotFound (source),
+        Unauthorized, BadRequest, Unprocessable (see core.sources.verify), and the
+        backpressure errors of ``publish``.
+        """
+        fields = self.catalog.registry.source(source_id)
+        if fields is None:
+            raise NotFound(f"no source {source_id!r}", field="source")
+        src = SourceConfig(**{k: fields[k] for k in SOURCE_CONFIG_FIELDS})
+        inbound = verify(src, headers, body, self.clock.wall_ms() // 1000)
+        event_id = event_id_for(source_id, inbound.delivery_id)
+        existing = await self.store.get_event(event_id)
+        if existing is not None:
+            return existing, False
+        priority = src.priority
+        self._admit_or_raise(priority)
+        payload = json.dumps(inbound.payload, separators=(",", ":"), ensure_ascii=False)
+        digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
+        async with self.writer.lock:
+            self.catalog.require_tenant(src.tenant)
+            pending = self._pending_events.get(event_id)
+            if pending is None:
+                accepted = self._accept(
+                    src.tenant, inbound.event_type, payload.encode(), digest, None, event_id,
+                    payload_obj=inbound.payload,
+                )  # fmt: skip
+        if pending is not None:
+            await asyncio.shield(pending)
+            stored = await self.store.get_event(event_id)
+            assert stored is not None
+            return stored, False
+        one_remote = "one-remote" in (src.ack_policy, self.catalog.registry.ack_policy(src.tenant))
+        await self._settle(accepted, one_remote)
+        return accepted.event, True
+
+    async def _settle(self, accepted: _Accepted, one_remote: bool) -> None:
+        """After ``_accept``: wait until durable, wake the delivery worker if the event
+        fanned out, and for ``one-remote`` until a peer holds it."""
+        await asyncio.shield(accepted.durable)
+        if accepted.pending:
+            self.queue.wake.set()
+        if one_remote:
+            await self._wait_remote(accepted.seq)
+
+    async def _wait_remote(self, seq: int) -> None:
+        """Ack policy ``one-remote``: wait until a peer acknowledged our record ``seq``."""
+        opts = self.settings.ingest
+
+        def held_remotely() -> bool:
+            return any(p.acked.get(self.writer.actor, 0) >= seq for p in self.peers.values())
+
+        try:
+            async with asyncio.timeout(opts.one_remote_timeout_s):
+                while not held_remotely():
+                    waiter = asyncio.Event()
+                    self._ack_waiters[waiter] = None
+                    try:
+                        await waiter.wait()
+                    finally:
+                        self._ack_waiters.pop(waiter, None)
+        except TimeoutError:
+            if opts.one_remote_fallback_local:
+                return
+            raise Unavailable(
+                "no other region confirmed the event in time; it is stored here and will "
+                "be delivered, but retrying is safe (same Idempotency-Key or delivery id)",
+                retry_after_s=max(1, round(opts.one_remote_timeout_s)),
+                code="not_replicated",
+            ) from None
+
+    def notify_ack(self) -> None:
+        """A peer acknowledged records: wake ``one-remote`` waiters."""
+        for waiter in self._ack_waiters:
+            waiter.set()
+
+    def _accept(
+        self,
+        tenant_id: str,
+        event_type: str,
+        payload: bytes,
+        digest: str,
+        idempotency_key: str | None,
+        event_id: str | None = None,
+        payload_obj: Any = None,
+    ) -> _Accepted:
+        """Build the event, its deliveries (fan-out snapshot) and counters; queue them.
+        Call with the write lock held."""
+        stamp = self.writer.stamp()
+        now = stamp.wall_ms
+        event = Event(
+            event_id or self.ids.new("evt"), tenant_id, event_type, payload, self.region, now
+        )
+        batch = WriteBatch(events=[event])
+        for eid in self.catalog.index.match(tenant_id, event_type, payload_obj):
+            ep = self.catalog.registry.endpoint(eid, tenant_id)
+            if ep is None:
+                continue
+            active = not (ep.paused or ep.disabled)
+            batch.deliveries.append(
+                Delivery(
+                    id=self.ids.new("dlv"),
+                    event_id=event.id,
+                    endpoint_id=ep.id,
+                    tenant=tenant_id,
+                    status=DeliveryStatus.PENDING if active else DeliveryStatus.SKIPPED,
+                    attempts=0,
+                    next_attempt_at_ms=now if active else None,
+                    region=self.region,
+                    created_at_ms=now,
+                    updated_at_ms=now,
+                )
+            )
+        idem = None
+        if idempotency_key is not None:
+            idem = (tenant_id, idempotency_key, event.id, digest, now, self.region)
+            batch.idempotency.append(idem)
+            self.idempotency.put(idem)
+        pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
+        self.queue.backlog += pending
+        deltas = {
+            **self.catalog.registry.count(tenant_id, "events_published", 1, self.writer.actor),
+            **self.catalog.registry.count(tenant_id, "backlog", pending, self.writer.actor),
+        }
+        durable = self.writer.commit_local(
+            "event", stamp, deltas, batch, event=event, idempotency=idem
+        )
+        self._pending_events[event.id] = durable
+        durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
+        return _Accepted(event, durable, self.writer.version_vector[self.writer.actor], pending)
+
+    async def purge_idempotency(self) -> int:
+        """Forget Idempotency-Keys older than the TTL, in memory and in the store.
+
+        Expiry is by creation time, so every region forgets a key at the same moment."""
+        cutoff = self.clock.wall_ms() - int(self.settings.ingest.idempotency_ttl_s * 1000)
+        self.idempotency.purge(cutoff)
+        return await self.store.purge_idempotency(cutoff)
+
+    async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
+        self.catalog.tenant(tenant_id)
+        event = await self.store.get_event(event_id)
+        if event is None or event.tenant != tenant_id:
+            raise NotFound(f"no event {event_id!r}", field="event")
+        return event, await self.store.deliveries_of_event(event_id)

@@ -1,0 +1,242 @@
+"""Registry operations: tenants, endpoints and sources as the API changes them.
+
+Validates input, checks delivery destinations (core.urlguard, through the Resolver), and
+turns each change into registry deltas committed on the local write path; the catalog's
+subscription index follows every delta. Never touches deliveries, events or the log.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+
+from ..config import Settings
+from ..core.filters import explain
+from ..core.registry import EndpointView, TenantView
+from ..core.signing import make_secret
+from ..core.sources import ACK_POLICIES, check_source_fields
+from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
+from ..core.validate import check_endpoint_fields, check_id
+from ..errors import Conflict, Unprocessable
+from .ports import IdSource, Resolver, Rng
+from .state import Catalog, DeliveryQueue
+from .writepath import WritePath
+
+__all__ = ["RegistryOps"]
+
+
+class RegistryOps:
+    """The registry's write operations; raise ``regionsync.errors.ClientError``
+    subclasses for bad input, missing objects (404) and conflicts (409)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: WritePath,
+        queue: DeliveryQueue,
+        *,
+        rng: Rng,
+        ids: IdSource,
+        resolver: Resolver,
+    ):
+        self.catalog, self.writer, self.queue = catalog, writer, queue
+        self.rng, self.ids, self.resolver = rng, ids, resolver
+        self.allow_networks = parse_networks(settings.delivery.allow_private_networks)
+
+    # -- tenants -------------------------------------------------------------------------
+
+    async def create_tenant(
+        self, tenant_id: str | None, name: Any, ack_policy: Any = "local"
+    ) -> TenantView:
+        """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish)."""
+        if tenant_id is not None:
+            check_id(tenant_id, "id")
+        if not isinstance(name, str) or not 1 <= len(name) <= 256:
+            raise Unprocessable("must be a string of 1..256 characters", field="name")
+        if ack_policy not in ACK_POLICIES:
+            raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
+        async with self.writer.lock:
+            tid = tenant_id or self.ids.new("ten")
+            if self.catalog.registry.tenant(tid) is not None:
+                raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
+            stamp = self.writer.stamp()
+            deltas = self.catalog.registry.create_tenant(
+                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy
+            )
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        view = self.catalog.registry.tenant(tid)
+        assert view is not None
+        return view
+
+    async def delete_tenant(self, tenant_id: str) -> None:
+        async with self.writer.lock:
+            self.catalog.tenant(tenant_id)
+            stamp = self.writer.stamp()
+            durable = self.writer.commit_local(
+                "registry", stamp, self.catalog.registry.delete_tenant(tenant_id)
+            )
+
+        await durable
+
+    # -- endpoints -----------------------------------------------------------------------
+
+    async def _check_destination(self, url: str) -> None:
+        """422 if ``url``'s host resolves to an address deliveries may not reach."""
+        host, port = validate_url(url)
+        literal = parse_host_literal(host)  # judged by the address it denotes, no resolver
+        if literal is not None:
+            addrs = [literal]
+        else:
+            try:
+                addrs = [ipaddress.ip_address(a) for a in await self.resolver.resolve(host, port)]
+            except (OSError, UnicodeError) as exc:
+                raise Unprocessable(
+                    f"host {host!r} does not resolve: {exc}", field="url", code="invalid_url"
+                ) from None
+        bad = [str(a) for a in addrs if not address_allowed(a, self.allow_networks)]
+        if bad or not addrs:
+            raise Unprocessable(
+                f"url resolves to a non-public address ({', '.join(bad)}); list its network "
+                "in delivery.allow_private_networks to allow it",
+                field="url",
+                code="forbidden_address",
+            )
+        if literal is not None and literal.version == 4 and str(literal) != host:
+            # octal, hex, integer and short forms: httpx will not send to them
+            raise Unprocessable(f"write the address as {literal}", field="url", code="invalid_url")
+
+    async def create_endpoint(self, tenant_id: str, body: Mapping[str, Any]) -> EndpointView:
+        """Create an endpoint from an API body (fields of shared/API.md)."""
+        allowed = {
+            "id", "url", "event_types", "filter", "secret", "description",
+            "rate_limit_per_s", "max_in_flight", "headers", "paused",
+        }  # fmt: skip
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if "url" not in body:
+            raise Unprocessable("is required", field="url")
+        fields = check_endpoint_fields(body)
+        await self._check_destination(fields["url"])
+        event_types = fields.pop("event_types", None) or []
+        eid = fields.pop("id", None)
+        if eid is not None:
+            check_id(eid, "id")
+        fields.setdefault("secret", make_secret(self.rng.randbytes(32)))
+        defaults = {
+            "filter": None,
+            "description": "",
+            "rate_limit_per_s": 50,
+            "max_in_flight": 16,
+            "headers": {},
+            "paused": False,
+            "disabled": False,
+        }
+        async with self.writer.lock:
+            self.catalog.tenant(tenant_id)
+            eid = eid or self.ids.new("ep")
+            if self.catalog.registry.endpoint(eid) is not None:
+                raise Conflict(f"endpoint {eid!r} exists", field="id", code="exists")
+            stamp = self.writer.stamp()
+            deltas = self.catalog.registry.create_endpoint(
+                eid, tenant_id, {**defaults, **fields}, event_types, stamp.wall_ms,
+                self.writer.actor, stamp,
+            )  # fmt: skip
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        return self.catalog.endpoint(tenant_id, eid)
+
+    def endpoints(self, tenant_id: str) -> list[EndpointView]:
+        self.catalog.tenant(tenant_id)
+        return self.catalog.registry.endpoints(tenant_id)
+
+    async def patch_endpoint(
+        self, tenant_id: str, endpoint_id: str, body: Mapping[str, Any]
+    ) -> EndpointView:
+        """Change fields; ``event_types_add``/``event_types_remove`` are OR-Set operations.
+
+        ``paused``: manual pause/resume; ``disabled: false`` re-enables a disabled
+        endpoint. Resuming or re-enabling resets the failure counter. A new ``secret``
+        (or ``null`` for a generated one) rotates: the old one keeps signing for
+        ``delivery.secret_overlap_s``.
+        """
+        allowed = {
+            "url", "event_types", "event_types_add", "event_types_remove", "filter", "secret",
+            "description", "rate_limit_per_s", "max_in_flight", "headers", "paused",
+            "disabled",
+        }  # fmt: skip
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if "secret" in body and body["secret"] is None:
+            body = {**body, "secret": make_secret(self.rng.randbytes(32))}
+        fields = check_endpoint_fields(body)
+        if "url" in fields:
+            await self._check_destination(fields["url"])
+        add = fields.pop("event_types_add", [])
+        remove = fields.pop("event_types_remove", [])
+        async with self.writer.lock:
+            old = self.catalog.endpoint(tenant_id, endpoint_id)
+            stamp = self.writer.stamp()
+            if fields.get("paused") is False or fields.get("disabled") is False:
+                fields["failing_since"] = None  # resume / re-enable resets the counter
+                self.queue.health.pop(endpoint_id, None)
+            if fields.get("disabled") is True:
+                fields["failing_since"] = None
+            if "secret" in fields and fields["secret"] != old.secret:
+                fields["secret_previous"] = old.secret
+                fields["secret_rotated_at"] = stamp.wall_ms
+            deltas = self.catalog.registry.patch_endpoint(
+                endpoint_id, fields, add, remove, stamp.wall_ms, self.writer.actor, stamp
+            )
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        return self.catalog.endpoint(tenant_id, endpoint_id)
+
+    async def delete_endpoint(self, tenant_id: str, endpoint_id: str) -> None:
+        async with self.writer.lock:
+            self.catalog.endpoint(tenant_id, endpoint_id)
+            stamp = self.writer.stamp()
+            deltas = self.catalog.registry.delete_endpoint(endpoint_id, tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas)
+
+        await durable
+
+    def test_filter(self, tenant_id: str, endpoint_id: str, payload: Any) -> dict[str, Any]:
+        """Would ``payload`` pass the endpoint's filter? ``{matches, failed_clause}``."""
+        view = self.catalog.endpoint(tenant_id, endpoint_id)
+        matched, failed = explain(view.filter, payload)
+        return {"matches": matched, "failed_clause": failed}
+
+    # -- sources -------------------------------------------------------------------------
+
+    async def create_source(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Register an inbound source (``POST /v1/sources``); returns its fields."""
+        fields = check_source_fields(body)
+        sid = body.get("id")
+        if sid is not None:
+            check_id(sid, "id")
+        async with self.writer.lock:
+            self.catalog.tenant(fields["tenant"])
+            sid = sid or self.ids.new("src")
+            if self.catalog.registry.source(sid) is not None:
+                raise Conflict(f"source {sid!r} exists", field="id", code="exists")
+            stamp = self.writer.stamp()
+            deltas = self.catalog.registry.create_source(
+                sid, fields, stamp.wall_ms, self.writer.actor, stamp
+            )
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        return self.catalog.source(sid)
+
+    async def delete_source(self, source_id: str) -> None:
+        async with self.writer.lock:
+            self.catalog.source(source_id)
+            stamp = self.writer.stamp()
+            durable = self.writer.commit_local(
+                "registry", stamp, self.catalog.registry.delete_source(source_id)
+            )
+        await durable

@@ -1,0 +1,181 @@
+"""The replica: merging records from peers in per-origin order, and the log's truncation.
+
+Records of one origin are applied in sequence order; a record whose predecessors are
+missing is held back (``held``) until they arrive, and a malformed or drifting one is
+rejected and never merged. Owns the log floor (what truncation removed). Never writes an
+own record: replicated state is committed as it came.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from crdt import ClockDriftError, Timestamp
+
+from ..config import Settings
+from ..core.model import Delivery, Record, WriteBatch, delivery_join
+from ..core.records import Decoded, decode_body
+from ..errors import MalformedRecord
+from .ports import Clock, Store
+from .state import Catalog, IdempotencyKeys, PeerStatus
+from .writepath import WritePath
+
+__all__ = ["Replica"]
+
+log = logging.getLogger("regionsync.node")
+
+_MAX_HELD = 100_000  # out-of-order records buffered per node before dropping
+
+
+class Replica:
+    """Applies peers' records and truncates the log. ``counters`` is the node's shared
+    counter table (``records_rejected``, ``clock_drift``, ``log_truncated``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: WritePath,
+        idempotency: IdempotencyKeys,
+        peers: Mapping[str, PeerStatus],
+        counters: dict[str, int],
+        *,
+        store: Store,
+        clock: Clock,
+    ):
+        self.settings, self.catalog, self.writer = settings, catalog, writer
+        self.idempotency, self.peers, self.counters = idempotency, peers, counters
+        self.store, self.clock = store, clock
+        self.held: dict[str, dict[int, Record]] = {}
+        self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
+
+    async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
+        """Merge records from a peer, in per-origin sequence order, in one commit.
+
+        A record whose predecessors from its origin are missing is held back until they
+        arrive (causal delivery per origin); duplicates are ignored. A record that fails to
+        decode, or whose HLC stamp is too far ahead (``clock_drift``), is rejected, logged
+        and never merged; later records of its origin wait behind it. Returns the rejects.
+        """
+        rejected: list[MalformedRecord] = []
+        async with self.writer.lock:
+            touched: set[str] = set()
+            for r in records:
+                if r.origin == self.writer.actor or r.seq <= self.writer.version_vector.get(
+                    r.origin, 0
+                ):
+                    continue
+                held = self.held.setdefault(r.origin, {})
+                if len(held) < _MAX_HELD:
+                    held[r.seq] = r
+                    touched.add(r.origin)
+            batch = WriteBatch()
+            vv = dict(self.writer.version_vector)
+            deliveries: dict[str, Delivery] = {}
+            for origin in sorted(touched):
+                held = self.held[origin]
+                while (r := held.get(vv.get(origin, 0) + 1)) is not None:
+                    try:
+                        await self._apply_one(r, batch, deliveries)
+                    except MalformedRecord as exc:
+                        log.warning("rejected record: %s", exc)
+                        self.counters["records_rejected"] += 1
+                        rejected.append(exc)
+                        break
+                    del held[r.seq]
+                    vv[origin] = r.seq
+                    batch.records.append(r)
+                    batch.version_vector[origin] = r.seq
+                if not held:
+                    del self.held[origin]
+            if not batch:
+                return rejected
+            batch.deliveries.extend(deliveries.values())
+            self.writer.version_vector = vv
+            durable = self.writer.submit(batch)
+        await durable
+        return rejected
+
+    async def _apply_one(
+        self, r: Record, batch: WriteBatch, deliveries: dict[str, Delivery]
+    ) -> None:
+        try:
+            decoded = decode_body(r.kind, r.body)
+        except ValueError as exc:
+            raise MalformedRecord(r.origin, r.seq, str(exc)) from None
+        try:
+            self.writer.hlc.observe(Timestamp(*r.hlc), self.clock.wall_ms())
+        except ClockDriftError as exc:
+            self.counters["clock_drift"] += 1
+            raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
+        await self.merge(decoded, batch, deliveries)
+
+    async def merge(
+        self, decoded: Decoded, batch: WriteBatch, deliveries: dict[str, Delivery]
+    ) -> None:
+        """Merge validated state into memory and ``batch`` (write lock held)."""
+        changed = self.catalog.apply(decoded.registry)
+        batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
+        if decoded.event is not None:
+            batch.events.append(decoded.event)
+        if decoded.idempotency is not None:
+            self.idempotency.merge(decoded.idempotency)
+            batch.idempotency.append(decoded.idempotency)
+        d = decoded.delivery
+        if d is not None:
+            old = deliveries.get(d.id) or await self.store.get_delivery(d.id)
+            if old is not None:
+                d = delivery_join(old, d)
+            deliveries[d.id] = d
+
+    # -- log truncation ------------------------------------------------------------------
+
+    async def run_truncation(self) -> None:
+        while True:
+            await self.clock.sleep(self.settings.replication.truncate_interval_s)
+            try:
+                await self.truncate_log()
+            except Exception:
+                log.exception("log truncation failed; retrying later")
+
+    def truncation_point(self) -> dict[str, int]:
+        """origin -> seq up to which the log may be truncated now (only origins that move).
+
+        A record goes once every configured peer acknowledged it: the min over peers of
+        their acked seq (a peer never heard from has acked nothing, so it blocks
+        truncation), capped by what this node holds. The last own record is kept (it
+        resumes the HLC after a restart). If the log holds more than
+        ``replication.max_log_records``, the oldest records of each origin go anyway, down
+        to an equal share per origin; a peer left behind is repaired by anti-entropy.
+        """
+        opts = self.settings.replication
+        held = {o: s - self.log_floor.get(o, 0) for o, s in self.writer.durable_vv.items()}
+        share = opts.max_log_records // max(len(held), 1)
+        forced = sum(held.values()) > opts.max_log_records
+        out: dict[str, int] = {}
+        for origin, have in self.writer.durable_vv.items():
+            acked = min((p.acked.get(origin, 0) for p in self.peers.values()), default=have)
+            upto = min(acked, have)
+            if origin == self.writer.actor:
+                upto = min(upto, have - 1)
+            if forced:
+                upto = max(upto, have - share)
+            if upto > self.log_floor.get(origin, 0):
+                out[origin] = upto
+        return out
+
+    async def truncate_log(self) -> int:
+        """Delete log records per ``truncation_point``; returns how many were deleted."""
+        upto = self.truncation_point()
+        if not upto:
+            return 0
+        n = await self.store.truncate_log(upto)
+        for origin, seq in upto.items():
+            self.log_floor[origin] = max(self.log_floor.get(origin, 0), seq)
+        self.counters["log_truncated"] += n
+        return n
+
+    def behind_floor(self, vv: Mapping[str, int]) -> list[str]:
+        """Origins whose records a holder of ``vv`` lacks that the log no longer has."""
+        return sorted(o for o, f in self.log_floor.items() if vv.get(o, 0) < f)

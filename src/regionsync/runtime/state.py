@@ -1,0 +1,182 @@
+"""In-memory state that several parts of a node read: the registry with its subscription
+index, the Idempotency-Key table, the delivery queue's counters and wake-up, and each
+peer's replication status.
+
+Owns no task and does no I/O; the parts that change this state say so in their
+docstrings (registry deltas come only through ``Catalog.apply``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crdt import CRDT
+
+from ..core.health import Health
+from ..core.matching import SubscriptionIndex
+from ..core.registry import EndpointView, Registry, TenantView
+from ..errors import NotFound, Unprocessable
+
+__all__ = ["Catalog", "DeliveryQueue", "IdempotencyKeys", "IdempotencyRow", "PeerStatus"]
+
+log = logging.getLogger("regionsync.node")
+
+# (tenant, key, event id, body digest, accepted at ms, region): a replicated key row
+IdempotencyRow = tuple[str, str, str, str, int, str]
+
+
+class Catalog:
+    """The replicated registry (``core.registry.Registry``) and the subscription index
+    derived from it, kept in step: every delta goes through ``apply``.
+
+    The lookups raise ``NotFound`` naming the field, as the API answers them.
+    """
+
+    def __init__(self, registry: Registry | None = None):
+        self.registry = registry or Registry()
+        self.index = SubscriptionIndex()
+        self.rebuild_index()
+
+    def load(self, states: Mapping[str, bytes]) -> None:
+        """Replace the registry with ``states`` (key -> encoded CRDT) and re-index."""
+        self.registry = Registry.from_bytes(states)
+        self.rebuild_index()
+
+    def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
+        """Merge ``deltas`` (key -> CRDT delta); returns the changed keys' new states."""
+        changed = self.registry.apply(deltas)
+        if changed:
+            self._reindex(changed)
+        return changed
+
+    def rebuild_index(self) -> None:
+        self.index = SubscriptionIndex()
+        for tenant in self.registry.tenant_ids():
+            for view in self.registry.endpoints(tenant):
+                self._index_upsert(view)
+
+    def _index_upsert(self, view: EndpointView) -> None:
+        try:
+            self.index.upsert(view)
+        except Unprocessable as exc:  # validated at its origin; never expected here
+            log.error("endpoint %s has an unusable filter or pattern: %s", view.id, exc)
+            self.index.remove(view.id)
+
+    def _reindex(self, changed: Mapping[str, CRDT]) -> None:
+        """Bring the subscription index up to date with changed registry keys."""
+        if "tenants" in changed:
+            self.rebuild_index()  # tenants come and go rarely
+            return
+        ids: set[str] = set()
+        for key in changed:
+            kind, _, rest = key.partition("/")
+            if kind == "e":
+                ids.add(rest.split("/", 1)[0])
+            elif kind == "t" and rest.endswith("/endpoints"):
+                tenant = rest.split("/", 1)[0]
+                ids.update(self.registry.endpoint_ids(tenant))
+                ids.update(self.index.endpoints_of(tenant))
+        for eid in sorted(ids):
+            view = self.registry.endpoint(eid)
+            if view is None:
+                self.index.remove(eid)
+            else:
+                self._index_upsert(view)
+
+    def tenant(self, tenant_id: str) -> TenantView:
+        view = self.registry.tenant(tenant_id)
+        if view is None:
+            raise NotFound(f"no tenant {tenant_id!r}", field="tenant")
+        return view
+
+    def require_tenant(self, tenant_id: str) -> None:
+        """NotFound unless the tenant is live (the cheap check of the ingest path)."""
+        if not self.registry.has_tenant(tenant_id):
+            raise NotFound(f"no tenant {tenant_id!r}", field="tenant")
+
+    def endpoint(self, tenant_id: str, endpoint_id: str) -> EndpointView:
+        self.tenant(tenant_id)
+        view = self.registry.endpoint(endpoint_id, tenant_id)
+        if view is None:
+            raise NotFound(f"no endpoint {endpoint_id!r}", field="endpoint")
+        return view
+
+    def source(self, source_id: str) -> dict[str, Any]:
+        fields = self.registry.source(source_id)
+        if fields is None:
+            raise NotFound(f"no source {source_id!r}", field="source")
+        return fields
+
+
+class IdempotencyKeys:
+    """Idempotency-Keys: ``(tenant, key) -> (event id, digest, region, accepted at ms)``.
+
+    Replicated rows merge by "the earliest acceptance wins" (ties: the smaller event id),
+    so every region settles on the same event for a key.
+    """
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[str, str], tuple[str, str, str, int]] = {}
+
+    def load(self, rows: Iterable[IdempotencyRow]) -> None:
+        self.table = {(t, k): (e, d, r, at) for t, k, e, d, at, r in rows}
+
+    def get(
+        self, tenant: str, key: str, now_ms: int, ttl_ms: int
+    ) -> tuple[str, str, str, int] | None:
+        """The live row of a key, or None (unknown, or older than ``ttl_ms``)."""
+        found = self.table.get((tenant, key))
+        if found is not None and found[3] + ttl_ms < now_ms:
+            return None  # expired: the key may be used again
+        return found
+
+    def put(self, row: IdempotencyRow) -> None:
+        """Record a key accepted here (the caller checked it was free)."""
+        tenant, key, event_id, digest, at, region = row
+        self.table[(tenant, key)] = (event_id, digest, region, at)
+
+    def merge(self, row: IdempotencyRow) -> None:
+        """Merge a replicated row: the earliest acceptance wins, in every region alike."""
+        tenant, key, event_id, digest, at, region = row
+        known = self.table.get((tenant, key))
+        if known is None or (known[3], known[0]) > (at, event_id):
+            self.table[(tenant, key)] = (event_id, digest, region, at)
+
+    def purge(self, before_ms: int) -> None:
+        for k in [k for k, v in self.table.items() if v[3] < before_ms]:
+            del self.table[k]
+
+    def rows_by_event(self) -> dict[str, list[IdempotencyRow]]:
+        """event id -> its key rows (for anti-entropy items)."""
+        out: dict[str, list[IdempotencyRow]] = {}
+        for (tenant, key), (eid, digest, region, at) in self.table.items():
+            out.setdefault(eid, []).append((tenant, key, eid, digest, at, region))
+        return out
+
+
+@dataclass
+class DeliveryQueue:
+    """What ingest, recovery and the delivery worker share about this region's
+    deliveries: ``backlog`` (pending deliveries this region owns), the worker's ``wake``
+    event, and ``health`` (endpoint id -> this region's health view of it)."""
+
+    backlog: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    health: dict[str, Health] = field(default_factory=dict)
+
+
+@dataclass
+class PeerStatus:
+    """Replication state towards one peer, as ``/v1/cluster`` shows it."""
+
+    region: str
+    address: str
+    connected: bool = False
+    actor: str | None = None  # the peer's own actor, from its Hello
+    acked: dict[str, int] = field(default_factory=dict)
+    last_ack_at_ms: int | None = None
+    last_error: str | None = None

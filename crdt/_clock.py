@@ -30,7 +30,9 @@ class VectorClock(CRDT, tag="vc"):
     """An immutable version vector: actor (str) -> counter (int >= 0; zeros are dropped).
 
     `VectorClock({"a": 0}) == VectorClock()`. Raises TypeError for a non-str actor or a
-    non-mapping argument, ValueError for an empty actor or a counter outside [0, 2**64-1].
+    non-mapping argument, ValueError for an empty actor or a counter outside
+    [0, COUNTER_MAX = 2**63-1], InvalidTextError (a ValueError) for an actor with a lone
+    surrogate.
     """
 
     __slots__ = ("_entries", "_key")
@@ -61,7 +63,8 @@ class VectorClock(CRDT, tag="vc"):
         return self._entries.get(actor, 0)
 
     def increment(self, actor: str) -> VectorClock:
-        """Return the DELTA `{actor: get(actor) + 1}`; merge it to apply. Raises like __init__."""
+        """Return the DELTA `{actor: get(actor) + 1}`; merge it to apply. Raises like __init__
+        (ValueError once the counter would pass COUNTER_MAX)."""
         check_actor(actor)
         return VectorClock._new({actor: check_count(self.get(actor) + 1)})
 

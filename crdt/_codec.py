@@ -12,14 +12,28 @@ from typing import Any, ClassVar, Self
 import msgpack  # type: ignore[import-untyped]
 
 __all__ = [
+    "COUNTER_MAX",
     "CRDT",
+    "LOGICAL_MAX",
+    "WALL_MS_MAX",
     "DecodeError",
+    "InvalidTextError",
     "decode",
 ]
 
 # msgpack integers span int64 .. uint64; anything outside cannot be encoded.
 INT_MIN = -(2**63)
 UINT_MAX = 2**64 - 1
+
+# The ranges every layer agrees on (kernel, wire and store), decided here once:
+# - counters (vector clock entries, dot counters, PN-Counter totals, and the replication
+#   sequence numbers and version vectors built on them) fit SQLite's signed 64-bit INTEGER
+#   and the proto's uint64;
+COUNTER_MAX = 2**63 - 1
+# - HLC wall_ms fits SQLite INTEGER and the proto's uint64 `hlc_wall_ms`;
+WALL_MS_MAX = 2**63 - 1
+# - HLC logical fits the proto's uint32 `hlc_logical` (proto/regionsync/v1/replication.proto).
+LOGICAL_MAX = 2**32 - 1
 # Nesting bound for register values, far below msgpack's and Python's recursion limits.
 MAX_DEPTH = 32
 
@@ -43,6 +57,15 @@ class DecodeError(ValueError):
     Raised by `CRDT.from_bytes` and `crdt.decode` for bad msgpack, unknown or wrong tag,
     unsupported version, wrong shapes or types, out-of-range counters, or a well-formed but
     non-canonical encoding. It is always the peer's (or the store's) fault, never the caller's.
+    """
+
+
+class InvalidTextError(ValueError):
+    """A str given to the kernel is not valid Unicode text (it holds a lone surrogate such as
+    "\\ud83d"), so it has no UTF-8 form and could never be encoded by `to_bytes`.
+
+    Raised when the str enters the kernel (actors, OR-Set elements, register values and
+    their dict keys), never later. It is the caller's fault. Subclass of ValueError.
     """
 
 
@@ -193,21 +216,43 @@ def pack(obj: object) -> bytes:
     return packed
 
 
+def check_text(text: str, *, what: str = "str") -> str:
+    """Return `text` if it has a UTF-8 form (no lone surrogates), else raise InvalidTextError.
+
+    msgpack encodes str as UTF-8 (msgpack spec, str format family).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidTextError(
+            f"{what} {text[:40]!r} is not valid Unicode text: {exc.reason} at {exc.start}"
+        ) from None
+    return text
+
+
 def check_actor(actor: object) -> str:
-    """Return `actor` if it is a non-empty str, else raise TypeError/ValueError."""
+    """Return `actor` if it is a non-empty str, else raise TypeError/ValueError.
+
+    Raises InvalidTextError (a ValueError) for a str with a lone surrogate.
+    """
     if type(actor) is not str:
         raise TypeError(f"actor must be str, got {type(actor).__name__}")
     if not actor:
         raise ValueError("actor must be a non-empty string")
-    return actor
+    return check_text(actor, what="actor")
 
 
-def check_count(n: object, *, minimum: int = 0, what: str = "counter") -> int:
-    """Return `n` if it is an int (not bool) in [minimum, 2**64-1], else raise ValueError."""
+def check_count(
+    n: object, *, minimum: int = 0, maximum: int = COUNTER_MAX, what: str = "counter"
+) -> int:
+    """Return `n` if it is an int (not bool) in [minimum, maximum], else raise ValueError.
+
+    `maximum` defaults to COUNTER_MAX (2**63-1).
+    """
     if type(n) is not int:
         raise ValueError(f"{what} must be int, got {type(n).__name__}")
-    if n < minimum or n > UINT_MAX:
-        raise ValueError(f"{what} {n} outside [{minimum}, 2**64-1]")
+    if n < minimum or n > maximum:
+        raise ValueError(f"{what} {n} outside [{minimum}, {maximum}]")
     return n
 
 
@@ -256,10 +301,14 @@ def canonical_value(value: object, _depth: int = 0) -> Any:
 
     Accepts None, bool, int (int64..uint64), float, str, bytes, list and dict with str keys,
     nested at most MAX_DEPTH deep. Raises TypeError for other types (tuples, sets, objects,
-    subclasses) and ValueError for out-of-range ints or too deep nesting.
+    subclasses), ValueError for out-of-range ints or too deep nesting, and InvalidTextError
+    (a ValueError) for a str value or key with a lone surrogate.
     """
     kind = type(value)
-    if value is None or kind is bool or kind is str or kind is bytes or kind is float:
+    if kind is str:
+        assert isinstance(value, str)
+        return check_text(value, what="str value")
+    if value is None or kind is bool or kind is bytes or kind is float:
         return value
     if kind is int:
         assert isinstance(value, int)
@@ -275,6 +324,7 @@ def canonical_value(value: object, _depth: int = 0) -> Any:
         for key in value:
             if type(key) is not str:
                 raise TypeError(f"dict keys must be str, got {type(key).__name__}")
+            check_text(key, what="dict key")
         return {k: canonical_value(value[k], _depth + 1) for k in sorted(value)}
     raise TypeError(f"unsupported value type {kind.__name__}")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crdt._codec import check_count
+from crdt._codec import LOGICAL_MAX, WALL_MS_MAX, check_count
 
 __all__ = ["HLC", "ClockDriftError", "Timestamp"]
 
@@ -17,15 +17,17 @@ __all__ = ["HLC", "ClockDriftError", "Timestamp"]
 class Timestamp:
     """An HLC timestamp, ordered by `wall_ms` (ms since the epoch) then `logical`.
 
-    Both fields are ints in [0, 2**64-1]; raises ValueError otherwise.
+    `wall_ms` is an int in [0, WALL_MS_MAX] (2**63-1, SQLite INTEGER) and `logical` an int
+    in [0, LOGICAL_MAX] (2**32-1, the proto's uint32 `hlc_logical`); raises ValueError
+    otherwise, so every stamp fits the wire and the store.
     """
 
     wall_ms: int
     logical: int
 
     def __post_init__(self) -> None:
-        check_count(self.wall_ms, what="wall_ms")
-        check_count(self.logical, what="logical")
+        check_count(self.wall_ms, maximum=WALL_MS_MAX, what="wall_ms")
+        check_count(self.logical, maximum=LOGICAL_MAX, what="logical")
 
     def to_list(self) -> list[int]:
         """Return `[wall_ms, logical]` (the wire form)."""
@@ -43,20 +45,45 @@ _ZERO = Timestamp(0, 0)
 
 
 class ClockDriftError(ValueError):
-    """A remote timestamp is more than `max_drift_ms` ahead of local physical time.
+    """A remote timestamp cannot be observed: it is more than `max_drift_ms` ahead of local
+    physical time, or (`remote_logical` set) observing it would push the clock's logical
+    counter past LOGICAL_MAX (2**32-1), which the wire cannot carry.
 
     Attributes: `remote_ms` (remote wall ms), `physical_ms` (local physical ms),
-    `max_drift_ms` (the configured bound). The remote is at fault, not the caller.
+    `max_drift_ms` (the configured bound), `remote_logical` (the remote logical counter
+    when it is the cause, else None). The remote is at fault, not the caller.
     """
 
-    def __init__(self, remote_ms: int, physical_ms: int, max_drift_ms: int) -> None:
-        super().__init__(
-            f"clock_drift: remote {remote_ms} ms is {remote_ms - physical_ms} ms ahead of "
-            f"physical {physical_ms} ms (max {max_drift_ms} ms)"
-        )
+    def __init__(
+        self,
+        remote_ms: int,
+        physical_ms: int,
+        max_drift_ms: int,
+        *,
+        remote_logical: int | None = None,
+    ) -> None:
+        if remote_logical is None:
+            msg = (
+                f"clock_drift: remote {remote_ms} ms is {remote_ms - physical_ms} ms ahead of "
+                f"physical {physical_ms} ms (max {max_drift_ms} ms)"
+            )
+        else:
+            msg = (
+                f"clock_drift: remote stamp ({remote_ms}, {remote_logical}) would push the "
+                f"logical counter past {LOGICAL_MAX} (physical {physical_ms} ms)"
+            )
+        super().__init__(msg)
         self.remote_ms = remote_ms
         self.physical_ms = physical_ms
         self.max_drift_ms = max_drift_ms
+        self.remote_logical = remote_logical
+
+
+def _carry(wall_ms: int, logical: int) -> Timestamp:
+    """`Timestamp(wall_ms, logical)`, or `(wall_ms + 1, 0)` if logical passed LOGICAL_MAX."""
+    if logical > LOGICAL_MAX:
+        return Timestamp(wall_ms + 1, 0)
+    return Timestamp(wall_ms, logical)
 
 
 class HLC:
@@ -88,12 +115,15 @@ class HLC:
         """Stamp a local or send event at physical time `physical_ms` (ms since the epoch).
 
         l' = max(l, pt); c' = c + 1 if l' == l else 0. Strictly greater than `last` even
-        when physical time goes backwards. Raises ValueError for a negative or non-int time.
+        when physical time goes backwards. When c + 1 would exceed LOGICAL_MAX the stamp is
+        (l + 1, 0) instead (still greater, 1 ms ahead: the wire's logical field is 32 bits).
+        Raises ValueError for a negative, non-int or above-WALL_MS_MAX time, or when the
+        wall would pass WALL_MS_MAX.
         """
-        pt = check_count(physical_ms, what="physical_ms")
+        pt = check_count(physical_ms, maximum=WALL_MS_MAX, what="physical_ms")
         wall, logical = self._last.wall_ms, self._last.logical
         new_wall = max(wall, pt)
-        stamp = Timestamp(new_wall, logical + 1 if new_wall == wall else 0)
+        stamp = _carry(new_wall, logical + 1 if new_wall == wall else 0)
         self._last = stamp
         return stamp
 
@@ -103,15 +133,22 @@ class HLC:
         l' = max(l, l_m, pt); c' = max(c, c_m) + 1 if l' == l == l_m, c + 1 if l' == l,
         c_m + 1 if l' == l_m, else 0. The result is greater than both `last` and `remote`.
         Raises ClockDriftError, leaving the clock unchanged, if
-        `remote.wall_ms - physical_ms > max_drift_ms`; ValueError for a bad `physical_ms`.
+        `remote.wall_ms - physical_ms > max_drift_ms`, or if l' == l_m and c_m ==
+        LOGICAL_MAX (c' would not fit the wire; refused until physical time passes l_m).
+        When only the local c + 1 overflows, carries like `now`. ValueError for a bad
+        `physical_ms`.
         """
         if not isinstance(remote, Timestamp):
             raise TypeError(f"remote must be a Timestamp, got {type(remote).__name__}")
-        pt = check_count(physical_ms, what="physical_ms")
+        pt = check_count(physical_ms, maximum=WALL_MS_MAX, what="physical_ms")
         if remote.wall_ms - pt > self._max_drift_ms:
             raise ClockDriftError(remote.wall_ms, pt, self._max_drift_ms)
         wall, logical = self._last.wall_ms, self._last.logical
         new_wall = max(wall, remote.wall_ms, pt)
+        if new_wall == remote.wall_ms and remote.logical >= LOGICAL_MAX:
+            raise ClockDriftError(
+                remote.wall_ms, pt, self._max_drift_ms, remote_logical=remote.logical
+            )
         if new_wall == wall and new_wall == remote.wall_ms:
             new_logical = max(logical, remote.logical) + 1
         elif new_wall == wall:
@@ -120,7 +157,7 @@ class HLC:
             new_logical = remote.logical + 1
         else:
             new_logical = 0
-        stamp = Timestamp(new_wall, new_logical)
+        stamp = _carry(new_wall, new_logical)
         self._last = stamp
         return stamp
 

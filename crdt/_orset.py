@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Self
 
 from crdt._clock import CausalContext, Dot, check_dot
-from crdt._codec import CRDT, INT_MIN, UINT_MAX, check_actor, two
+from crdt._codec import CRDT, INT_MIN, UINT_MAX, check_actor, check_text, two
 
 __all__ = ["ORSet"]
 
@@ -24,11 +24,15 @@ def check_element(element: object) -> Element:
     """Return `element` if it is a str, int (not bool, msgpack range) or bytes.
 
     Raises TypeError for other types (including bool and subclasses), ValueError for an
-    int outside int64..uint64.
+    int outside int64..uint64, InvalidTextError (a ValueError) for a str with a lone
+    surrogate.
     """
     kind = type(element)
-    if kind is str or kind is bytes:
-        assert isinstance(element, str | bytes)
+    if kind is str:
+        assert isinstance(element, str)
+        return check_text(element, what="element")
+    if kind is bytes:
+        assert isinstance(element, bytes)
         return element
     if kind is int:
         assert isinstance(element, int)
@@ -101,7 +105,8 @@ class ORSet(CRDT, tag="orset"):
 
         New dot (actor, context.max(actor) + 1); delta entries {element: {dot}}, delta
         context = {dot} | the dots of `element` seen here (so the add also supersedes them).
-        Raises TypeError/ValueError for a bad element or actor.
+        Raises TypeError/ValueError for a bad element or actor (InvalidTextError for a str
+        with a lone surrogate).
         """
         check_element(element)
         check_actor(actor)

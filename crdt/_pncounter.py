@@ -39,7 +39,9 @@ class PNCounter(CRDT, tag="pnc"):
     """An immutable counter: P (increments) and N (decrements), each actor -> total >= 0.
 
     `value() = sum(P) - sum(N)`. The constructor raises TypeError/ValueError for bad
-    actors or counts (each total must fit in [0, 2**64-1]).
+    actors or counts (each total must fit in [0, COUNTER_MAX = 2**63-1]; InvalidTextError,
+    a ValueError, for an actor with a lone surrogate). `value()` is a Python int and, once
+    concurrent totals of many actors are merged, may lie outside that range.
     """
 
     __slots__ = ("_p", "_n")
@@ -69,8 +71,8 @@ class PNCounter(CRDT, tag="pnc"):
     def increment(self, actor: str, n: int = 1) -> PNCounter:
         """Return the DELTA adding `n` (int >= 1) for `actor`: P = {actor: P[actor] + n}.
 
-        Raises ValueError if `n` is not a positive int or the total would exceed 2**64-1,
-        TypeError/ValueError for a bad actor.
+        Raises ValueError if `n` is not a positive int or the total would exceed
+        COUNTER_MAX (2**63-1), TypeError/ValueError for a bad actor.
         """
         check_actor(actor)
         total = check_count(self._p.get(actor, 0) + _check_amount(n), what="increment total")

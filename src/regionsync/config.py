@@ -12,13 +12,15 @@ import ipaddress
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from .core.wire import ENVELOPE_BYTES, RECORD_OVERHEAD_BYTES, message_budget
 
 __all__ = ["DeliverySettings", "Peer", "Settings", "TlsSettings", "Token", "load_settings"]
 
@@ -70,7 +72,10 @@ class ReplicationSettings(_Section):
     max_log_records: int = Field(1_000_000, ge=1)
     tree_depth: int = Field(4, ge=1, le=8)  # anti-entropy hash tree: 16**depth leaf buckets
     leaf_items: int = Field(16, ge=1)  # a differing bucket this small is sent, not split
-    state_chunk_bytes: int = Field(512 * 1024, ge=1024)  # StateChunk size bound (about)
+    state_chunk_bytes: int = Field(512 * 1024, ge=1024)  # StateChunk size bound
+    # gRPC max send/receive message length on both ends; Batches and StateChunks are cut
+    # below it (core/wire.py) and ingest.max_payload_bytes must leave a record room in it
+    max_message_bytes: int = Field(64 * 1024 * 1024, ge=256 * 1024, le=2**31 - 1)
 
 
 class IngestSettings(_Section):
@@ -126,6 +131,24 @@ class Settings(BaseSettings):
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError("must be host:port with a port in 0..65535")
         return v
+
+    @model_validator(mode="after")
+    def _one_message_limit(self) -> Settings:
+        # every record and every chunk fits replication.max_message_bytes (core/wire.py)
+        limit = self.replication.max_message_bytes
+        need = self.ingest.max_payload_bytes + RECORD_OVERHEAD_BYTES + ENVELOPE_BYTES
+        if need > limit:
+            raise ValueError(
+                f"ingest.max_payload_bytes {self.ingest.max_payload_bytes} + record overhead "
+                f"{RECORD_OVERHEAD_BYTES} + envelope {ENVELOPE_BYTES} exceeds "
+                f"replication.max_message_bytes {limit}"
+            )
+        if self.replication.state_chunk_bytes > message_budget(limit):
+            raise ValueError(
+                f"replication.state_chunk_bytes {self.replication.state_chunk_bytes} exceeds "
+                f"replication.max_message_bytes {limit} - envelope {ENVELOPE_BYTES}"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

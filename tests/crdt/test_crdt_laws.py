@@ -183,17 +183,21 @@ def test_every_type_implements_the_protocol(spec: Any) -> None:
 def test_public_surface_is_exactly_all() -> None:
     assert sorted(crdt.__all__) == sorted(
         [
+            "COUNTER_MAX",
             "CRDT",
             "HLC",
             "CausalContext",
             "ClockDriftError",
             "DecodeError",
             "Dot",
+            "InvalidTextError",
+            "LOGICAL_MAX",
             "LWWRegister",
             "ORSet",
             "PNCounter",
             "Timestamp",
             "VectorClock",
+            "WALL_MS_MAX",
             "decode",
         ]
     )

@@ -23,7 +23,17 @@ __all__ = ["GrpcTransport"]
 
 log = logging.getLogger("regionsync.grpc")
 
-_MAX_MESSAGE = 64 * 1024 * 1024
+_MAX_MESSAGE = 64 * 1024 * 1024  # replication.max_message_bytes' default
+
+
+def _message_limits(max_message_bytes: int) -> list[tuple[str, int]]:
+    # the same limit both ways, on both ends: what one side may send the other accepts
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+
+
 _SERVER_OPTIONS = [
     # a second server on the same port must fail to start, not silently share the
     # replication traffic (gRPC sets SO_REUSEPORT by default)
@@ -33,16 +43,12 @@ _SERVER_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.max_receive_message_length", _MAX_MESSAGE),
-    ("grpc.max_send_message_length", _MAX_MESSAGE),
 ]
 _CLIENT_OPTIONS = [
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.max_receive_message_length", _MAX_MESSAGE),
-    ("grpc.max_send_message_length", _MAX_MESSAGE),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
@@ -105,11 +111,18 @@ class _Servicer(pb_grpc.ReplicationServicer):
 
 
 class GrpcTransport:
-    """Listens on ``listen`` (``host:port``; port 0 picks one, see ``port``)."""
+    """Listens on ``listen`` (``host:port``; port 0 picks one, see ``port``).
 
-    def __init__(self, listen: str, tls: TlsSettings | None = None):
+    ``max_message_bytes`` (``replication.max_message_bytes``) is the max send and receive
+    message length of the server and of every channel it dials.
+    """
+
+    def __init__(
+        self, listen: str, tls: TlsSettings | None = None, max_message_bytes: int = _MAX_MESSAGE
+    ):
         self.listen = listen
         self.tls = tls
+        self.max_message_bytes = max_message_bytes
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._client_creds: grpc.ChannelCredentials | None = None
@@ -121,7 +134,7 @@ class GrpcTransport:
             )
 
     async def serve(self, handler: Callable[[PeerStream], Awaitable[None]]) -> None:
-        server = grpc.aio.server(options=_SERVER_OPTIONS)
+        server = grpc.aio.server(options=_SERVER_OPTIONS + _message_limits(self.max_message_bytes))
         pb_grpc.add_ReplicationServicer_to_server(_Servicer(handler), server)
         try:
             if self.tls is None:
@@ -142,10 +155,11 @@ class GrpcTransport:
         log.info("replication listening on %s", self.listen)
 
     async def connect(self, address: str, timeout_s: float) -> PeerStream:
+        options = _CLIENT_OPTIONS + _message_limits(self.max_message_bytes)
         if self._client_creds is None:
-            channel = grpc.aio.insecure_channel(address, options=_CLIENT_OPTIONS)
+            channel = grpc.aio.insecure_channel(address, options=options)
         else:
-            channel = grpc.aio.secure_channel(address, self._client_creds, options=_CLIENT_OPTIONS)
+            channel = grpc.aio.secure_channel(address, self._client_creds, options=options)
         try:
             async with asyncio.timeout(timeout_s):
                 await channel.channel_ready()

@@ -29,7 +29,9 @@ def build_node(settings: Settings) -> Node:
         clock=clock,
         rng=rng,
         ids=UlidSource(clock, rng),
-        transport=GrpcTransport(settings.grpc_listen, settings.tls),
+        transport=GrpcTransport(
+            settings.grpc_listen, settings.tls, settings.replication.max_message_bytes
+        ),
         sender=HttpxSender.guarded(
             resolver, parse_networks(settings.delivery.allow_private_networks)
         ),

@@ -109,6 +109,8 @@ class Replica:
         except ClockDriftError as exc:
             self.counters["clock_drift"] += 1
             raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
+        except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
+            raise MalformedRecord(r.origin, r.seq, str(exc)) from None
         await self.merge(decoded, batch, deliveries)
 
     async def merge(

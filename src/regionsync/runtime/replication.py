@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..config import ReplicationSettings
 from ..core.hashtree import HashTree, children
 from ..core.model import Record
+from ..core.wire import fit_batch, message_budget, oversize_note, state_item_wire_size
 from ..v1 import replication_pb2 as pb
 from .ports import Clock, LocalLog, PeerStream, PeerTransport, RecordSink, Rng, StateSync, Store
 from .state import PeerStatus
@@ -275,6 +276,10 @@ class PeerLink:
                     await links.clock.sleep(self.opts.linger_ms / 1000)
                     continue
                 lingered = self.opts.linger_ms <= 0
+                records = fit_batch(records, self.opts.max_message_bytes)  # bytes bound too
+                if note := oversize_note(records, self.opts.max_message_bytes):
+                    status.last_error = note  # impossible by config; never silent
+                    log.error("peer %s: %s", status.region, note)
                 if records:
                     message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
                     async with asyncio.timeout(self.opts.call_timeout_s):  # a wedged link
@@ -337,13 +342,15 @@ class PeerLink:
         idents = tree.idents(send)
         chunk: list[pb.StateItem] = []
         size = 0
+        budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))
         for i in range(0, len(idents), 256):
             for kind, body in await links.state.state_items(idents[i : i + 256]):
-                chunk.append(pb.StateItem(kind=kind, body=body))
-                size += len(body) + 16
-                if size >= opts.state_chunk_bytes:
+                item = state_item_wire_size(kind, body)
+                if chunk and size + item > budget:  # cut before it would overflow
                     await self._send_chunk(stream, chunk, None)
                     chunk, size = [], 0
+                chunk.append(pb.StateItem(kind=kind, body=body))
+                size += item
         return await self._send_chunk(stream, chunk, vv)
 
     async def _send_chunk(

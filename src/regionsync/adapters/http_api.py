@@ -2,7 +2,9 @@
 
 Translates HTTP to Node operations and every error to the JSON problem body
 ``{error, detail, field}``; bad input never answers 500. Bodies are read with a size
-limit before parsing (413), must be JSON (415), and must parse (400).
+limit before parsing (413), must be JSON (415), and must parse (400) under the JSON
+policy of core.jsontext (422 for what it refuses). Numbers from request text go through
+core.numtext (ASCII digits, range-checked).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from ..core.jsontext import decode_utf8, embed, loads, loads_members
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event
+from ..core.numtext import parse_uint
 from ..core.registry import ID_RE, EndpointView, TenantView
 from ..errors import (
-    BadRequest,
     ClientError,
     Forbidden,
     NotFound,
@@ -84,21 +87,16 @@ def _client_problem(exc: ClientError) -> JSONResponse:
     return resp
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw body of a JSON request: 415 for another content type, 413 as soon as it
-    is known to exceed ``max_bytes`` (from Content-Length, or while streaming)."""
+async def read_body(request: Request, max_bytes: int, also: tuple[str, ...] = ()) -> bytes:
+    """The raw body of a JSON request (or of a content type in ``also``): 415 for another
+    content type, 413 as soon as it is known to exceed ``max_bytes`` (from Content-Length,
+    or while streaming), 400 for a Content-Length that is not ASCII digits."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json" and not ctype.endswith("+json"):
+    if ctype != "application/json" and not ctype.endswith("+json") and ctype not in also:
         raise UnsupportedMediaType("content type must be application/json", field="content-type")
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
-            raise BadRequest("bad Content-Length", field="content-length")
-        if int(declared) > max_bytes:
+        if parse_uint(declared.strip(), "content-length") > max_bytes:
             raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -109,23 +107,12 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
+async def read_object(request: Request, max_bytes: int, surrogates: bool = False) -> dict[str, Any]:
+    """The request body as a parsed JSON object; 415, 413 (before reading past the
+    limit), 400, 422 naming the member (core.jsontext); lone surrogates refused unless
+    ``surrogates`` (registry fields are stored as strings, which cannot hold them)."""
     raw = await read_body(request, max_bytes)
-    try:
-        body = json.loads(raw, parse_constant=_reject_constant)
-        if b"\\u" in raw:  # an escaped lone surrogate parses but cannot be stored or sent
-            json.dumps(body, ensure_ascii=False).encode()
-    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-        raise BadRequest(f"body is not valid JSON: {exc}", field="body", code="bad_json") from None
-    return body
-
-
-async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
-    body = await read_json(request, max_bytes)
-    if not isinstance(body, dict):
-        raise Unprocessable("body must be a JSON object", field="body")
-    return body
+    return loads_members(decode_utf8(raw), surrogates=surrogates)[0]
 
 
 def tenant_json(t: TenantView) -> dict[str, Any]:
@@ -167,14 +154,29 @@ def endpoint_json(e: EndpointView) -> dict[str, Any]:
 
 
 def event_json(e: Event) -> dict[str, Any]:
+    """An event without its payload (``event_body`` embeds the payload text)."""
     return {
         "id": e.id,
         "tenant": e.tenant,
         "event_type": e.event_type,
-        "payload": json.loads(e.payload),
         "region": e.region,
         "received_at": rfc3339(e.received_at_ms),
     }
+
+
+def event_body(e: Event, extra: dict[str, Any]) -> bytes:
+    """The event object with its stored payload text embedded as written (numbers keep
+    their digits). A payload stored before the JSON policy (core.jsontext) that it refuses
+    is read back as ``null`` with ``payload_error``, never as a 500."""
+    try:
+        text = e.payload.decode("utf-8")
+        loads(text)
+    except (UnicodeDecodeError, ClientError) as exc:
+        detail = exc.detail if isinstance(exc, ClientError) else "not UTF-8"
+        log.warning("event %s has a stored payload outside the JSON policy: %s", e.id, detail)
+        return json.dumps({**event_json(e), "payload": None, "payload_error": detail,
+                           **extra}).encode()  # fmt: skip
+    return embed({**event_json(e), **extra}, "payload", text).encode()
 
 
 def accepted_json(e: Event) -> dict[str, Any]:
@@ -381,7 +383,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         """Would a sample payload pass this endpoint's filter, and if not, which clause
         failed (``path.$op``)? Body: ``{"payload": ...}``."""
         auth.check(request, tenant)
-        body = await read_object(request, max_body)
+        body = await read_object(request, max_body, surrogates=True)  # as publish accepts
         if set(body) != {"payload"}:
             raise Unprocessable('body must be {"payload": ...}', field="payload")
         return node.test_filter(tenant, endpoint, body["payload"])
@@ -437,9 +439,10 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         if cursor is not None:
             at, _, rest = cursor.partition(":")
             did, _, n = rest.rpartition(":")
-            if not (at.isdigit() and n.isdigit() and ID_RE.fullmatch(did)):
+            if not ID_RE.fullmatch(did):
                 raise Unprocessable("not a cursor this API returned", field="cursor")
-            after = (int(at), did, int(n))
+            at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
+            after = (at_ms, did, n_int)
         ok = None if status is None else status == "succeeded"
         rows = await node.store.list_attempts(endpoint, ok, since_ms, after, limit)
         nxt = (
@@ -497,19 +500,15 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
     async def publish_handler(request: Request, tenant: str) -> JSONResponse:
         auth.check(request, tenant, publish=True)
         node.require_tenant(tenant)
-        body = await read_object(request, max_body)
+        # the payload is delivered as the exact text of the body's "payload" member
+        body, texts = loads_members(decode_utf8(await read_body(request, max_body)))
         unknown = sorted(set(body) - {"event_type", "payload"})
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
         for name in ("event_type", "payload"):
             if name not in body:
                 raise Unprocessable("is required", field=name)
-        try:
-            payload = json.dumps(
-                body["payload"], separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            )
-        except ValueError:  # e.g. 1e400 parses to inf, which JSON cannot carry
-            raise Unprocessable("numbers must be finite doubles", field="payload") from None
+        payload = texts["payload"]
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 256:
             raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
@@ -523,13 +522,11 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         return await publish_handler(request, tenant)
 
     @app.get("/v1/tenants/{tenant}/events/{event}")
-    async def get_event(request: Request, tenant: str, event: str) -> JSONResponse:
+    async def get_event(request: Request, tenant: str, event: str) -> Response:
         auth.check(request, tenant)
         ev, deliveries = await node.get_event(tenant, event)
-        # JSONResponse directly: payloads may nest deeper than pydantic serializes
-        return JSONResponse(
-            {**event_json(ev), "deliveries": [delivery_json(d) for d in deliveries]}
-        )
+        extra = {"deliveries": [delivery_json(d) for d in deliveries]}
+        return Response(event_body(ev, extra), media_type="application/json")
 
     @app.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
     async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
@@ -562,7 +559,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     async def inbound_handler(request: Request, source: str) -> JSONResponse:
         node.source(source)  # 404 before reading a byte of an unknown source's body
-        raw = await read_body(request, max_body)
+        raw = await read_body(request, max_body, also=("application/x-www-form-urlencoded",))
         headers = {k.lower(): v for k, v in request.headers.items()}
         event, created = await node.ingest(source, headers, raw)
         return JSONResponse({**accepted_json(event), "duplicate": not created}, status_code=202)

@@ -57,7 +57,7 @@ log = logging.getLogger("regionsync.node")
 _MAX_HELD = 100_000
 SOURCE_CONFIG_FIELDS = (
     "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
-    "encoding", "prefix", "event_type_from", "id_from",
+    "encoding", "prefix", "event_type_from", "id_from", "default_event_type",
 )  # fmt: skip  # out-of-order records buffered per node before dropping
 
 
@@ -724,7 +724,7 @@ class Node:
             return existing, False
         priority = src.priority
         self._admit_or_raise(priority)
-        payload = json.dumps(inbound.payload, separators=(",", ":"), ensure_ascii=False)
+        payload = inbound.text  # delivered as the sender wrote it (core.jsontext)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
         async with self.write_lock:
             self.require_tenant(src.tenant)

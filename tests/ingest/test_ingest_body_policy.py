@@ -67,8 +67,8 @@ def test_standard_webhooks_timestamp_must_be_ascii_digits(ts: str) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b'{"id":"1","n":12345678901234567.89}', b' {"id":"1","n":1.10,"e":1E2,"z":-0}\n',
-     b'{"id":"1","s":"\\ud83d"}'],
+    [b'{"id":"1","type":"t","n":12345678901234567.89}',
+     b' {"id":"1","type":"t","n":1.10,"e":1E2,"z":-0}\n', b'{"id":"1","type":"t","s":"\\ud83d"}'],
 )  # fmt: skip
 def test_payload_text_is_the_body_as_written(body: bytes) -> None:
     got = verify(HM, hm_headers(body), body, NOW)
@@ -121,14 +121,11 @@ class _Req:
         yield self._body
 
 
-@pytest.mark.parametrize("declared", ["\u00b2", "1\u00b2", "-1", "9" * 30, "0x10", "1e3"])
-async def test_content_length_must_be_ascii_digits(declared: str) -> None:
-    req = _Req({"content-type": "application/json", "content-length": declared})
-    with pytest.raises(BadRequest) as exc:
-        await read_body(req, 1024)  # type: ignore[arg-type]
-    assert exc.value.field == "content-length"
-
-
-async def test_content_length_within_limit_is_read() -> None:
+async def test_content_length_must_be_ascii_digits() -> None:
+    for declared in ["\u00b2", "1\u00b2", "\u0661", "-1", "9" * 30, "0x10", "1e3", ""]:
+        req = _Req({"content-type": "application/json", "content-length": declared})
+        with pytest.raises(BadRequest) as exc:
+            await read_body(req, 1024)  # type: ignore[arg-type]
+        assert exc.value.field == "content-length"
     req = _Req({"content-type": "application/json", "content-length": "2"})
     assert await read_body(req, 1024) == b"{}"  # type: ignore[arg-type]

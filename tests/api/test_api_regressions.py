@@ -21,10 +21,9 @@ EVENTS = f"{TENANTS}/events"
     [
         ("/v1/tenants", '{"name": "\\ud800"}'),
         (ENDPOINTS, f'{{"url": "{OK_URL}", "description": "\\udc00"}}'),
-        (EVENTS, '{"event_type": "a", "payload": {"s": "\\ud800"}}'),
     ],
-    ids=["tenant-name", "endpoint-description", "event-payload"],
-)
+    ids=["tenant-name", "endpoint-description"],
+)  # event payloads keep the escape as written: tests/api/test_api_json_policy.py
 async def test_lone_surrogate_in_json_string_is_a_client_error(
     api: Api, tenant: str, path: str, body: str
 ) -> None:

@@ -66,6 +66,12 @@ class SourceIn(BaseModel):
     prefix: str = ""
     event_type_from: str = Field("payload:type", description="header:<name> or payload:<path>")
     id_from: str = Field("", description="header:<name> or payload:<path>; empty: body hash")
+    default_event_type: str = Field(
+        "webhook",
+        pattern=r"^[A-Za-z0-9_.\-]{1,128}$",
+        description="standard-webhooks, hmac: the event type of a verified request whose "
+        "event_type_from finds no usable type (never refused for it)",
+    )
 
 
 class SinceIn(BaseModel):

@@ -65,6 +65,7 @@ SOURCE_FIELDS = (
     "prefix",
     "event_type_from",
     "id_from",
+    "default_event_type",
     "created_at",
 )
 _ID = r"[A-Za-z0-9_.\-]{1,64}"

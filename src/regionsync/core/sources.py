@@ -5,7 +5,11 @@ id it has; never reads time (``now_s`` is passed in), never logs secrets. Rules:
 "Validating webhook deliveries" (X-Hub-Signature-256 = sha256=hex HMAC of the raw body),
 Stripe "Verify webhook signatures" (Stripe-Signature t=..,v1=.., signed "{t}.{body}",
 300 s tolerance), Standard Webhooks spec (webhook-id/-timestamp/-signature, 5 min).
-Signatures are checked over the raw bytes before any parsing, in constant time.
+Signatures are checked over the raw bytes before any parsing, in constant time. Bodies
+are JSON under the policy of core.jsontext; a GitHub body may also be the form
+``payload=<json>`` (GitHub's default content type). The payload text is kept as the sender
+wrote it. Once a request is verified, its body's shape never refuses it: a payload without
+a usable event type gets the source's ``default_event_type``.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
-from ..errors import BadRequest, Unauthorized, Unprocessable
+from ..errors import BadRequest, Unauthorized, Unprocessable, UnsupportedMediaType
+from .jsontext import decode_utf8, loads
+from .numtext import parse_uint
 from .signing import parse_secret
 from .validate import EVENT_TYPE_RE
 
@@ -40,6 +46,8 @@ _ALGORITHMS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib
 STRIPE_TOLERANCE_S = 300
 STANDARD_TOLERANCE_S = 300
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+DEFAULT_EVENT_TYPE = "webhook"  # the default of a source's default_event_type
+FORM = "application/x-www-form-urlencoded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,8 @@ class SourceConfig:
     prefix: str = ""  # hmac: e.g. "sha256=" before the digest
     event_type_from: str = "payload:type"
     id_from: str = ""  # hmac: empty = sha256 of the body
+    # standard-webhooks, hmac: the event type when event_type_from finds no usable one
+    default_event_type: str = DEFAULT_EVENT_TYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +77,8 @@ class Inbound:
 
     event_type: str
     delivery_id: str
-    payload: Any  # parsed JSON
+    payload: Any  # parsed JSON (filters read it)
+    text: str  # the payload's JSON text exactly as the sender wrote it (delivered)
 
 
 def event_id_for(source_id: str, delivery_id: str) -> str:
@@ -82,7 +93,7 @@ def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     """Validate a ``POST /v1/sources`` body; returns the fields. Raises Unprocessable."""
     allowed = {
         "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
-        "encoding", "prefix", "event_type_from", "id_from",
+        "encoding", "prefix", "event_type_from", "id_from", "default_event_type",
     }  # fmt: skip
     unknown = sorted(set(body) - allowed)
     if unknown:
@@ -128,18 +139,31 @@ def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
         ):
             raise Unprocessable("must start with 'header:' or 'payload:'", field=name)
         out[name] = value.lower() if name == "header" else value
+    default_type = body.get("default_event_type", DEFAULT_EVENT_TYPE)
+    if not isinstance(default_type, str) or not EVENT_TYPE_RE.fullmatch(default_type):
+        raise Unprocessable("must match [A-Za-z0-9_.-]{1,128}", field="default_event_type")
+    out["default_event_type"] = default_type
     return out
 
 
-def _parse_json(body: bytes) -> Any:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("body is not valid UTF-8", field="body", code="bad_encoding") from None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        raise BadRequest("body is not valid JSON", field="body", code="bad_json") from None
+def _parse_json(body: bytes, headers: Mapping[str, str], form: bool = False) -> tuple[Any, str]:
+    """``(parsed, text)`` of the payload; ``form``: the body may be ``payload=<json>``
+    (application/x-www-form-urlencoded, WHATWG URL "urlencoded parsing")."""
+    ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+    text = decode_utf8(body)
+    if ctype == FORM:
+        if not form:
+            raise UnsupportedMediaType("content type must be application/json",
+                                       field="content-type")  # fmt: skip
+        try:
+            fields = parse_qsl(text, keep_blank_values=True, errors="strict")
+        except (ValueError, UnicodeError):
+            raise BadRequest("form body is not valid", field="body") from None
+        values = [v for k, v in fields if k == "payload"]
+        if len(values) != 1:
+            raise BadRequest("form body must carry one payload field", field="payload")
+        text = values[0]
+    return loads(text, field="body"), text
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
@@ -167,10 +191,27 @@ def _check_event_type(value: Any, field: str) -> str:
     return value
 
 
+def _event_type(src: SourceConfig, headers: Mapping[str, str], payload: Any) -> str:
+    """The type where ``event_type_from`` points, else the source's default."""
+    value = _lookup(src.event_type_from, headers, payload)
+    if isinstance(value, str) and EVENT_TYPE_RE.fullmatch(value):
+        return value
+    return _check_event_type(src.default_event_type or DEFAULT_EVENT_TYPE, "default_event_type")
+
+
+def _delivery_id(value: Any, field: str) -> str:
+    """A sender's delivery id: 1..256 characters that UTF-8 can encode."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 256:
+        raise Unprocessable("must be a string of 1..256 characters", field=field)
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        raise Unprocessable("must not hold a lone surrogate", field=field) from None
+    return value
+
+
 def _within(ts: str, now_s: int, tolerance_s: int, field: str) -> int:
-    if not ts.isdigit():
-        raise Unauthorized("timestamp is not an integer", field=field, code="bad_signature")
-    t = int(ts)
+    t = parse_uint(ts, field, what="a Unix time in seconds")
     if abs(now_s - t) > tolerance_s:
         raise Unauthorized(
             f"timestamp outside the {tolerance_s} s tolerance", field=field, code="stale"
@@ -183,7 +224,7 @@ def _verify_github(src: SourceConfig, headers: Mapping[str, str], body: bytes) -
     want = "sha256=" + hmac.new(src.secret.encode(), body, hashlib.sha256).hexdigest()
     if not hmac.compare_digest(want.encode(), sig.strip().encode()):
         raise Unauthorized("signature mismatch", field="X-Hub-Signature-256", code="bad_signature")
-    payload = _parse_json(body)
+    payload, text = _parse_json(body, headers, form=True)
     event = headers.get("x-github-event")
     if not event:
         raise BadRequest("missing X-GitHub-Event header", field="X-GitHub-Event")
@@ -192,7 +233,7 @@ def _verify_github(src: SourceConfig, headers: Mapping[str, str], body: bytes) -
     delivery = headers.get("x-github-delivery")
     if not delivery or len(delivery) > 256:
         raise BadRequest("missing X-GitHub-Delivery header", field="X-GitHub-Delivery")
-    return Inbound(_check_event_type(etype, "X-GitHub-Event"), delivery, payload)
+    return Inbound(_check_event_type(etype, "X-GitHub-Event"), delivery, payload, text)
 
 
 def _verify_stripe(
@@ -211,13 +252,11 @@ def _verify_stripe(
     if not any(hmac.compare_digest(want.encode(), v.encode()) for v in parts["v1"]):
         raise Unauthorized("signature mismatch", field="Stripe-Signature", code="bad_signature")
     _within(t, now_s, STRIPE_TOLERANCE_S, "Stripe-Signature")
-    payload = _parse_json(body)
+    payload, text = _parse_json(body, headers)
     if not isinstance(payload, dict):
         raise Unprocessable("Stripe event must be a JSON object", field="body")
-    event_id = payload.get("id")
-    if not isinstance(event_id, str) or not event_id or len(event_id) > 256:
-        raise Unprocessable("Stripe event has no id", field="id")
-    return Inbound(_check_event_type(payload.get("type"), "type"), event_id, payload)
+    event_id = _delivery_id(payload.get("id"), "id")
+    return Inbound(_check_event_type(payload.get("type"), "type"), event_id, payload, text)
 
 
 def _verify_standard(
@@ -237,11 +276,10 @@ def _verify_standard(
     if not ok:
         raise Unauthorized("signature mismatch", field="webhook-signature", code="bad_signature")
     _within(ts, now_s, STANDARD_TOLERANCE_S, "webhook-timestamp")
-    payload = _parse_json(body)
-    etype = _lookup(src.event_type_from, headers, payload)
+    payload, text = _parse_json(body, headers)
     if len(msg_id) > 256:
         raise BadRequest("webhook-id is too long", field="webhook-id")
-    return Inbound(_check_event_type(etype, src.event_type_from), msg_id, payload)
+    return Inbound(_event_type(src, headers, payload), msg_id, payload, text)
 
 
 def _verify_hmac(src: SourceConfig, headers: Mapping[str, str], body: bytes) -> Inbound:
@@ -254,24 +292,25 @@ def _verify_hmac(src: SourceConfig, headers: Mapping[str, str], body: bytes) -> 
         want = base64.b64encode(mac).decode()
     if not hmac.compare_digest((src.prefix + want).encode(), sig.encode()):
         raise Unauthorized("signature mismatch", field=src.header, code="bad_signature")
-    payload = _parse_json(body)
-    etype = _lookup(src.event_type_from, headers, payload)
+    payload, text = _parse_json(body, headers)
     if src.id_from:
         delivery = _lookup(src.id_from, headers, payload)
         if not isinstance(delivery, str | int) or isinstance(delivery, bool) or not str(delivery):
             raise BadRequest("no delivery id where id_from points", field=src.id_from)
-        delivery = str(delivery)
+        delivery = _delivery_id(str(delivery), src.id_from)
     else:
         delivery = hashlib.sha256(body).hexdigest()
-    return Inbound(_check_event_type(etype, src.event_type_from), delivery, payload)
+    return Inbound(_event_type(src, headers, payload), delivery, payload, text)
 
 
 def verify(src: SourceConfig, headers: Mapping[str, str], body: bytes, now_s: int) -> Inbound:
     """Verify an inbound request (``headers`` with lower-case names) and derive its event.
 
     Raises Unauthorized (401: missing or bad signature, stale or future timestamp),
-    BadRequest (400: body not UTF-8 JSON, missing sender headers), Unprocessable (422:
-    event type not derivable or not ``[A-Za-z0-9_.-]{1,128}``).
+    BadRequest (400: body not UTF-8 JSON, a timestamp that is not ASCII digits within
+    int64, missing sender headers), Unprocessable (422: see core.jsontext; a GitHub or
+    Stripe event type not ``[A-Za-z0-9_.-]{1,128}``, a Stripe event without an id),
+    UnsupportedMediaType (415: a form body to a kind other than github).
     """
     try:
         if src.kind == "github":

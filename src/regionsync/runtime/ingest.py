@@ -29,7 +29,7 @@ __all__ = ["Ingest"]
 
 SOURCE_CONFIG_FIELDS = (
     "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
-    "encoding", "prefix", "event_type_from", "id_from",
+    "encoding", "prefix", "event_type_from", "id_from", "default_event_type",
 )  # fmt: skip
 
 
@@ -181,7 +181,7 @@ class Ingest:
             return existing, False
         priority = src.priority
         self._admit_or_raise(priority)
-        payload = json.dumps(inbound.payload, separators=(",", ":"), ensure_ascii=False)
+        payload = inbound.text  # delivered as the sender wrote it (core.jsontext)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
         async with self.writer.lock:
             self.catalog.require_tenant(src.tenant)

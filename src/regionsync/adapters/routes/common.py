@@ -2,7 +2,9 @@
 page parameters, the JSON problem body, bearer-token scopes and the JSON renderers.
 
 Bodies are read with a size limit before parsing (413), must be JSON (415), and must
-parse (400); every error becomes the problem body ``{error, detail, field}``.
+parse (400) under the JSON policy of core.jsontext (422 for what it refuses); numbers from
+request text go through core.numtext (ASCII digits, range-checked). Every error becomes
+the problem body ``{error, detail, field}``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, Event
+from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
 from ...errors import (
-    BadRequest,
     ClientError,
     Forbidden,
     PayloadTooLarge,
@@ -39,13 +42,13 @@ __all__ = [
     "client_problem",
     "delivery_json",
     "endpoint_json",
+    "event_body",
     "event_json",
     "job_json",
     "page_params",
     "parse_time",
     "problem",
     "read_body",
-    "read_json",
     "read_object",
     "rfc3339",
     "source_json",
@@ -95,21 +98,16 @@ def client_problem(exc: ClientError) -> JSONResponse:
     return resp
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw body of a JSON request: 415 for another content type, 413 as soon as it
-    is known to exceed ``max_bytes`` (from Content-Length, or while streaming)."""
+async def read_body(request: Request, max_bytes: int, also: tuple[str, ...] = ()) -> bytes:
+    """The raw body of a JSON request (or of a content type in ``also``): 415 for another
+    content type, 413 as soon as it is known to exceed ``max_bytes`` (from Content-Length,
+    or while streaming), 400 for a Content-Length that is not ASCII digits."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json" and not ctype.endswith("+json"):
+    if ctype != "application/json" and not ctype.endswith("+json") and ctype not in also:
         raise UnsupportedMediaType("content type must be application/json", field="content-type")
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
-            raise BadRequest("bad Content-Length", field="content-length")
-        if int(declared) > max_bytes:
+        if parse_uint(declared.strip(), "content-length") > max_bytes:
             raise PayloadTooLarge(f"body is over {max_bytes} bytes", field="body")
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -120,23 +118,12 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request body as parsed JSON; 415, 413 (before reading past the limit), 400."""
+async def read_object(request: Request, max_bytes: int, surrogates: bool = False) -> dict[str, Any]:
+    """The request body as a parsed JSON object; 415, 413 (before reading past the
+    limit), 400, 422 naming the member (core.jsontext); lone surrogates refused unless
+    ``surrogates`` (registry fields are stored as strings, which cannot hold them)."""
     raw = await read_body(request, max_bytes)
-    try:
-        body = json.loads(raw, parse_constant=_reject_constant)
-        if b"\\u" in raw:  # an escaped lone surrogate parses but cannot be stored or sent
-            json.dumps(body, ensure_ascii=False).encode()
-    except (ValueError, RecursionError) as exc:  # UnicodeError is a ValueError
-        raise BadRequest(f"body is not valid JSON: {exc}", field="body", code="bad_json") from None
-    return body
-
-
-async def read_object(request: Request, max_bytes: int) -> dict[str, Any]:
-    body = await read_json(request, max_bytes)
-    if not isinstance(body, dict):
-        raise Unprocessable("body must be a JSON object", field="body")
-    return body
+    return loads_members(decode_utf8(raw), surrogates=surrogates)[0]
 
 
 def tenant_json(t: TenantView) -> dict[str, Any]:
@@ -178,14 +165,29 @@ def endpoint_json(e: EndpointView) -> dict[str, Any]:
 
 
 def event_json(e: Event) -> dict[str, Any]:
+    """An event without its payload (``event_body`` embeds the payload text)."""
     return {
         "id": e.id,
         "tenant": e.tenant,
         "event_type": e.event_type,
-        "payload": json.loads(e.payload),
         "region": e.region,
         "received_at": rfc3339(e.received_at_ms),
     }
+
+
+def event_body(e: Event, extra: dict[str, Any]) -> bytes:
+    """The event object with its stored payload text embedded as written (numbers keep
+    their digits). A payload stored before the JSON policy (core.jsontext) that it refuses
+    is read back as ``null`` with ``payload_error``, never as a 500."""
+    try:
+        text = e.payload.decode("utf-8")
+        loads(text)
+    except (UnicodeDecodeError, ClientError) as exc:
+        detail = exc.detail if isinstance(exc, ClientError) else "not UTF-8"
+        log.warning("event %s has a stored payload outside the JSON policy: %s", e.id, detail)
+        return json.dumps({**event_json(e), "payload": None, "payload_error": detail,
+                           **extra}).encode()  # fmt: skip
+    return embed({**event_json(e), **extra}, "payload", text).encode()
 
 
 def accepted_json(e: Event) -> dict[str, Any]:

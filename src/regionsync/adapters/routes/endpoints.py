@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
 from ..openapi_docs import body
@@ -56,7 +57,7 @@ def build(ctx: ApiContext) -> APIRouter:
         """Would a sample payload pass this endpoint's filter, and if not, which clause
         failed (``path.$op``)? Body: ``{"payload": ...}``."""
         ctx.auth.check(request, tenant)
-        body = await read_object(request, ctx.max_body)
+        body = await read_object(request, ctx.max_body, surrogates=True)  # as publish accepts
         if set(body) != {"payload"}:
             raise Unprocessable('body must be {"payload": ...}', field="payload")
         return node.registry_ops.test_filter(tenant, endpoint, body["payload"])
@@ -89,9 +90,10 @@ def build(ctx: ApiContext) -> APIRouter:
         if cursor is not None:
             at, _, rest = cursor.partition(":")
             did, _, n = rest.rpartition(":")
-            if not (at.isdigit() and n.isdigit() and ID_RE.fullmatch(did)):
+            if not ID_RE.fullmatch(did):
                 raise Unprocessable("not a cursor this API returned", field="cursor")
-            after = (int(at), did, int(n))
+            at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
+            after = (at_ms, did, n_int)
         ok = None if status is None else status == "succeeded"
         rows = await node.store.list_attempts(endpoint, ok, since_ms, after, limit)
         nxt = (

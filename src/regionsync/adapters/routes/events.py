@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from ...core.jsontext import decode_utf8, loads_members
 from ...errors import Unprocessable
 from ..openapi_docs import body
-from .common import ApiContext, accepted_json, delivery_json, event_json, read_object
+from .common import ApiContext, accepted_json, delivery_json, event_body, read_body
 
 __all__ = ["build"]
 
@@ -21,19 +20,15 @@ def build(ctx: ApiContext) -> APIRouter:
     async def publish_handler(request: Request, tenant: str) -> JSONResponse:
         ctx.auth.check(request, tenant, publish=True)
         node.catalog.require_tenant(tenant)
-        body = await read_object(request, ctx.max_body)
+        # the payload is delivered as the exact text of the body's "payload" member
+        body, texts = loads_members(decode_utf8(await read_body(request, ctx.max_body)))
         unknown = sorted(set(body) - {"event_type", "payload"})
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
         for name in ("event_type", "payload"):
             if name not in body:
                 raise Unprocessable("is required", field=name)
-        try:
-            payload = json.dumps(
-                body["payload"], separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            )
-        except ValueError:  # e.g. 1e400 parses to inf, which JSON cannot carry
-            raise Unprocessable("numbers must be finite doubles", field="payload") from None
+        payload = texts["payload"]
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 256:
             raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
@@ -49,12 +44,10 @@ def build(ctx: ApiContext) -> APIRouter:
         return await publish_handler(request, tenant)
 
     @router.get("/v1/tenants/{tenant}/events/{event}")
-    async def get_event(request: Request, tenant: str, event: str) -> JSONResponse:
+    async def get_event(request: Request, tenant: str, event: str) -> Response:
         ctx.auth.check(request, tenant)
         ev, deliveries = await node.ingest.get_event(tenant, event)
-        # JSONResponse directly: payloads may nest deeper than pydantic serializes
-        return JSONResponse(
-            {**event_json(ev), "deliveries": [delivery_json(d) for d in deliveries]}
-        )
+        extra = {"deliveries": [delivery_json(d) for d in deliveries]}
+        return Response(event_body(ev, extra), media_type="application/json")
 
     return router

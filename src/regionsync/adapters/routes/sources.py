@@ -36,7 +36,7 @@ def build(ctx: ApiContext) -> APIRouter:
 
     async def inbound_handler(request: Request, source: str) -> JSONResponse:
         node.catalog.source(source)  # 404 before reading a byte of an unknown source's body
-        raw = await read_body(request, ctx.max_body)
+        raw = await read_body(request, ctx.max_body, also=("application/x-www-form-urlencoded",))
         headers = {k.lower(): v for k, v in request.headers.items()}
         event, created = await node.ingest.ingest(source, headers, raw)
         return JSONResponse({**accepted_json(event), "duplicate": not created}, status_code=202)

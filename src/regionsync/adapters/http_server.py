@@ -57,7 +57,7 @@ def problem_bytes(
     body: dict[str, Any] = {"error": code, "detail": detail}
     if field is not None:
         body["field"] = field
-    payload = json.dumps(body).encode()
+    payload = json.dumps(body, separators=(",", ":")).encode()
     lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}".encode()]
     lines += [name + b": " + value for name, value in headers]
     lines += [
@@ -71,7 +71,7 @@ def problem_bytes(
 def _problem_app(status: int, code: str, detail: str, retry_after_s: int | None = None) -> Any:
     """An ASGI app answering every request with ``status`` and the problem body, then
     closing the connection (it reads no body)."""
-    payload = json.dumps({"error": code, "detail": detail}).encode()
+    payload = json.dumps({"error": code, "detail": detail}, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),

@@ -157,6 +157,21 @@ async def test_content_length_without_body_gets_408(served: Served) -> None:
     assert_timed_out(answer, started)
 
 
+async def test_second_request_on_a_keep_alive_connection_gets_408(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await read_one(reader)).status == 200
+        started = time.monotonic()
+        writer.write(
+            b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 10\r\n\r\n"
+        )
+        assert_timed_out(parse(await read_to_eof(reader)), started)
+    finally:
+        writer.close()
+
+
 async def test_head_dripped_a_byte_at_a_time_gets_408(served: Served) -> None:
     # every gap (0.1 s) is shorter than the timeout: only a total deadline ends it
     reader, writer = await connect(served.port)

@@ -137,9 +137,11 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             # client's delay, so wait again
             self._arm()
             return
-        cycle = self.cycle
-        if not self._begun or (cycle is not None and cycle.response_started):
-            # nothing sent, or an answer already (started) on this connection: no 408
+        cycle = self.cycle  # this request's once its head is in, else the one before
+        started = cycle is not None and cycle.response_started
+        if not self._begun or (started and (self._head_done or not cycle.response_complete)):
+            # nothing sent, this request already answered, or an earlier answer still
+            # being written (a 408 cannot be interleaved): close without one
             self.transport.close()
             return
         if cycle is not None and not cycle.response_complete:

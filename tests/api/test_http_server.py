@@ -163,10 +163,7 @@ async def test_second_request_on_a_keep_alive_connection_gets_408(served: Served
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (await read_one(reader)).status == 200
         started = time.monotonic()
-        writer.write(
-            b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 10\r\n\r\n"
-        )
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # the head never ends
         assert_timed_out(parse(await read_to_eof(reader)), started)
     finally:
         writer.close()

@@ -22,7 +22,15 @@ from pydantic_settings import (
 
 from .core.wire import ENVELOPE_BYTES, RECORD_OVERHEAD_BYTES, message_budget
 
-__all__ = ["DeliverySettings", "Peer", "Settings", "TlsSettings", "Token", "load_settings"]
+__all__ = [
+    "DeliverySettings",
+    "HttpSettings",
+    "Peer",
+    "Settings",
+    "TlsSettings",
+    "Token",
+    "load_settings",
+]
 
 _REGION = r"^[a-z0-9][a-z0-9\-]{0,62}$"
 
@@ -91,6 +99,19 @@ class IngestSettings(_Section):
     commit_max_batches: int = Field(512, ge=1)  # group commit: writes per transaction
 
 
+class HttpSettings(_Section):
+    """The HTTP server's limits against slow and malformed clients (adapters/http_server.py)."""
+
+    # a request must arrive whole (head and body) within this many seconds of its first
+    # byte (of the connection's accept for the first request), else 408 and close
+    read_timeout_s: float = Field(30.0, gt=0, le=3600)
+    max_header_bytes: int = Field(16 * 1024, ge=1024)  # request line + headers, else 431
+    # open connections served at once; a request on one beyond it gets 503 and close.
+    # Keep it below the open-file limit (ulimit -n) minus delivery's connections.
+    max_connections: int = Field(512, ge=1)
+    keep_alive_s: float = Field(5.0, gt=0)  # an idle keep-alive connection is closed after
+
+
 class TlsSettings(_Section):
     cert: Path
     key: Path
@@ -120,6 +141,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = DeliverySettings()
     replication: ReplicationSettings = ReplicationSettings()
     ingest: IngestSettings = IngestSettings()
+    http: HttpSettings = HttpSettings()
     tls: TlsSettings | None = None
 
     toml_file: ClassVar[Path | None] = None

@@ -11,11 +11,12 @@ from ..core.urlguard import parse_networks
 from ..runtime.node import Node
 from .grpc_transport import GrpcTransport
 from .http_api import create_app
+from .http_server import server_config
 from .sender import HttpxSender
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
 
-__all__ = ["build_node", "serve"]
+__all__ = ["build_node", "build_server", "serve"]
 
 
 def build_node(settings: Settings) -> Node:
@@ -44,6 +45,14 @@ def _split(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def build_server(settings: Settings, node: Node) -> uvicorn.Server:
+    """The HTTP server of ``node`` on ``settings.http_listen`` (limits ``settings.http``);
+    its lifespan starts and stops the node. Not started: ``await server.serve()``."""
+    host, port = _split(settings.http_listen)
+    app = create_app(node, manage_node=True)
+    return uvicorn.Server(server_config(app, host, port, settings.http, settings.log_level))
+
+
 async def serve(settings: Settings) -> None:
     """Run a node until SIGINT/SIGTERM; the HTTP server's shutdown stops the node."""
     logging.basicConfig(
@@ -51,21 +60,7 @@ async def serve(settings: Settings) -> None:
         format="%(asctime)s %(levelname)s %(name)s [" + settings.region + "] %(message)s",
     )
     node = build_node(settings)
-    host, port = _split(settings.http_listen)
-    config = uvicorn.Config(
-        create_app(node, manage_node=True),
-        host=host,
-        port=port,
-        http="httptools",
-        loop="none",
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,
-        server_header=False,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=5,
-    )
     try:
-        await uvicorn.Server(config).serve()
+        await build_server(settings, node).serve()
     finally:
         await node.sender.aclose()  # type: ignore[attr-defined]

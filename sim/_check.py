@@ -91,9 +91,11 @@ class Monitor:
             out[name] = (h, behind)
         return out
 
-    def converged(self) -> bool:
+    def converged(self, dead: frozenset[str] = frozenset()) -> bool:
+        """Every region but the ``dead`` (gone for good) is up, with one registry hash
+        and one version vector."""
         ups = self.cluster.up()
-        if len(ups) != len(self.cluster.regions):
+        if len(ups) != len(self.cluster.regions) - len(dead):
             return False
         hashes = {r.node.catalog.registry.state_hash() for r in ups if r.node is not None}
         vvs = {tuple(sorted(r.node.writer.durable_vv.items())) for r in ups if r.node is not None}
@@ -276,4 +278,46 @@ async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
                             "delivery", f"{r.name}: {d.id} delivered but no receiver answered 2xx"
                         )
                     )
+    return out
+
+
+async def pending_deliveries(cluster: SimCluster) -> int:
+    """Pending deliveries of any owner in any up region's store."""
+    total = 0
+    for r in cluster.up():
+        for owner in cluster.regions:
+            total += (await r.store.counts(owner))["deliveries_pending"]
+    return total
+
+
+async def check_failover(cluster: SimCluster, history: History) -> list[Violation]:
+    """Region failover: every acknowledged event that a surviving region holds reached
+    every endpoint of its fan-out snapshot (a 2xx receipt with its webhook-id), and no
+    delivery succeeded more than twice (once per side of a cut, the README's bound)."""
+    out: list[Violation] = []
+    ups = cluster.up()
+    if not ups:
+        return out
+    store = ups[0].store
+    ok: dict[tuple[str, str], int] = defaultdict(int)
+    for x in cluster.receivers.receipts:
+        if x.status is not None and x.status < 300:
+            ok[(x.path, x.webhook_id)] += 1
+    for (path, wid), n in sorted(ok.items()):
+        if n > 2:
+            out.append(Violation("duplicates", f"{wid} reached {path} {n} times"))
+    for op in history.ops:
+        if op.kind != "publish" or not _counts(op):
+            continue
+        for d in await store.deliveries_of_event(op.result):
+            if d.status is DeliveryStatus.CANCELLED:
+                continue  # its endpoint was gone when it was due
+            if ok.get((f"/hook/{d.endpoint_id}", op.result), 0) == 0:
+                out.append(
+                    Violation(
+                        "lost_delivery",
+                        f"acknowledged event {op.result} (op {op.id}, {op.region}) never "
+                        f"reached {d.endpoint_id} ({d.status.value}, owner {d.region})",
+                    )
+                )
     return out

@@ -77,7 +77,11 @@ class SimCluster:
         clocks: dict[str, SimClock],
         node_classes: dict[str, type[Node]] | None = None,
         fsync_s: tuple[float, float] = (0.0005, 0.005),
+        replication: dict[str, float] | None = None,
+        delivery: dict[str, object] | None = None,
     ):
+        self.replication = {"batch_records": 32, **(replication or {})}
+        self.delivery = dict(delivery or {})
         self.seed = seed
         self.net = net
         self.receivers = receivers
@@ -98,7 +102,8 @@ class SimCluster:
             None,
             region=r.name,
             peers=[{"region": p, "address": p} for p in self.regions if p != r.name],
-            replication={"batch_records": 32},
+            replication=self.replication,
+            delivery=self.delivery,
         )
         rng = derive_rng(self.seed, "node", r.name, r.boots)
         cls = self.node_classes.get(r.name, Node)

@@ -16,6 +16,7 @@ from ._world import derive_rng
 
 __all__ = ["Options", "load_scenario"]
 
+FAILOVER_MODES = ("", "origin-dies", "cut-off", "flapping", "two-die")
 PARTITION_KINDS = ("symmetric", "one-way", "partial")
 
 
@@ -49,6 +50,13 @@ class Options:
     drift_ppm: float = 0.0
     clock_steps: int = 0
     clock_step_ms: int = 30_000
+    # region failover: "" (none), "origin-dies" (a region dies for good under load),
+    # "cut-off" (a region loses its peers, not its receivers), "flapping" (a region is cut
+    # off and back again and again), "two-die" (two regions die for good). The workload
+    # then publishes to never-deleted endpoints with always-healthy receivers, and the
+    # run checks that every acknowledged event reached every endpoint it fanned out to.
+    failover: str = ""
+    failover_after_s: float = 60.0
     heal_budget_s: float = 900.0  # convergence must happen this soon after healing
     sample_s: float = 1.0
 
@@ -57,6 +65,8 @@ class Options:
             raise ValueError("regions must be 3..7")
         if self.mode not in ("stream", "datagram"):
             raise ValueError("mode must be 'stream' or 'datagram'")
+        if self.failover not in FAILOVER_MODES:
+            raise ValueError(f"failover must be one of {FAILOVER_MODES}")
         bad = set(self.partition_kinds) - set(PARTITION_KINDS)
         if bad:
             raise ValueError(f"unknown partition kinds {sorted(bad)}")

@@ -2,8 +2,9 @@
 
 Endpoint URLs name their receiver by host: ``https://<kind>-<n>.receivers.sim/hook``.
 Kinds: ``fast`` (2xx after a few ms), ``slow`` (2xx after seconds), ``flaky`` (500 or
-2xx at random), ``gone`` (410), ``tarpit`` (answers long after any deadline). Every
-request is recorded, so checkers can compare deliveries with what receivers saw.
+2xx at random), ``gone`` (410), ``tarpit`` (answers long after any deadline); during an
+outage (``outage_until``) every receiver answers 503. Every request is recorded, so
+checkers can compare deliveries with what receivers saw.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Receipt:
     host: str
     webhook_id: str
     status: int | None  # None: the sender gave up before an answer
+    path: str = ""  # the URL path: endpoints sharing a receiver host differ by it
 
 
 class ReceiverTransport(httpx.AsyncBaseTransport):
@@ -33,6 +35,7 @@ class ReceiverTransport(httpx.AsyncBaseTransport):
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.receipts: list[Receipt] = []
+        self.outage_until = 0.0  # virtual seconds: until then every receiver answers 503
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         loop = asyncio.get_running_loop()
@@ -40,7 +43,9 @@ class ReceiverTransport(httpx.AsyncBaseTransport):
         kind = host.split("-", 1)[0]
         await request.aread()
         wid = request.headers.get("webhook-id", "")
-        if kind == "fast":
+        if loop.time() < self.outage_until and kind in KINDS:
+            delay, status = 0.01, 503
+        elif kind == "fast":
             delay, status = self.rng.uniform(0.005, 0.08), 204
         elif kind == "slow":
             delay, status = self.rng.uniform(1.0, 8.0), 200
@@ -57,8 +62,8 @@ class ReceiverTransport(httpx.AsyncBaseTransport):
         try:
             await asyncio.sleep(delay)
         except asyncio.CancelledError:
-            self.receipts.append(Receipt(receipt_at, host, wid, None))
+            self.receipts.append(Receipt(receipt_at, host, wid, None, request.url.path))
             raise
-        self.receipts.append(Receipt(receipt_at, host, wid, status))
+        self.receipts.append(Receipt(receipt_at, host, wid, status, request.url.path))
         # a stream, as a real transport returns (content= would be pre-read)
         return httpx.Response(status, stream=httpx.ByteStream(b"ok" if status < 300 else b"no"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from regionsync.runtime.node import Node
 
-from ._check import Monitor, Violation, check_final
+from ._check import Monitor, Violation, check_failover, check_final, pending_deliveries
 from ._cluster import SimCluster
 from ._loop import Deadlock, Livelock, VirtualLoop, run_virtual
 from ._net import LinkFaults, SimNetwork
@@ -89,7 +89,34 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
     for _ in range(opts.clock_steps):
         step = r.randint(-opts.clock_step_ms, opts.clock_step_ms)
         plan.append((r.uniform(0, horizon), "clock_step", {"region": r.choice(names), "ms": step}))
+    plan += _failover_faults(opts, names)
     plan.sort(key=lambda p: (p[0], p[1]))
+    return plan
+
+
+def _failover_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[str, Any]]]:
+    """The failover scenarios' faults (own rng: other plans stay as they were)."""
+    if not opts.failover:
+        return []
+    r = derive_rng(opts.seed, "failover")
+    horizon, after = opts.chaos_s, opts.failover_after_s
+    victims = r.sample(names, 2)
+    plan: list[tuple[float, str, dict[str, Any]]] = []
+    if opts.failover in ("origin-dies", "two-die"):
+        for i, victim in enumerate(victims[: 1 if opts.failover == "origin-dies" else 2]):
+            plan.append((r.uniform(0.2, 0.6) * horizon + i * r.uniform(0, after), "die",
+                         {"region": victim}))  # fmt: skip
+    else:
+        flaps = 1 if opts.failover == "cut-off" else r.randint(3, 5)
+        t = r.uniform(0.05, 0.3) * horizon
+        others = [n for n in names if n != victims[0]]
+        cut = sorted({(victims[0], o) for o in others} | {(o, victims[0]) for o in others})
+        for i in range(flaps):
+            dur = r.uniform(1.5, 3.0) * after if flaps == 1 else r.uniform(0.5, 2.0) * after
+            desc = f"cut off: {victims[0]} (flap {i + 1}/{flaps})"
+            plan.append((t, "partition", {"id": f"f{i}", "cut": cut, "desc": desc}))
+            plan.append((t + dur, "unpartition", {"id": f"f{i}", "desc": desc}))
+            t += dur + r.uniform(10.0, 60.0)
     return plan
 
 
@@ -120,8 +147,15 @@ class _Sim:
         }
         self.receivers = ReceiverTransport(derive_rng(opts.seed, "receivers"))
         self.cluster = SimCluster(
-            opts.seed, self.names, self.net, self.receivers, self.clocks, node_classes
-        )
+            opts.seed, self.names, self.net, self.receivers, self.clocks, node_classes,
+            replication={"failover_after_s": opts.failover_after_s},
+            delivery={"retry_schedule_s": [5, 30, 60, 120, 300]} if opts.failover else {},
+        )  # fmt: skip
+        self.dead: set[str] = set()  # regions that died for good
+        failover = _failover_faults(opts, self.names)
+        if failover:  # receivers are down until just after the first failover fault, so
+            # the region that fails holds pending deliveries for its successors to adopt
+            self.receivers.outage_until = failover[0][0] + 20.0
         self.history = History()
         self.monitor = Monitor(self.cluster)
         self.workload = Workload(opts.seed, self.cluster, self.history, opts)
@@ -171,6 +205,16 @@ class _Sim:
                 self.workload.abort_region(name)
                 await self.cluster.crash(name, wipe=p["wipe"])
                 self.restarts.append(asyncio.create_task(self._restart_later(name, p["down_s"])))
+            elif action == "die":
+                name = p["region"]
+                if not self.cluster.regions[name].up:
+                    continue
+                self.monitor.sample(loop.time(), record=False)
+                lost = self.monitor.mark_lost(name, self.history)
+                self.note(f"{name} dies for good ({lost} ops only there)")
+                self.dead.add(name)
+                self.workload.abort_region(name)
+                await self.cluster.crash(name)
             elif action == "clock_step":
                 self.clocks[p["region"]].skew_ms += p["ms"]
                 self.note(f"clock step {p['region']} {p['ms']:+d} ms")
@@ -186,7 +230,7 @@ class _Sim:
         for t in self.restarts:
             t.cancel()
         for name, r in sorted(self.cluster.regions.items()):
-            if not r.up:
+            if not r.up and name not in self.dead:
                 await self.cluster.boot(name)
         self.note("heal everything (network, clocks, restart down regions)")
 
@@ -219,10 +263,13 @@ class _Sim:
         await self.workload.stop()
         deadline = res.heal_t + self.opts.heal_budget_s
         while loop.time() < deadline:
-            if self.monitor.converged():
+            if self.monitor.converged(frozenset(self.dead)):
                 res.converged_after_s = loop.time() - res.heal_t
                 break
             await asyncio.sleep(self.opts.sample_s)
+        if self.opts.failover:
+            while loop.time() < deadline and await pending_deliveries(self.cluster):  # noqa: ASYNC110
+                await asyncio.sleep(self.opts.sample_s)
         self.monitor.sample(loop.time(), record=True)
         stop.set()
         await sampler
@@ -240,6 +287,8 @@ class _Sim:
                 )
             )
         res.violations += await check_final(self.cluster, self.history)
+        if self.opts.failover:
+            res.violations += await check_failover(self.cluster, self.history)
         res.violations += [Violation("exception", u) for u in self.history.unexpected]
         res.ops = self.history.by_status()
         res.timeline = self.monitor.timeline

@@ -125,7 +125,7 @@ class Workload:
                     "delete_endpoint",
                     "publish",
                 ],
-                weights=[16, 14, 14, 8, 44],
+                weights=[16, 14, 14, 0 if self.opts.failover else 8, 44],
             )[0]
             tenant, eid = rng.choice(self.endpoints)
             args = {"tenant": tenant}
@@ -139,10 +139,12 @@ class Workload:
                 self.touched[region].add(eid)
             if kind == "create_endpoint":
                 rkind = rng.choices(list(_RECEIVER_WEIGHTS), list(_RECEIVER_WEIGHTS.values()))[0]
+                if self.opts.failover:
+                    rkind = "fast"  # every delivery can succeed: none may be missing
                 assert rkind in KINDS
                 args.update(
                     endpoint=eid,
-                    url=f"https://{rkind}-{rng.randint(0, 3)}.receivers.sim/hook",
+                    url=f"https://{rkind}-{rng.randint(0, 3)}.receivers.sim/hook/{eid}",
                     event_types=sorted(rng.sample(EVENT_TYPES, rng.randint(0, 2))),
                     description=f"d{opid}",
                 )

@@ -73,6 +73,9 @@ class ReplicationSettings(_Section):
     reconnect_min_s: float = Field(0.1, gt=0)
     reconnect_max_s: float = Field(10.0, gt=0)
     call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack
+    failover_after_s: float = Field(60.0, gt=0)  # unheard this long: custody moves on
+    custody_interval_s: float = Field(1.0, gt=0)  # how often custody is re-decided
+    heartbeat_s: float = Field(5.0, gt=0)  # an idle link sends an empty batch this often
     # log truncation: every truncate_interval_s, records every configured peer acked are
     # deleted (a peer never heard from blocks it), unless the log holds more than
     # max_log_records: then the oldest go anyway and lagging peers get anti-entropy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -98,7 +99,18 @@ def test_generations_supersede_and_join_is_a_semilattice() -> None:
     new = _d(1, DeliveryStatus.PENDING, 0)
     assert delivery_join(old, new) == new and delivery_join(new, old) == new
     states = [_d(g, s, a) for g in (0, 1) for s in DeliveryStatus for a in (0, 2)]
+    states += [replace(_d(0, DeliveryStatus.PENDING, 2), region="x", next_attempt_at_ms=9)]
+    states += [replace(_d(0, DeliveryStatus.PENDING, 2), updated_at_ms=5)]
     for a, b, c in itertools.product(states, repeat=3):
         assert delivery_join(a, b) == delivery_join(b, a)
         assert delivery_join(a, delivery_join(b, c)) == delivery_join(delivery_join(a, b), c)
         assert delivery_join(a, a) == a
+
+
+def test_join_continues_from_the_state_with_more_attempts() -> None:
+    # a custodian's pending state with more attempts carries its schedule and region
+    origin = replace(_d(0, DeliveryStatus.PENDING, 1), next_attempt_at_ms=100)
+    successor = replace(_d(0, DeliveryStatus.PENDING, 3), next_attempt_at_ms=900, region="s")
+    assert delivery_join(origin, successor) == successor == delivery_join(successor, origin)
+    done = _d(0, DeliveryStatus.DELIVERED, 2)
+    assert delivery_join(successor, done) == done

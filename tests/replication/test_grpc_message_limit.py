@@ -55,13 +55,17 @@ async def test_records_over_the_message_limit_replicate_after_heal(tmp_path: Pat
     b = _node(tmp_path, "b", pb_, {"a": pa})
     await a.start()
     try:
-        await a.create_tenant("acme", "Acme")
+        await a.registry_ops.create_tenant("acme", "Acme")
         payload = b'{"p":"' + b"x" * (PAYLOAD - 8) + b'"}'
         for _ in range(27):  # about 1.6 MB: one 256-record batch would be 3x the limit
-            await a.publish("acme", "t", payload, None)
+            await a.ingest.publish("acme", "t", payload, None)
         await b.start()  # the heal
         try:
-            await eventually(lambda: b.durable_vv.get(a.actor) == a.durable_vv[a.actor])
+            await eventually(
+                lambda: (
+                    b.writer.durable_vv.get(a.writer.actor) == a.writer.durable_vv[a.writer.actor]
+                )
+            )
             assert (await b.store.counts("a"))["events"] == 27
             assert a.peers["b"].last_error is None or "exceeds" not in a.peers["b"].last_error
         finally:

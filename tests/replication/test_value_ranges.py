@@ -29,23 +29,23 @@ async def test_stamp_at_the_logical_edge_never_blocks_the_log(
         make_node(net, "b", ["a"]),
         make_node(net, "c", []),
     )
-    await c.create_tenant("from-c", "C")
+    await c.registry_ops.create_tenant("from-c", "C")
     (rec,) = await c.store.records_after({}, 1)
     edge = Record(rec.origin, rec.seq, rec.kind, rec.body, (a.clock.wall_ms() + ahead_ms, logical))
-    rejected = await a.apply_records([edge])
+    rejected = await a.replica.apply_records([edge])
     if logical == LOGICAL_MAX:
         # a's next stamp would need logical 2**32 + 1: refused like clock drift
         assert len(rejected) == 1 and "clock_drift" in rejected[0].reason
         assert a.counters["clock_drift"] == 1
-        assert a.registry.tenant("from-c") is None
+        assert a.catalog.registry.tenant("from-c") is None
     else:
         assert rejected == []
-    assert a.hlc.last.logical <= LOGICAL_MAX
+    assert a.writer.hlc.last.logical <= LOGICAL_MAX
     # local writes still replicate to the peer, and every record in a's log is encodable
     for i in range(3):
-        await a.create_tenant(f"t{i}", "T")
-    await eventually(lambda: all(b.registry.tenant(f"t{i}") is not None for i in range(3)))
+        await a.registry_ops.create_tenant(f"t{i}", "T")
+    await eventually(lambda: all(b.catalog.registry.tenant(f"t{i}") is not None for i in range(3)))
     for r in await a.store.records_after({}, 100):
         assert 0 <= r.hlc[1] <= LOGICAL_MAX
     if logical < LOGICAL_MAX:
-        await eventually(lambda: b.registry.tenant("from-c") is not None)
+        await eventually(lambda: b.catalog.registry.tenant("from-c") is not None)

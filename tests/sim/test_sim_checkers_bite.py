@@ -50,3 +50,22 @@ def test_wrong_orset_merge_is_reported() -> None:
     kinds = {v.kind for v in res.violations}
     assert not res.ok
     assert "convergence" in kinds, res.violations  # us-east diverges from everyone else
+
+
+class NoFailoverNode(Node):
+    """A node that never delivers another region's deliveries (no adoption)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        claimable = self.custody.claimable
+        self.custody.claimable = lambda: {  # type: ignore[method-assign]
+            o: r for o, r in claimable().items() if o == self.region
+        }
+
+
+def test_missing_failover_is_reported() -> None:
+    opts = load_scenario(SCENARIOS / "failover-origin-dies.toml", seed=1)
+    assert run(opts).ok
+    names = ("eu-west", "us-east", "ap-south", "us-west", "eu-north")
+    res = run(opts, node_classes=dict.fromkeys(names, NoFailoverNode))
+    assert "lost_delivery" in {v.kind for v in res.violations}, res.violations

@@ -6,7 +6,7 @@ the Unix epoch (``*_ms``); ids are prefixed strings (``evt_``, ``ep_``, ``dlv_``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 __all__ = [
@@ -67,7 +67,8 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One event to one endpoint, owned by ``region`` (the event's origin)."""
+    """One event to one endpoint, owned by ``region`` (the event's origin, or the region
+    that started its generation); who delivers it is the owner's custody (core.custody)."""
 
     id: str
     event_id: str
@@ -85,18 +86,23 @@ class Delivery:
 
 
 def delivery_join(a: Delivery, b: Delivery) -> Delivery:
-    """Least upper bound of two states of one delivery: the higher generation wins;
-    within a generation statuses join (``status_join``) and attempts take the max."""
-    if a.generation != b.generation:
-        return a if a.generation > b.generation else b
-    status = status_join(a.status, b.status)
-    base = a if status is a.status else b
-    return replace(
-        base,
-        status=status,
-        attempts=max(a.attempts, b.attempts),
-        updated_at_ms=max(a.updated_at_ms, b.updated_at_ms),
-    )
+    """Least upper bound of two states of one delivery: the greater state under a total
+    order, so the join is a semilattice (commutative, associative, idempotent).
+
+    The order: generation, then status (``status_join``'s ranks), then attempts, then the
+    update time, then the rest of the fields. Of two pending states of a generation the
+    one with more attempts wins with its schedule, so a custodian that takes a delivery
+    over continues from the attempts made elsewhere, never from zero.
+    """
+    return max(a, b, key=_join_key)
+
+
+def _join_key(d: Delivery) -> tuple[object, ...]:
+    return (
+        d.generation, _RANK[d.status], d.status.value, d.attempts, d.updated_at_ms,
+        -1 if d.next_attempt_at_ms is None else d.next_attempt_at_ms, d.region,
+        d.created_at_ms, d.event_id, d.endpoint_id, d.tenant, d.id,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

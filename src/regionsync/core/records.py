@@ -2,9 +2,11 @@
 
 Decides whether a record from another region is well formed and what it carries; never
 merges anything itself, never reads time. A body is canonical msgpack of a map with any of
-the sections ``registry`` ({key: CRDT bytes}), ``event``, ``delivery`` and
-``idempotency`` (an Idempotency-Key, replicated so a retry to any region finds it); the record
-``kind`` names its main section (proto/regionsync/v1/replication.proto).
+the sections ``registry`` ({key: CRDT bytes}), ``event``, ``delivery``, ``deliveries`` (an
+event's fan-out snapshot: the deliveries decided at accept time, so every region can take
+them over) and ``idempotency`` (an Idempotency-Key, replicated so a retry to any region
+finds it); the record ``kind`` names its main section
+(proto/regionsync/v1/replication.proto).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from .registry import key_type
 __all__ = ["KINDS", "Decoded", "decode_body", "encode_body"]
 
 KINDS = ("registry", "event", "delivery")
-_SECTIONS = (*KINDS, "idempotency")
+_SECTIONS = (*KINDS, "deliveries", "idempotency")
+_MAX_FANOUT = 100_000  # deliveries one event record may carry
 _IDEMPOTENCY_FIELDS = {
     "tenant": str,
     "key": str,
@@ -61,6 +64,7 @@ class Decoded:
     registry: dict[str, CRDT] = field(default_factory=dict)
     event: Event | None = None
     delivery: Delivery | None = None
+    deliveries: list[Delivery] = field(default_factory=list)
     # (tenant, key, event_id, body_sha256, created_at_ms, region): an Idempotency-Key
     idempotency: tuple[str, str, str, str, int, str] | None = None
 
@@ -70,21 +74,37 @@ def encode_body(
     event: Event | None = None,
     delivery: Delivery | None = None,
     idempotency: tuple[str, str, str, str, int, str] | None = None,
+    deliveries: list[Delivery] | None = None,
 ) -> bytes:
     """Canonical msgpack body (sorted keys) for a record; see module docstring."""
     body: dict[str, Any] = {}
+    if deliveries:
+        body["deliveries"] = [_delivery_fields(d) for d in deliveries]
     if idempotency is not None:
         body["idempotency"] = dict(zip(_IDEMPOTENCY_FIELDS, idempotency, strict=True))
     if delivery is not None:
-        body["delivery"] = {
-            k: (getattr(delivery, k).value if k == "status" else getattr(delivery, k))
-            for k in sorted(_DELIVERY_FIELDS)
-        }
+        body["delivery"] = _delivery_fields(delivery)
     if event is not None:
         body["event"] = {k: getattr(event, k) for k in sorted(_EVENT_FIELDS)}
     if registry:
         body["registry"] = {k: registry[k].to_bytes() for k in sorted(registry)}
     return msgpack.packb(body, use_bin_type=True)
+
+
+def _delivery_fields(d: Delivery) -> dict[str, Any]:
+    return {
+        k: (getattr(d, k).value if k == "status" else getattr(d, k))
+        for k in sorted(_DELIVERY_FIELDS)
+    }
+
+
+def _delivery(obj: Any, what: str) -> Delivery:
+    d = _fields(obj, _DELIVERY_FIELDS, what)
+    try:
+        status = DeliveryStatus(d["status"])
+    except ValueError:
+        raise ValueError(f"{what}.status: unknown {d['status']!r}") from None
+    return Delivery(**{**d, "status": status})
 
 
 def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
@@ -136,12 +156,12 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         ev = _fields(obj["event"], _EVENT_FIELDS, "event")
         out.event = Event(**ev)
     if "delivery" in obj:
-        d = _fields(obj["delivery"], _DELIVERY_FIELDS, "delivery")
-        try:
-            status = DeliveryStatus(d["status"])
-        except ValueError:
-            raise ValueError(f"delivery.status: unknown {d['status']!r}") from None
-        out.delivery = Delivery(**{**d, "status": status})
+        out.delivery = _delivery(obj["delivery"], "delivery")
+    if "deliveries" in obj:
+        rows = obj["deliveries"]
+        if not isinstance(rows, list) or len(rows) > _MAX_FANOUT:
+            raise ValueError(f"deliveries: must be a list of at most {_MAX_FANOUT}")
+        out.deliveries = [_delivery(r, f"deliveries[{i}]") for i, r in enumerate(rows)]
     if "idempotency" in obj:
         i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
         out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]

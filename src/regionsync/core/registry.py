@@ -12,6 +12,7 @@ Keys (``/`` never occurs inside an id):
     t/<tenant>/usage/<counter>  PNCounter
     e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
     e/<endpoint>/event_types    ORSet of event types
+    c/<region>                  LWWRegister: custody of that region's deliveries (core.custody)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from crdt import CRDT, LWWRegister, ORSet, PNCounter, Timestamp, decode
+
+from .custody import CustodyRecord
 
 __all__ = [
     "ENDPOINT_FIELDS",
@@ -78,6 +81,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"e/{_ID}/event_types"), ORSet),
     (re.compile(r"sources"), ORSet),
     (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
+    (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
 ]
 
 
@@ -423,3 +427,18 @@ class Registry:
         if n == 0:
             return {}
         return {key: c.increment(actor, n) if n > 0 else c.decrement(actor, -n)}
+
+    def custody(self) -> dict[str, CustodyRecord]:
+        """owner region -> its custody record, for every owner that has a valid one."""
+        out: dict[str, CustodyRecord] = {}
+        for key in sorted(k for k in self._states if k.startswith("c/")):
+            rec = CustodyRecord.from_value(self._states[key].value())  # type: ignore[attr-defined]
+            if rec is not None:
+                out[key[2:]] = rec
+        return out
+
+    def set_custody(
+        self, owner: str, record: CustodyRecord, actor: str, stamp: Timestamp
+    ) -> Deltas:
+        """Delta writing ``owner``'s custody record (LWW: the later write wins)."""
+        return dict([self._set(f"c/{owner}", record.to_value(), actor, stamp)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .custody import Custody
 from .ports import Clock
 from .replica import Replica
 from .state import Catalog, PeerStatus
@@ -25,10 +26,11 @@ class ClusterView:
         replica: Replica,
         catalog: Catalog,
         peers: Mapping[str, PeerStatus],
+        custody: Custody,
         clock: Clock,
     ):
         self.region, self.writer, self.replica = region, writer, replica
-        self.catalog, self.peers, self.clock = catalog, peers, clock
+        self.catalog, self.peers, self.custody, self.clock = catalog, peers, custody, clock
 
     def records_behind(self, peer: PeerStatus) -> int:
         """Records this node holds that ``peer`` has not acknowledged (its own excluded)."""
@@ -62,4 +64,5 @@ class ClusterView:
                 }
                 for p in self.peers.values()
             ],
+            "custody": self.custody.view(),
         }

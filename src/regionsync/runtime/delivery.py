@@ -1,7 +1,9 @@
 """The region's delivery worker: claims due deliveries, signs, sends, records, retries.
 
-Owns only deliveries of this region (the origin region delivers its own events, or the
-region that started a retry/recovery generation). Attempts run concurrently up to
+Claims the deliveries custody gives this region (runtime/custody.py): its own (the
+origin's, or the region that started a retry/recovery generation) and, per endpoint, those
+of regions it adopted. Every attempt's outcome is replicated, so a custodian that takes
+over continues from the attempts made elsewhere. Attempts run concurrently up to
 ``delivery.concurrency`` per node, each endpoint within its lane (core.lanes); what follows
 an attempt is the pure ``core.retry.next_step`` and ``core.health.step``.
 """
@@ -17,13 +19,14 @@ from typing import Any
 from crdt import CRDT
 
 from ..config import Settings
+from ..core.custody import CustodyRecord
 from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
-from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
+from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.retry import AttemptOutcome, OutcomeKind, next_step
 from ..core.signing import signature_headers
-from .ports import Clock, LocalWriter, OutboundRequest, Rng, Sender, Store
+from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
 __all__ = ["USER_AGENT", "DeliveryWorker"]
@@ -47,12 +50,14 @@ class DeliveryWorker:
         catalog: Catalog,
         writer: LocalWriter,
         queue: DeliveryQueue,
+        custody: CustodyView,
         *,
         store: Store,
         clock: Clock,
         rng: Rng,
         sender: Sender,
     ):
+        self.custody = custody
         self.region, self.catalog, self.writer, self.queue = settings.region, catalog, writer, queue
         self.store, self.clock, self.rng, self.sender = store, clock, rng, sender
         self.opts = settings.delivery
@@ -72,7 +77,11 @@ class DeliveryWorker:
                 self.queue.wake.clear()
                 soonest = await self._launch_due()
                 now = self.clock.wall_ms()
-                nxt = await self.store.next_due_ms(self.region)
+                nxt = None
+                for owner in self.custody.claimable():
+                    due_ms = await self.store.next_due_ms(owner)
+                    if due_ms is not None and (nxt is None or due_ms < nxt):
+                        nxt = due_ms
                 wait = self.opts.poll_interval_s
                 if nxt is not None and nxt > now:
                     wait = min(wait, (nxt - now) / 1000)
@@ -138,9 +147,7 @@ class DeliveryWorker:
                 return soonest
             now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
             blocked, soonest = self._blocked(now_s, now_ms)
-            due = await self.store.due_deliveries(
-                self.region, now_ms, free * 2, list(self.inflight), sorted(blocked)
-            )
+            due = await self._due(now_ms, free * 2, blocked)
             if not due:
                 return soonest
             refill = False
@@ -166,6 +173,8 @@ class DeliveryWorker:
                         refill = True
                         continue
                 free -= 1
+                if d.region != self.region:
+                    self.custody.adopted(d.id)
                 self.inflight[d.id] = d.endpoint_id
                 task = asyncio.create_task(self._attempt(d, lane_taken=sends))
                 self._tasks[task] = None
@@ -173,6 +182,30 @@ class DeliveryWorker:
             if not refill:
                 return soonest
         return soonest
+
+    async def _due(self, now_ms: int, limit: int, blocked: set[str]) -> list[Delivery]:
+        """Due deliveries of every owner custody gives this region, soonest first; an
+        adopted owner's only for the endpoints whose custodian this region is."""
+        owners = self.custody.claimable()
+        due: list[Delivery] = []
+        for owner, rec in owners.items():
+            skip = blocked if rec is None else blocked | self._foreign(owner, rec)
+            due += await self.store.due_deliveries(
+                owner, now_ms, limit, list(self.inflight), sorted(skip)
+            )
+        if len(owners) > 1:
+            due.sort(key=lambda d: (d.next_attempt_at_ms or 0, d.id))
+        return due[:limit]
+
+    def _foreign(self, owner: str, rec: CustodyRecord) -> set[str]:
+        """Endpoints of the registry whose ``owner`` deliveries another region delivers."""
+        reg = self.catalog.registry
+        return {
+            eid
+            for tenant in sorted(reg.tenant_ids())
+            for eid in reg.endpoint_ids(tenant)
+            if not self.custody.delivers(owner, rec, eid)
+        }
 
     async def _attempt(self, d: Delivery, lane_taken: bool) -> None:
         try:
@@ -255,31 +288,24 @@ class DeliveryWorker:
             new = replace(
                 d, status=status, next_attempt_at_ms=next_at, attempts=attempts, updated_at_ms=now
             )
+            if current is not None:  # another custodian's outcome may have arrived meanwhile
+                new = delivery_join(current, new)
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
             deltas = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
-            if not status.final and not deltas:
-                durable = self.writer.submit(batch)
-            else:
-                # a final outcome is replicated with the usage counters it changes, and a
-                # health change with the endpoint's replicated state
-                reg = self.catalog.registry
-                if status.final:
-                    if d.status is DeliveryStatus.PENDING:
-                        self.queue.backlog -= 1
-                    deltas.update(reg.count(d.tenant, "backlog", -1, self.writer.actor))
-                    if status is DeliveryStatus.DELIVERED:
-                        deltas.update(
-                            reg.count(d.tenant, "deliveries_succeeded", 1, self.writer.actor)
-                        )
-                    elif status is DeliveryStatus.DEAD:
-                        deltas.update(
-                            reg.count(d.tenant, "deliveries_failed", 1, self.writer.actor)
-                        )
-                stamp = self.writer.stamp()
-                kind = "delivery" if status.final else "registry"
-                durable = self.writer.commit_local(
-                    kind, stamp, deltas, batch, delivery=new if status.final else None
-                )
+            reg = self.catalog.registry
+            if new.status.final and not (current is not None and current.status.final):
+                # a final outcome is replicated with the usage counters it changes
+                if d.region == self.region and d.status is DeliveryStatus.PENDING:
+                    self.queue.backlog -= 1
+                deltas.update(reg.count(d.tenant, "backlog", -1, self.writer.actor))
+                if new.status is DeliveryStatus.DELIVERED:
+                    deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, self.writer.actor))
+                elif new.status is DeliveryStatus.DEAD:
+                    deltas.update(reg.count(d.tenant, "deliveries_failed", 1, self.writer.actor))
+            # every outcome is replicated: a region that takes custody over continues
+            # from these attempts and this schedule
+            stamp = self.writer.stamp()
+            durable = self.writer.commit_local("delivery", stamp, deltas, batch, delivery=new)
         await durable
 
     def _health_deltas(

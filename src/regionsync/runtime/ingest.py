@@ -289,8 +289,9 @@ class Ingest:
             **self.catalog.registry.count(tenant_id, "backlog", pending, self.writer.actor),
         }
         durable = self.writer.commit_local(
-            "event", stamp, deltas, batch, event=event, idempotency=idem
-        )
+            "event", stamp, deltas, batch, event=event, idempotency=idem,
+            deliveries=batch.deliveries,  # the fan-out snapshot, so any region can deliver
+        )  # fmt: skip
         self._pending_events[event.id] = durable
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
         return _Accepted(event, durable, self.writer.version_vector[self.writer.actor], pending)

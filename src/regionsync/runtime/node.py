@@ -11,6 +11,7 @@ The parts (each its own module) receive only what they use:
 | ``recovery`` (recovery.Recovery) | retry, recover and replay-missing jobs, attempt purge |
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
 | ``anti_entropy`` (antientropy.AntiEntropy) | state tree, items, state merges |
+| ``custody`` (custody.Custody) | contact gossip, suspicion, custody records (failover) |
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
 
@@ -28,6 +29,7 @@ from typing import Any
 from ..config import Settings
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
+from .custody import Custody
 from .delivery import DeliveryWorker
 from .ingest import Ingest
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
@@ -89,13 +91,20 @@ class Node:
             settings, self.catalog, writer, self.replica, self.keys, self.queue, self.counters,
             store=store,
         )  # fmt: skip
-        self.view = ClusterView(self.region, writer, self.replica, self.catalog, self.peers, clock)
-        self.delivery = DeliveryWorker(
-            settings, self.catalog, writer, self.queue, rng=rng, sender=sender, **parts
+        self.custody = Custody(
+            settings, self.catalog, writer, self.queue, self.peers, self.counters, **parts
         )
+        self.view = ClusterView(
+            self.region, writer, self.replica, self.catalog, self.peers, self.custody, clock
+        )
+        self.delivery = DeliveryWorker(
+            settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=sender,
+            **parts,
+        )  # fmt: skip
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
             self.peers, self.counters, self.ingest.notify_ack, clock, rng, transport,
+            self.custody,
         )  # fmt: skip
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
@@ -114,6 +123,7 @@ class Node:
         self.queue.backlog = (await store.counts(self.region))["deliveries_pending"]
         self._spawn(writer.start_committer(self._on_commit_failure).run(), "committer")
         await writer.resume_hlc()
+        self.custody.start()
         log.info(
             "node %s started (actor %s, %s store)",
             self.region, writer.actor, "fresh" if info.fresh else "existing",
@@ -122,6 +132,7 @@ class Node:
         self._spawn(self._purge_loop(), "purge")
         self._spawn(self.replica.run_truncation(), "truncate")
         self._spawn(self.delivery.run(), "delivery")
+        self._spawn(self.custody.run(), "custody")
         for peer in self.settings.peers:
             link = PeerLink(self.links, self.peers[peer.region])
             self._spawn(link.run(), f"peer-{peer.region}")

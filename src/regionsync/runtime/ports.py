@@ -18,6 +18,7 @@ from typing import Protocol
 
 from crdt import CRDT, Timestamp
 
+from ..core.custody import CustodyRecord
 from ..core.hashtree import HashTree
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
 from ..core.retry import AttemptOutcome
@@ -26,6 +27,8 @@ from ..v1 import replication_pb2 as pb
 
 __all__ = [
     "Clock",
+    "ContactGossip",
+    "CustodyView",
     "IdSource",
     "LocalLog",
     "LocalWriter",
@@ -257,6 +260,7 @@ class LocalWriter(Protocol):
         event: Event | None = None,
         delivery: Delivery | None = None,
         idempotency: tuple[str, str, str, str, int, str] | None = None,
+        deliveries: list[Delivery] | None = None,
     ) -> asyncio.Future[None]: ...
 
 
@@ -297,3 +301,26 @@ class StateSync(Protocol):
     ) -> str | None:
         """Merge items in one commit; the reason if any was malformed (none merged)."""
         ...
+
+
+class ContactGossip(Protocol):
+    """Who heard from whom when (runtime/custody.py): replication sessions report each
+    message from a peer and carry the contact table in Hello and Ack."""
+
+    def contact(self, region: str) -> None: ...
+
+    def gossip(self) -> dict[str, int]: ...
+
+    def merge_gossip(self, heard: Mapping[str, int]) -> None: ...
+
+
+class CustodyView(Protocol):
+    """Which owners' deliveries this region may claim (runtime/custody.py)."""
+
+    def claimable(self) -> Mapping[str, CustodyRecord | None]:
+        """owner region -> its custody record (None: this region's own, undisputed)."""
+        ...
+
+    def delivers(self, owner: str, rec: CustodyRecord | None, endpoint_id: str) -> bool: ...
+
+    def adopted(self, delivery_id: str) -> None: ...

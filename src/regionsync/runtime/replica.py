@@ -124,8 +124,7 @@ class Replica:
         if decoded.idempotency is not None:
             self.idempotency.merge(decoded.idempotency)
             batch.idempotency.append(decoded.idempotency)
-        d = decoded.delivery
-        if d is not None:
+        for d in [*decoded.deliveries, *([decoded.delivery] if decoded.delivery else [])]:
             old = deliveries.get(d.id) or await self.store.get_delivery(d.id)
             if old is not None:
                 d = delivery_join(old, d)

@@ -5,6 +5,10 @@ lacks (its own and forwarded ones of third regions), resuming from the version v
 peer sends in its Hello; the peer acks with its applied version vector. Reconnects back
 off exponentially with jitter. The accepting side (``serve_stream``) applies batches.
 
+An idle link sends an empty Batch every ``replication.heartbeat_s``; every message from a
+peer counts as contact with it, and Hello and Ack carry the contact table (``heard``)
+that region failover decides on (runtime/custody.py).
+
 A peer whose Hello version vector is below this node's log floor for some origin (those
 records were truncated) is first repaired by anti-entropy (``_anti_entropy``): both sides
 build a hash tree over their state (per pass, core.hashtree), compare it top-down in
@@ -25,7 +29,17 @@ from ..core.hashtree import HashTree, children
 from ..core.model import Record
 from ..core.wire import fit_batch, message_budget, oversize_note, state_item_wire_size
 from ..v1 import replication_pb2 as pb
-from .ports import Clock, LocalLog, PeerStream, PeerTransport, RecordSink, Rng, StateSync, Store
+from .ports import (
+    Clock,
+    ContactGossip,
+    LocalLog,
+    PeerStream,
+    PeerTransport,
+    RecordSink,
+    Rng,
+    StateSync,
+    Store,
+)
 from .state import PeerStatus
 
 __all__ = ["PROTOCOL", "Links", "PeerLink", "serve_stream", "to_pb", "from_pb"]
@@ -53,7 +67,8 @@ def from_pb(r: pb.DeltaRecord) -> Record:
 class Links:
     """What the replication sessions of one node use: its log (``log``), where peers'
     records and state go (``replica``, ``state``), the peers' status table, the node's
-    shared ``counters`` and ``on_ack`` (called whenever a peer acknowledged records)."""
+    shared ``counters``, ``on_ack`` (called whenever a peer acknowledged records) and
+    ``contacts`` (every message from a peer is a contact; Hello and Ack gossip them)."""
 
     region: str
     opts: ReplicationSettings
@@ -67,6 +82,7 @@ class Links:
     clock: Clock
     rng: Rng
     transport: PeerTransport
+    contacts: ContactGossip
 
 
 def _hello(links: Links) -> pb.SyncMessage:
@@ -76,6 +92,7 @@ def _hello(links: Links) -> pb.SyncMessage:
             incarnation=links.log.incarnation,
             version_vector=links.log.durable_vv,
             protocol=PROTOCOL,
+            heard=links.contacts.gossip(),
         )
     )
 
@@ -98,10 +115,13 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             # membership: only configured peers replicate into this node
             log.warning("sync stream from %r, which is not a configured peer; closing", peer)
             return
+        links.contacts.contact(peer)
+        links.contacts.merge_gossip(first.hello.heard)
         await stream.send(_hello(links))
         tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
         pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
         while (msg := await stream.recv()) is not None:
+            links.contacts.contact(peer)
             kind = msg.WhichOneof("kind")
             if kind == "tree":
                 if tree is None:
@@ -123,6 +143,7 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
                             rejected=[]
                             if reason is None
                             else [pb.Rejected(origin="", origin_seq=0, reason=reason)],
+                            heard=links.contacts.gossip(),
                         )
                     )
                 )
@@ -139,6 +160,7 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
                             pb.Rejected(origin=e.origin, origin_seq=e.seq, reason=e.reason)
                             for e in rejected
                         ],
+                        heard=links.contacts.gossip(),
                     )
                 )
             )
@@ -206,9 +228,11 @@ class PeerLink:
                 f"peer at {status.address} is region {first.hello.region!r}, "
                 f"configured as {status.region!r}"
             )
+        links.contacts.contact(status.region)
+        links.contacts.merge_gossip(first.hello.heard)
         peer_actor = f"{first.hello.region}:{first.hello.incarnation}"
         acked = dict(first.hello.version_vector)
-        status.acked = dict(acked)
+        status.acked, status.hello_vv = dict(acked), dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
         if links.replica.behind_floor(acked):
@@ -232,8 +256,10 @@ class PeerLink:
             nonlocal inflight, sent, closed, refused
             try:
                 while (msg := await stream.recv()) is not None:
+                    links.contacts.contact(status.region)
                     if msg.WhichOneof("kind") != "ack":
                         continue
+                    links.contacts.merge_gossip(msg.ack.heard)
                     for o, seq in msg.ack.version_vector.items():
                         acked[o] = max(acked.get(o, 0), seq)
                         sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
@@ -290,10 +316,17 @@ class PeerLink:
                     continue
                 waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(progress.wait())]
                 try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    done, _ = await asyncio.wait(
+                        waits, timeout=self.opts.heartbeat_s, return_when=asyncio.FIRST_COMPLETED
+                    )
                 finally:
                     for w in waits:
                         w.cancel()
+                if not done and inflight == 0:
+                    # idle: an empty batch keeps contact (and its gossip) fresh both ways
+                    async with asyncio.timeout(self.opts.call_timeout_s):
+                        await stream.send(pb.SyncMessage(batch=pb.Batch()))
+                    inflight += 1
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
         finally:

@@ -177,6 +177,7 @@ class PeerStatus:
     address: str
     connected: bool = False
     actor: str | None = None  # the peer's own actor, from its Hello
-    acked: dict[str, int] = field(default_factory=dict)
+    acked: dict[str, int] = field(default_factory=dict)  # the peer's version vector
+    hello_vv: dict[str, int] | None = None  # ... as its Hello of the current session said
     last_ack_at_ms: int | None = None
     last_error: str | None = None

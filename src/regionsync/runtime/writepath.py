@@ -94,14 +94,16 @@ class WritePath:
         event: Event | None = None,
         delivery: Delivery | None = None,
         idempotency: IdempotencyRow | None = None,
+        deliveries: list[Delivery] | None = None,
     ) -> asyncio.Future[None]:
         """Apply ``deltas`` in memory and queue them, with a new own record, for the next
         group commit. Call with ``lock`` held; await the returned future after releasing
-        it (it resolves once the change is durable)."""
+        it (it resolves once the change is durable). The record carries ``event``,
+        ``delivery``, ``deliveries`` and ``idempotency`` (core.records)."""
         batch = batch or WriteBatch()
         changed = self.catalog.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
-        body = encode_body(dict(deltas), event, delivery, idempotency)
+        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries)
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
         batch.version_vector[self.actor] = seq
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})

@@ -21,8 +21,15 @@ class SyncMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., tree: _Optional[_Union[TreeLevel, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("region", "incarnation", "version_vector", "protocol")
+    __slots__ = ("region", "incarnation", "version_vector", "protocol", "heard")
     class VersionVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class HeardEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -33,11 +40,13 @@ class Hello(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    HEARD_FIELD_NUMBER: _ClassVar[int]
     region: str
     incarnation: int
     version_vector: _containers.ScalarMap[str, int]
     protocol: int
-    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ...) -> None: ...
+    heard: _containers.ScalarMap[str, int]
+    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class DeltaRecord(_message.Message):
     __slots__ = ("origin", "origin_seq", "kind", "body", "hlc_wall_ms", "hlc_logical")
@@ -62,8 +71,15 @@ class Batch(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[DeltaRecord, _Mapping]]] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("version_vector", "rejected")
+    __slots__ = ("version_vector", "rejected", "heard")
     class VersionVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class HeardEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -72,9 +88,11 @@ class Ack(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    HEARD_FIELD_NUMBER: _ClassVar[int]
     version_vector: _containers.ScalarMap[str, int]
     rejected: _containers.RepeatedCompositeFieldContainer[Rejected]
-    def __init__(self, version_vector: _Optional[_Mapping[str, int]] = ..., rejected: _Optional[_Iterable[_Union[Rejected, _Mapping]]] = ...) -> None: ...
+    heard: _containers.ScalarMap[str, int]
+    def __init__(self, version_vector: _Optional[_Mapping[str, int]] = ..., rejected: _Optional[_Iterable[_Union[Rejected, _Mapping]]] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Rejected(_message.Message):
     __slots__ = ("origin", "origin_seq", "reason")

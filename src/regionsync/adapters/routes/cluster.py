@@ -26,6 +26,10 @@ def build(ctx: ApiContext) -> APIRouter:
         c = node.view.cluster()
         for p in c["peers"]:
             p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
+        custody = c["custody"]
+        custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
+        for rec in custody["records"].values():
+            rec["since"] = rfc3339(rec.pop("since_ms"))
         c["counts"] = await node.store.counts(node.region)
         return c
 

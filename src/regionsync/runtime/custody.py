@@ -1,0 +1,191 @@
+"""Custody at run time: contact gossip, suspicion, custody records, and which owners'
+deliveries this region may claim (the rules are core.custody's).
+
+Owns the contact table (``heard``) and the readiness latch; writes custody records only
+through the local write path. Never sends a delivery: the delivery worker asks
+``claimable()`` and ``delivers()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..config import Settings
+from ..core.custody import CustodyRecord, custody_writes, suspected
+from .ports import Clock, Store
+from .state import Catalog, DeliveryQueue, PeerStatus
+from .writepath import WritePath
+
+__all__ = ["Custody"]
+
+log = logging.getLogger("regionsync.custody")
+
+
+class Custody:
+    """Custody of this node's region and of the regions it adopted.
+
+    ``counters`` (the node's shared table) gains ``custody_changes`` (records written
+    here), ``deliveries_adopted`` (other regions' deliveries this region attempted first
+    under custody) and ``deliveries_handed_back`` (own pending deliveries found held by
+    successors at hand-back).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: WritePath,
+        queue: DeliveryQueue,
+        peers: Mapping[str, PeerStatus],
+        counters: dict[str, int],
+        *,
+        store: Store,
+        clock: Clock,
+    ):
+        self.region, self.opts = settings.region, settings.replication
+        self.catalog, self.writer, self.queue = catalog, writer, queue
+        self.peers, self.counters, self.store, self.clock = peers, counters, store, clock
+        for name in ("custody_changes", "deliveries_adopted", "deliveries_handed_back"):
+            counters.setdefault(name, 0)
+        self.heard: dict[str, int] = {}  # region -> latest contact ms (own or gossiped)
+        self.started_ms = 0
+        self.ready = not peers  # latched once caught up with every unsuspected peer
+        self._adopted_seen: dict[str, None] = {}  # delivery ids counted as adopted
+
+    def start(self) -> None:
+        self.started_ms = self.clock.wall_ms()
+
+    # -- contact gossip ------------------------------------------------------------------
+
+    def contact(self, region: str) -> None:
+        """A message from ``region`` arrived now."""
+        self.heard[region] = max(self.heard.get(region, 0), self.clock.wall_ms())
+
+    def gossip(self) -> dict[str, int]:
+        """The contact table to send a peer (this region heard from itself now)."""
+        return {**self.heard, self.region: self.clock.wall_ms()}
+
+    def merge_gossip(self, heard: Mapping[str, int]) -> None:
+        """Merge a peer's contact table (max per region; our own entry is ignored)."""
+        for region, ms in heard.items():
+            if region != self.region and region in self.peers:
+                self.heard[region] = max(self.heard.get(region, 0), int(ms))
+
+    def suspects(self) -> frozenset[str]:
+        return suspected(
+            self.clock.wall_ms(),
+            self.peers,
+            self.heard,
+            self.started_ms,
+            int(self.opts.failover_after_s * 1000),
+        )
+
+    # -- decisions -----------------------------------------------------------------------
+
+    def caught_up(self, suspects: frozenset[str]) -> bool:
+        """This node is connected to each unsuspected peer and holds every record the
+        peer's Hello said it held (the peer's own and this node's actor excepted)."""
+        vv = self.writer.durable_vv
+        for name, p in self.peers.items():
+            if name in suspects:
+                continue
+            if p.hello_vv is None or not p.connected:
+                return False
+            mine = self.writer.actor
+            if any(vv.get(o, 0) < s for o, s in p.hello_vv.items() if o not in (p.actor, mine)):
+                return False
+        return True
+
+    def records(self) -> dict[str, CustodyRecord]:
+        return self.catalog.registry.custody()
+
+    def claimable(self) -> dict[str, CustodyRecord | None]:
+        """owner region -> its record (None: own, undisputed) for every owner whose
+        deliveries this node may claim now (adopted ones only for the endpoints
+        ``delivers`` accepts)."""
+        if not self.ready:
+            return {}
+        out: dict[str, CustodyRecord | None] = {}
+        for owner, rec in self.records().items():
+            if owner != self.region and owner not in rec.live and self.region in rec.live:
+                out[owner] = rec
+        mine = self.records().get(self.region)
+        if mine is None or self.region in mine.live:
+            out[self.region] = None
+        return dict(sorted(out.items()))
+
+    def delivers(self, owner: str, rec: CustodyRecord | None, endpoint_id: str) -> bool:
+        return rec is None or rec.custodian(owner, endpoint_id) == self.region
+
+    def adopted(self, delivery_id: str) -> None:
+        """An adopted delivery is attempted here (counted once per delivery)."""
+        if delivery_id not in self._adopted_seen:
+            self._adopted_seen[delivery_id] = None
+            self.counters["deliveries_adopted"] += 1
+            if len(self._adopted_seen) > 100_000:
+                self._adopted_seen.pop(next(iter(self._adopted_seen)))
+
+    async def step(self) -> int:
+        """Decide once: latch readiness, write the custody records core.custody asks for.
+        Returns how many records were written."""
+        suspects = self.suspects()
+        caught_up = self.caught_up(suspects)
+        if caught_up and not self.ready:
+            self.ready = True
+            self.queue.wake.set()
+        writes = custody_writes(
+            self.region, self.peers, suspects, self.records(), caught_up, self.clock.wall_ms()
+        )
+        if not writes:
+            return 0
+        if self.region in writes:
+            pending = (await self.store.counts(self.region))["deliveries_pending"]
+            self.counters["deliveries_handed_back"] += pending
+            self.queue.backlog = pending  # successors finished some while we were away
+        async with self.writer.lock:
+            stamp = self.writer.stamp()
+            deltas: dict[str, Any] = {}
+            for owner, rec in writes.items():
+                deltas.update(
+                    self.catalog.registry.set_custody(owner, rec, self.writer.actor, stamp)
+                )
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        for owner, rec in writes.items():
+            log.warning(
+                "custody of %s: %s (suspected: %s)",
+                owner,
+                "handed back" if owner in rec.live else f"adopted by {list(rec.live)}",
+                sorted(suspects) or "none",
+            )
+        self.counters["custody_changes"] += len(writes)
+        self.queue.wake.set()
+        return len(writes)
+
+    async def run(self) -> None:
+        while True:
+            await self.clock.sleep(self.opts.custody_interval_s)
+            try:
+                await self.step()
+            except Exception:
+                log.exception("custody step failed; retrying")
+
+    def view(self) -> dict[str, Any]:
+        """Custody as ``/v1/cluster`` shows it (times in ms; the API renders them)."""
+        suspects = self.suspects()
+        return {
+            "ready": self.ready,
+            "suspected": sorted(suspects),
+            "last_heard_ms": dict(sorted(self.heard.items())),
+            "records": {
+                owner: {
+                    "live": list(rec.live),
+                    "since_ms": rec.since_ms,
+                    "by": rec.by,
+                    "state": "own" if owner in rec.live else "adopted",
+                }
+                for owner, rec in self.records().items()
+            },
+        }

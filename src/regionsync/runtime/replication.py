@@ -10,11 +10,20 @@ records were truncated) is first repaired by anti-entropy (``_anti_entropy``): b
 build a hash tree over their state (per pass, core.hashtree), compare it top-down in
 TreeLevel round trips, and the pusher sends the full states of its items in differing
 buckets (StateChunk). A fresh peer answers empty buckets, so it gets a whole snapshot.
+
+Silent stalls and divergence (issue 12 items 3, 4): every sent Batch must be acked within
+``ack_timeout_s`` or the link is torn down, counted (``ack_timeouts``) and redialed; an
+idle link sends a Digest (state root at its version vector) every
+``digest_interval_s``, and roots that differ at equal version vectors mark the peer
+``state_agrees=False`` and run an anti-entropy pass on the next session (the accepting
+side asks its own link to do the same, so both directions are repaired). Every Hello is
+shown to the write path, which renews this node's actor if the peer has seen more of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 from ..config import ReplicationSettings
 from ..core.hashtree import HashTree, children
 from ..core.model import Record
+from ..core.peering import ack_overdue, digest_verdict
 from ..core.wire import fit_batch, message_budget, oversize_note, state_item_wire_size
 from ..v1 import replication_pb2 as pb
 from .ports import Clock, LocalLog, PeerStream, PeerTransport, RecordSink, Rng, StateSync, Store
@@ -98,6 +108,9 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             # membership: only configured peers replicate into this node
             log.warning("sync stream from %r, which is not a configured peer; closing", peer)
             return
+        await links.log.peer_hello(peer, first.hello.version_vector)
+        links.peers[peer].redial.set()  # it is up: our link to it need not back off
+        await links.log.actor_checked.wait()  # our Hello must carry the checked actor
         await stream.send(_hello(links))
         tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
         pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
@@ -127,6 +140,9 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
                     )
                 )
                 continue
+            if kind == "digest":
+                await stream.send(await _digest_answer(links, links.peers[peer], msg.digest))
+                continue
             if kind != "batch":
                 log.warning("unexpected %s from %s; ignored", kind, peer)
                 continue
@@ -146,6 +162,37 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
         log.info("sync stream closed: %r", exc)
     finally:
         await stream.close()
+
+
+async def _digest_answer(links: Links, status: PeerStatus, theirs: pb.Digest) -> pb.SyncMessage:
+    """Our Digest for the peer's: the root only when the version vectors are equal (else
+    b"", not compared). A differing root asks our own link to repair the peer too."""
+    vv = dict(links.log.durable_vv)
+    root = b""
+    if digest_verdict(vv, b"?", theirs.version_vector, b"?") is not None:
+        vv, root = await links.state.digest()
+    _note_digest(links, status, vv, root, theirs.version_vector, theirs.root)
+    return pb.SyncMessage(digest=pb.Digest(root=root, version_vector=vv))
+
+
+def _note_digest(
+    links: Links,
+    status: PeerStatus,
+    my_vv: Mapping[str, int],
+    my_root: bytes,
+    their_vv: Mapping[str, int],
+    their_root: bytes,
+) -> None:
+    verdict = digest_verdict(my_vv, my_root, their_vv, their_root)
+    if verdict is None:
+        return
+    status.state_agrees = verdict
+    status.last_digest_at_ms = links.clock.wall_ms()
+    if not verdict and not status.repair_wanted:
+        links.counters["digest_mismatches"] += 1
+        log.warning("state of peer %s differs at equal version vectors", status.region)
+        status.repair_wanted = True
+        links.log.notify_log()  # wakes our link to it, which ends its session to repair
 
 
 def _tree_answer(tree: HashTree, req: pb.TreeLevel) -> pb.SyncMessage:
@@ -193,7 +240,23 @@ class PeerLink:
                 log.exception("peer %s: session failed", self.status.region)
             delay = backoff * (0.5 + 0.5 * self.links.rng.random())
             backoff = min(backoff * 2, self.opts.reconnect_max_s)
-            await self.links.clock.sleep(delay)
+            if await self._backoff(delay):
+                backoff = self.opts.reconnect_min_s
+
+    async def _backoff(self, delay: float) -> bool:
+        """Sleep ``delay`` s, or less if the peer dialed in meanwhile (True then)."""
+        redial = self.status.redial
+        redial.clear()
+        waits = [
+            asyncio.ensure_future(self.links.clock.sleep(delay)),
+            asyncio.ensure_future(redial.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return redial.is_set()
 
     async def _session(self, stream: PeerStream) -> None:
         links, status = self.links, self.status
@@ -206,13 +269,16 @@ class PeerLink:
                 f"peer at {status.address} is region {first.hello.region!r}, "
                 f"configured as {status.region!r}"
             )
+        await links.log.peer_hello(status.region, first.hello.version_vector)
         peer_actor = f"{first.hello.region}:{first.hello.incarnation}"
         acked = dict(first.hello.version_vector)
         status.acked = dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
-        if links.replica.behind_floor(acked):
-            # records it lacks were truncated: repair by anti-entropy, then use the log
+        if links.replica.behind_floor(acked) or status.repair_wanted:
+            # records it lacks were truncated, or a digest differed: repair by
+            # anti-entropy, then use the log
+            status.repair_wanted = False
             links.counters["anti_entropy_passes"] += 1
             acked.update(await self._anti_entropy(stream))
             status.acked = dict(acked)
@@ -227,13 +293,25 @@ class PeerLink:
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
         lingered = self.opts.linger_ms <= 0
+        sent_at: collections.deque[float] = collections.deque()  # unacked batches, oldest first
+        clock = links.clock
+        next_digest = clock.monotonic() + self.opts.digest_interval_s
+        asked: tuple[dict[str, int], bytes] | None = None  # the digest we sent, if any
 
         async def read_acks() -> None:
             nonlocal inflight, sent, closed, refused
             try:
                 while (msg := await stream.recv()) is not None:
-                    if msg.WhichOneof("kind") != "ack":
+                    kind = msg.WhichOneof("kind")
+                    if kind == "digest" and asked is not None:
+                        d = msg.digest
+                        _note_digest(links, status, *asked, d.version_vector, d.root)
+                        progress.set()
                         continue
+                    if kind != "ack":
+                        continue
+                    if sent_at:
+                        sent_at.popleft()
                     for o, seq in msg.ack.version_vector.items():
                         acked[o] = max(acked.get(o, 0), seq)
                         sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
@@ -255,11 +333,18 @@ class PeerLink:
         reader = asyncio.create_task(read_acks())
         try:
             while not closed:
+                if ack_overdue(sent_at, clock.monotonic(), self.opts.ack_timeout_s) is not None:
+                    links.counters["ack_timeouts"] += 1
+                    raise TimeoutError(
+                        f"no ack within ack_timeout_s={self.opts.ack_timeout_s}s "
+                        f"({inflight} batches unacked)"
+                    )
                 if inflight >= self.opts.window_batches:
                     progress.clear()
-                    async with asyncio.timeout(self.opts.call_timeout_s):
-                        await progress.wait()
+                    await self._wait(progress, None, sent_at[0] + self.opts.ack_timeout_s)
                     continue
+                if status.repair_wanted and inflight == 0:
+                    return  # a digest differed: the next session starts with anti-entropy
                 if refused and inflight == 0:
                     await links.clock.sleep(self.opts.reconnect_max_s)
                     refused = False
@@ -285,15 +370,21 @@ class PeerLink:
                     async with asyncio.timeout(self.opts.call_timeout_s):  # a wedged link
                         await stream.send(message)
                     inflight += 1
+                    sent_at.append(clock.monotonic())  # acked by ack_timeout_s, or torn down
                     for r in records:
                         sent[r.origin] = max(sent.get(r.origin, 0), r.seq)
                     continue
-                waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(progress.wait())]
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for w in waits:
-                        w.cancel()
+                if inflight == 0 and clock.monotonic() >= next_digest:
+                    next_digest = clock.monotonic() + self.opts.digest_interval_s
+                    vv, root = await links.state.digest()
+                    if root:  # else busy: no comparison this round
+                        asked = (vv, root)
+                        await stream.send(
+                            pb.SyncMessage(digest=pb.Digest(root=root, version_vector=vv))
+                        )
+                    continue
+                until = next_digest if inflight == 0 else sent_at[0] + self.opts.ack_timeout_s
+                await self._wait(wake, progress, until)
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
         finally:
@@ -301,6 +392,17 @@ class PeerLink:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+
+    async def _wait(self, a: asyncio.Event, b: asyncio.Event | None, until: float) -> None:
+        """Until ``a`` or ``b`` is set or the clock's monotonic time reaches ``until``."""
+        waits = [asyncio.ensure_future(e.wait()) for e in (a, b) if e is not None]
+        clock = self.links.clock
+        waits.append(asyncio.ensure_future(clock.sleep(max(until - clock.monotonic(), 0))))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     async def _ask(self, stream: PeerStream, msg: pb.SyncMessage, kind: str) -> pb.SyncMessage:
         await stream.send(msg)

@@ -48,7 +48,7 @@ class AntiEntropy:
             counters,
             store,
         )
-        self._digest: tuple[tuple[tuple[str, int], ...], bytes] | None = None
+        self._digest: tuple[int, bytes] | None = None
 
     async def state_tree(self, replicated_only: bool = False) -> HashTree:
         """A hash tree (core.hashtree) over this node's state, built now (O(items)): every
@@ -72,15 +72,15 @@ class AntiEntropy:
         """``(version vector, root)``: the durable version vector and the root hash of the
         ``replicated_only`` tree at it (b"\0" for an empty tree). The root is b"" (not
         computed) while commits are pending or the state moved during the build. Cached by
-        version vector: an idle node builds the tree (O(items)) once per change."""
+        commit count: an idle node builds the tree (O(items)) once per change."""
         vv = dict(self.writer.durable_vv)
-        key = tuple(sorted(vv.items()))
+        key = self.writer.commits
         if self._digest is not None and self._digest[0] == key:
             return vv, self._digest[1]
         if self.writer.version_vector != vv:
             return vv, b""
         tree = await self.state_tree(replicated_only=True)
-        if self.writer.durable_vv != vv or self.writer.version_vector != vv:
+        if self.writer.commits != key or self.writer.version_vector != vv:
             return vv, b""
         root = tree.hash("") or b"\0"
         self._digest = (key, root)

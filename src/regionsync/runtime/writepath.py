@@ -46,6 +46,7 @@ class WritePath:
         self.actor_checked = asyncio.Event()
         self._unheard: set[str] = set()
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
+        self.commits = 0  # group commits so far (keys caches of derived state)
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -130,6 +131,7 @@ class WritePath:
                 self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
 
     def _on_commit(self, batch: WriteBatch) -> None:
+        self.commits += 1
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
         self.notify_log()

@@ -18,9 +18,9 @@ from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
-from regionsync.core.registry import Registry
+from regionsync.runtime.links import hello
 from regionsync.runtime.node import Node
-from regionsync.runtime.replication import PeerLink, _hello, serve_stream
+from regionsync.runtime.repair import AntiEntropyPass
 
 
 class Counting:
@@ -44,8 +44,11 @@ class Counting:
         await self.inner.close()
 
 
-def node(net: MemoryNetwork, region: str) -> Node:
-    settings = load_settings(None, region=region, peers=[])
+def node(net: MemoryNetwork, region: str, peers: list[str] = ()) -> Node:
+    # a peer at an address nobody serves: accepted when it dials in, never dialed
+    settings = load_settings(
+        None, region=region, peers=[{"region": p, "address": "nowhere"} for p in peers]
+    )
     clock = SystemClock()
     rng = system_rng()
     return Node(
@@ -56,7 +59,7 @@ def node(net: MemoryNetwork, region: str) -> Node:
 
 async def main(n: int) -> None:
     net = MemoryNetwork()
-    a, b = node(net, "a"), node(net, "b")
+    a, b = node(net, "a"), node(net, "b", ["a"])
     await a.start()
     await b.start()
     t0 = time.monotonic()
@@ -67,18 +70,17 @@ async def main(n: int) -> None:
         for i in range(n)
     }
     key = "e/ep_0000042/description"
-    b.registry = Registry(states)
+    b.catalog.load({k: v.to_bytes() for k, v in states.items()})
     # a holds a later write of one key (it dominates b's state of that key)
     newer = states[key].set("newer", actor="a:1", stamp=Timestamp(1_800_000_000_000, 0))
-    a.registry = Registry({**states, key: newer})
+    a.catalog.load({k: v.to_bytes() for k, v in {**states, key: newer}.items()})
     a.replica.log_floor = {"a:1": 1}  # b is behind a's log floor: anti-entropy
     t1 = time.monotonic()
     raw = await a.transport.connect("b", 10.0)
-    await raw.send(_hello(a))  # the handshake is not part of the repair
+    await raw.send(hello(a.links))  # the handshake is not part of the repair
     await raw.recv()
     stream = Counting(raw)
-    link = PeerLink(a, a.peers.get("b") or _status())
-    vv = await link._anti_entropy(stream)
+    vv = await AntiEntropyPass(a.links, a.peers.get("b") or _status(), stream).run()
     t2 = time.monotonic()
     assert a.catalog.registry.state_hash() == b.catalog.registry.state_hash(), "not repaired"
     print(f"N={n:,} keys, 1 differing")
@@ -92,7 +94,6 @@ async def main(n: int) -> None:
     await stream.close()
     await a.stop()
     await b.stop()
-    assert serve_stream is not None
 
 
 def _status():

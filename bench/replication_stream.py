@@ -32,8 +32,8 @@ from regionsync.config import load_settings
 from regionsync.core.model import Record
 from regionsync.core.records import encode_body
 from regionsync.core.registry import Registry
+from regionsync.runtime.links import to_pb
 from regionsync.runtime.node import Node
-from regionsync.runtime.replication import to_pb
 from regionsync.v1 import replication_pb2 as pb
 from regionsync.v1 import replication_pb2_grpc as pb_grpc
 

@@ -101,6 +101,11 @@ class Monitor:
         vvs = {tuple(sorted(r.node.writer.durable_vv.items())) for r in ups if r.node is not None}
         return len(hashes) == 1 and len(vvs) == 1
 
+    def forget(self, name: str) -> None:
+        """The region's store was rolled back on purpose (a restore): its version vector
+        may go down once, so stop comparing with what it held before."""
+        self._vv = {k: v for k, v in self._vv.items() if k[0] != name}
+
     def mark_lost(self, wiped: str, history: History) -> int:
         """Before ``wiped`` loses its disk: mark operations whose record may exist nowhere
         else. Returns how many were marked."""

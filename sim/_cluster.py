@@ -3,11 +3,14 @@
 A crash stops the Node object (its tasks die, its transport closes) and keeps the
 MemoryStore, like a process whose disk survives; a restart builds a new Node over the same
 store. A lost disk wipes the store first, so the region comes back as a new incarnation.
+A restore puts back an older copy of the store (``snapshot``), as from a backup: same
+incarnation, fewer records than its peers have seen.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,7 +131,13 @@ class SimCluster:
         r.incarnations.append(node.writer.incarnation)
         return node
 
-    async def crash(self, name: str, wipe: bool = False) -> None:
+    def snapshot(self, name: str) -> MemoryStore:
+        """A copy of the region's store as it is now (what a backup would hold)."""
+        return copy.deepcopy(self.regions[name].store.inner)
+
+    async def crash(
+        self, name: str, wipe: bool = False, restore: MemoryStore | None = None
+    ) -> None:
         r = self.regions[name]
         node, r.node = r.node, None
         if node is not None and node.started:
@@ -136,6 +145,8 @@ class SimCluster:
         if wipe:
             r.wipes += 1
             r.store.wipe()
+        if restore is not None:
+            r.store.inner = copy.deepcopy(restore)
 
     async def stop_all(self) -> None:
         for name in sorted(self.regions):

@@ -46,6 +46,9 @@ class Options:
     crashes: int = 0
     crash_down_s: list[float] = field(default_factory=lambda: [1.0, 60.0])
     lost_disks: int = 0
+    # a region's store is copied at one time and, later, the region crashes and comes
+    # back on that older copy (a backup restore; issue 12 item 3)
+    restores: int = 0
     skew_ms: int = 0  # initial skew of each region, uniform in +-skew_ms
     drift_ppm: float = 0.0
     clock_steps: int = 0

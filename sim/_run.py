@@ -86,6 +86,13 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
         down = r.uniform(*opts.crash_down_s)
         start = r.uniform(0, max(horizon - down, 1.0))
         plan.append((start, "crash", {"region": r.choice(names), "down_s": down, "wipe": wipe}))
+    for i in range(opts.restores):
+        name = r.choice(names)
+        taken = r.uniform(0, horizon * 0.6)
+        back = r.uniform(taken + 5.0, horizon)
+        down = r.uniform(*opts.crash_down_s)
+        plan.append((taken, "snapshot", {"region": name, "id": f"s{i}"}))
+        plan.append((back, "restore", {"region": name, "id": f"s{i}", "down_s": down}))
     for _ in range(opts.clock_steps):
         step = r.randint(-opts.clock_step_ms, opts.clock_step_ms)
         plan.append((r.uniform(0, horizon), "clock_step", {"region": r.choice(names), "ms": step}))
@@ -163,6 +170,7 @@ class _Sim:
         self.partitions: dict[str, set[tuple[str, str]]] = {}
         self.restarts: list[asyncio.Task[None]] = []
         self.healing = False
+        self.snapshots: dict[str, Any] = {}
 
     def note(self, text: str) -> None:
         self.result.events.append((asyncio.get_running_loop().time(), text))
@@ -215,6 +223,25 @@ class _Sim:
                 self.dead.add(name)
                 self.workload.abort_region(name)
                 await self.cluster.crash(name)
+            elif action == "snapshot":
+                if self.cluster.regions[p["region"]].up:
+                    self.snapshots[p["id"]] = self.cluster.snapshot(p["region"])
+                    self.note(f"snapshot {p['region']} ({p['id']})")
+            elif action == "restore":
+                name = p["region"]
+                snap = self.snapshots.pop(p["id"], None)
+                if snap is None or not self.cluster.regions[name].up:
+                    continue
+                self.monitor.sample(loop.time(), record=False)
+                lost = self.monitor.mark_lost(name, self.history)
+                down = p["down_s"]
+                self.note(
+                    f"restore {name} from {p['id']} after {down:.0f}s ({lost} ops only there)"
+                )
+                self.workload.abort_region(name)
+                await self.cluster.crash(name, restore=snap)
+                self.monitor.forget(name)
+                self.restarts.append(asyncio.create_task(self._restart_later(name, p["down_s"])))
             elif action == "clock_step":
                 self.clocks[p["region"]].skew_ms += p["ms"]
                 self.note(f"clock step {p['region']} {p['ms']:+d} ms")

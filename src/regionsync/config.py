@@ -76,6 +76,15 @@ class ReplicationSettings(_Section):
     failover_after_s: float = Field(60.0, gt=0)  # unheard this long: custody moves on
     custody_interval_s: float = Field(1.0, gt=0)  # how often custody is re-decided
     heartbeat_s: float = Field(5.0, gt=0)  # an idle link sends an empty batch this often
+    # every sent Batch must be acked this soon, else the link is torn down and redialed
+    ack_timeout_s: float = Field(10.0, gt=0)
+    # idle links compare state-tree root hashes this often (at equal version vectors);
+    # a mismatch runs an anti-entropy pass (issue 12 item 3)
+    digest_interval_s: float = Field(30.0, gt=0)
+    # a restarted node holds its local writes until every peer's Hello showed it has not
+    # seen more of this node's actor than the store holds (a restored old copy), at most
+    # this long; then, if some peer was not heard, it takes a new incarnation
+    actor_check_s: float = Field(5.0, ge=0)
     # log truncation: every truncate_interval_s, records every configured peer acked are
     # deleted (a peer never heard from blocks it), unless the log holds more than
     # max_log_records: then the oldest go anyway and lagging peers get anti-entropy

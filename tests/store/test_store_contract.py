@@ -44,6 +44,13 @@ async def test_reopen_keeps_incarnation(store, tmp_path: Path) -> None:
     await store.open(REGION, new_incarnation=1)
 
 
+async def test_renew_incarnation_survives_reopen(store) -> None:
+    await store.renew_incarnation(8)
+    await store.close()
+    info = await store.open(REGION, new_incarnation=99)
+    assert not info.fresh and info.incarnation == 8
+
+
 async def test_commit_and_read_back(store) -> None:
     ev = Event("evt_001", "acme", "a.b", b'{"k":1}', REGION, 10)
     rec = Record("eu-central-1:7", 1, "event", b"\x80", (10, 0))

@@ -44,6 +44,10 @@ class MemoryStore:
         self._open = True
         return StoreInfo(region, new_incarnation, fresh=True)
 
+    async def renew_incarnation(self, incarnation: int) -> None:
+        self._check()
+        self._meta["incarnation"] = str(incarnation)
+
     async def close(self) -> None:
         self._open = False
 

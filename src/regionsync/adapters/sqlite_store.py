@@ -151,6 +151,13 @@ class SqliteStore:
             raise
         return n
 
+    async def renew_incarnation(self, incarnation: int) -> None:
+        await self._run(
+            self._in_transaction,
+            "UPDATE meta SET value = ? WHERE key = 'incarnation'",
+            [(str(incarnation),)],
+        )
+
     async def close(self) -> None:
         if self._rdb is not None:
             await self._rdb.close()

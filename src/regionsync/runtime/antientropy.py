@@ -48,18 +48,43 @@ class AntiEntropy:
             counters,
             store,
         )
+        self._digest: tuple[int, bytes] | None = None
 
-    async def state_tree(self) -> HashTree:
+    async def state_tree(self, replicated_only: bool = False) -> HashTree:
         """A hash tree (core.hashtree) over this node's state, built now (O(items)): every
-        non-empty registry state, every stored event id and every stored delivery."""
+        non-empty registry state, every stored event id and every stored delivery.
+
+        ``replicated_only``: a delivery not yet final counts by presence only, since its
+        attempts and next try are local to its origin (no record carries them); this is
+        the tree whose root digests compare (equal in every region that holds the same
+        records)."""
         tree = HashTree(self.settings.replication.tree_depth)
         for key, state in self.catalog.registry.states().items():
             tree.put("r/" + key, state.to_bytes())
         for event_id in await self.store.list_event_ids():
             tree.put("e/" + event_id, b"")
         for d in await self.store.load_deliveries():
-            tree.put("d/" + d.id, encode_body(delivery=d))
+            final = d.status.final or not replicated_only
+            tree.put("d/" + d.id, encode_body(delivery=d) if final else b"")
         return tree
+
+    async def digest(self) -> tuple[dict[str, int], bytes]:
+        """``(version vector, root)``: the durable version vector and the root hash of the
+        ``replicated_only`` tree at it (b"\0" for an empty tree). The root is b"" (not
+        computed) while commits are pending or the state moved during the build. Cached by
+        commit count: an idle node builds the tree (O(items)) once per change."""
+        vv = dict(self.writer.durable_vv)
+        key = self.writer.commits
+        if self._digest is not None and self._digest[0] == key:
+            return vv, self._digest[1]
+        if self.writer.version_vector != vv:
+            return vv, b""
+        tree = await self.state_tree(replicated_only=True)
+        if self.writer.commits != key or self.writer.version_vector != vv:
+            return vv, b""
+        root = tree.hash("") or b"\0"
+        self._digest = (key, root)
+        return vv, root
 
     async def state_items(self, idents: list[str]) -> list[tuple[str, bytes]]:
         """``(kind, body)`` items carrying the current state of tree items ``idents``;
@@ -91,6 +116,7 @@ class AntiEntropy:
         was taken) raises this node's version vector in the same commit: the caller passes
         it only once every chunk of the pass was merged. Returns None on success.
         """
+        self._digest = None  # merged state may change without the version vector
         try:
             decoded = [decode_body(kind, body) for kind, body in items]
         except ValueError as exc:

@@ -61,6 +61,9 @@ class ClusterView:
                     if p.last_ack_at_ms is None
                     else (now - p.last_ack_at_ms) / 1000,
                     "last_error": p.last_error,
+                    # issue 12 item 3: state roots compared at equal version vectors
+                    "state_agrees": p.state_agrees,
+                    "last_digest_at_ms": p.last_digest_at_ms,
                 }
                 for p in self.peers.values()
             ],

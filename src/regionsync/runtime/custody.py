@@ -144,7 +144,7 @@ class Custody:
             pending = (await self.store.counts(self.region))["deliveries_pending"]
             self.counters["deliveries_handed_back"] += pending
             self.queue.backlog = pending  # successors finished some while we were away
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             stamp = self.writer.stamp()
             deltas: dict[str, Any] = {}
             for owner, rec in writes.items():

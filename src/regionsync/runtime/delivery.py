@@ -280,7 +280,7 @@ class DeliveryWorker:
         attempt: Attempt | None,
         health_event: str | None,
     ) -> None:
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             now = self.clock.wall_ms()
             current = await self.store.get_delivery(d.id)
             if current is not None and current.generation != d.generation:

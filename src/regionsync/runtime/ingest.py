@@ -127,7 +127,7 @@ class Ingest:
         digest = ""  # only an Idempotency-Key needs the body's digest
         if idempotency_key is not None:
             digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.require_tenant(tenant_id)
             found = None
             if idempotency_key is not None:
@@ -183,7 +183,7 @@ class Ingest:
         self._admit_or_raise(priority)
         payload = inbound.text  # delivered as the sender wrote it (core.jsontext)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.require_tenant(src.tenant)
             pending = self._pending_events.get(event_id)
             if pending is None:

@@ -32,11 +32,12 @@ from .cluster import ClusterView
 from .custody import Custody
 from .delivery import DeliveryWorker
 from .ingest import Ingest
+from .links import Links
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
 from .replica import Replica
-from .replication import Links, PeerLink, serve_stream
+from .replication import PeerLink, serve_stream
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
 from .writepath import WritePath
 
@@ -68,7 +69,8 @@ class Node:
         self.store, self.clock, self.transport, self.sender = store, clock, transport, sender
         self.counters = dict.fromkeys(
             ("records_rejected", "clock_drift", "log_truncated", "state_rejected",
-             "anti_entropy_items", "anti_entropy_passes"), 0,
+             "anti_entropy_items", "anti_entropy_passes", "ack_timeouts",
+             "digest_mismatches"), 0,
         )  # fmt: skip
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
         self.catalog, self.queue, self.keys = Catalog(), DeliveryQueue(), IdempotencyKeys()
@@ -118,6 +120,7 @@ class Node:
         info = await store.open(self.region, new_incarnation=self.clock.wall_ms())
         self.catalog.load(await store.load_registry())
         writer.open(self.region, info.incarnation, await store.load_version_vector())
+        writer.expect_peers([p.region for p in self.settings.peers], info.fresh)
         self.replica.log_floor = await store.load_log_floor()
         self.keys.load(await store.load_idempotency())
         self.queue.backlog = (await store.counts(self.region))["deliveries_pending"]
@@ -128,6 +131,8 @@ class Node:
             "node %s started (actor %s, %s store)",
             self.region, writer.actor, "fresh" if info.fresh else "existing",
         )  # fmt: skip
+        if not writer.actor_checked.is_set():
+            self._spawn(self._actor_check(), "actor-check")
         await self.transport.serve(lambda stream: serve_stream(self.links, stream))
         self._spawn(self._purge_loop(), "purge")
         self._spawn(self.replica.run_truncation(), "truncate")
@@ -161,6 +166,11 @@ class Node:
             self.keys.load(await self.store.load_idempotency())
             self.replica.held.clear()
         log.warning("state reloaded from the store after a failed commit")
+
+    async def _actor_check(self) -> None:
+        # local writes wait for every peer's Hello, at most actor_check_s (WritePath)
+        await self.clock.sleep(self.settings.replication.actor_check_s)
+        await self.writer.actor_check_expired()
 
     async def _purge_loop(self) -> None:
         interval = min(self.settings.ingest.idempotency_ttl_s / 4, 3600.0)

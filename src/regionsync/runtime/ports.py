@@ -141,6 +141,11 @@ class Store(Protocol):
         Raises ValueError if the store belongs to another region."""
         ...
 
+    async def renew_incarnation(self, incarnation: int) -> None:
+        """Record ``incarnation`` as this store's own from now on (a new actor: the store
+        was restored from an older copy, issue 12 item 3). Everything else is kept."""
+        ...
+
     async def close(self) -> None: ...
 
     async def commit(self, batch: WriteBatch) -> None: ...
@@ -271,6 +276,13 @@ class LocalLog(Protocol):
     actor: str
     incarnation: int
     durable_vv: dict[str, int]
+    actor_checked: asyncio.Event  # set once no peer can have seen more of ``actor``
+
+    async def peer_hello(self, region: str, version_vector: Mapping[str, int]) -> None:
+        """A peer's Hello arrived: renew the actor if the peer saw more of it."""
+        ...
+
+    def notify_log(self) -> None: ...
 
     def log_waiter(self) -> asyncio.Event: ...
 
@@ -293,6 +305,10 @@ class StateSync(Protocol):
     """The anti-entropy state of a node (runtime/antientropy.py)."""
 
     async def state_tree(self) -> HashTree: ...
+
+    async def digest(self) -> tuple[dict[str, int], bytes]:
+        """``(durable version vector, state root)`` for a digest; root b"" when busy."""
+        ...
 
     async def state_items(self, idents: list[str]) -> list[tuple[str, bytes]]: ...
 

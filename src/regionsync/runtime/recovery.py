@@ -74,7 +74,7 @@ class Recovery:
         d = await self.store.get_delivery(delivery_id)
         if d is None or d.tenant != tenant_id:
             raise NotFound(f"no delivery {delivery_id!r}", field="delivery")
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             new, durable = self._regenerate([d])
         await durable
         self.queue.wake.set()
@@ -129,7 +129,7 @@ class Recovery:
                 if not rows:
                     break
                 cursor = rows[-1].id
-                async with self.writer.lock:
+                async with self.writer.local_lock():
                     _, durable = self._regenerate(rows)
                 await durable
                 job.done += len(rows)

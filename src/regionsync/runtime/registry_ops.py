@@ -57,7 +57,7 @@ class RegistryOps:
             raise Unprocessable("must be a string of 1..256 characters", field="name")
         if ack_policy not in ACK_POLICIES:
             raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             tid = tenant_id or self.ids.new("ten")
             if self.catalog.registry.tenant(tid) is not None:
                 raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
@@ -72,7 +72,7 @@ class RegistryOps:
         return view
 
     async def delete_tenant(self, tenant_id: str) -> None:
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.tenant(tenant_id)
             stamp = self.writer.stamp()
             durable = self.writer.commit_local(
@@ -135,7 +135,7 @@ class RegistryOps:
             "paused": False,
             "disabled": False,
         }
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.tenant(tenant_id)
             eid = eid or self.ids.new("ep")
             if self.catalog.registry.endpoint(eid) is not None:
@@ -178,7 +178,7 @@ class RegistryOps:
             await self._check_destination(fields["url"])
         add = fields.pop("event_types_add", [])
         remove = fields.pop("event_types_remove", [])
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             old = self.catalog.endpoint(tenant_id, endpoint_id)
             stamp = self.writer.stamp()
             if fields.get("paused") is False or fields.get("disabled") is False:
@@ -197,7 +197,7 @@ class RegistryOps:
         return self.catalog.endpoint(tenant_id, endpoint_id)
 
     async def delete_endpoint(self, tenant_id: str, endpoint_id: str) -> None:
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.endpoint(tenant_id, endpoint_id)
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.delete_endpoint(endpoint_id, tenant_id)
@@ -219,7 +219,7 @@ class RegistryOps:
         sid = body.get("id")
         if sid is not None:
             check_id(sid, "id")
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.tenant(fields["tenant"])
             sid = sid or self.ids.new("src")
             if self.catalog.registry.source(sid) is not None:
@@ -233,7 +233,7 @@ class RegistryOps:
         return self.catalog.source(sid)
 
     async def delete_source(self, source_id: str) -> None:
-        async with self.writer.lock:
+        async with self.writer.local_lock():
             self.catalog.source(source_id)
             stamp = self.writer.stamp()
             durable = self.writer.commit_local(

@@ -10,103 +10,46 @@ peer counts as contact with it, and Hello and Ack carry the contact table (``hea
 that region failover decides on (runtime/custody.py).
 
 A peer whose Hello version vector is below this node's log floor for some origin (those
-records were truncated) is first repaired by anti-entropy (``_anti_entropy``): both sides
+records were truncated) is first repaired by anti-entropy (runtime/repair.py): both sides
 build a hash tree over their state (per pass, core.hashtree), compare it top-down in
 TreeLevel round trips, and the pusher sends the full states of its items in differing
 buckets (StateChunk). A fresh peer answers empty buckets, so it gets a whole snapshot.
+
+Silent stalls and divergence (issue 12 items 3, 4): every sent Batch must be acked within
+``ack_timeout_s`` or the link is torn down, counted (``ack_timeouts``) and redialed; an
+idle link sends a Digest (state root at its version vector) every
+``digest_interval_s``, and roots that differ at equal version vectors mark the peer
+``state_agrees=False`` and run an anti-entropy pass on the next session (the accepting
+side asks its own link to do the same, so both directions are repaired). Every Hello is
+shown to the write path, which renews this node's actor if the peer has seen more of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from ..config import ReplicationSettings
-from ..core.hashtree import HashTree, children
-from ..core.model import Record
-from ..core.wire import fit_batch, message_budget, oversize_note, state_item_wire_size
+from ..core.hashtree import HashTree
+from ..core.peering import ack_overdue
+from ..core.wire import fit_batch, oversize_note
 from ..v1 import replication_pb2 as pb
-from .ports import (
-    Clock,
-    ContactGossip,
-    LocalLog,
-    PeerStream,
-    PeerTransport,
-    RecordSink,
-    Rng,
-    StateSync,
-    Store,
-)
+from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
+from .ports import PeerStream
+from .repair import AntiEntropyPass, digest_answer, note_digest, tree_answer
 from .state import PeerStatus
 
 __all__ = ["PROTOCOL", "Links", "PeerLink", "serve_stream", "to_pb", "from_pb"]
 
-PROTOCOL = 1
 log = logging.getLogger("regionsync.replication")
-
-
-def to_pb(r: Record) -> pb.DeltaRecord:
-    return pb.DeltaRecord(
-        origin=r.origin,
-        origin_seq=r.seq,
-        kind=r.kind,
-        body=r.body,
-        hlc_wall_ms=r.hlc[0],
-        hlc_logical=r.hlc[1],
-    )
-
-
-def from_pb(r: pb.DeltaRecord) -> Record:
-    return Record(r.origin, r.origin_seq, r.kind, r.body, (r.hlc_wall_ms, r.hlc_logical))
-
-
-@dataclass
-class Links:
-    """What the replication sessions of one node use: its log (``log``), where peers'
-    records and state go (``replica``, ``state``), the peers' status table, the node's
-    shared ``counters``, ``on_ack`` (called whenever a peer acknowledged records) and
-    ``contacts`` (every message from a peer is a contact; Hello and Ack gossip them)."""
-
-    region: str
-    opts: ReplicationSettings
-    log: LocalLog
-    store: Store
-    replica: RecordSink
-    state: StateSync
-    peers: Mapping[str, PeerStatus]
-    counters: dict[str, int]
-    on_ack: Callable[[], None]
-    clock: Clock
-    rng: Rng
-    transport: PeerTransport
-    contacts: ContactGossip
-
-
-def _hello(links: Links) -> pb.SyncMessage:
-    return pb.SyncMessage(
-        hello=pb.Hello(
-            region=links.region,
-            incarnation=links.log.incarnation,
-            version_vector=links.log.durable_vv,
-            protocol=PROTOCOL,
-            heard=links.contacts.gossip(),
-        )
-    )
-
-
-async def _recv(stream: PeerStream, timeout_s: float) -> pb.SyncMessage | None:
-    async with asyncio.timeout(timeout_s):
-        return await stream.recv()
 
 
 async def serve_stream(links: Links, stream: PeerStream) -> None:
     """Accepting side of one Sync stream: Hello, then apply each Batch and Ack it."""
     timeout = links.opts.call_timeout_s
     try:
-        first = await _recv(stream, timeout)
+        first = await recv(stream, timeout)
         if first is None or first.WhichOneof("kind") != "hello":
             log.warning("sync stream did not open with hello; closing")
             return
@@ -117,7 +60,10 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             return
         links.contacts.contact(peer)
         links.contacts.merge_gossip(first.hello.heard)
-        await stream.send(_hello(links))
+        await links.log.peer_hello(peer, first.hello.version_vector)
+        links.peers[peer].redial.set()  # it is up: our link to it need not back off
+        await links.log.actor_checked.wait()  # our Hello must carry the checked actor
+        await stream.send(hello(links))
         tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
         pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
         while (msg := await stream.recv()) is not None:
@@ -126,7 +72,7 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             if kind == "tree":
                 if tree is None:
                     tree, pass_ok = await links.state.state_tree(), True
-                await stream.send(_tree_answer(tree, msg.tree))
+                await stream.send(tree_answer(tree, msg.tree))
                 continue
             if kind == "state":
                 items = [(i.kind, i.body) for i in msg.state.items]
@@ -148,6 +94,9 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
                     )
                 )
                 continue
+            if kind == "digest":
+                await stream.send(await digest_answer(links, links.peers[peer], msg.digest))
+                continue
             if kind != "batch":
                 log.warning("unexpected %s from %s; ignored", kind, peer)
                 continue
@@ -168,22 +117,6 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
         log.info("sync stream closed: %r", exc)
     finally:
         await stream.close()
-
-
-def _tree_answer(tree: HashTree, req: pb.TreeLevel) -> pb.SyncMessage:
-    """The buckets of ``req`` whose hash differs from ours, with our hashes."""
-    out = pb.TreeLevel()
-    for bucket, theirs in zip(req.buckets, req.hashes, strict=False):
-        if len(bucket) > tree.depth:
-            continue  # not a bucket of ours: answer nothing, the asker treats it as equal
-        mine = tree.hash(bucket)
-        if mine != theirs:
-            out.buckets.append(bucket)
-            out.hashes.append(mine)
-    return pb.SyncMessage(tree=out)
-
-
-_MAX_BUCKETS = 4096  # buckets per TreeLevel message (about 160 KiB)
 
 
 class PeerLink:
@@ -215,12 +148,28 @@ class PeerLink:
                 log.exception("peer %s: session failed", self.status.region)
             delay = backoff * (0.5 + 0.5 * self.links.rng.random())
             backoff = min(backoff * 2, self.opts.reconnect_max_s)
-            await self.links.clock.sleep(delay)
+            if await self._backoff(delay):
+                backoff = self.opts.reconnect_min_s
+
+    async def _backoff(self, delay: float) -> bool:
+        """Sleep ``delay`` s, or less if the peer dialed in meanwhile (True then)."""
+        redial = self.status.redial
+        redial.clear()
+        waits = [
+            asyncio.ensure_future(self.links.clock.sleep(delay)),
+            asyncio.ensure_future(redial.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return redial.is_set()
 
     async def _session(self, stream: PeerStream) -> None:
         links, status = self.links, self.status
-        await stream.send(_hello(links))
-        first = await _recv(stream, self.opts.call_timeout_s)
+        await stream.send(hello(links))
+        first = await recv(stream, self.opts.call_timeout_s)
         if first is None or first.WhichOneof("kind") != "hello":
             raise ConnectionError("peer did not answer with hello")
         if first.hello.region != status.region:
@@ -230,15 +179,18 @@ class PeerLink:
             )
         links.contacts.contact(status.region)
         links.contacts.merge_gossip(first.hello.heard)
+        await links.log.peer_hello(status.region, first.hello.version_vector)
         peer_actor = f"{first.hello.region}:{first.hello.incarnation}"
         acked = dict(first.hello.version_vector)
         status.acked, status.hello_vv = dict(acked), dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
-        if links.replica.behind_floor(acked):
-            # records it lacks were truncated: repair by anti-entropy, then use the log
+        if links.replica.behind_floor(acked) or status.repair_wanted:
+            # records it lacks were truncated, or a digest differed: repair by
+            # anti-entropy, then use the log
+            status.repair_wanted = False
             links.counters["anti_entropy_passes"] += 1
-            acked.update(await self._anti_entropy(stream))
+            acked.update(await AntiEntropyPass(links, status, stream).run())
             status.acked = dict(acked)
             status.last_ack_at_ms = links.clock.wall_ms()
             links.on_ack()
@@ -251,15 +203,28 @@ class PeerLink:
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
         lingered = self.opts.linger_ms <= 0
+        sent_at: collections.deque[float] = collections.deque()  # unacked batches, oldest first
+        clock = links.clock
+        next_digest = clock.monotonic() + self.opts.digest_interval_s
+        next_beat = clock.monotonic() + self.opts.heartbeat_s
+        asked: tuple[dict[str, int], bytes] | None = None  # the digest we sent, if any
 
         async def read_acks() -> None:
             nonlocal inflight, sent, closed, refused
             try:
                 while (msg := await stream.recv()) is not None:
                     links.contacts.contact(status.region)
-                    if msg.WhichOneof("kind") != "ack":
+                    kind = msg.WhichOneof("kind")
+                    if kind == "digest" and asked is not None:
+                        d = msg.digest
+                        note_digest(links, status, *asked, d.version_vector, d.root)
+                        progress.set()
+                        continue
+                    if kind != "ack":
                         continue
                     links.contacts.merge_gossip(msg.ack.heard)
+                    if sent_at:
+                        sent_at.popleft()
                     for o, seq in msg.ack.version_vector.items():
                         acked[o] = max(acked.get(o, 0), seq)
                         sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
@@ -269,7 +234,7 @@ class PeerLink:
                         status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
                         refused = True
                     links.on_ack()
-                    inflight -= 1
+                    inflight = max(inflight - 1, 0)  # a duplicated ack is not a batch
                     if inflight == 0:
                         # everything sent was answered: resend whatever the peer still lacks
                         sent = dict(acked)
@@ -281,11 +246,19 @@ class PeerLink:
         reader = asyncio.create_task(read_acks())
         try:
             while not closed:
+                if ack_overdue(sent_at, clock.monotonic(), self.opts.ack_timeout_s) is not None:
+                    links.counters["ack_timeouts"] += 1
+                    raise TimeoutError(
+                        f"no ack within ack_timeout_s={self.opts.ack_timeout_s}s "
+                        f"({inflight} batches unacked)"
+                    )
                 if inflight >= self.opts.window_batches:
                     progress.clear()
-                    async with asyncio.timeout(self.opts.call_timeout_s):
-                        await progress.wait()
+                    until = (sent_at[0] if sent_at else clock.monotonic()) + self.opts.ack_timeout_s
+                    await self._wait(progress, None, until)
                     continue
+                if status.repair_wanted and inflight == 0:
+                    return  # a digest differed: the next session starts with anti-entropy
                 if refused and inflight == 0:
                     await links.clock.sleep(self.opts.reconnect_max_s)
                     refused = False
@@ -311,22 +284,33 @@ class PeerLink:
                     async with asyncio.timeout(self.opts.call_timeout_s):  # a wedged link
                         await stream.send(message)
                     inflight += 1
+                    sent_at.append(clock.monotonic())  # acked by ack_timeout_s, or torn down
                     for r in records:
                         sent[r.origin] = max(sent.get(r.origin, 0), r.seq)
+                    next_beat = clock.monotonic() + self.opts.heartbeat_s
                     continue
-                waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(progress.wait())]
-                try:
-                    done, _ = await asyncio.wait(
-                        waits, timeout=self.opts.heartbeat_s, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    for w in waits:
-                        w.cancel()
-                if not done and inflight == 0:
+                if inflight == 0 and clock.monotonic() >= next_digest:
+                    next_digest = clock.monotonic() + self.opts.digest_interval_s
+                    vv, root = await links.state.digest()
+                    if root:  # else busy: no comparison this round
+                        asked = (vv, root)
+                        await stream.send(
+                            pb.SyncMessage(digest=pb.Digest(root=root, version_vector=vv))
+                        )
+                    continue
+                if inflight == 0 and clock.monotonic() >= next_beat:
                     # idle: an empty batch keeps contact (and its gossip) fresh both ways
                     async with asyncio.timeout(self.opts.call_timeout_s):
                         await stream.send(pb.SyncMessage(batch=pb.Batch()))
                     inflight += 1
+                    sent_at.append(clock.monotonic())
+                    next_beat = clock.monotonic() + self.opts.heartbeat_s
+                    continue
+                if sent_at:  # (a duplicated ack may leave inflight > 0 with none unacked)
+                    until = sent_at[0] + self.opts.ack_timeout_s
+                else:
+                    until = min(next_digest, next_beat)
+                await self._wait(wake, progress, until)
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
         finally:
@@ -335,63 +319,13 @@ class PeerLink:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
 
-    async def _ask(self, stream: PeerStream, msg: pb.SyncMessage, kind: str) -> pb.SyncMessage:
-        await stream.send(msg)
-        reply = await _recv(stream, self.opts.call_timeout_s)
-        if reply is None or reply.WhichOneof("kind") != kind:
-            raise ConnectionError(f"peer did not answer anti-entropy with {kind}")
-        return reply
-
-    async def _anti_entropy(self, stream: PeerStream) -> dict[str, int]:
-        """One anti-entropy pass towards the peer; returns its version vector after it.
-
-        The version vector is taken before the tree is built, so the state the tree and
-        the chunks carry holds at least every record up to it. Buckets are compared level
-        by level from the root's children; a differing bucket is split into its 16
-        children unless it is small (``leaf_items``), at the tree's depth, or empty at the
-        peer (then all of it is sent). Raises ConnectionError if the peer rejects a chunk.
-        """
-        links, opts = self.links, self.opts
-        vv = dict(links.log.durable_vv)
-        tree = await links.state.state_tree()
-        send: list[str] = []
-        frontier = children("") if len(tree) else []
-        while frontier:
-            level, frontier = frontier, []
-            for i in range(0, len(level), _MAX_BUCKETS):
-                part = [b for b in level[i : i + _MAX_BUCKETS] if tree.count(b)]
-                if not part:
-                    continue
-                req = pb.TreeLevel(buckets=part, hashes=[tree.hash(b) for b in part])
-                reply = await self._ask(stream, pb.SyncMessage(tree=req), "tree")
-                for bucket, theirs in zip(reply.tree.buckets, reply.tree.hashes, strict=False):
-                    if tree.hash(bucket) == theirs or not tree.count(bucket):
-                        continue
-                    small = tree.count(bucket) <= opts.leaf_items
-                    if not theirs or small or len(bucket) >= tree.depth:
-                        send.append(bucket)
-                    else:
-                        frontier.extend(children(bucket))
-        idents = tree.idents(send)
-        chunk: list[pb.StateItem] = []
-        size = 0
-        budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))
-        for i in range(0, len(idents), 256):
-            for kind, body in await links.state.state_items(idents[i : i + 256]):
-                item = state_item_wire_size(kind, body)
-                if chunk and size + item > budget:  # cut before it would overflow
-                    await self._send_chunk(stream, chunk, None)
-                    chunk, size = [], 0
-                chunk.append(pb.StateItem(kind=kind, body=body))
-                size += item
-        return await self._send_chunk(stream, chunk, vv)
-
-    async def _send_chunk(
-        self, stream: PeerStream, items: list[pb.StateItem], vv: dict[str, int] | None
-    ) -> dict[str, int]:
-        msg = pb.StateChunk(items=items, last=vv is not None, version_vector=vv or {})
-        reply = await self._ask(stream, pb.SyncMessage(state=msg), "ack")
-        for rej in reply.ack.rejected:
-            self.status.last_error = f"state chunk rejected: {rej.reason}"
-            raise ConnectionError(self.status.last_error)
-        return dict(reply.ack.version_vector)
+    async def _wait(self, a: asyncio.Event, b: asyncio.Event | None, until: float) -> None:
+        """Until ``a`` or ``b`` is set or the clock's monotonic time reaches ``until``."""
+        waits = [asyncio.ensure_future(e.wait()) for e in (a, b) if e is not None]
+        clock = self.links.clock
+        waits.append(asyncio.ensure_future(clock.sleep(max(until - clock.monotonic(), 0))))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()

@@ -181,3 +181,9 @@ class PeerStatus:
     hello_vv: dict[str, int] | None = None  # ... as its Hello of the current session said
     last_ack_at_ms: int | None = None
     last_error: str | None = None
+    # state digests (issue 12 item 3): None until roots were compared at equal vvs
+    state_agrees: bool | None = None
+    last_digest_at_ms: int | None = None
+    repair_wanted: bool = False  # a digest differed: the next session runs anti-entropy
+    # set when the peer dialed in: our link to it stops backing off and redials now
+    redial: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)

@@ -10,18 +10,23 @@ releasing it (a caller is answered only once its change is durable).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
 from ..core.model import Delivery, Event, Record, WriteBatch
+from ..core.peering import actor_reused, next_incarnation
 from ..core.records import encode_body
 from .commit import GroupCommitter
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyRow
 
 __all__ = ["WritePath"]
+
+log = logging.getLogger("regionsync.node")
 
 
 class WritePath:
@@ -37,6 +42,11 @@ class WritePath:
         self.durable_vv: dict[str, int] = {}
         self._log_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self.committer: GroupCommitter | None = None
+        # the actor check (issue 12 item 3): local writes wait until it is done
+        self.actor_checked = asyncio.Event()
+        self._unheard: set[str] = set()
+        self.renewals = 0  # incarnations taken because a peer had seen more of the actor
+        self.commits = 0  # group commits so far (keys caches of derived state)
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -44,6 +54,60 @@ class WritePath:
         self.actor = f"{region}:{incarnation}"
         self.version_vector = dict(version_vector)
         self.durable_vv = dict(version_vector)
+
+    def expect_peers(self, peers: Iterable[str], fresh: bool) -> None:
+        """Start the actor check: local writes are held until every one of ``peers`` sent
+        a Hello (``peer_hello``) or ``actor_check_expired`` ran. A fresh store's actor is
+        new, so it needs no check; neither does a node without peers or with
+        ``replication.actor_check_s`` 0 (the check is then off).
+
+        Why hold writes rather than re-stamp them: a write issued under a reused actor
+        has already put its dot into OR-Sets and LWW clocks; re-stamping it would need to
+        rewrite merged CRDT state, while holding costs at most ``actor_check_s`` of write
+        latency after a restart (peers answer a Hello within one round trip).
+        """
+        self._unheard = set(peers)
+        if fresh or not self._unheard or self.settings.replication.actor_check_s <= 0:
+            self.actor_checked.set()
+
+    async def peer_hello(self, region: str, version_vector: Mapping[str, int]) -> None:
+        """A peer's Hello: renew the actor if the peer has seen more of it than we hold
+        (core.peering.actor_reused); the check is done once every peer was heard."""
+        if actor_reused(self.actor, self.version_vector, version_vector):
+            await self.renew_actor(
+                f"peer {region} has seen {self.actor} up to "
+                f"{version_vector.get(self.actor, 0)}, this store only up to "
+                f"{self.version_vector.get(self.actor, 0)} (restored from an older copy?)"
+            )
+        self._unheard.discard(region)
+        if not self._unheard:
+            self.actor_checked.set()
+
+    async def actor_check_expired(self) -> None:
+        """The check's time is up: if some peer was not heard, it may have seen more of
+        this actor, so take a new one (an extra version vector entry, never a reused dot)."""
+        if not self.actor_checked.is_set():
+            await self.renew_actor(f"peers {sorted(self._unheard)} not heard since start")
+            self.actor_checked.set()
+
+    async def renew_actor(self, why: str) -> None:
+        """Take a new incarnation (and actor) on this store; the old actor's records stay
+        as those of any other origin, so peers send back what the store lacks."""
+        async with self.lock:
+            old = self.actor
+            self.incarnation = next_incarnation(self.clock.wall_ms(), self.incarnation)
+            await self.store.renew_incarnation(self.incarnation)
+            self.actor = f"{old.rpartition(':')[0]}:{self.incarnation}"
+            self.renewals += 1
+        self.notify_log()
+        log.warning("new actor %s replaces %s: %s", self.actor, old, why)
+
+    @contextlib.asynccontextmanager
+    async def local_lock(self) -> AsyncIterator[None]:
+        """``lock`` for a local write (one with an own record): waits for the actor check."""
+        await self.actor_checked.wait()
+        async with self.lock:
+            yield
 
     def start_committer(self, on_failure: Callable[[BaseException], None]) -> GroupCommitter:
         """Create the group committer (the caller runs its ``run()`` as a task)."""
@@ -67,6 +131,7 @@ class WritePath:
                 self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
 
     def _on_commit(self, batch: WriteBatch) -> None:
+        self.commits += 1
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
         self.notify_log()

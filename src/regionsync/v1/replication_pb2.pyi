@@ -7,18 +7,35 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SyncMessage(_message.Message):
-    __slots__ = ("hello", "batch", "ack", "tree", "state")
+    __slots__ = ("hello", "batch", "ack", "tree", "state", "digest")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     TREE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     batch: Batch
     ack: Ack
     tree: TreeLevel
     state: StateChunk
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., tree: _Optional[_Union[TreeLevel, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
+    digest: Digest
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., tree: _Optional[_Union[TreeLevel, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ..., digest: _Optional[_Union[Digest, _Mapping]] = ...) -> None: ...
+
+class Digest(_message.Message):
+    __slots__ = ("root", "version_vector")
+    class VersionVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    root: bytes
+    version_vector: _containers.ScalarMap[str, int]
+    def __init__(self, root: _Optional[bytes] = ..., version_vector: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("region", "incarnation", "version_vector", "protocol", "heard")

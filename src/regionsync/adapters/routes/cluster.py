@@ -26,6 +26,7 @@ def build(ctx: ApiContext) -> APIRouter:
         c = node.view.cluster()
         for p in c["peers"]:
             p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
+            p["last_digest_at"] = rfc3339(p.pop("last_digest_at_ms"))
         custody = c["custody"]
         custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
         for rec in custody["records"].values():
@@ -81,6 +82,14 @@ class _Snapshot:
         for p in node.peers.values():
             g.add_metric([p.region], 1.0 if p.connected else 0.0)
         yield g
+        g = GaugeMetricFamily(
+            "regionsync_peer_state_agrees",
+            "1 if the last digest matched, 0 if it differed, -1 if never compared",
+            labels=["peer"],
+        )
+        for p in node.peers.values():
+            g.add_metric([p.region], -1.0 if p.state_agrees is None else float(p.state_agrees))
+        yield g
         p = node.ingest.pressure
         g = GaugeMetricFamily("regionsync_ingest_saturation", "Smoothed backlog saturation S")
         g.add_metric([], p.smoothed if p else 0.0)
@@ -115,5 +124,10 @@ class _Snapshot:
         for (decision, priority), n in sorted(node.ingest.ingest_counts.items()):
             c.add_metric([decision, priority], n)
         yield c
+        yield CounterMetricFamily(
+            "regionsync_actor_renewals",
+            "New incarnations taken because a peer had seen more of this node's actor",
+            value=node.writer.renewals,
+        )
         for name, value in node.counters.items():
             yield CounterMetricFamily(f"regionsync_{name}", name.replace("_", " "), value=value)

@@ -1,0 +1,52 @@
+"""Pure decisions of replication health (issue 12 items 3 and 4): a reused actor, state
+digests and ack deadlines. Never does I/O and never reads a clock: takes values, returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+__all__ = ["ack_overdue", "actor_reused", "digest_verdict", "next_incarnation"]
+
+
+def actor_reused(actor: str, local_vv: Mapping[str, int], peer_vv: Mapping[str, int]) -> bool:
+    """True when a peer has seen more records of this node's ``actor`` than it holds.
+
+    A store only ever ships durable records, so after a crash the peer's entry is at most
+    the local one. More at the peer means the store was restored from an older copy: new
+    writes under ``actor`` would reuse sequence numbers and OR-Set dots the peer already
+    has (dropped as duplicates, or cancelling another add), so a new actor is needed.
+    """
+    return peer_vv.get(actor, 0) > local_vv.get(actor, 0)
+
+
+def next_incarnation(now_ms: int, current: int) -> int:
+    """A new incarnation: the wall clock in ms, strictly above ``current``."""
+    return max(now_ms, current + 1)
+
+
+def digest_verdict(
+    my_vv: Mapping[str, int], my_root: bytes, their_vv: Mapping[str, int], their_root: bytes
+) -> bool | None:
+    """True if the two state roots agree, False if they differ, None when not comparable.
+
+    Roots are comparable only if both were computed (non-empty, or both trees empty is
+    reported by the caller as ``b"\\0"``) at equal version vectors: at different ones a
+    difference is expected and says nothing (zero entries count as missing).
+    """
+    mine = {k: v for k, v in my_vv.items() if v}
+    theirs = {k: v for k, v in their_vv.items() if v}
+    if mine != theirs or not my_root or not their_root:
+        return None
+    return my_root == their_root
+
+
+def ack_overdue(sent_at: Sequence[float], now: float, timeout_s: float) -> float | None:
+    """Seconds the oldest unacked batch is past its deadline (>= 0), else None.
+
+    ``sent_at``: monotonic send times (s) of the batches not yet acked, oldest first.
+    """
+    if not sent_at:
+        return None
+    late = now - (sent_at[0] + timeout_s)
+    return late if late >= 0 else None

@@ -1,0 +1,83 @@
+"""What a node's replication sessions share: the ``Links`` bundle of the parts they use,
+the wire form of log records, and the Hello message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..config import ReplicationSettings
+from ..core.model import Record
+from ..v1 import replication_pb2 as pb
+from .ports import (
+    Clock,
+    ContactGossip,
+    LocalLog,
+    PeerStream,
+    PeerTransport,
+    RecordSink,
+    Rng,
+    StateSync,
+    Store,
+)
+from .state import PeerStatus
+
+__all__ = ["PROTOCOL", "Links", "from_pb", "hello", "recv", "to_pb"]
+
+PROTOCOL = 1
+
+
+def to_pb(r: Record) -> pb.DeltaRecord:
+    return pb.DeltaRecord(
+        origin=r.origin,
+        origin_seq=r.seq,
+        kind=r.kind,
+        body=r.body,
+        hlc_wall_ms=r.hlc[0],
+        hlc_logical=r.hlc[1],
+    )
+
+
+def from_pb(r: pb.DeltaRecord) -> Record:
+    return Record(r.origin, r.origin_seq, r.kind, r.body, (r.hlc_wall_ms, r.hlc_logical))
+
+
+@dataclass
+class Links:
+    """What the replication sessions of one node use: its log (``log``), where peers'
+    records and state go (``replica``, ``state``), the peers' status table, the node's
+    shared ``counters``, ``on_ack`` (called whenever a peer acknowledged records) and
+    ``contacts`` (every message from a peer is a contact; Hello and Ack gossip them)."""
+
+    region: str
+    opts: ReplicationSettings
+    log: LocalLog
+    store: Store
+    replica: RecordSink
+    state: StateSync
+    peers: Mapping[str, PeerStatus]
+    counters: dict[str, int]
+    on_ack: Callable[[], None]
+    clock: Clock
+    rng: Rng
+    transport: PeerTransport
+    contacts: ContactGossip
+
+
+def hello(links: Links) -> pb.SyncMessage:
+    return pb.SyncMessage(
+        hello=pb.Hello(
+            region=links.region,
+            incarnation=links.log.incarnation,
+            version_vector=links.log.durable_vv,
+            protocol=PROTOCOL,
+            heard=links.contacts.gossip(),
+        )
+    )
+
+
+async def recv(stream: PeerStream, timeout_s: float) -> pb.SyncMessage | None:
+    async with asyncio.timeout(timeout_s):
+        return await stream.recv()

@@ -21,6 +21,7 @@ from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
+from ..core.registry import EndpointView, gen_live
 from ..core.retry import AttemptOutcome, OutcomeKind, next_step
 from ..core.signing import signature_headers
 from .ports import Clock, LocalWriter, OutboundRequest, Rng, Sender, Store
@@ -150,7 +151,7 @@ class DeliveryWorker:
                 if d.endpoint_id in blocked:
                     refill = True
                     continue
-                ep = self.catalog.registry.endpoint(d.endpoint_id, d.tenant)
+                ep = self._endpoint_of(d)
                 # paused, disabled and deleted endpoints are not sent to: the attempt
                 # only records the delivery as skipped or cancelled, outside any lane
                 sends = ep is not None and not (ep.paused or ep.disabled)
@@ -191,9 +192,18 @@ class DeliveryWorker:
                 self.lanes[d.endpoint_id].release()
             self.queue.wake.set()
 
+    def _endpoint_of(self, d: Delivery) -> EndpointView | None:
+        """The live endpoint ``d`` was fanned out to, or None if it was deleted (also when
+        its id was re-created since: another generation, ``Registry.endpoint_gen``)."""
+        reg = self.catalog.registry
+        ep = reg.endpoint(d.endpoint_id, d.tenant)
+        if ep is None or not gen_live(d.owner_gen, reg.endpoint_gen(d.endpoint_id, d.tenant)):
+            return None
+        return ep
+
     async def _attempt_inner(self, d: Delivery) -> None:
         event = await self.store.get_event(d.event_id)
-        ep = self.catalog.registry.endpoint(d.endpoint_id, d.tenant)
+        ep = self._endpoint_of(d)
         attempt: Attempt | None = None
         health_event: str | None = None
         if event is None or ep is None:
@@ -262,10 +272,11 @@ class DeliveryWorker:
             else:
                 # a final outcome is replicated with the usage counters it changes, and a
                 # health change with the endpoint's replicated state
+                # usage counters count deliveries by current status (README, "Usage
+                # counters"): only a pending -> final transition moves them
                 reg = self.catalog.registry
-                if status.final:
-                    if d.status is DeliveryStatus.PENDING:
-                        self.queue.backlog -= 1
+                if status.final and d.status is DeliveryStatus.PENDING:
+                    self.queue.backlog -= 1
                     deltas.update(reg.count(d.tenant, "backlog", -1, self.writer.actor))
                     if status is DeliveryStatus.DELIVERED:
                         deltas.update(
@@ -317,6 +328,7 @@ class DeliveryWorker:
 def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
     error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
     return Attempt(
+        owner_gen=d.owner_gen,
         endpoint_id=d.endpoint_id,
         generation=d.generation,
         delivery_id=d.id,

@@ -62,3 +62,46 @@ async def test_tenant_deleted_in_one_region_is_gone_in_the_other(net, started) -
             await n.ingest.ingest("gh", _github(body, "guid-2"), body)
         rows, nxt = await n.recovery.deliveries_page("acme", ep.id, None, None, None, 50)
         assert rows == [] and nxt is None
+
+
+async def test_usage_counters_equal_delivery_states_across_regions(net, started) -> None:
+    """Issue 11 item 6: summed over every region's actors (the PN-Counters' value), the
+    usage counters equal the deliveries' current states after retries in two regions."""
+    from regionsync.core.model import Delivery, DeliveryStatus, WriteBatch
+
+    a, b = make_node(net, "a", ["b"]), make_node(net, "b", ["a"])
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    await eventually(lambda: b.catalog.registry.endpoint("ep1") is not None)
+    events = [(await a.ingest.publish("acme", "t", b"{}", None))[0] for _ in range(4)]
+
+    async def states(node, want: str | None = None) -> list[Delivery] | bool:
+        rows = [d for e in events for d in await node.store.deliveries_of_event(e.id)]
+        if want is None:
+            return rows
+        return len(rows) == 4 and all(d.status.value == want for d in rows)
+
+    await eventually(lambda: states(b, "delivered"))
+    for d in (await states(b))[:2]:  # type: ignore[index]
+        await b.recovery.retry_delivery("acme", d.id)
+    await a.recovery.retry_delivery("acme", (await states(a))[3].id)  # type: ignore[index]
+    await eventually(lambda: states(a, "delivered"))
+    await eventually(lambda: states(b, "delivered"))
+    await eventually(lambda: a.catalog.registry.state_hash() == b.catalog.registry.state_hash())
+    usage = a.catalog.registry.tenant("acme").usage
+    assert usage["deliveries_succeeded"] == 4 and usage["backlog"] == 0
+    assert usage["deliveries_failed"] == 0 and usage["events_published"] == 4
+
+    # a pending delivery starved past the horizon is dead without an attempt
+    now = a.clock.wall_ms()
+    old = now - 49 * 3600 * 1000
+    starved = Delivery("dlv_starved", events[0].id, "ep1", "acme", DeliveryStatus.PENDING,
+                       0, old, "a", old, old)  # fmt: skip
+    await a.store.commit(WriteBatch(deliveries=[starved]))
+    await a.delivery._expire_starved(now)
+    got = await a.store.get_delivery("dlv_starved")
+    assert got is not None and got.status is DeliveryStatus.DEAD and got.attempts == 0
+    assert a.catalog.registry.tenant("acme").usage["deliveries_failed"] == 1

@@ -22,7 +22,7 @@ from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
 from ..core.registry import EndpointView, gen_live
-from ..core.retry import AttemptOutcome, OutcomeKind, next_step
+from ..core.retry import DEADLINE_S, AttemptOutcome, OutcomeKind, next_step
 from ..core.signing import signature_headers
 from .ports import Clock, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
@@ -65,6 +65,7 @@ class DeliveryWorker:
         )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.lanes: dict[str, Lane] = {}
+        self._health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
 
     async def run(self) -> None:
@@ -138,6 +139,8 @@ class DeliveryWorker:
             if free <= 0:
                 return soonest
             now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
+            self._forget_stale_health()
+            await self._expire_starved(now_ms)
             blocked, soonest = self._blocked(now_s, now_ms)
             due = await self.store.due_deliveries(
                 self.region, now_ms, free * 2, list(self.inflight), sorted(blocked)
@@ -191,6 +194,22 @@ class DeliveryWorker:
             if lane_taken and d.endpoint_id in self.lanes:
                 self.lanes[d.endpoint_id].release()
             self.queue.wake.set()
+
+    async def _expire_starved(self, now_ms: int) -> None:
+        """Pending deliveries due for longer than the retry horizon (``DEADLINE_S``)
+        without an attempt (a lane too slow or blocked) become dead, counted as failed."""
+        cutoff = now_ms - DEADLINE_S * 1000
+        for d in await self.store.due_deliveries(self.region, cutoff, 100, list(self.inflight)):
+            await self._record(d, DeliveryStatus.DEAD, None, d.attempts, None, None)
+
+    def _forget_stale_health(self) -> None:
+        """Drop this region's health view of endpoints deleted or given a new url (also
+        a url changed in another region): failures at the old url do not count."""
+        for eid in list(self.queue.health):
+            view = self.catalog.registry.endpoint(eid)
+            if view is None or view.url != self._health_url.get(eid, view.url):
+                del self.queue.health[eid]
+                self._health_url.pop(eid, None)
 
     def _endpoint_of(self, d: Delivery) -> EndpointView | None:
         """The live endpoint ``d`` was fanned out to, or None if it was deleted (also when
@@ -309,6 +328,7 @@ class DeliveryWorker:
             before = Health(state, failing_since_ms=view.failing_since_ms)
         after = health_step(before, event, now_ms, policy)
         self.queue.health[endpoint_id] = after
+        self._health_url[endpoint_id] = view.url
         fields: dict[str, Any] = {}
         if after.state == "disabled" and not view.disabled:
             fields = {"disabled": True, "failing_since": None}

@@ -58,6 +58,8 @@ class DeliverySettings(_Section):
 class ReplicationSettings(_Section):
     batch_records: int = Field(256, ge=1, le=10_000)  # records per Batch message
     linger_ms: float = Field(2.0, ge=0, le=100)  # wait this long to fill a partial batch
+    # an idle link sends an empty Batch this often (the peer acks it): contact stays fresh
+    heartbeat_s: float = Field(15.0, gt=0, le=3600)
     window_batches: int = Field(8, ge=1)  # unacked batches in flight per peer
     max_drift_ms: int = Field(60_000, ge=0)  # remote HLC stamps further ahead are rejected
     reconnect_min_s: float = Field(0.1, gt=0)

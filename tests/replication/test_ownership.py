@@ -105,3 +105,18 @@ async def test_usage_counters_equal_delivery_states_across_regions(net, started)
     got = await a.store.get_delivery("dlv_starved")
     assert got is not None and got.status is DeliveryStatus.DEAD and got.attempts == 0
     assert a.catalog.registry.tenant("acme").usage["deliveries_failed"] == 1
+
+
+async def test_idle_link_heartbeat_keeps_contact_fresh(net, started) -> None:
+    """Issue 11 item 6: an idle but healthy peer shows recent contact (heartbeats are
+    acked) while its last ack of a record may be old."""
+    a = make_node(net, "a", ["b"], heartbeat_s=0.05)
+    b = make_node(net, "b", ["a"], heartbeat_s=0.05)
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    await eventually(lambda: a.peers["b"].last_contact_at_ms is not None)
+    first = a.peers["b"].last_contact_at_ms
+    await eventually(lambda: (a.peers["b"].last_contact_at_ms or 0) > first + 100)
+    peer = a.view.cluster()["peers"][0]
+    assert peer["seconds_since_contact"] is not None and peer["seconds_since_contact"] < 1

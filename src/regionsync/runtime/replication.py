@@ -210,6 +210,7 @@ class PeerLink:
         status.acked = dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
+        status.last_contact_at_ms = links.clock.wall_ms()
         if links.replica.behind_floor(acked):
             # records it lacks were truncated: repair by anti-entropy, then use the log
             links.counters["anti_entropy_passes"] += 1
@@ -231,6 +232,7 @@ class PeerLink:
             nonlocal inflight, sent, closed, refused
             try:
                 while (msg := await stream.recv()) is not None:
+                    status.last_contact_at_ms = links.clock.wall_ms()
                     if msg.WhichOneof("kind") != "ack":
                         continue
                     for o, seq in msg.ack.version_vector.items():
@@ -284,11 +286,17 @@ class PeerLink:
                         sent[r.origin] = max(sent.get(r.origin, 0), r.seq)
                     continue
                 waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(progress.wait())]
+                beat = asyncio.ensure_future(links.clock.sleep(self.opts.heartbeat_s))
                 try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait([*waits, beat], return_when=asyncio.FIRST_COMPLETED)
                 finally:
-                    for w in waits:
+                    for w in (*waits, beat):
                         w.cancel()
+                if beat.done() and not beat.cancelled() and inflight == 0:
+                    # idle for heartbeat_s: an empty Batch, acked like any, keeps contact
+                    async with asyncio.timeout(self.opts.call_timeout_s):
+                        await stream.send(pb.SyncMessage(batch=pb.Batch()))
+                    inflight += 1
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 raise reader.exception()  # type: ignore[misc]
         finally:

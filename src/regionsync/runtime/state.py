@@ -195,4 +195,5 @@ class PeerStatus:
     actor: str | None = None  # the peer's own actor, from its Hello
     acked: dict[str, int] = field(default_factory=dict)
     last_ack_at_ms: int | None = None
+    last_contact_at_ms: int | None = None  # any message from the peer (Hello, any Ack)
     last_error: str | None = None

@@ -26,6 +26,7 @@ def build(ctx: ApiContext) -> APIRouter:
         c = node.view.cluster()
         for p in c["peers"]:
             p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
+            p["last_contact_at"] = rfc3339(p.pop("last_contact_at_ms"))
         c["counts"] = await node.store.counts(node.region)
         return c
 

@@ -75,7 +75,9 @@ class ReplicationSettings(_Section):
     call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack
     failover_after_s: float = Field(60.0, gt=0)  # unheard this long: custody moves on
     custody_interval_s: float = Field(1.0, gt=0)  # how often custody is re-decided
-    heartbeat_s: float = Field(5.0, gt=0)  # an idle link sends an empty batch this often
+    # an idle link sends an empty Batch this often (the peer acks it): contact stays fresh;
+    # must stay well below failover_after_s, or idle peers would look dead
+    heartbeat_s: float = Field(5.0, gt=0, le=3600)
     # every sent Batch must be acked this soon, else the link is torn down and redialed
     ack_timeout_s: float = Field(10.0, gt=0)
     # idle links compare state-tree root hashes this often (at equal version vectors);
@@ -181,6 +183,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"replication.state_chunk_bytes {self.replication.state_chunk_bytes} exceeds "
                 f"replication.max_message_bytes {limit} - envelope {ENVELOPE_BYTES}"
+            )
+        repl = self.replication
+        if repl.heartbeat_s * 2 >= repl.failover_after_s:
+            # contact must be refreshed several times per failover window (region failover)
+            raise ValueError(
+                f"replication.heartbeat_s {repl.heartbeat_s} must be under half of "
+                f"replication.failover_after_s {repl.failover_after_s}"
             )
         return self
 

@@ -38,13 +38,14 @@ CREATE TABLE IF NOT EXISTS version_vector(origin TEXT PRIMARY KEY, seq INTEGER N
 CREATE TABLE IF NOT EXISTS log_floor(origin TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS events(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, event_type TEXT NOT NULL, payload BLOB NOT NULL,
-  region TEXT NOT NULL, received_at_ms INTEGER NOT NULL
+  region TEXT NOT NULL, received_at_ms INTEGER NOT NULL, owner_gen TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS deliveries(
   id TEXT PRIMARY KEY, event_id TEXT NOT NULL, endpoint_id TEXT NOT NULL,
   tenant TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
   next_attempt_at_ms INTEGER, region TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
-  updated_at_ms INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0
+  updated_at_ms INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
+  owner_gen TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(region, status, next_attempt_at_ms);
 CREATE INDEX IF NOT EXISTS deliveries_endpoint ON deliveries(endpoint_id, id);
@@ -53,7 +54,7 @@ CREATE TABLE IF NOT EXISTS attempts(
   delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
   endpoint_id TEXT NOT NULL DEFAULT '', generation INTEGER NOT NULL DEFAULT 0,
-  response_headers TEXT NOT NULL DEFAULT '',
+  response_headers TEXT NOT NULL DEFAULT '', owner_gen TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(delivery_id, region, generation, n)
 );
 CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
@@ -64,18 +65,23 @@ CREATE TABLE IF NOT EXISTS idempotency(
 );
 """
 
+# columns added after the first schema: a store created before them gets them on open
+_ADDED_COLUMNS = [
+    (table, "owner_gen TEXT NOT NULL DEFAULT ''") for table in ("events", "deliveries", "attempts")
+]
 _ATTEMPT_COLS = (
     "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, "
-    "endpoint_id, generation, response_headers"
+    "endpoint_id, generation, response_headers, owner_gen"
 )
 _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
-    "created_at_ms, updated_at_ms, generation"
+    "created_at_ms, updated_at_ms, generation, owner_gen"
 )
+_EVENT_COLS = "id, tenant, event_type, payload, region, received_at_ms, owner_gen"
 
 
 def _delivery(row: Sequence) -> Delivery:
-    return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:11])
+    return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:12])
 
 
 class SqliteStore:
@@ -137,6 +143,10 @@ class SqliteStore:
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
         db.executescript(_SCHEMA)
+        for table, column in _ADDED_COLUMNS:
+            have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+            if column.split()[0] not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         self._db = db
 
     def _in_transaction(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
@@ -200,16 +210,24 @@ class SqliteStore:
                 )
             if batch.events:
                 db.executemany(
-                    "INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                    f"INSERT OR IGNORE INTO events({_EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms)
+                        (
+                            e.id,
+                            e.tenant,
+                            e.event_type,
+                            e.payload,
+                            e.region,
+                            e.received_at_ms,
+                            e.owner_gen,
+                        )
                         for e in batch.events
                     ],
                 )
             if batch.deliveries:
                 db.executemany(
                     f"INSERT OR REPLACE INTO deliveries({_DELIVERY_COLS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             d.id,
@@ -223,13 +241,15 @@ class SqliteStore:
                             d.created_at_ms,
                             d.updated_at_ms,
                             d.generation,
+                            d.owner_gen,
                         )
                         for d in batch.deliveries
                     ],
                 )
             if batch.attempts:
                 db.executemany(
-                    "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT OR IGNORE INTO attempts({_ATTEMPT_COLS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             a.delivery_id,
@@ -243,6 +263,7 @@ class SqliteStore:
                             a.endpoint_id,
                             a.generation,
                             a.response_headers,
+                            a.owner_gen,
                         )
                         for a in batch.attempts
                     ],
@@ -320,8 +341,7 @@ class SqliteStore:
 
     async def get_event(self, event_id: str) -> Event | None:
         rows = await self.rdb.execute_fetchall(
-            "SELECT id, tenant, event_type, payload, region, received_at_ms FROM events "
-            "WHERE id = ?",
+            f"SELECT {_EVENT_COLS} FROM events WHERE id = ?",
             (event_id,),
         )
         return Event(*rows[0]) if rows else None

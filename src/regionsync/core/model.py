@@ -63,6 +63,9 @@ class Event:
     payload: bytes
     region: str
     received_at_ms: int
+    # the tenant's generation when accepted (core.registry.Registry.tenant_gen): an event
+    # of an earlier life of a re-created tenant id stays invisible to the new one
+    owner_gen: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,9 @@ class Delivery:
     # a retry, recovery or replay starts a new generation, owned by the region that
     # started it; a higher generation supersedes every state of a lower one
     generation: int = 0
+    # the endpoint's generation at fan-out (Registry.endpoint_gen): a re-created
+    # endpoint id neither shows, retries nor sends deliveries of its earlier life
+    owner_gen: str = ""
 
 
 def delivery_join(a: Delivery, b: Delivery) -> Delivery:
@@ -120,6 +126,7 @@ class Attempt:
     endpoint_id: str = ""
     generation: int = 0  # attempts count from 1 again in each delivery generation
     response_headers: str = ""  # at most 8 KiB of the response head
+    owner_gen: str = ""  # the delivery's endpoint generation (Delivery.owner_gen)
 
 
 @dataclass(frozen=True, slots=True)

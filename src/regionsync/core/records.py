@@ -55,6 +55,8 @@ _DELIVERY_FIELDS = {
     "updated_at_ms": int,
     "generation": int,
 }
+# fields a record may leave out (written before they existed): name -> (type, default)
+_OPTIONAL = {"owner_gen": (str, "")}
 
 
 @dataclass(slots=True)
@@ -86,16 +88,21 @@ def encode_body(
         body["delivery"] = _delivery_fields(delivery)
     if event is not None:
         body["event"] = {k: getattr(event, k) for k in sorted(_EVENT_FIELDS)}
+        if event.owner_gen:
+            body["event"]["owner_gen"] = event.owner_gen
     if registry:
         body["registry"] = {k: registry[k].to_bytes() for k in sorted(registry)}
     return msgpack.packb(body, use_bin_type=True)
 
 
 def _delivery_fields(d: Delivery) -> dict[str, Any]:
-    return {
+    out = {
         k: (getattr(d, k).value if k == "status" else getattr(d, k))
         for k in sorted(_DELIVERY_FIELDS)
     }
+    if d.owner_gen:
+        out["owner_gen"] = d.owner_gen
+    return out
 
 
 def _delivery(obj: Any, what: str) -> Delivery:
@@ -108,8 +115,9 @@ def _delivery(obj: Any, what: str) -> Delivery:
 
 
 def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or set(obj) != set(spec):
+    if not isinstance(obj, dict) or not set(spec) <= set(obj) <= set(spec) | set(_OPTIONAL):
         raise ValueError(f"{what}: expected fields {sorted(spec)}")
+    spec = {**spec, **{k: t for k, (t, _d) in _OPTIONAL.items() if k in obj}}
     for name, typ in spec.items():
         v = obj[name]
         if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):

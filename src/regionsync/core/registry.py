@@ -33,6 +33,7 @@ __all__ = [
     "USAGE_COUNTERS",
     "EndpointView",
     "Registry",
+    "gen_live",
     "TenantView",
     "key_type",
 ]
@@ -55,6 +56,7 @@ ENDPOINT_FIELDS = (
     "failing_since",
     "secret_previous",
     "secret_rotated_at",
+    "tenant_gen",
 )
 SOURCE_FIELDS = (
     "tenant",
@@ -70,6 +72,7 @@ SOURCE_FIELDS = (
     "id_from",
     "default_event_type",
     "created_at",
+    "tenant_gen",
 )
 _ID = r"[A-Za-z0-9_.\-]{1,64}"
 _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
@@ -83,6 +86,23 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
     (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
 ]
+
+
+def _gen(dots: Iterable[tuple[str, int]]) -> str:
+    return ",".join(sorted(f"{actor}#{n}" for actor, n in dots))
+
+
+def gen_live(recorded: str, live: str | None) -> bool:
+    """Does an object stamped with generation ``recorded`` belong to the owner whose live
+    generation is ``live``? Generations are the owner's add dots (``Registry.tenant_gen``,
+    ``endpoint_gen``); they match if they share a dot. ``""`` (rows written before
+    generations existed) matches any live owner; ``live`` None (owner gone) matches nothing.
+    """
+    if live is None:
+        return False
+    if not recorded:
+        return True
+    return not set(recorded.split(",")).isdisjoint(live.split(","))
 
 
 def key_type(key: str) -> type | None:
@@ -226,6 +246,21 @@ class Registry:
         """True if the tenant is live (cheaper than ``tenant``: no usage counters)."""
         return tenant_id in self._get("tenants", ORSet)
 
+    def tenant_gen(self, tenant_id: str) -> str | None:
+        """The live tenant's generation (its add dots in ``tenants``, as ``actor#n,...``),
+        or None. A deleted and re-created id gets new dots, so everything stamped with the
+        old generation (events, endpoints, sources) stops belonging to it."""
+        dots = self._get("tenants", ORSet).entries.get(tenant_id)
+        return _gen(dots) if dots else None
+
+    def endpoint_gen(self, endpoint_id: str, tenant_id: str) -> str | None:
+        """The live endpoint's generation (its add dots in ``t/<tenant>/endpoints``), or
+        None; deliveries and attempts record it (see ``tenant_gen``)."""
+        if self.endpoint(endpoint_id, tenant_id) is None:
+            return None
+        dots = self._get(f"t/{tenant_id}/endpoints", ORSet).entries.get(endpoint_id)
+        return _gen(dots) if dots else None
+
     def ack_policy(self, tenant_id: str) -> str:
         """The tenant's acknowledgement policy: ``local`` or ``one-remote``."""
         return self._get(f"t/{tenant_id}/ack_policy", LWWRegister).value() or "local"
@@ -259,6 +294,9 @@ class Registry:
             return None
         if endpoint_id not in self._get(f"t/{owner}/endpoints", ORSet):
             return None
+        made_in = self._get(p + "tenant_gen", LWWRegister).value()
+        if isinstance(made_in, str) and not gen_live(made_in, self.tenant_gen(owner)):
+            return None  # created under an earlier life of the tenant id
 
         def f(name: str, default: Any = None) -> Any:
             v = self._get(p + name, LWWRegister).value()
@@ -314,13 +352,22 @@ class Registry:
         )
 
     def delete_tenant(self, tenant_id: str) -> Deltas:
-        """Removes the tenant and every endpoint it has, so a re-created id starts empty."""
+        """Removes the tenant, every endpoint and every source it has, so a re-created id
+        starts empty (what is stamped with the old generation stays invisible too)."""
         key = f"t/{tenant_id}/endpoints"
         eps: ORSet = self._get(key, ORSet)
         delta = ORSet.empty()
         for e in eps.elements():
             delta = delta.merge(eps.remove(e))
-        return {"tenants": self._get("tenants", ORSet).remove(tenant_id), key: delta}
+        deltas: Deltas = {"tenants": self._get("tenants", ORSet).remove(tenant_id), key: delta}
+        sources: ORSet = self._get("sources", ORSet)
+        gone = ORSet.empty()
+        for sid in sources.elements():
+            if self._get(f"s/{sid}/tenant", LWWRegister).value() == tenant_id:
+                gone = gone.merge(sources.remove(sid))
+        if gone != ORSet.empty():
+            deltas["sources"] = gone
+        return deltas
 
     def create_endpoint(
         self,
@@ -339,6 +386,7 @@ class Registry:
             for name, value in {
                 **fields,
                 "tenant": tenant_id,
+                "tenant_gen": self.tenant_gen(tenant_id) or "",
                 "created_at": now_ms,
                 "updated_at": now_ms,
             }.items()
@@ -403,6 +451,9 @@ class Registry:
         fields = {f: self._get(p + f, LWWRegister).value() for f in SOURCE_FIELDS}
         if not isinstance(fields["tenant"], str) or not self.has_tenant(fields["tenant"]):
             return None
+        made_in = fields.pop("tenant_gen")
+        if isinstance(made_in, str) and not gen_live(made_in, self.tenant_gen(fields["tenant"])):
+            return None  # created under an earlier life of the tenant id
         return {"id": source_id, **fields}
 
     def create_source(
@@ -412,7 +463,11 @@ class Registry:
         p = f"s/{source_id}/"
         deltas = dict(
             self._set(p + name, value, actor, stamp)
-            for name, value in {**fields, "created_at": now_ms}.items()
+            for name, value in {
+                **fields,
+                "tenant_gen": self.tenant_gen(fields["tenant"]) or "",
+                "created_at": now_ms,
+            }.items()
         )
         deltas["sources"] = self._get("sources", ORSet).add(source_id, actor=actor)
         return deltas

@@ -14,10 +14,20 @@ from enum import StrEnum
 
 from .model import DeliveryStatus
 
-__all__ = ["DEFAULT_SCHEDULE_S", "AttemptOutcome", "Decision", "OutcomeKind", "next_step"]
+__all__ = [
+    "DEADLINE_S",
+    "DEFAULT_SCHEDULE_S",
+    "AttemptOutcome",
+    "Decision",
+    "OutcomeKind",
+    "next_step",
+]
 
 DEFAULT_SCHEDULE_S: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
 _DEADLINE_S = 48 * 3600
+# the total horizon of a delivery: no try is scheduled past it, and a pending delivery
+# that stays due this long without an attempt (a starved lane) is dead
+DEADLINE_S = _DEADLINE_S
 
 
 class OutcomeKind(StrEnum):

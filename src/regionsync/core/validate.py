@@ -79,8 +79,10 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             raise Unprocessable("must be a string of at most 1024 chars", field="description")
     if "rate_limit_per_s" in out:
         r = out["rate_limit_per_s"]
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 10_000:
-            raise Unprocessable("must be a number in (0, 10000]", field="rate_limit_per_s")
+        # at least one delivery per 100 s: a slower lane could not send within the
+        # retry horizon (core.retry.DEADLINE_S)
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0.01 <= r <= 10_000:
+            raise Unprocessable("must be a number in [0.01, 10000]", field="rate_limit_per_s")
     if "max_in_flight" in out:
         m = out["max_in_flight"]
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1000:

@@ -60,6 +60,10 @@ class ClusterView:
                     "seconds_since_ack": None
                     if p.last_ack_at_ms is None
                     else (now - p.last_ack_at_ms) / 1000,
+                    "last_contact_at_ms": p.last_contact_at_ms,
+                    "seconds_since_contact": None
+                    if p.last_contact_at_ms is None
+                    else (now - p.last_contact_at_ms) / 1000,
                     "last_error": p.last_error,
                     # issue 12 item 3: state roots compared at equal version vectors
                     "state_agrees": p.state_agrees,

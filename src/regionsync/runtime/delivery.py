@@ -24,7 +24,8 @@ from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
-from ..core.retry import AttemptOutcome, OutcomeKind, next_step
+from ..core.registry import EndpointView, gen_live
+from ..core.retry import DEADLINE_S, AttemptOutcome, OutcomeKind, next_step
 from ..core.signing import signature_headers
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
@@ -69,6 +70,7 @@ class DeliveryWorker:
         )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.lanes: dict[str, Lane] = {}
+        self._health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
 
     async def run(self) -> None:
@@ -146,6 +148,8 @@ class DeliveryWorker:
             if free <= 0:
                 return soonest
             now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
+            self._forget_stale_health()
+            await self._expire_starved(now_ms)
             blocked, soonest = self._blocked(now_s, now_ms)
             due = await self._due(now_ms, free * 2, blocked)
             if not due:
@@ -157,7 +161,7 @@ class DeliveryWorker:
                 if d.endpoint_id in blocked:
                     refill = True
                     continue
-                ep = self.catalog.registry.endpoint(d.endpoint_id, d.tenant)
+                ep = self._endpoint_of(d)
                 # paused, disabled and deleted endpoints are not sent to: the attempt
                 # only records the delivery as skipped or cancelled, outside any lane
                 sends = ep is not None and not (ep.paused or ep.disabled)
@@ -224,9 +228,34 @@ class DeliveryWorker:
                 self.lanes[d.endpoint_id].release()
             self.queue.wake.set()
 
+    async def _expire_starved(self, now_ms: int) -> None:
+        """Pending deliveries due for longer than the retry horizon (``DEADLINE_S``)
+        without an attempt (a lane too slow or blocked) become dead, counted as failed."""
+        cutoff = now_ms - DEADLINE_S * 1000
+        for d in await self.store.due_deliveries(self.region, cutoff, 100, list(self.inflight)):
+            await self._record(d, DeliveryStatus.DEAD, None, d.attempts, None, None)
+
+    def _forget_stale_health(self) -> None:
+        """Drop this region's health view of endpoints deleted or given a new url (also
+        a url changed in another region): failures at the old url do not count."""
+        for eid in list(self.queue.health):
+            view = self.catalog.registry.endpoint(eid)
+            if view is None or view.url != self._health_url.get(eid, view.url):
+                del self.queue.health[eid]
+                self._health_url.pop(eid, None)
+
+    def _endpoint_of(self, d: Delivery) -> EndpointView | None:
+        """The live endpoint ``d`` was fanned out to, or None if it was deleted (also when
+        its id was re-created since: another generation, ``Registry.endpoint_gen``)."""
+        reg = self.catalog.registry
+        ep = reg.endpoint(d.endpoint_id, d.tenant)
+        if ep is None or not gen_live(d.owner_gen, reg.endpoint_gen(d.endpoint_id, d.tenant)):
+            return None
+        return ep
+
     async def _attempt_inner(self, d: Delivery) -> None:
         event = await self.store.get_event(d.event_id)
-        ep = self.catalog.registry.endpoint(d.endpoint_id, d.tenant)
+        ep = self._endpoint_of(d)
         attempt: Attempt | None = None
         health_event: str | None = None
         if event is None or ep is None:
@@ -293,9 +322,11 @@ class DeliveryWorker:
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
             deltas = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
             reg = self.catalog.registry
-            if new.status.final and not (current is not None and current.status.final):
-                # a final outcome is replicated with the usage counters it changes
-                if d.region == self.region and d.status is DeliveryStatus.PENDING:
+            was_final = current is not None and current.status.final
+            if new.status.final and d.status is DeliveryStatus.PENDING and not was_final:
+                # usage counters count deliveries by current status (README, "Usage
+                # counters"): only a pending -> final transition moves them
+                if d.region == self.region:
                     self.queue.backlog -= 1
                 deltas.update(reg.count(d.tenant, "backlog", -1, self.writer.actor))
                 if new.status is DeliveryStatus.DELIVERED:
@@ -324,6 +355,7 @@ class DeliveryWorker:
             before = Health(state, failing_since_ms=view.failing_since_ms)
         after = health_step(before, event, now_ms, policy)
         self.queue.health[endpoint_id] = after
+        self._health_url[endpoint_id] = view.url
         fields: dict[str, Any] = {}
         if after.state == "disabled" and not view.disabled:
             fields = {"disabled": True, "failing_since": None}
@@ -343,6 +375,7 @@ class DeliveryWorker:
 def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
     error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
     return Attempt(
+        owner_gen=d.owner_gen,
         endpoint_id=d.endpoint_id,
         generation=d.generation,
         delivery_id=d.id,

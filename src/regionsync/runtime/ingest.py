@@ -254,9 +254,11 @@ class Ingest:
         Call with the write lock held."""
         stamp = self.writer.stamp()
         now = stamp.wall_ms
+        reg = self.catalog.registry
         event = Event(
-            event_id or self.ids.new("evt"), tenant_id, event_type, payload, self.region, now
-        )
+            event_id or self.ids.new("evt"), tenant_id, event_type, payload, self.region, now,
+            owner_gen=reg.tenant_gen(tenant_id) or "",
+        )  # fmt: skip
         batch = WriteBatch(events=[event])
         for eid in self.catalog.index.match(tenant_id, event_type, payload_obj):
             ep = self.catalog.registry.endpoint(eid, tenant_id)
@@ -275,6 +277,7 @@ class Ingest:
                     region=self.region,
                     created_at_ms=now,
                     updated_at_ms=now,
+                    owner_gen=reg.endpoint_gen(ep.id, tenant_id) or "",
                 )
             )
         idem = None
@@ -305,8 +308,10 @@ class Ingest:
         return await self.store.purge_idempotency(cutoff)
 
     async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
+        """The event with its deliveries; NotFound unless it belongs to the live tenant's
+        generation (an event of a deleted tenant id stays gone after re-creation)."""
         self.catalog.tenant(tenant_id)
         event = await self.store.get_event(event_id)
-        if event is None or event.tenant != tenant_id:
+        if event is None or not self.catalog.event_visible(tenant_id, event):
             raise NotFound(f"no event {event_id!r}", field="event")
         return event, await self.store.deliveries_of_event(event_id)

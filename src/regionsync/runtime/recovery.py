@@ -17,7 +17,8 @@ from typing import Any
 from crdt import CRDT
 
 from ..config import Settings
-from ..core.model import Delivery, DeliveryStatus, WriteBatch
+from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
+from ..core.registry import gen_live
 from ..errors import NotFound
 from .ports import Clock, IdSource, Store
 from .state import Catalog, DeliveryQueue
@@ -26,6 +27,11 @@ from .writepath import WritePath
 __all__ = ["Job", "Recovery"]
 
 log = logging.getLogger("regionsync.node")
+# the usage counter that counts deliveries in a final status (README, "Usage counters")
+_STATUS_COUNTER = {
+    DeliveryStatus.DELIVERED: "deliveries_succeeded",
+    DeliveryStatus.DEAD: "deliveries_failed",
+}
 
 
 @dataclass
@@ -67,13 +73,67 @@ class Recovery:
         self.store, self.clock, self.ids, self.spawn = store, clock, ids, spawn
         self.jobs: dict[str, Job] = {}
 
-    async def retry_delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
-        """Re-send one delivery now, whatever its status: a new generation owned by this
-        region, same event, so the same ``webhook-id``."""
+    async def delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
+        """A delivery of the live tenant (``Catalog.delivery_visible``), else NotFound."""
         self.catalog.tenant(tenant_id)
         d = await self.store.get_delivery(delivery_id)
-        if d is None or d.tenant != tenant_id:
+        event = None if d is None else await self.store.get_event(d.event_id)
+        if d is None or not self.catalog.delivery_visible(tenant_id, d, event):
             raise NotFound(f"no delivery {delivery_id!r}", field="delivery")
+        return d
+
+    async def deliveries_page(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        status: DeliveryStatus | None,
+        since_ms: int | None,
+        cursor: str | None,
+        limit: int,
+    ) -> tuple[list[Delivery], str | None]:
+        """One page of the live endpoint's deliveries (its generation only) and the next
+        cursor (None at the end). NotFound for a missing tenant or endpoint."""
+        self.catalog.endpoint(tenant_id, endpoint_id)
+        live = self.catalog.registry.endpoint_gen(endpoint_id, tenant_id)
+        out: list[Delivery] = []
+        while True:
+            rows = await self.store.list_deliveries(endpoint_id, status, since_ms, cursor, limit)
+            out.extend(d for d in rows if gen_live(d.owner_gen, live))
+            if len(out) >= limit:
+                return out[:limit], out[limit - 1].id
+            if len(rows) < limit:
+                return out, None
+            cursor = rows[-1].id
+
+    async def attempts_page(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        succeeded: bool | None,
+        since_ms: int | None,
+        after: tuple[int, str, int] | None,
+        limit: int,
+    ) -> tuple[list[Attempt], tuple[int, str, int] | None]:
+        """One page of the live endpoint's attempt log (its generation only) and the next
+        cursor ``(at_ms, delivery id, n)`` (None at the end)."""
+        self.catalog.endpoint(tenant_id, endpoint_id)
+        live = self.catalog.registry.endpoint_gen(endpoint_id, tenant_id)
+        out: list[Attempt] = []
+        while True:
+            rows = await self.store.list_attempts(endpoint_id, succeeded, since_ms, after, limit)
+            out.extend(a for a in rows if gen_live(a.owner_gen, live))
+            if len(out) >= limit:
+                last = out[limit - 1]
+                return out[:limit], (last.at_ms, last.delivery_id, last.n)
+            if len(rows) < limit:
+                return out, None
+            after = (rows[-1].at_ms, rows[-1].delivery_id, rows[-1].n)
+
+    async def retry_delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
+        """Re-send one delivery now, whatever its status: a new generation owned by this
+        region, same event, so the same ``webhook-id``. NotFound unless the delivery
+        belongs to the live tenant and endpoint generation (``delivery``)."""
+        d = await self.delivery(tenant_id, delivery_id)
         async with self.writer.local_lock():
             new, durable = self._regenerate([d])
         await durable
@@ -81,7 +141,12 @@ class Recovery:
         return new[0]
 
     def _regenerate(self, rows: list[Delivery]) -> tuple[list[Delivery], asyncio.Future[None]]:
-        """New pending generations of ``rows`` owned here, replicated. Lock held."""
+        """New pending generations of ``rows`` owned here, replicated. Lock held.
+
+        Usage counters count deliveries by their current status (README, "Usage
+        counters"): leaving ``delivered``/``dead`` takes one off ``deliveries_succeeded``/
+        ``deliveries_failed``, and ``backlog`` grows only for a row that was not pending.
+        """
         now = self.clock.wall_ms()
         new = [
             replace(
@@ -95,11 +160,19 @@ class Recovery:
             )
             for d in rows
         ]
-        self.queue.backlog += len(new)
+        reg, actor = self.catalog.registry, self.writer.actor
+        moves: dict[tuple[str, str], int] = {}
+        for d in rows:
+            if d.status is DeliveryStatus.PENDING:
+                continue
+            moves[(d.tenant, "backlog")] = moves.get((d.tenant, "backlog"), 0) + 1
+            left = _STATUS_COUNTER.get(d.status)
+            if left is not None:
+                moves[(d.tenant, left)] = moves.get((d.tenant, left), 0) - 1
+        self.queue.backlog += sum(n for (_t, c), n in moves.items() if c == "backlog")
         deltas: dict[str, CRDT] = {}
-        for tenant in {d.tenant for d in new}:
-            n = sum(d.tenant == tenant for d in new)
-            deltas.update(self.catalog.registry.count(tenant, "backlog", n, self.writer.actor))
+        for (tenant, counter), n in sorted(moves.items()):
+            deltas.update(reg.count(tenant, counter, n, actor))
         stamp = self.writer.stamp()
         batch = WriteBatch(deliveries=new)
         # one record per delivery keeps every record's body a single delivery
@@ -129,6 +202,13 @@ class Recovery:
                 if not rows:
                     break
                 cursor = rows[-1].id
+                live = self.catalog.registry.endpoint_gen(job.endpoint_id, job.tenant)
+                if live is None:
+                    raise NotFound(f"endpoint {job.endpoint_id!r} was deleted", field="endpoint")
+                # never into a re-created endpoint id: only its own generation's rows
+                rows = [d for d in rows if gen_live(d.owner_gen, live)]
+                if not rows:
+                    continue
                 async with self.writer.local_lock():
                     _, durable = self._regenerate(rows)
                 await durable

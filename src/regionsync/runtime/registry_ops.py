@@ -159,7 +159,8 @@ class RegistryOps:
         """Change fields; ``event_types_add``/``event_types_remove`` are OR-Set operations.
 
         ``paused``: manual pause/resume; ``disabled: false`` re-enables a disabled
-        endpoint. Resuming or re-enabling resets the failure counter. A new ``secret``
+        endpoint. Resuming, re-enabling or a new ``url`` resets the failure counter (and
+        ``failing_since``, replicated). A new ``secret``
         (or ``null`` for a generated one) rotates: the old one keeps signing for
         ``delivery.secret_overlap_s``.
         """
@@ -186,6 +187,11 @@ class RegistryOps:
                 self.queue.health.pop(endpoint_id, None)
             if fields.get("disabled") is True:
                 fields["failing_since"] = None
+            if "url" in fields and fields["url"] != old.url:
+                # a new destination starts with a clean health record; other regions
+                # reset theirs when the new url reaches them (DeliveryWorker)
+                fields["failing_since"] = None
+                self.queue.health.pop(endpoint_id, None)
             if "secret" in fields and fields["secret"] != old.secret:
                 fields["secret_previous"] = old.secret
                 fields["secret_rotated_at"] = stamp.wall_ms

@@ -185,6 +185,7 @@ class PeerLink:
         status.acked, status.hello_vv = dict(acked), dict(acked)
         status.actor = peer_actor
         status.connected, status.last_error = True, None
+        status.last_contact_at_ms = links.clock.wall_ms()
         if links.replica.behind_floor(acked) or status.repair_wanted:
             # records it lacks were truncated, or a digest differed: repair by
             # anti-entropy, then use the log
@@ -213,6 +214,7 @@ class PeerLink:
             nonlocal inflight, sent, closed, refused
             try:
                 while (msg := await stream.recv()) is not None:
+                    status.last_contact_at_ms = links.clock.wall_ms()
                     links.contacts.contact(status.region)
                     kind = msg.WhichOneof("kind")
                     if kind == "digest" and asked is not None:

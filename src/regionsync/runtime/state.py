@@ -18,7 +18,8 @@ from crdt import CRDT
 
 from ..core.health import Health
 from ..core.matching import SubscriptionIndex
-from ..core.registry import EndpointView, Registry, TenantView
+from ..core.model import Delivery, Event
+from ..core.registry import EndpointView, Registry, TenantView, gen_live
 from ..errors import NotFound, Unprocessable
 
 __all__ = ["Catalog", "DeliveryQueue", "IdempotencyKeys", "IdempotencyRow", "PeerStatus"]
@@ -105,6 +106,21 @@ class Catalog:
             raise NotFound(f"no endpoint {endpoint_id!r}", field="endpoint")
         return view
 
+    def event_visible(self, tenant_id: str, event: Event) -> bool:
+        """Is ``event`` one of the live tenant's (same id and generation)?"""
+        return event.tenant == tenant_id and gen_live(
+            event.owner_gen, self.registry.tenant_gen(tenant_id)
+        )
+
+    def delivery_visible(self, tenant_id: str, d: Delivery, event: Event | None) -> bool:
+        """Is ``d`` (of ``event``) one of the live tenant's? Its event must be, and if its
+        endpoint id is live, the delivery must be of that endpoint's generation (a
+        deleted endpoint's deliveries stay visible until the id is re-created)."""
+        if d.tenant != tenant_id or event is None or not self.event_visible(tenant_id, event):
+            return False
+        live = self.registry.endpoint_gen(d.endpoint_id, tenant_id)
+        return live is None or gen_live(d.owner_gen, live)
+
     def source(self, source_id: str) -> dict[str, Any]:
         fields = self.registry.source(source_id)
         if fields is None:
@@ -180,6 +196,7 @@ class PeerStatus:
     acked: dict[str, int] = field(default_factory=dict)  # the peer's version vector
     hello_vv: dict[str, int] | None = None  # ... as its Hello of the current session said
     last_ack_at_ms: int | None = None
+    last_contact_at_ms: int | None = None  # any message from the peer (Hello, any Ack)
     last_error: str | None = None
     # state digests (issue 12 item 3): None until roots were compared at equal vvs
     state_agrees: bool | None = None

@@ -27,6 +27,7 @@ def build(ctx: ApiContext) -> APIRouter:
         for p in c["peers"]:
             p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
             p["last_digest_at"] = rfc3339(p.pop("last_digest_at_ms"))
+            p["last_contact_at"] = rfc3339(p.pop("last_contact_at_ms"))
         custody = c["custody"]
         custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
         for rec in custody["records"].values():

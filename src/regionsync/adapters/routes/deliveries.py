@@ -48,8 +48,9 @@ def build(ctx: ApiContext) -> APIRouter:
             ) from None
         if cursor is not None and not ID_RE.fullmatch(cursor):
             raise Unprocessable("not a cursor this API returned", field="cursor")
-        rows = await node.store.list_deliveries(endpoint, st, since_ms, cursor, limit)
-        nxt = rows[-1].id if len(rows) == limit else None
+        rows, nxt = await node.recovery.deliveries_page(
+            tenant, endpoint, st, since_ms, cursor, limit
+        )
         return {"items": [delivery_json(d) for d in rows], "next": nxt}
 
     async def _job_body(request: Request) -> int:
@@ -100,10 +101,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
     async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
         ctx.auth.check(request, tenant)
-        node.catalog.tenant(tenant)
-        d = await node.store.get_delivery(delivery)
-        if d is None or d.tenant != tenant:
-            raise NotFound(f"no delivery {delivery!r}", field="delivery")
+        await node.recovery.delivery(tenant, delivery)
         attempts = await node.store.attempts_of(delivery)
         return {"items": [attempt_json(a) for a in attempts], "next": None}
 

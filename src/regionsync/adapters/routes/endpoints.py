@@ -95,10 +95,8 @@ def build(ctx: ApiContext) -> APIRouter:
             at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
             after = (at_ms, did, n_int)
         ok = None if status is None else status == "succeeded"
-        rows = await node.store.list_attempts(endpoint, ok, since_ms, after, limit)
-        nxt = (
-            f"{rows[-1].at_ms}:{rows[-1].delivery_id}:{rows[-1].n}" if len(rows) == limit else None
-        )
+        rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
+        nxt = None if last is None else f"{last[0]}:{last[1]}:{last[2]}"
         return {"items": [attempt_json(a) for a in rows], "next": nxt}
 
     return router

@@ -99,7 +99,7 @@ class Custody:
         return True
 
     def records(self) -> dict[str, CustodyRecord]:
-        return self.catalog.registry.custody()
+        return self.catalog.custody
 
     def claimable(self) -> dict[str, CustodyRecord | None]:
         """owner region -> its record (None: own, undisputed) for every owner whose

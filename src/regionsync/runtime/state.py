@@ -16,6 +16,7 @@ from typing import Any
 
 from crdt import CRDT
 
+from ..core.custody import CustodyRecord
 from ..core.health import Health
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
@@ -31,8 +32,9 @@ IdempotencyRow = tuple[str, str, str, str, int, str]
 
 
 class Catalog:
-    """The replicated registry (``core.registry.Registry``) and the subscription index
-    derived from it, kept in step: every delta goes through ``apply``.
+    """The replicated registry (``core.registry.Registry``) and what is derived from it,
+    kept in step (every delta goes through ``apply``): the subscription index and the
+    custody records (``custody``).
 
     The lookups raise ``NotFound`` naming the field, as the API answers them.
     """
@@ -40,6 +42,7 @@ class Catalog:
     def __init__(self, registry: Registry | None = None):
         self.registry = registry or Registry()
         self.index = SubscriptionIndex()
+        self.custody: dict[str, CustodyRecord] = {}  # owner -> record (core.custody)
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
@@ -52,9 +55,12 @@ class Catalog:
         changed = self.registry.apply(deltas)
         if changed:
             self._reindex(changed)
+            if any(k.startswith("c/") for k in changed):
+                self.custody = self.registry.custody()
         return changed
 
     def rebuild_index(self) -> None:
+        self.custody = self.registry.custody()
         self.index = SubscriptionIndex()
         for tenant in self.registry.tenant_ids():
             for view in self.registry.endpoints(tenant):

@@ -13,6 +13,7 @@ Keys (``/`` never occurs inside an id):
     e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
     e/<endpoint>/event_types    ORSet of event types
     c/<region>                  LWWRegister: custody of that region's deliveries (core.custody)
+    j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"sources"), ORSet),
     (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
     (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
+    (re.compile(rf"j/{_ID}"), LWWRegister),
 ]
 
 
@@ -497,3 +499,19 @@ class Registry:
     ) -> Deltas:
         """Delta writing ``owner``'s custody record (LWW: the later write wins)."""
         return dict([self._set(f"c/{owner}", record.to_value(), actor, stamp)])
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        """job id -> its fields (a dict), for every recovery job recorded."""
+        return {
+            k[2:]: v
+            for k in sorted(k for k in self._states if k.startswith("j/"))
+            if isinstance(v := self._states[k].value(), dict)  # type: ignore[attr-defined]
+        }
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        value = self._get(f"j/{job_id}", LWWRegister).value()
+        return value if isinstance(value, dict) else None
+
+    def set_job(self, job_id: str, fields: dict[str, Any], actor: str, stamp: Timestamp) -> Deltas:
+        """Delta writing a job's fields (LWW: the later write wins)."""
+        return dict([self._set(f"j/{job_id}", fields, actor, stamp)])

@@ -119,6 +119,11 @@ class Custody:
     def delivers(self, owner: str, rec: CustodyRecord | None, endpoint_id: str) -> bool:
         return rec is None or rec.custodian(owner, endpoint_id) == self.region
 
+    def runs(self, owner: str, endpoint_id: str) -> bool:
+        """Is this region the custodian of ``owner``'s work for ``endpoint_id`` now?"""
+        claim = self.claimable()
+        return owner in claim and self.delivers(owner, claim[owner], endpoint_id)
+
     def adopted(self, delivery_id: str) -> None:
         """An adopted delivery is attempted here (counted once per delivery)."""
         if delivery_id not in self._adopted_seen:

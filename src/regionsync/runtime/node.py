@@ -83,9 +83,13 @@ class Node:
             settings, self.catalog, writer, self.queue, self.keys, self.peers,
             rng=rng, ids=ids, **parts,
         )  # fmt: skip
-        self.recovery = Recovery(
-            settings, self.catalog, writer, self.queue, ids=ids, spawn=self._spawn, **parts
+        self.custody = Custody(
+            settings, self.catalog, writer, self.queue, self.peers, self.counters, **parts
         )
+        self.recovery = Recovery(
+            settings, self.catalog, writer, self.queue, ids=ids, spawn=self._spawn,
+            runs_here=self.custody.runs, **parts,
+        )  # fmt: skip
         self.replica = Replica(
             settings, self.catalog, writer, self.keys, self.peers, self.counters, **parts
         )
@@ -93,9 +97,6 @@ class Node:
             settings, self.catalog, writer, self.replica, self.keys, self.queue, self.counters,
             store=store,
         )  # fmt: skip
-        self.custody = Custody(
-            settings, self.catalog, writer, self.queue, self.peers, self.counters, **parts
-        )
         self.view = ClusterView(
             self.region, writer, self.replica, self.catalog, self.peers, self.custody, clock
         )
@@ -138,6 +139,7 @@ class Node:
         self._spawn(self.replica.run_truncation(), "truncate")
         self._spawn(self.delivery.run(), "delivery")
         self._spawn(self.custody.run(), "custody")
+        self._spawn(self.recovery.run(), "jobs")
         for peer in self.settings.peers:
             link = PeerLink(self.links, self.peers[peer.region])
             self._spawn(link.run(), f"peer-{peer.region}")

@@ -4,14 +4,19 @@ and the attempt log's retention.
 A new generation is owned by this region and keeps the event, so the same
 ``webhook-id``; it is replicated like any local write. Never sends anything itself: the
 delivery worker picks up the new pending generations.
+
+Recovery jobs are replicated registry state (``j/<job>``: fields, progress, cursor), so
+any region answers for a job, and a job whose region dies is resumed from its cursor by
+the region custody names for (its region, its endpoint) (runtime/custody.py); a region
+resumes its own running jobs after a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from crdt import CRDT
@@ -36,7 +41,8 @@ _STATUS_COUNTER = {
 
 @dataclass
 class Job:
-    """A recovery job (``recover`` or ``replay-missing``) and its progress."""
+    """A recovery job (``recover`` or ``replay-missing``) and its progress: ``region``
+    started it (its owner for custody), ``cursor`` is the last delivery id handled."""
 
     id: str
     tenant: str
@@ -48,6 +54,19 @@ class Job:
     error: str | None = None
     started_at_ms: int = 0
     finished_at_ms: int | None = None
+    region: str = ""
+    cursor: str | None = None
+
+    @classmethod
+    def from_fields(cls, job_id: str, fields: Mapping[str, Any]) -> Job | None:
+        """The job a registry value describes, or None if it is not one."""
+        try:
+            return cls(id=job_id, **{k: v for k, v in fields.items() if k != "id"})
+        except TypeError:
+            return None
+
+    def fields(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "id"}
 
 
 class Recovery:
@@ -67,11 +86,13 @@ class Recovery:
         clock: Clock,
         ids: IdSource,
         spawn: Callable[[Coroutine[Any, Any, None], str], None],
+        runs_here: Callable[[str, str], bool] = lambda owner, endpoint: True,
     ):
         self.settings, self.region = settings, settings.region
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.store, self.clock, self.ids, self.spawn = store, clock, ids, spawn
-        self.jobs: dict[str, Job] = {}
+        self.runs_here = runs_here  # (owner region, endpoint id) -> custody is ours
+        self._running: dict[str, None] = {}  # job ids with a runner in this process
 
     async def delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
         """A delivery of the live tenant (``Catalog.delivery_visible``), else NotFound."""
@@ -181,44 +202,86 @@ class Recovery:
             durable = self.writer.commit_local("delivery", self.writer.stamp(), {}, delivery=d)
         return new, durable
 
-    def start_job(self, tenant_id: str, endpoint_id: str, kind: str, since_ms: int) -> Job:
+    def job(self, tenant_id: str, job_id: str) -> Job:
+        """A job of the tenant, as replicated to this region; NotFound otherwise."""
+        fields = self.catalog.registry.job(job_id)
+        job = Job.from_fields(job_id, fields) if fields is not None else None
+        if job is None or job.tenant != tenant_id:
+            raise NotFound(f"no job {job_id!r}", field="job")
+        return job
+
+    def _put(self, job: Job, extra: Mapping[str, CRDT] | None = None) -> asyncio.Future[None]:
+        """Record the job's fields (and ``extra`` deltas) as one local write. Lock held."""
+        stamp = self.writer.stamp()
+        deltas = {
+            **(extra or {}),
+            **self.catalog.registry.set_job(job.id, job.fields(), self.writer.actor, stamp),
+        }
+        return self.writer.commit_local("registry", stamp, deltas)
+
+    async def start_job(self, tenant_id: str, endpoint_id: str, kind: str, since_ms: int) -> Job:
         """Start a background recovery job: ``recover`` re-sends dead deliveries of an
-        endpoint since ``since_ms``, ``replay-missing`` the skipped ones."""
+        endpoint since ``since_ms``, ``replay-missing`` the skipped ones. Returns once the
+        job is recorded (durable, replicated like any registry change)."""
         self.catalog.endpoint(tenant_id, endpoint_id)
         job = Job(self.ids.new("job"), tenant_id, endpoint_id, kind, since_ms, "running",
-                  started_at_ms=self.clock.wall_ms())  # fmt: skip
-        self.jobs[job.id] = job
-        self.spawn(self._run_job(job), f"job-{job.id}")
+                  started_at_ms=self.clock.wall_ms(), region=self.region)  # fmt: skip
+        async with self.writer.local_lock():
+            durable = self._put(job)
+        await durable
+        self._start(job)
         return job
+
+    def _start(self, job: Job) -> None:
+        self._running[job.id] = None
+        self.spawn(self._run_job(job), f"job-{job.id}")
+
+    async def run(self) -> None:
+        """Resume running jobs custody gives this region (its own after a restart, a
+        dead region's adopted ones), every ``replication.custody_interval_s``."""
+        while True:
+            await self.clock.sleep(self.settings.replication.custody_interval_s)
+            for job_id, fields in self.catalog.registry.jobs().items():
+                job = Job.from_fields(job_id, fields)
+                if job is None or job.status != "running" or job_id in self._running:
+                    continue
+                if self.runs_here(job.region, job.endpoint_id):
+                    log.warning("resuming job %s of %s from %s", job.id, job.region, job.cursor)
+                    self._start(job)
 
     async def _run_job(self, job: Job) -> None:
         status = DeliveryStatus.DEAD if job.kind == "recover" else DeliveryStatus.SKIPPED
-        cursor = None
         try:
-            while True:
+            while self.runs_here(job.region, job.endpoint_id):
                 rows = await self.store.list_deliveries(
-                    job.endpoint_id, status, job.since_ms, cursor, 200
+                    job.endpoint_id, status, job.since_ms, job.cursor, 200
                 )
                 if not rows:
+                    job.status = "succeeded"
                     break
-                cursor = rows[-1].id
                 live = self.catalog.registry.endpoint_gen(job.endpoint_id, job.tenant)
                 if live is None:
                     raise NotFound(f"endpoint {job.endpoint_id!r} was deleted", field="endpoint")
+                job.cursor = rows[-1].id
                 # never into a re-created endpoint id: only its own generation's rows
                 rows = [d for d in rows if gen_live(d.owner_gen, live)]
-                if not rows:
-                    continue
                 async with self.writer.local_lock():
-                    _, durable = self._regenerate(rows)
+                    job.done += len(rows)
+                    if rows:  # regenerated first: a crash before the cursor moves redoes it
+                        self._regenerate(rows)
+                    durable = self._put(job)  # commits in order: resolves after both
                 await durable
-                job.done += len(rows)
                 self.queue.wake.set()
-            job.status = "succeeded"
         except Exception as exc:
             log.exception("job %s failed", job.id)
             job.status, job.error = "failed", str(exc)
-        job.finished_at_ms = self.clock.wall_ms()
+        finally:
+            self._running.pop(job.id, None)
+        if job.status != "running":  # else custody moved on: the custodian resumes it
+            job.finished_at_ms = self.clock.wall_ms()
+            async with self.writer.local_lock():
+                durable = self._put(job)
+            await durable
 
     async def purge_attempts(self) -> int:
         """Delete attempts older than the retention, in small batches (ingest goes on)."""

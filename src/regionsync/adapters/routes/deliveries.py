@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 
 from ...core.model import DeliveryStatus
 from ...core.registry import ID_RE
-from ...errors import NotFound, Unprocessable
+from ...errors import Unprocessable
 from ..openapi_docs import body
 from .common import (
     ApiContext,
@@ -71,7 +71,7 @@ def build(ctx: ApiContext) -> APIRouter:
         """Re-send every dead delivery of the endpoint since a time (a background job)."""
         ctx.auth.check(request, tenant)
         since = await _job_body(request)
-        return job_json(node.recovery.start_job(tenant, endpoint, "recover", since))
+        return job_json(await node.recovery.start_job(tenant, endpoint, "recover", since))
 
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing",
@@ -82,15 +82,13 @@ def build(ctx: ApiContext) -> APIRouter:
         """Send what was skipped while the endpoint was paused or disabled (a job)."""
         ctx.auth.check(request, tenant)
         since = await _job_body(request)
-        return job_json(node.recovery.start_job(tenant, endpoint, "replay-missing", since))
+        return job_json(await node.recovery.start_job(tenant, endpoint, "replay-missing", since))
 
     @router.get("/v1/tenants/{tenant}/jobs/{job}")
     async def get_job(request: Request, tenant: str, job: str) -> dict[str, Any]:
         ctx.auth.check(request, tenant)
-        found = node.recovery.jobs.get(job)
-        if found is None or found.tenant != tenant:
-            raise NotFound(f"no job {job!r}", field="job")
-        return job_json(found)
+        node.catalog.tenant(tenant)
+        return job_json(node.recovery.job(tenant, job))
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:

@@ -293,6 +293,7 @@ class LocalWriter(Protocol):
         delivery: Delivery | None = None,
         idempotency: tuple[str, str, str, str, int, str] | None = None,
         deliveries: list[Delivery] | None = None,
+        attempt: Attempt | None = None,
     ) -> asyncio.Future[None]: ...
 
 

@@ -1,4 +1,6 @@
-"""Command line: ``regionsync serve``, ``regionsync demo`` (see ``regionsync --help``)."""
+"""Command line: ``regionsync serve``, ``regionsync demo``, and the management commands
+over a node's HTTP API (``regionsync.manage``: status, tenants, endpoints, sources,
+events, deliveries, recover, replay; see ``regionsync --help``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 import click
 import pydantic
 
+from . import manage
 from .config import load_settings
 
 __all__ = ["main"]
@@ -24,8 +27,13 @@ def run_async(coro: object) -> object:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:
     """regionsync: active-active, multi-region webhooks."""
+    manage.init_context(ctx, url, token, as_json)
+
+
+manage.register(main)
 
 
 @main.command()

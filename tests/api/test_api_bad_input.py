@@ -254,7 +254,7 @@ CASES: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("GET", f"{ENDPOINTS}/nope/deliveries", {}, 404, "endpoint"),
     # -- routes and methods
     ("GET", "/nope", {}, 404, None),
-    ("GET", "/v1/tenants", {}, 405, None),
+    ("PATCH", "/v1/tenants", {}, 405, None),  # GET lists tenants (issue 15)
     ("PUT", TENANTS, {"json": {"name": "x"}}, 405, None),
     ("POST", "/v1/cluster", {"json": {}}, 405, None),
     ("DELETE", EVENTS, {}, 405, None),

@@ -12,8 +12,10 @@ from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import (
     Attempt,
     Delivery,
+    DeliveryQuery,
     DeliveryStatus,
     Event,
+    EventQuery,
     Record,
     WriteBatch,
 )
@@ -126,6 +128,91 @@ async def test_list_deliveries_filters_and_cursor(store) -> None:
     assert [d.id for d in dead] == ["dlv_003"]
     since = await store.list_deliveries("ep_1", None, 4, None, 10)
     assert [d.id for d in since] == ["dlv_004", "dlv_005"]
+
+
+async def _events_with_deliveries(store) -> None:
+    """Events 1..6 of acme at times 10, 20, 20, 30, 40, 50 (one of globex), types
+    ``issues.opened``/``issues.closed``/``push``/``issuesx``; one delivery each to ep_1
+    (evt_002 dead) and evt_004 also to ep_2 (delivered)."""
+    types = ["issues.opened", "push", "issues.closed", "issues.opened", "issuesx", "push"]
+    times = [10, 20, 20, 30, 40, 50]
+    evs = [
+        Event(f"evt_{i:03}", "globex" if i == 6 else "acme", types[i - 1], b"{}", REGION,
+              times[i - 1])
+        for i in range(1, 7)
+    ]  # fmt: skip
+    ds = [_delivery(i, DeliveryStatus.DEAD if i == 2 else DeliveryStatus.PENDING) for i in
+          range(1, 6)]  # fmt: skip
+    ds.append(
+        Delivery("dlv_104", "evt_004", "ep_2", "acme", DeliveryStatus.DELIVERED, 1, None, REGION,
+                 4, 4)
+    )  # fmt: skip
+    await store.commit(WriteBatch(events=evs, deliveries=ds))
+
+
+async def test_list_events_newest_first_filters_and_cursor(store) -> None:
+    await _events_with_deliveries(store)
+
+    async def ids(before=None, limit=10, **q) -> list[str]:
+        page = await store.list_events(EventQuery("acme", **q), before, limit)
+        return [e.id for e in page]
+
+    assert await ids() == ["evt_005", "evt_004", "evt_003", "evt_002", "evt_001"]
+    # ties of received_at_ms break by id, and the cursor is strict
+    assert await ids(limit=3) == ["evt_005", "evt_004", "evt_003"]
+    assert await ids(before=(20, "evt_003"), limit=3) == ["evt_002", "evt_001"]
+    assert await ids(event_type="push") == ["evt_002"]
+    assert await ids(type_prefix="issues.") == ["evt_004", "evt_003", "evt_001"]
+    assert await ids(since_ms=20, until_ms=40) == ["evt_004", "evt_003", "evt_002"]
+    assert await ids(status=DeliveryStatus.DEAD) == ["evt_002"]
+    assert await ids(endpoint_id="ep_2") == ["evt_004"]
+    assert await ids(endpoint_id="ep_2", status=DeliveryStatus.PENDING) == []
+    assert await ids(endpoint_id="ep_1", status=DeliveryStatus.PENDING) == [
+        "evt_005", "evt_004", "evt_003", "evt_001"
+    ]  # fmt: skip
+    got = await store.deliveries_of_events(["evt_004", "evt_002", "nope"])
+    assert [d.id for d in got] == ["dlv_002", "dlv_004", "dlv_104"]
+    assert await store.deliveries_of_events([]) == []
+
+
+async def test_list_tenant_deliveries_newest_first_filters_and_cursor(store) -> None:
+    await _events_with_deliveries(store)
+
+    async def ids(before=None, limit=10, **q) -> list[str]:
+        page = await store.list_tenant_deliveries(DeliveryQuery("acme", **q), before, limit)
+        return [d.id for d in page]
+
+    assert await ids() == ["dlv_005", "dlv_104", "dlv_004", "dlv_003", "dlv_002", "dlv_001"]
+    assert await ids(limit=2) == ["dlv_005", "dlv_104"]
+    assert await ids(before=(4, "dlv_104"), limit=2) == ["dlv_004", "dlv_003"]
+    assert await ids(status=DeliveryStatus.DEAD) == ["dlv_002"]
+    assert await ids(endpoint_id="ep_2") == ["dlv_104"]
+    assert await ids(since_ms=4) == ["dlv_005", "dlv_104", "dlv_004"]
+    assert await store.list_tenant_deliveries(DeliveryQuery("globex"), None, 10) == []
+
+
+async def test_sqlite_list_indexes_added_to_an_existing_file(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "old.db")
+    await s.open(REGION, new_incarnation=1)
+    await s.commit(WriteBatch(events=[Event("evt_001", "acme", "a", b"{}", REGION, 1)]))
+    await s.close()
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "old.db")
+    db.execute("DROP INDEX events_tenant")
+    db.execute("DROP INDEX deliveries_tenant")
+    db.commit()
+    db.close()
+    await s.open(REGION, new_incarnation=2)
+    names = {r[0] for r in await s.rdb.execute_fetchall("SELECT name FROM sqlite_master")}
+    assert {"events_tenant", "deliveries_tenant"} <= names
+    assert [e.id for e in await s.list_events(EventQuery("acme"), None, 5)] == ["evt_001"]
+    plan = await s.rdb.execute_fetchall(
+        "EXPLAIN QUERY PLAN SELECT id FROM events WHERE tenant = ? "
+        "ORDER BY received_at_ms DESC, id DESC LIMIT 5", ("acme",)
+    )  # fmt: skip
+    assert "events_tenant" in str(plan), plan
+    await s.close()
 
 
 async def test_upsert_replaces_delivery(store) -> None:

@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect
 
 from ..errors import ClientError
 from ..runtime.node import Node
-from .openapi_docs import PROBLEM_RESPONSES
+from .openapi_docs import PROBLEM_RESPONSES, install_docs
 from .routes import cluster, deliveries, endpoints, events, sources, tenants
 from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339
 
@@ -81,6 +81,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     for module in (tenants, endpoints, deliveries, events, sources, cluster):
         app.include_router(module.build(ctx))
+    install_docs(app)
     return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})
 
 

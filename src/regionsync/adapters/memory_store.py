@@ -9,7 +9,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 
-from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from ..core.model import (
+    Attempt,
+    Delivery,
+    DeliveryQuery,
+    DeliveryStatus,
+    Event,
+    EventQuery,
+    Record,
+    WriteBatch,
+)  # fmt: skip
 from ..runtime.ports import StoreInfo
 
 __all__ = ["MemoryStore"]
@@ -163,6 +172,48 @@ class MemoryStore:
             key=lambda d: d.id,
         )
         return rows[:limit]
+
+    async def list_events(
+        self, q: EventQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Event]:
+        self._check()
+        by_event: dict[str, list[Delivery]] = {}
+        if q.endpoint_id is not None or q.status is not None:
+            for d in self._deliveries.values():
+                by_event.setdefault(d.event_id, []).append(d)
+        rows = sorted(
+            (
+                e
+                for e in self._events.values()
+                if (before is None or (e.received_at_ms, e.id) < before)
+                and q.matches(e, by_event.get(e.id, []))
+            ),
+            key=lambda e: (e.received_at_ms, e.id),
+            reverse=True,
+        )
+        return rows[:limit]
+
+    async def list_tenant_deliveries(
+        self, q: DeliveryQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Delivery]:
+        self._check()
+        rows = sorted(
+            (
+                d
+                for d in self._deliveries.values()
+                if (before is None or (d.created_at_ms, d.id) < before) and q.matches(d)
+            ),
+            key=lambda d: (d.created_at_ms, d.id),
+            reverse=True,
+        )
+        return rows[:limit]
+
+    async def deliveries_of_events(self, event_ids: Sequence[str]) -> list[Delivery]:
+        self._check()
+        ids = set(event_ids)
+        return sorted(
+            (d for d in self._deliveries.values() if d.event_id in ids), key=lambda d: d.id
+        )
 
     async def due_deliveries(
         self,

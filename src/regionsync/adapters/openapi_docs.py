@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
+from starlette.staticfiles import StaticFiles
 
-__all__ = ["PROBLEM_RESPONSES", "body"]
+__all__ = ["PROBLEM_RESPONSES", "body", "install_docs"]
 
 
 class TenantIn(BaseModel):
@@ -124,3 +129,46 @@ def body(name: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": schema}},
         }
     }
+
+
+# routes that take no bearer token (probes, metrics, senders' signed webhooks)
+_UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics", "/in/{source}")
+
+
+def install_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the assets vendored by ``swagger-ui-bundle`` (served
+    under ``/docs/assets``, no CDN), over ``/openapi.json``, whose document declares the
+    ``bearerAuth`` scheme (every operation but the unauthenticated ones requires it)."""
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            doc.setdefault("components", {})["securitySchemes"] = {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API token from [[tokens]]: admin, "
+                    "tenant:<id>:manage or tenant:<id>:publish",
+                }
+            }
+            doc["security"] = [{"bearerAuth": []}]
+            for path in _UNAUTHENTICATED:
+                for op in doc["paths"].get(path, {}).values():
+                    op["security"] = []
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -19,7 +19,16 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from ..core.model import (
+    Attempt,
+    Delivery,
+    DeliveryQuery,
+    DeliveryStatus,
+    Event,
+    EventQuery,
+    Record,
+    WriteBatch,
+)  # fmt: skip
 from ..runtime.ports import StoreInfo
 
 __all__ = ["SqliteStore"]
@@ -50,6 +59,8 @@ CREATE TABLE IF NOT EXISTS deliveries(
 CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries(region, status, next_attempt_at_ms);
 CREATE INDEX IF NOT EXISTS deliveries_endpoint ON deliveries(endpoint_id, id);
 CREATE INDEX IF NOT EXISTS deliveries_event ON deliveries(event_id);
+CREATE INDEX IF NOT EXISTS deliveries_tenant ON deliveries(tenant, created_at_ms, id);
+CREATE INDEX IF NOT EXISTS events_tenant ON events(tenant, received_at_ms, id);
 CREATE TABLE IF NOT EXISTS attempts(
   delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
@@ -394,6 +405,73 @@ class SqliteStore:
         sql += " ORDER BY id LIMIT ?"
         args.append(limit)
         return [_delivery(r) for r in await self.rdb.execute_fetchall(sql, args)]
+
+    async def list_events(
+        self, q: EventQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Event]:
+        # walks events_tenant backwards; the delivery filters probe deliveries_event
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE tenant = ?"
+        args: list[object] = [q.tenant]
+        if q.event_type is not None:
+            sql += " AND event_type = ?"
+            args.append(q.event_type)
+        if q.type_prefix:
+            # a range over the binary collation: "a." <= type < "a/"
+            upper = q.type_prefix[:-1] + chr(ord(q.type_prefix[-1]) + 1)
+            sql += " AND event_type >= ? AND event_type < ?"
+            args.extend((q.type_prefix, upper))
+        if q.since_ms is not None:
+            sql += " AND received_at_ms >= ?"
+            args.append(q.since_ms)
+        if q.until_ms is not None:
+            sql += " AND received_at_ms < ?"
+            args.append(q.until_ms)
+        if q.endpoint_id is not None or q.status is not None:
+            sql += " AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id"
+            if q.endpoint_id is not None:
+                sql += " AND d.endpoint_id = ?"
+                args.append(q.endpoint_id)
+            if q.status is not None:
+                sql += " AND d.status = ?"
+                args.append(q.status.value)
+            sql += ")"
+        if before is not None:
+            sql += " AND (received_at_ms, id) < (?, ?)"
+            args.extend(before)
+        sql += " ORDER BY received_at_ms DESC, id DESC LIMIT ?"
+        args.append(limit)
+        return [Event(*r) for r in await self.rdb.execute_fetchall(sql, args)]
+
+    async def list_tenant_deliveries(
+        self, q: DeliveryQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Delivery]:
+        sql = f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE tenant = ?"
+        args: list[object] = [q.tenant]
+        if q.endpoint_id is not None:
+            sql += " AND endpoint_id = ?"
+            args.append(q.endpoint_id)
+        if q.status is not None:
+            sql += " AND status = ?"
+            args.append(q.status.value)
+        if q.since_ms is not None:
+            sql += " AND created_at_ms >= ?"
+            args.append(q.since_ms)
+        if before is not None:
+            sql += " AND (created_at_ms, id) < (?, ?)"
+            args.extend(before)
+        sql += " ORDER BY created_at_ms DESC, id DESC LIMIT ?"
+        args.append(limit)
+        return [_delivery(r) for r in await self.rdb.execute_fetchall(sql, args)]
+
+    async def deliveries_of_events(self, event_ids: Sequence[str]) -> list[Delivery]:
+        if not event_ids:
+            return []
+        marks = ",".join("?" * len(event_ids))
+        rows = await self.rdb.execute_fetchall(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id IN ({marks}) ORDER BY id",
+            list(event_ids),
+        )
+        return [_delivery(r) for r in rows]
 
     async def due_deliveries(
         self,

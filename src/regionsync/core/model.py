@@ -12,8 +12,10 @@ from enum import StrEnum
 __all__ = [
     "Attempt",
     "Delivery",
+    "DeliveryQuery",
     "DeliveryStatus",
     "Event",
+    "EventQuery",
     "Record",
     "WriteBatch",
     "delivery_join",
@@ -127,6 +129,62 @@ class Attempt:
     generation: int = 0  # attempts count from 1 again in each delivery generation
     response_headers: str = ""  # at most 8 KiB of the response head
     owner_gen: str = ""  # the delivery's endpoint generation (Delivery.owner_gen)
+
+
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    """Filters of a tenant's event list, combined with AND (None: no filter).
+
+    ``type_prefix`` ``"issues."`` matches ``issues.opened`` (the API's ``issues.*``);
+    ``since_ms`` <= ``received_at_ms`` < ``until_ms``; ``endpoint_id`` and ``status``
+    keep events with a delivery to that endpoint and/or in that status (both given: the
+    same delivery).
+    """
+
+    tenant: str
+    event_type: str | None = None
+    type_prefix: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    endpoint_id: str | None = None
+    status: DeliveryStatus | None = None
+
+    def matches(self, e: Event, deliveries: list[Delivery]) -> bool:
+        """Does ``e`` (with its ``deliveries``) pass the filters? (the memory store's)"""
+        return (
+            e.tenant == self.tenant
+            and (self.event_type is None or e.event_type == self.event_type)
+            and (self.type_prefix is None or e.event_type.startswith(self.type_prefix))
+            and (self.since_ms is None or e.received_at_ms >= self.since_ms)
+            and (self.until_ms is None or e.received_at_ms < self.until_ms)
+            and (
+                (self.endpoint_id is None and self.status is None)
+                or any(
+                    (self.endpoint_id is None or d.endpoint_id == self.endpoint_id)
+                    and (self.status is None or d.status is self.status)
+                    for d in deliveries
+                )
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryQuery:
+    """Filters of a tenant's delivery list, combined with AND (None: no filter);
+    ``since_ms`` <= ``created_at_ms``."""
+
+    tenant: str
+    endpoint_id: str | None = None
+    status: DeliveryStatus | None = None
+    since_ms: int | None = None
+
+    def matches(self, d: Delivery) -> bool:
+        return (
+            d.tenant == self.tenant
+            and (self.endpoint_id is None or d.endpoint_id == self.endpoint_id)
+            and (self.status is None or d.status is self.status)
+            and (self.since_ms is None or d.created_at_ms >= self.since_ms)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,10 @@ Decides whether a record from another region is well formed and what it carries;
 merges anything itself, never reads time. A body is canonical msgpack of a map with any of
 the sections ``registry`` ({key: CRDT bytes}), ``event``, ``delivery``, ``deliveries`` (an
 event's fan-out snapshot: the deliveries decided at accept time, so every region can take
-them over) and ``idempotency`` (an Idempotency-Key, replicated so a retry to any region
-finds it); the record ``kind`` names its main section
+them over), ``attempt`` (the attempt row an outcome came from, so every region can show a
+delivery's attempts; absent from records written before it existed) and ``idempotency``
+(an Idempotency-Key, replicated so a retry to any region finds it); the record ``kind``
+names its main section
 (proto/regionsync/v1/replication.proto).
 """
 
@@ -18,13 +20,13 @@ import msgpack
 
 from crdt import CRDT, DecodeError, decode
 
-from .model import Delivery, DeliveryStatus, Event
+from .model import Attempt, Delivery, DeliveryStatus, Event
 from .registry import key_type
 
 __all__ = ["KINDS", "Decoded", "decode_body", "encode_body"]
 
 KINDS = ("registry", "event", "delivery")
-_SECTIONS = (*KINDS, "deliveries", "idempotency")
+_SECTIONS = (*KINDS, "deliveries", "idempotency", "attempt")
 _MAX_FANOUT = 100_000  # deliveries one event record may carry
 _IDEMPOTENCY_FIELDS = {
     "tenant": str,
@@ -55,6 +57,20 @@ _DELIVERY_FIELDS = {
     "updated_at_ms": int,
     "generation": int,
 }
+_ATTEMPT_FIELDS = {
+    "delivery_id": str,
+    "n": int,
+    "at_ms": int,
+    "region": str,
+    "status_code": (int, type(None)),
+    "latency_ms": (float, int),
+    "error": (str, type(None)),
+    "response_excerpt": str,
+    "endpoint_id": str,
+    "generation": int,
+    "response_headers": str,
+    "owner_gen": str,
+}
 # fields a record may leave out (written before they existed): name -> (type, default)
 _OPTIONAL = {"owner_gen": (str, "")}
 
@@ -69,6 +85,7 @@ class Decoded:
     deliveries: list[Delivery] = field(default_factory=list)
     # (tenant, key, event_id, body_sha256, created_at_ms, region): an Idempotency-Key
     idempotency: tuple[str, str, str, str, int, str] | None = None
+    attempt: Attempt | None = None
 
 
 def encode_body(
@@ -77,9 +94,12 @@ def encode_body(
     delivery: Delivery | None = None,
     idempotency: tuple[str, str, str, str, int, str] | None = None,
     deliveries: list[Delivery] | None = None,
+    attempt: Attempt | None = None,
 ) -> bytes:
     """Canonical msgpack body (sorted keys) for a record; see module docstring."""
     body: dict[str, Any] = {}
+    if attempt is not None:
+        body["attempt"] = {k: getattr(attempt, k) for k in sorted(_ATTEMPT_FIELDS)}
     if deliveries:
         body["deliveries"] = [_delivery_fields(d) for d in deliveries]
     if idempotency is not None:
@@ -139,7 +159,9 @@ def decode_body(kind: str, body: bytes) -> Decoded:
     except Exception as exc:  # msgpack raises several unrelated types
         raise ValueError(f"body is not msgpack: {exc}") from None
     if not isinstance(obj, dict) or not obj or not set(obj) <= set(_SECTIONS):
-        raise ValueError("body must be a map of registry/event/delivery/idempotency sections")
+        raise ValueError(
+            "body must be a map of registry/event/delivery/deliveries/attempt/idempotency sections"
+        )
     if kind not in obj:
         raise ValueError(f"kind {kind!r} but no {kind!r} section")
     out = Decoded()
@@ -170,6 +192,12 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         if not isinstance(rows, list) or len(rows) > _MAX_FANOUT:
             raise ValueError(f"deliveries: must be a list of at most {_MAX_FANOUT}")
         out.deliveries = [_delivery(r, f"deliveries[{i}]") for i, r in enumerate(rows)]
+    if "attempt" in obj:
+        a = obj["attempt"]
+        if not isinstance(a, dict) or set(a) != set(_ATTEMPT_FIELDS):
+            raise ValueError(f"attempt: expected fields {sorted(_ATTEMPT_FIELDS)}")
+        _fields(a, _ATTEMPT_FIELDS, "attempt")
+        out.attempt = Attempt(**{**a, "latency_ms": float(a["latency_ms"])})
     if "idempotency" in obj:
         i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
         out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]

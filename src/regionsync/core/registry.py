@@ -445,6 +445,10 @@ class Registry:
         key = f"t/{tenant_id}/endpoints"
         return {key: self._get(key, ORSet).remove(endpoint_id)}
 
+    def source_ids(self) -> frozenset[str]:
+        """Ids in the sources set (``source`` tells which of them are live)."""
+        return self._get("sources", ORSet).value()
+
     def source(self, source_id: str) -> dict[str, Any] | None:
         """The live source's fields (SOURCE_FIELDS plus ``id``), or None."""
         if source_id not in self._get("sources", ORSet):

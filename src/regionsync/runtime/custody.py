@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import Settings
 from ..core.custody import CustodyRecord, custody_writes, suspected
+from ..core.model import Delivery
 from .ports import Clock, Store
 from .state import Catalog, DeliveryQueue, PeerStatus
 from .writepath import WritePath
@@ -100,6 +101,12 @@ class Custody:
 
     def records(self) -> dict[str, CustodyRecord]:
         return self.catalog.custody
+
+    def custodian(self, d: Delivery) -> str:
+        """The region that delivers ``d`` now: its owner ``d.region`` unless the owner's
+        custody record hands it to another live region (core.custody)."""
+        rec = self.records().get(d.region)
+        return d.region if rec is None else rec.custodian(d.region, d.endpoint_id)
 
     def claimable(self) -> dict[str, CustodyRecord | None]:
         """owner region -> its record (None: own, undisputed) for every owner whose

@@ -336,7 +336,9 @@ class DeliveryWorker:
             # every outcome is replicated: a region that takes custody over continues
             # from these attempts and this schedule
             stamp = self.writer.stamp()
-            durable = self.writer.commit_local("delivery", stamp, deltas, batch, delivery=new)
+            durable = self.writer.commit_local(
+                "delivery", stamp, deltas, batch, delivery=new, attempt=attempt
+            )
         await durable
 
     def _health_deltas(

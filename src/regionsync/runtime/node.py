@@ -13,6 +13,7 @@ The parts (each its own module) receive only what they use:
 | ``anti_entropy`` (antientropy.AntiEntropy) | state tree, items, state merges |
 | ``custody`` (custody.Custody) | contact gossip, suspicion, custody records (failover) |
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
+| ``listing`` (listing.Listing) | newest-first list and search pages |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
 
 The node never touches a socket, a file or the system clock itself, so the simulator and
@@ -33,6 +34,7 @@ from .custody import Custody
 from .delivery import DeliveryWorker
 from .ingest import Ingest
 from .links import Links
+from .listing import Listing
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
@@ -97,6 +99,7 @@ class Node:
             settings, self.catalog, writer, self.replica, self.keys, self.queue, self.counters,
             store=store,
         )  # fmt: skip
+        self.listing = Listing(self.catalog, store)
         self.view = ClusterView(
             self.region, writer, self.replica, self.catalog, self.peers, self.custody, clock
         )

@@ -20,7 +20,16 @@ from crdt import CRDT, Timestamp
 
 from ..core.custody import CustodyRecord
 from ..core.hashtree import HashTree
-from ..core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from ..core.model import (
+    Attempt,
+    Delivery,
+    DeliveryQuery,
+    DeliveryStatus,
+    Event,
+    EventQuery,
+    Record,
+    WriteBatch,
+)  # fmt: skip
 from ..core.retry import AttemptOutcome
 from ..errors import MalformedRecord
 from ..v1 import replication_pb2 as pb
@@ -202,6 +211,24 @@ class Store(Protocol):
         """Deliveries of an endpoint in id order, after ``after_id`` (cursor)."""
         ...
 
+    async def list_events(
+        self, q: EventQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Event]:
+        """At most ``limit`` events passing ``q``, newest first: ordered by
+        ``(received_at_ms, id)`` descending, strictly below the cursor ``before``."""
+        ...
+
+    async def list_tenant_deliveries(
+        self, q: DeliveryQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Delivery]:
+        """At most ``limit`` deliveries passing ``q``, newest first: ordered by
+        ``(created_at_ms, id)`` descending, strictly below the cursor ``before``."""
+        ...
+
+    async def deliveries_of_events(self, event_ids: Sequence[str]) -> list[Delivery]:
+        """Every delivery of the given events (at most 1000 ids), in id order."""
+        ...
+
     async def due_deliveries(
         self,
         region: str,
@@ -266,6 +293,7 @@ class LocalWriter(Protocol):
         delivery: Delivery | None = None,
         idempotency: tuple[str, str, str, str, int, str] | None = None,
         deliveries: list[Delivery] | None = None,
+        attempt: Attempt | None = None,
     ) -> asyncio.Future[None]: ...
 
 

@@ -121,6 +121,8 @@ class Replica:
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
         if decoded.event is not None:
             batch.events.append(decoded.event)
+        if decoded.attempt is not None:  # every region shows every attempt
+            batch.attempts.append(decoded.attempt)
         if decoded.idempotency is not None:
             self.idempotency.merge(decoded.idempotency)
             batch.idempotency.append(decoded.idempotency)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
-from ..core.model import Delivery, Event, Record, WriteBatch
+from ..core.model import Attempt, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import encode_body
 from .commit import GroupCommitter
@@ -160,15 +160,16 @@ class WritePath:
         delivery: Delivery | None = None,
         idempotency: IdempotencyRow | None = None,
         deliveries: list[Delivery] | None = None,
+        attempt: Attempt | None = None,
     ) -> asyncio.Future[None]:
         """Apply ``deltas`` in memory and queue them, with a new own record, for the next
         group commit. Call with ``lock`` held; await the returned future after releasing
         it (it resolves once the change is durable). The record carries ``event``,
-        ``delivery``, ``deliveries`` and ``idempotency`` (core.records)."""
+        ``delivery``, ``deliveries``, ``attempt`` and ``idempotency`` (core.records)."""
         batch = batch or WriteBatch()
         changed = self.catalog.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
-        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries)
+        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt)
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
         batch.version_vector[self.actor] = seq
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})

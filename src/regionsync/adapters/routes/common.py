@@ -9,9 +9,12 @@ the problem body ``{error, detail, field}``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +23,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ...core.jsontext import decode_utf8, embed, loads, loads_members
-from ...core.model import Attempt, Delivery, Event
+from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
 from ...errors import (
@@ -40,10 +43,14 @@ __all__ = [
     "accepted_json",
     "attempt_json",
     "client_problem",
+    "decode_cursor",
     "delivery_json",
+    "delivery_status",
+    "encode_cursor",
     "endpoint_json",
     "event_body",
     "event_json",
+    "event_summary_json",
     "job_json",
     "page_params",
     "parse_time",
@@ -81,6 +88,43 @@ def page_params(limit: int, since: str | None) -> int | None:
     if not 1 <= limit <= 1000:
         raise Unprocessable("must be in [1, 1000]", field="limit")
     return parse_time(since, "since") if since is not None else None
+
+
+def encode_cursor(key: tuple[int, str] | None) -> str | None:
+    """The opaque ``next`` cursor of a newest-first list: base64url of ``"<ms>:<id>"``."""
+    if key is None:
+        return None
+    return base64.urlsafe_b64encode(f"{key[0]}:{key[1]}".encode()).decode().rstrip("=")
+
+
+_B64URL = re.compile(r"[A-Za-z0-9_\-]{1,1400}")
+
+
+def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
+    """``(ms, id)`` of a cursor ``encode_cursor`` made; None stays None. 422 naming
+    ``cursor`` for anything else."""
+    if cursor is None:
+        return None
+    try:
+        if not _B64URL.fullmatch(cursor):
+            raise ValueError
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        ms, sep, ident = text.partition(":")
+        if not sep or not ident or not ms.isascii() or not ms.isdigit() or len(ms) > 18:
+            raise ValueError
+        return int(ms), ident
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise Unprocessable("not a cursor this API returned", field="cursor") from None
+
+
+def delivery_status(status: str | None) -> DeliveryStatus | None:
+    """Parse a ``status`` query parameter; 422 naming ``status`` for an unknown one."""
+    try:
+        return DeliveryStatus(status) if status is not None else None
+    except ValueError:
+        raise Unprocessable(
+            f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
+        ) from None
 
 
 def problem(status: int, code: str, detail: str, field: str | None = None) -> JSONResponse:
@@ -175,6 +219,15 @@ def event_json(e: Event) -> dict[str, Any]:
     }
 
 
+def event_summary_json(e: Event, deliveries: list[Delivery]) -> dict[str, Any]:
+    """An event in a list: no payload, its deliveries counted per status
+    (``{"total": n, "pending": n, "delivered": n, ...}``, every status present)."""
+    summary = {"total": len(deliveries), **{s.value: 0 for s in DeliveryStatus}}
+    for d in deliveries:
+        summary[d.status.value] += 1
+    return {**event_json(e), "deliveries": summary}
+
+
 def event_body(e: Event, extra: dict[str, Any]) -> bytes:
     """The event object with its stored payload text embedded as written (numbers keep
     their digits). A payload stored before the JSON policy (core.jsontext) that it refuses
@@ -200,7 +253,8 @@ def accepted_json(e: Event) -> dict[str, Any]:
     }
 
 
-def delivery_json(d: Delivery) -> dict[str, Any]:
+def delivery_json(d: Delivery, custodian: str) -> dict[str, Any]:
+    """A delivery; ``region`` owns it, ``custodian`` (runtime.custody) delivers it now."""
     return {
         "id": d.id,
         "event": d.event_id,
@@ -209,6 +263,7 @@ def delivery_json(d: Delivery) -> dict[str, Any]:
         "attempts": d.attempts,
         "next_attempt_at": rfc3339(d.next_attempt_at_ms),
         "region": d.region,
+        "custodian": custodian,
         "generation": d.generation,
         "created_at": rfc3339(d.created_at_ms),
         "updated_at": rfc3339(d.updated_at_ms),

@@ -6,14 +6,17 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ...core.model import DeliveryStatus
+from ...core.model import DeliveryQuery
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
 from ..openapi_docs import body
 from .common import (
     ApiContext,
     attempt_json,
+    decode_cursor,
     delivery_json,
+    delivery_status,
+    encode_cursor,
     job_json,
     page_params,
     parse_time,
@@ -40,18 +43,45 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request, tenant)
         node.catalog.endpoint(tenant, endpoint)
         since_ms = page_params(limit, since)
-        try:
-            st = DeliveryStatus(status) if status is not None else None
-        except ValueError:
-            raise Unprocessable(
-                f"must be one of {[s.value for s in DeliveryStatus]}", field="status"
-            ) from None
+        st = delivery_status(status)
         if cursor is not None and not ID_RE.fullmatch(cursor):
             raise Unprocessable("not a cursor this API returned", field="cursor")
         rows, nxt = await node.recovery.deliveries_page(
             tenant, endpoint, st, since_ms, cursor, limit
         )
-        return {"items": [delivery_json(d) for d in rows], "next": nxt}
+        return {"items": [delivery_json(d, node.custody.custodian(d)) for d in rows], "next": nxt}
+
+    @router.get("/v1/tenants/{tenant}/deliveries")
+    async def list_tenant_deliveries(
+        request: Request,
+        tenant: str,
+        status: str | None = None,
+        endpoint: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """The tenant's deliveries across endpoints, newest first (created time);
+        ``status``, ``endpoint`` and ``since`` (RFC 3339) filter. 422 names the bad
+        parameter."""
+        ctx.auth.check(request, tenant)
+        q = DeliveryQuery(tenant, endpoint, delivery_status(status), page_params(limit, since))
+        rows, nxt = await node.listing.deliveries(q, decode_cursor(cursor), limit)
+        return {
+            "items": [delivery_json(d, node.custody.custodian(d)) for d in rows],
+            "next": encode_cursor(nxt),
+        }
+
+    @router.get("/v1/tenants/{tenant}/jobs")
+    async def list_jobs(
+        request: Request, tenant: str, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Recovery jobs started in this region, newest first (jobs are not replicated
+        and not kept across a restart)."""
+        ctx.auth.check(request, tenant)
+        page_params(limit, None)
+        rows, nxt = node.listing.jobs_of(tenant, decode_cursor(cursor), limit)
+        return {"items": [job_json(j) for j in rows], "next": encode_cursor(nxt)}
 
     async def _job_body(request: Request) -> int:
         body = await read_object(request, ctx.max_body)
@@ -94,7 +124,8 @@ def build(ctx: ApiContext) -> APIRouter:
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
         """Re-send one delivery now (a new generation, the same webhook-id)."""
         ctx.auth.check(request, tenant)
-        return delivery_json(await node.recovery.retry_delivery(tenant, delivery))
+        d = await node.recovery.retry_delivery(tenant, delivery)
+        return delivery_json(d, node.custody.custodian(d))
 
     @router.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
     async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from ...core.jsontext import decode_utf8, loads_members
+from ...core.model import EventQuery
 from ...errors import Unprocessable
 from ..openapi_docs import body
-from .common import ApiContext, accepted_json, delivery_json, event_body, read_body
+from .common import (
+    ApiContext,
+    accepted_json,
+    decode_cursor,
+    delivery_json,
+    delivery_status,
+    encode_cursor,
+    event_body,
+    event_summary_json,
+    page_params,
+    parse_time,
+    read_body,
+)
 
 __all__ = ["build"]
 
@@ -43,11 +59,49 @@ def build(ctx: ApiContext) -> APIRouter:
     async def publish(request: Request, tenant: str) -> JSONResponse:
         return await publish_handler(request, tenant)
 
+    @router.get("/v1/tenants/{tenant}/events")
+    async def list_events(
+        request: Request,
+        tenant: str,
+        event_type: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        endpoint: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Search the tenant's events, newest first, without payloads (``GET
+        .../events/{id}`` has it): ``event_type`` exact or ``prefix.*``; ``since`` <=
+        received < ``until`` (RFC 3339); ``endpoint`` / ``status``: events with a delivery
+        to that endpoint / in that status (both: the same delivery). Each item counts its
+        deliveries per status. 422 names the bad parameter."""
+        ctx.auth.check(request, tenant)
+        q = EventQuery(
+            tenant,
+            since_ms=page_params(limit, since),
+            until_ms=parse_time(until, "until") if until is not None else None,
+            endpoint_id=endpoint,
+            status=delivery_status(status),
+        )
+        if event_type is not None:
+            if not 1 <= len(event_type) <= 256:
+                raise Unprocessable("must be 1..256 characters", field="event_type")
+            if event_type.endswith(".*"):
+                q = replace(q, type_prefix=event_type[:-1])
+            elif event_type != "*":
+                q = replace(q, event_type=event_type)
+        rows, nxt = await node.listing.events(q, decode_cursor(cursor), limit)
+        return {
+            "items": [event_summary_json(e, ds) for e, ds in rows],
+            "next": encode_cursor(nxt),
+        }
+
     @router.get("/v1/tenants/{tenant}/events/{event}")
     async def get_event(request: Request, tenant: str, event: str) -> Response:
         ctx.auth.check(request, tenant)
         ev, deliveries = await node.ingest.get_event(tenant, event)
-        extra = {"deliveries": [delivery_json(d) for d in deliveries]}
+        extra = {"deliveries": [delivery_json(d, node.custody.custodian(d)) for d in deliveries]}
         return Response(event_body(ev, extra), media_type="application/json")
 
     return router

@@ -8,7 +8,16 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from ..openapi_docs import body
-from .common import ApiContext, accepted_json, read_body, read_object, source_json
+from .common import (
+    ApiContext,
+    accepted_json,
+    decode_cursor,
+    encode_cursor,
+    page_params,
+    read_body,
+    read_object,
+    source_json,
+)
 
 __all__ = ["build"]
 
@@ -22,6 +31,16 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request)
         body = await read_object(request, ctx.max_body)
         return source_json(await node.registry_ops.create_source(body))
+
+    @router.get("/v1/sources")
+    async def list_sources(
+        request: Request, tenant: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Live sources (of ``tenant`` if given), newest first, without secrets (admin)."""
+        ctx.auth.check(request)
+        page_params(limit, None)
+        rows, nxt = node.listing.sources(tenant, decode_cursor(cursor), limit)
+        return {"items": [source_json(s) for s in rows], "next": encode_cursor(nxt)}
 
     @router.get("/v1/sources/{source}")
     async def get_source(request: Request, source: str) -> dict[str, Any]:

@@ -8,7 +8,14 @@ from fastapi import APIRouter, Request, Response
 
 from ...errors import Unprocessable
 from ..openapi_docs import body
-from .common import ApiContext, read_object, tenant_json
+from .common import (
+    ApiContext,
+    decode_cursor,
+    encode_cursor,
+    page_params,
+    read_object,
+    tenant_json,
+)
 
 __all__ = ["build"]
 
@@ -31,6 +38,17 @@ def build(ctx: ApiContext) -> APIRouter:
                 body.get("id"), body["name"], body.get("ack_policy", "local")
             )
         )
+
+    @router.get("/v1/tenants")
+    async def list_tenants(
+        request: Request, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Live tenants, newest first (admin). ``{items, next}``; pass ``next`` as
+        ``cursor`` for the following page (null: the last page)."""
+        ctx.auth.check(request)
+        page_params(limit, None)
+        rows, nxt = node.listing.tenants(decode_cursor(cursor), limit)
+        return {"items": [tenant_json(t) for t in rows], "next": encode_cursor(nxt)}
 
     @router.get("/v1/tenants/{tenant}")
     async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:

@@ -1,0 +1,114 @@
+"""Listing: newest-first pages of tenants, sources, events, deliveries and jobs.
+
+Every list is ordered by ``(created time ms, id)`` descending and paged by a cursor
+``(ms, id)``: the key of the last item of the previous page (strictly below it comes
+next). Only what the live registry shows is listed (the generation rules of
+``Catalog.event_visible`` / ``delivery_visible``): rows of an earlier life of a re-created
+tenant or endpoint id are skipped, so a page may take more than one store read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from ..core.model import Delivery, DeliveryQuery, Event, EventQuery
+from ..core.registry import TenantView
+from .ports import Store
+from .recovery import Job
+from .state import Catalog
+
+__all__ = ["Cursor", "Listing"]
+
+Cursor = tuple[int, str]  # (ms, id) of the last item of a page
+T = TypeVar("T")
+
+
+def _page(items: Iterable[T], key: Callable[[T], Cursor], before: Cursor | None, limit: int):
+    """Newest-first page of in-memory ``items``: (at most ``limit`` items, next cursor)."""
+    rows = sorted((i for i in items if before is None or key(i) < before), key=key, reverse=True)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (key(rows[-1]) if more else None)
+
+
+class Listing:
+    """The list and search queries of the API over the catalog (registry, replicated
+    recovery jobs) and the store."""
+
+    def __init__(self, catalog: Catalog, store: Store):
+        self.catalog, self.store = catalog, store
+
+    def tenants(self, before: Cursor | None, limit: int) -> tuple[list[TenantView], Cursor | None]:
+        """Live tenants, newest first."""
+        reg = self.catalog.registry
+        views = [v for t in reg.tenant_ids() if (v := reg.tenant(t)) is not None]
+        return _page(views, lambda v: (v.created_at_ms, v.id), before, limit)
+
+    def sources(
+        self, tenant: str | None, before: Cursor | None, limit: int
+    ) -> tuple[list[dict], Cursor | None]:
+        """Live sources (of ``tenant`` if given), newest first; fields as
+        ``Registry.source`` gives them (secret included: the route drops it)."""
+        reg = self.catalog.registry
+        rows = [s for sid in reg.source_ids() if (s := reg.source(sid)) is not None]
+        rows = [s for s in rows if tenant is None or s["tenant"] == tenant]
+        return _page(rows, lambda s: (s.get("created_at") or 0, s["id"]), before, limit)
+
+    def jobs_of(
+        self, tenant: str, before: Cursor | None, limit: int
+    ) -> tuple[list[Job], Cursor | None]:
+        """The tenant's recovery jobs (replicated: every region lists them), newest first.
+        NotFound for a missing tenant."""
+        self.catalog.tenant(tenant)
+        jobs = [
+            j
+            for job_id, fields in self.catalog.registry.jobs().items()
+            if (j := Job.from_fields(job_id, fields)) is not None and j.tenant == tenant
+        ]
+        return _page(jobs, lambda j: (j.started_at_ms, j.id), before, limit)
+
+    async def events(
+        self, q: EventQuery, before: Cursor | None, limit: int
+    ) -> tuple[list[tuple[Event, list[Delivery]]], Cursor | None]:
+        """A page of the live tenant's events passing ``q``, each with its visible
+        deliveries, and the next cursor (None at the end). NotFound for a missing tenant."""
+        self.catalog.tenant(q.tenant)
+        out: list[Event] = []
+        while True:
+            rows = await self.store.list_events(q, before, limit + 1)
+            out.extend(e for e in rows if self.catalog.event_visible(q.tenant, e))
+            if len(out) > limit or len(rows) <= limit:
+                break
+            before = (rows[-1].received_at_ms, rows[-1].id)
+        more = len(out) > limit
+        out = out[:limit]
+        by_event: dict[str, list[Delivery]] = {e.id: [] for e in out}
+        events = {e.id: e for e in out}
+        for d in await self.store.deliveries_of_events(list(by_event)):
+            if self.catalog.delivery_visible(q.tenant, d, events[d.event_id]):
+                by_event[d.event_id].append(d)
+        nxt = (out[-1].received_at_ms, out[-1].id) if more else None
+        return [(e, by_event[e.id]) for e in out], nxt
+
+    async def deliveries(
+        self, q: DeliveryQuery, before: Cursor | None, limit: int
+    ) -> tuple[list[Delivery], Cursor | None]:
+        """A page of the live tenant's visible deliveries passing ``q`` and the next
+        cursor (None at the end). NotFound for a missing tenant."""
+        self.catalog.tenant(q.tenant)
+        out: list[Delivery] = []
+        events: dict[str, Event | None] = {}
+        while True:
+            rows = await self.store.list_tenant_deliveries(q, before, limit + 1)
+            for d in rows:
+                if d.event_id not in events:
+                    events[d.event_id] = await self.store.get_event(d.event_id)
+                if self.catalog.delivery_visible(q.tenant, d, events[d.event_id]):
+                    out.append(d)
+            if len(out) > limit or len(rows) <= limit:
+                break
+            before = (rows[-1].created_at_ms, rows[-1].id)
+        more = len(out) > limit
+        out = out[:limit]
+        return out, ((out[-1].created_at_ms, out[-1].id) if more else None)

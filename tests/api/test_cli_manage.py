@@ -1,0 +1,150 @@
+"""The management CLI (``regionsync.manage``) against a real node on loopback: one test
+per subcommand, a refused token and an unreachable node (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from api_support import Api, RecordingReceiver, eventually, running_node
+from click.testing import CliRunner, Result
+
+from regionsync.cli import main
+from regionsync.demo import free_port
+
+EPOCH = "2000-01-01T00:00:00Z"
+
+
+async def cli(api: Api | str, *args: str, token: str | None = None) -> Result:
+    """Run ``regionsync --url <node> ARGS`` in a thread (the node serves on this loop)."""
+    url = api if isinstance(api, str) else api.base
+    env = {"REGIONSYNC_URL": url, "REGIONSYNC_TOKEN": token}
+    return await asyncio.to_thread(CliRunner().invoke, main, list(args), env=env)
+
+
+def ok(res: Result) -> str:
+    assert res.exit_code == 0, (res.exit_code, res.output, res.exception)
+    return res.output
+
+
+async def test_status_table(api: Api) -> None:
+    out = ok(await cli(api, "status"))
+    header, row = out.splitlines()[:2]
+    assert header.split() == ["REGION", "CONNECTED", "RECORDS_BEHIND", "LAST_CONTACT",
+                              "REGISTRY", "CUSTODY"]  # fmt: skip
+    assert row.split()[:2] == ["us-east-1", "self"] and row.split()[-1] == "own"
+    body = json.loads(ok(await cli(api, "--json", "status")))
+    assert body["region"] == "us-east-1"
+
+
+async def test_tenants_create_list_delete(api: Api) -> None:
+    created = json.loads(ok(await cli(api, "--json", "tenants", "create", "--id", "t1",
+                                      "--name", "T one")))  # fmt: skip
+    assert created["id"] == "t1" and created["name"] == "T one"
+    assert "t1" in ok(await cli(api, "tenants", "list"))
+    assert ok(await cli(api, "tenants", "delete", "t1")) == "deleted tenant t1\n"
+    assert json.loads(ok(await cli(api, "--json", "tenants", "list"))) == []
+
+
+async def test_endpoints_create_list_delete(api: Api, tenant: str) -> None:
+    out = ok(await cli(api, "--json", "endpoints", "create", "--tenant", tenant, "--id", "e1",
+                       "--url", "http://127.0.0.1:9/hook", "--event-type", "a.*"))  # fmt: skip
+    assert json.loads(out)["event_types"] == ["a.*"]
+    assert "http://127.0.0.1:9/hook" in ok(await cli(api, "endpoints", "list", "--tenant", tenant))
+    ok(await cli(api, "endpoints", "delete", "--tenant", tenant, "e1"))
+    listed = json.loads(ok(await cli(api, "--json", "endpoints", "list", "--tenant", tenant)))
+    assert listed == []
+
+
+async def test_sources_create_list_delete(api: Api, tenant: str) -> None:
+    out = ok(await cli(api, "--json", "sources", "create", "--tenant", tenant, "--kind",
+                       "github", "--secret", "s3cret", "--id", "gh"))  # fmt: skip
+    assert json.loads(out)["url_path"] == "/in/gh" and "s3cret" not in out
+    assert "gh" in ok(await cli(api, "sources", "list", "--tenant", tenant))
+    ok(await cli(api, "sources", "delete", "gh"))
+    assert json.loads(ok(await cli(api, "--json", "sources", "list"))) == []
+
+
+async def _publish(api: Api, tenant: str, etype: str) -> str:
+    resp = await api.client.post(
+        f"/v1/tenants/{tenant}/events", json={"event_type": etype, "payload": {"n": 1.10}}
+    )
+    assert resp.status_code == 202
+    return resp.json()["id"]
+
+
+async def test_events_list_and_show(api: Api, tenant: str) -> None:
+    a = await _publish(api, tenant, "issues.opened")
+    b = await _publish(api, tenant, "push")
+    listed = json.loads(ok(await cli(api, "--json", "events", "list", "--tenant", tenant)))
+    assert [e["id"] for e in listed] == [b, a]
+    only = ok(await cli(api, "events", "list", "--tenant", tenant, "--type", "issues.*"))
+    assert a in only and b not in only
+    shown = json.loads(ok(await cli(api, "events", "show", "--tenant", tenant, a)))
+    assert shown["payload"] == {"n": 1.1} and shown["id"] == a
+
+
+async def _dead_endpoint(api: Api, tenant: str, receiver: RecordingReceiver) -> tuple[str, str]:
+    resp = await api.client.post(
+        f"/v1/tenants/{tenant}/endpoints", json={"id": "r", "url": receiver.url("r")}
+    )
+    receiver.secrets["r"] = resp.json()["secret"]
+    receiver.fail_first["r"] = 1000  # every try fails until the delivery is dead
+    await _publish(api, tenant, "t")
+
+    async def dead() -> list:
+        resp = await api.client.get(f"/v1/tenants/{tenant}/deliveries?status=dead")
+        return resp.json()["items"]
+
+    dlv = (await eventually(dead))[0]["id"]
+    receiver.fail_first["r"] = 0
+    return "r", dlv
+
+
+async def test_deliveries_retry(api: Api, tenant: str, receiver: RecordingReceiver) -> None:
+    _ep, dlv = await _dead_endpoint(api, tenant, receiver)
+    out = json.loads(ok(await cli(api, "--json", "deliveries", "retry", "--tenant", tenant, dlv)))
+    assert out["id"] == dlv and out["generation"] == 1 and out["custodian"] == "us-east-1"
+
+
+async def test_recover_follows_the_job(api: Api, tenant: str, receiver: RecordingReceiver) -> None:
+    ep, _dlv = await _dead_endpoint(api, tenant, receiver)
+    res = await cli(api, "--json", "recover", "--tenant", tenant, "--endpoint", ep,
+                    "--since", EPOCH, "--poll", "0.05")  # fmt: skip
+    job = json.loads(ok(res)[res.output.index("{") :])
+    assert job["kind"] == "recover" and job["status"] == "succeeded" and job["done"] == 1
+
+
+async def test_replay_follows_the_job(api: Api, tenant: str) -> None:
+    res = await cli(api, "replay", "--tenant", tenant, "--endpoint", "nope", "--since", EPOCH)
+    assert res.exit_code == 1 and "404 not_found" in res.output
+    assert "field: endpoint" in res.output and "Traceback" not in res.output
+    body = {"id": "p", "url": "http://127.0.0.1:9/p", "paused": True}
+    await api.client.post(f"/v1/tenants/{tenant}/endpoints", json=body)
+    res = await cli(api, "replay", "--tenant", tenant, "--endpoint", "p", "--since", EPOCH,
+                    "--poll", "0.05")  # fmt: skip
+    assert "status: succeeded" in ok(res) and "kind: replay-missing" in res.output
+
+
+async def test_api_error_shows_detail_and_field(api: Api) -> None:
+    res = await cli(api, "events", "list", "--tenant", "acme", "--since", "yesterday")
+    assert res.exit_code == 1
+    assert "422" in res.output or "404" in res.output  # no tenant acme here: 404 first
+    res = await cli(api, "tenants", "create", "--id", "bad id!", "--name", "x")
+    assert res.exit_code == 1 and "(field: id)" in res.output, res.output
+
+
+async def test_bad_token_exits_2_with_a_clear_message(tmp_path: Path) -> None:
+    tokens = [{"token": "right-token-0123456789", "scope": "admin"}]
+    async with running_node(tmp_path, tokens=tokens) as api:
+        res = await cli(api, "tenants", "list", token="wrong-token-0123456789")
+        assert res.exit_code == 2 and "401" in res.output and "--token" in res.output
+        assert "Traceback" not in res.output
+        ok(await cli(api, "tenants", "list", token="right-token-0123456789"))
+
+
+async def test_unreachable_node_exits_2_without_traceback() -> None:
+    res = await cli(f"http://127.0.0.1:{free_port()}", "status")
+    assert res.exit_code == 2 and "cannot reach" in res.output
+    assert "Traceback" not in res.output

@@ -1,0 +1,32 @@
+"""Record bodies: the optional ``attempt`` section (issue 15) and old bodies without it."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from regionsync.core.model import Attempt, Delivery, DeliveryStatus
+from regionsync.core.records import decode_body, encode_body
+
+D = Delivery("dlv_1", "evt_1", "ep_1", "acme", DeliveryStatus.PENDING, 1, 5, "a", 1, 2)
+A = Attempt("dlv_1", 1, 3, "a", 500, 12.5, "http_500", "oops", "ep_1", 0, "x: y", "g1")
+
+
+def test_attempt_round_trips_and_old_bodies_still_decode() -> None:
+    got = decode_body("delivery", encode_body(delivery=D, attempt=A))
+    assert got.delivery == D and got.attempt == A
+    old = decode_body("delivery", encode_body(delivery=D))
+    assert old.delivery == D and old.attempt is None
+    ok = Attempt("dlv_1", 2, 4, "a", 204, 3, None, "", "ep_1", 0, "", "")  # int latency
+    assert decode_body("delivery", encode_body(delivery=D, attempt=ok)).attempt == ok
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [({"n": "1"}, "attempt.n"), ({"extra": 1}, "attempt:"), ({"error": 5}, "attempt.error")],
+)
+def test_malformed_attempt_is_refused(change: dict, reason: str) -> None:
+    body = msgpack.unpackb(encode_body(delivery=D, attempt=A))
+    body["attempt"].update(change)
+    with pytest.raises(ValueError, match=reason):
+        decode_body("delivery", msgpack.packb(body, use_bin_type=True))

@@ -1,0 +1,54 @@
+"""Issue 15 item 2: any region answers for the attempts of a delivery it has replicated,
+and says which region delivers it (the custodian)."""
+
+from __future__ import annotations
+
+from memnodes import eventually, make_node
+
+from regionsync.core.custody import CustodyRecord
+
+
+async def test_attempts_replicate_to_every_region_with_the_custodian(net, started) -> None:
+    names = ["a", "b", "c"]
+    nodes = [make_node(net, n, [p for p in names if p != n]) for n in names]
+    for n in nodes:
+        await n.start()
+        started.append(n)
+    a, b, c = nodes
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    event, _ = await a.ingest.publish("acme", "t", b"{}", None)
+
+    async def delivered_in_a() -> bool:
+        ds = await a.store.deliveries_of_event(event.id)
+        return len(ds) == 1 and ds[0].status.value == "delivered"
+
+    await eventually(delivered_in_a)
+    (d,) = await a.store.deliveries_of_event(event.id)
+    want = await a.store.attempts_of(d.id)
+    assert [(x.region, x.n, x.status_code, x.error) for x in want] == [("a", 1, 204, None)]
+
+    for other in (b, c):
+
+        async def has_attempts(node=other) -> bool:
+            return await node.store.attempts_of(d.id) == want
+
+        await eventually(has_attempts)
+        got = await other.recovery.delivery("acme", d.id)
+        assert got.status.value == "delivered" and other.custody.custodian(got) == "a"
+        # and in the endpoint's attempt log of that region
+        rows, _ = await other.recovery.attempts_page("acme", "ep1", None, None, None, 10)
+        assert rows == want
+
+    # once a's custody record hands its deliveries to b and c, every region names the
+    # rendezvous winner for the endpoint as the custodian
+    rec = CustodyRecord(("b", "c"), b.clock.wall_ms(), "b")
+    async with b.writer.lock:
+        stamp = b.writer.stamp()
+        b.writer.commit_local(
+            "registry", stamp, b.catalog.registry.set_custody("a", rec, b.writer.actor, stamp)
+        )
+    winner = rec.custodian("a", "ep1")
+    assert winner in ("b", "c")
+    for node in nodes:
+        await eventually(lambda node=node: node.custody.custodian(d) == winner)

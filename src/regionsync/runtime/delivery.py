@@ -20,13 +20,13 @@ from crdt import CRDT
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
+from ..core.envelope import delivery_body, delivery_headers
 from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S, AttemptOutcome, OutcomeKind, next_step
-from ..core.signing import signature_headers
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
@@ -264,19 +264,14 @@ class DeliveryWorker:
             status, next_at, attempts = DeliveryStatus.SKIPPED, None, d.attempts
         else:
             now = self.clock.wall_ms()
-            headers = {
-                **ep.headers,
-                "content-type": "application/json",
-                "user-agent": USER_AGENT,
-                **signature_headers(
-                    ep.signing_secrets(now, self.opts.secret_overlap_s),
-                    event.id,
-                    now // 1000,
-                    event.payload,
-                ),
-            }
+            body = delivery_body(ep.payload_format, event.event_type, event.received_at_ms,
+                                 event.payload)  # fmt: skip
+            secrets = ep.signing_secrets(now, self.opts.secret_overlap_s)
+            headers = delivery_headers(
+                ep.headers, USER_AGENT, event.id, event.event_type, secrets, now // 1000, body
+            )
             outcome = await self.sender.send(
-                OutboundRequest(ep.url, headers, event.payload, self.opts.timeout_s)
+                OutboundRequest(ep.url, headers, body, self.opts.timeout_s)
             )
             attempts = d.attempts + 1
             now = self.clock.wall_ms()

@@ -24,6 +24,7 @@ def run_async(coro: object) -> object:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="regionsync", prog_name="regionsync")
 def main() -> None:
     """regionsync: active-active, multi-region webhooks."""
 

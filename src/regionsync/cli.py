@@ -27,6 +27,7 @@ def run_async(coro: object) -> object:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="regionsync", prog_name="regionsync")
 @click.pass_context
 def main(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:
     """regionsync: active-active, multi-region webhooks."""

@@ -29,6 +29,7 @@ __all__ = [
     "Settings",
     "TlsSettings",
     "Token",
+    "TracingSettings",
     "load_settings",
 ]
 
@@ -126,6 +127,15 @@ class HttpSettings(_Section):
     keep_alive_s: float = Field(5.0, gt=0)  # an idle keep-alive connection is closed after
 
 
+class TracingSettings(_Section):
+    """OpenTelemetry traces, off unless this section is present; needs the ``otel`` extra
+    (``pip install 'regionsync[otel]'``)."""
+
+    otlp_endpoint: str  # OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces
+    service_name: str = "regionsync"  # resource attribute service.name
+    sample_ratio: float = Field(1.0, ge=0, le=1)  # parent-based ratio sampling
+
+
 class TlsSettings(_Section):
     cert: Path
     key: Path
@@ -152,6 +162,10 @@ class Settings(BaseSettings):
     peers: list[Peer] = []
     tokens: list[Token] = []
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"  # json: one object per line (wiring.py)
+    # /metrics requires "Authorization: Bearer <metrics_token>" when set (else it is open)
+    metrics_token: str | None = Field(None, min_length=16)
+    tracing: TracingSettings | None = None
     delivery: DeliverySettings = DeliverySettings()
     replication: ReplicationSettings = ReplicationSettings()
     ingest: IngestSettings = IngestSettings()

@@ -36,6 +36,9 @@ class EndpointIn(BaseModel):
     max_in_flight: int = 16
     headers: dict[str, str] = {}
     paused: bool = False
+    payload_format: Literal["raw", "standard-webhooks"] = Field(
+        "raw", description="raw: the payload as sent; standard-webhooks: {type, timestamp, data}"
+    )
 
 
 class EndpointPatch(BaseModel):
@@ -51,6 +54,7 @@ class EndpointPatch(BaseModel):
     headers: dict[str, str] | None = None
     paused: bool | None = None
     disabled: bool | None = Field(None, description="false re-enables a disabled endpoint")
+    payload_format: Literal["raw", "standard-webhooks"] | None = None
 
 
 class EventIn(BaseModel):

@@ -12,9 +12,11 @@ from ..runtime.node import Node
 from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
+from .jsonlog import JsonFormatter
 from .sender import HttpxSender
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
+from .tracing import otlp_tracer_provider
 
 __all__ = ["build_node", "build_server", "serve"]
 
@@ -55,11 +57,18 @@ def build_server(settings: Settings, node: Node) -> uvicorn.Server:
 
 async def serve(settings: Settings) -> None:
     """Run a node until SIGINT/SIGTERM; the HTTP server's shutdown stops the node."""
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s [" + settings.region + "] %(message)s",
-    )
+    if settings.log_format == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter(settings.region))
+        logging.basicConfig(level=settings.log_level.upper(), handlers=[handler], force=True)
+    else:
+        logging.basicConfig(
+            level=settings.log_level.upper(),
+            format="%(asctime)s %(levelname)s %(name)s [" + settings.region + "] %(message)s",
+        )
     node = build_node(settings)
+    if settings.tracing is not None:  # off unless configured
+        node.telemetry.use_tracer_provider(otlp_tracer_provider(settings.tracing, settings.region))
     try:
         await build_server(settings, node).serve()
     finally:

@@ -58,6 +58,7 @@ ENDPOINT_FIELDS = (
     "secret_previous",
     "secret_rotated_at",
     "tenant_gen",
+    "payload_format",
 )
 SOURCE_FIELDS = (
     "tenant",
@@ -148,6 +149,7 @@ class EndpointView:
     failing_since_ms: int | None = None
     secret_previous: str | None = None
     secret_rotated_at_ms: int | None = None
+    payload_format: str = "raw"  # body shape: raw | standard-webhooks (core.envelope)
 
     @property
     def state(self) -> str:
@@ -322,6 +324,7 @@ class Registry:
             failing_since_ms=f("failing_since"),
             secret_previous=f("secret_previous"),
             secret_rotated_at_ms=f("secret_rotated_at"),
+            payload_format=f("payload_format", "raw"),
         )
 
     def endpoints(self, tenant_id: str) -> list[EndpointView]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import Unprocessable
+from .envelope import EVENT_TYPE_HEADER, PAYLOAD_FORMATS
 from .filters import validate_filter
 from .matching import check_event_pattern
 from .registry import ID_RE
@@ -39,6 +40,7 @@ RESERVED_HEADERS = frozenset(
         "transfer-encoding",
         "connection",
         "user-agent",
+        EVENT_TYPE_HEADER,
     }
 )
 
@@ -62,8 +64,9 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
     Checks url shape (http/https, host), description length, rate limit (0 < r <= 10000
     per second), in-flight cap (1..1000), headers (names, values, none reserved), secret
-    (``whsec_`` + base64 of 24..64 bytes), booleans, event type pattern lists
-    (core.matching), the payload filter (core.filters, 422 naming ``filter.<path>``).
+    (``whsec_`` + base64 of 24..64 bytes), ``payload_format`` (core.envelope), booleans,
+    event type pattern lists (core.matching), the payload filter (core.filters, 422 naming
+    ``filter.<path>``).
     """
     out = dict(fields)
     if "url" in out:
@@ -116,6 +119,8 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             parse_secret(out["secret"])
         except ValueError as exc:
             raise Unprocessable(str(exc), field="secret") from None
+    if "payload_format" in out and out["payload_format"] not in PAYLOAD_FORMATS:
+        raise Unprocessable(f"must be one of {', '.join(PAYLOAD_FORMATS)}", field="payload_format")
     for name in ("paused", "disabled"):
         if name in out and not isinstance(out[name], bool):
             raise Unprocessable("must be a boolean", field=name)

@@ -49,7 +49,8 @@ class GroupCommitter:
     the first arrives the writer waits ``linger_s`` (seconds; 0 = just what queued while
     the previous commit ran). If a commit fails, it and every submission queued behind it
     fail (they were built on state that is now not durable) and ``on_failure`` is called
-    so the owner can reload its state from the store.
+    so the owner can reload its state from the store. ``observe`` gets each successful
+    commit's duration in seconds on the ``monotonic`` clock.
     """
 
     def __init__(
@@ -60,12 +61,15 @@ class GroupCommitter:
         linger_s: float = 0.0,
         on_commit: Callable[[WriteBatch], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
+        monotonic: Callable[[], float] | None = None,
+        observe: Callable[[float], None] | None = None,
     ):
         self.store = store
         self.max_batches = max_batches
         self.linger_s = linger_s
         self.on_commit = on_commit
         self.on_failure = on_failure
+        self.monotonic, self.observe = monotonic, observe  # commit duration (s), if given
         self._queue: list[tuple[WriteBatch, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self.commits = 0
@@ -100,6 +104,7 @@ class GroupCommitter:
 
     async def _commit(self, group: list[tuple[WriteBatch, asyncio.Future[None]]]) -> None:
         merged = merge_batches([b for b, _ in group])
+        started = self.monotonic() if self.monotonic is not None else 0.0
         try:
             await self.store.commit(merged)
         except Exception as exc:
@@ -111,6 +116,8 @@ class GroupCommitter:
             if self.on_failure is not None:
                 self.on_failure(exc)
             return
+        if self.monotonic is not None and self.observe is not None:
+            self.observe(self.monotonic() - started)
         self.commits += 1
         self.batches += len(group)
         if self.on_commit is not None:

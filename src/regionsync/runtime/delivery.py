@@ -20,13 +20,13 @@ from crdt import CRDT
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
+from ..core.envelope import delivery_body, delivery_headers
 from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S, AttemptOutcome, OutcomeKind, next_step
-from ..core.signing import signature_headers
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
@@ -217,7 +217,8 @@ class DeliveryWorker:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("delivery %s: attempt crashed; retrying later", d.id)
+            ids = {"delivery_id": d.id, "event_id": d.event_id, "endpoint_id": d.endpoint_id}
+            log.exception("delivery %s: attempt crashed; retrying later", d.id, extra=ids)
             # never a hot loop: push the delivery back as a failed try would be
             later = self.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
             with contextlib.suppress(Exception):
@@ -264,20 +265,22 @@ class DeliveryWorker:
             status, next_at, attempts = DeliveryStatus.SKIPPED, None, d.attempts
         else:
             now = self.clock.wall_ms()
-            headers = {
-                **ep.headers,
-                "content-type": "application/json",
-                "user-agent": USER_AGENT,
-                **signature_headers(
-                    ep.signing_secrets(now, self.opts.secret_overlap_s),
-                    event.id,
-                    now // 1000,
-                    event.payload,
-                ),
-            }
-            outcome = await self.sender.send(
-                OutboundRequest(ep.url, headers, event.payload, self.opts.timeout_s)
+            body = delivery_body(ep.payload_format, event.event_type, event.received_at_ms,
+                                 event.payload)  # fmt: skip
+            secrets = ep.signing_secrets(now, self.opts.secret_overlap_s)
+            headers = delivery_headers(
+                ep.headers, USER_AGENT, event.id, event.event_type, secrets, now // 1000, body
             )
+            tel = self.writer.telemetry
+            with tel.span(
+                "regionsync.attempt", tel.context_of(event.id), **{"regionsync.event_id": event.id,
+                "regionsync.delivery_id": d.id, "regionsync.attempt": d.attempts + 1},
+            ) as span:  # fmt: skip
+                outcome = await self.sender.send(
+                    OutboundRequest(ep.url, headers, body, self.opts.timeout_s)
+                )
+                span.set_attribute("http.response.status_code", outcome.status_code or 0)
+            tel.attempt.labels(outcome.kind.value).observe(outcome.latency_ms / 1000)
             attempts = d.attempts + 1
             now = self.clock.wall_ms()
             decision = next_step(
@@ -361,7 +364,9 @@ class DeliveryWorker:
         fields: dict[str, Any] = {}
         if after.state == "disabled" and not view.disabled:
             fields = {"disabled": True, "failing_since": None}
-            log.warning("endpoint %s disabled (%s)", endpoint_id, event)
+            log.warning(
+                "endpoint %s disabled (%s)", endpoint_id, event, extra={"endpoint_id": endpoint_id}
+            )
         elif after.state == "failing" and view.failing_since_ms is None:
             fields = {"failing_since": after.failing_since_ms}
         elif after.state == "active" and view.failing_since_ms is not None:

@@ -120,6 +120,23 @@ class Ingest:
         (event_type), Conflict (key reused with another body), TooManyRequests /
         Unavailable (backpressure, or ``one-remote`` not confirmed in time).
         """
+        tel, started = self.writer.telemetry, self.clock.monotonic()
+        with tel.span("regionsync.ingest", **{"regionsync.path": "publish"}) as span:
+            event, created = await self._publish(
+                tenant_id, event_type, payload, idempotency_key, payload_obj
+            )
+            span.set_attribute("regionsync.event_id", event.id)
+        tel.publish.labels("publish").observe(self.clock.monotonic() - started)
+        return event, created
+
+    async def _publish(
+        self,
+        tenant_id: str,
+        event_type: Any,
+        payload: bytes,
+        idempotency_key: str | None,
+        payload_obj: Any = None,
+    ) -> tuple[Event, bool]:
         check_event_type(event_type)
         self.catalog.require_tenant(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
@@ -170,6 +187,16 @@ class Ingest:
         Unauthorized, BadRequest, Unprocessable (see core.sources.verify), and the
         backpressure errors of ``publish``.
         """
+        tel, started = self.writer.telemetry, self.clock.monotonic()
+        with tel.span("regionsync.ingest", **{"regionsync.path": "inbound"}) as span:
+            event, created = await self._ingest(source_id, headers, body)
+            span.set_attribute("regionsync.event_id", event.id)
+        tel.publish.labels("inbound").observe(self.clock.monotonic() - started)
+        return event, created
+
+    async def _ingest(
+        self, source_id: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[Event, bool]:
         fields = self.catalog.registry.source(source_id)
         if fields is None:
             raise NotFound(f"no source {source_id!r}", field="source")
@@ -203,7 +230,9 @@ class Ingest:
     async def _settle(self, accepted: _Accepted, one_remote: bool) -> None:
         """After ``_accept``: wait until durable, wake the delivery worker if the event
         fanned out, and for ``one-remote`` until a peer holds it."""
-        await asyncio.shield(accepted.durable)
+        tel = self.writer.telemetry
+        with tel.span("regionsync.commit", **{"regionsync.event_id": accepted.event.id}):
+            await asyncio.shield(accepted.durable)  # the group commit holding the event
         if accepted.pending:
             self.queue.wake.set()
         if one_remote:
@@ -296,6 +325,7 @@ class Ingest:
             deliveries=batch.deliveries,  # the fan-out snapshot, so any region can deliver
         )  # fmt: skip
         self._pending_events[event.id] = durable
+        self.writer.telemetry.remember_current(event.id)  # its attempts continue the trace
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
         return _Accepted(event, durable, self.writer.version_vector[self.writer.actor], pending)
 

@@ -15,6 +15,7 @@ The parts (each its own module) receive only what they use:
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``listing`` (listing.Listing) | newest-first list and search pages |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
+| ``telemetry`` (telemetry.Telemetry, on the writer) | latency histograms, spans |
 
 The node never touches a socket, a file or the system clock itself, so the simulator and
 the production CLI run this same code.
@@ -77,6 +78,7 @@ class Node:
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
         self.catalog, self.queue, self.keys = Catalog(), DeliveryQueue(), IdempotencyKeys()
         self.writer = writer = WritePath(settings, store, clock, self.catalog)
+        self.telemetry = writer.telemetry
         parts: dict[str, Any] = {"store": store, "clock": clock}
         self.registry_ops = RegistryOps(
             settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crdt import CRDT, Timestamp
 
@@ -33,6 +33,9 @@ from ..core.model import (
 from ..core.retry import AttemptOutcome
 from ..errors import MalformedRecord
 from ..v1 import replication_pb2 as pb
+
+if TYPE_CHECKING:
+    from .telemetry import Telemetry
 
 __all__ = [
     "Clock",
@@ -278,6 +281,7 @@ class LocalWriter(Protocol):
 
     actor: str
     lock: asyncio.Lock
+    telemetry: Telemetry
 
     def stamp(self) -> Timestamp: ...
 

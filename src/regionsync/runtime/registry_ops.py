@@ -112,7 +112,7 @@ class RegistryOps:
         """Create an endpoint from an API body (fields of shared/API.md)."""
         allowed = {
             "id", "url", "event_types", "filter", "secret", "description",
-            "rate_limit_per_s", "max_in_flight", "headers", "paused",
+            "rate_limit_per_s", "max_in_flight", "headers", "paused", "payload_format",
         }  # fmt: skip
         unknown = sorted(set(body) - allowed)
         if unknown:
@@ -167,7 +167,7 @@ class RegistryOps:
         allowed = {
             "url", "event_types", "event_types_add", "event_types_remove", "filter", "secret",
             "description", "rate_limit_per_s", "max_in_flight", "headers", "paused",
-            "disabled",
+            "disabled", "payload_format",
         }  # fmt: skip
         unknown = sorted(set(body) - allowed)
         if unknown:

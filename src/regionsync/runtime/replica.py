@@ -112,6 +112,7 @@ class Replica:
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
         await self.merge(decoded, batch, deliveries)
+        self.writer.telemetry.observe_lag(r.origin, self.clock.wall_ms(), r.hlc[0])
 
     async def merge(
         self, decoded: Decoded, batch: WriteBatch, deliveries: dict[str, Delivery]

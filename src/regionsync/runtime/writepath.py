@@ -23,6 +23,7 @@ from ..core.records import encode_body
 from .commit import GroupCommitter
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyRow
+from .telemetry import Telemetry
 
 __all__ = ["WritePath"]
 
@@ -47,6 +48,7 @@ class WritePath:
         self._unheard: set[str] = set()
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
         self.commits = 0  # group commits so far (keys caches of derived state)
+        self.telemetry = Telemetry()  # the node's histograms and tracer (runtime/telemetry)
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -118,6 +120,8 @@ class WritePath:
             linger_s=opts.commit_linger_ms / 1000,
             on_commit=self._on_commit,
             on_failure=on_failure,
+            monotonic=self.clock.monotonic,
+            observe=self.telemetry.commit.observe,
         )
         return self.committer
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -10,6 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ...core.model import DeliveryStatus
+from ...errors import Unauthorized
 from ...runtime.node import Node
 from .common import ApiContext, problem, rfc3339
 
@@ -46,10 +48,21 @@ def build(ctx: ApiContext) -> APIRouter:
         return problem(503, "not_ready", "node is starting or stopping")
 
     @router.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        """Prometheus text format; with ``metrics_token`` set, only for that bearer token
+        (401 otherwise)."""
+        want = node.settings.metrics_token
+        if want is not None:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            ok = scheme.lower() == "bearer" and hmac.compare_digest(
+                token.strip().encode(), want.encode()
+            )
+            if not ok:
+                raise Unauthorized("missing or wrong metrics token", field="authorization")
         counts = await node.store.counts(node.region)
         reg = CollectorRegistry(auto_describe=False)
         reg.register(_Snapshot(node, counts))
+        reg.register(node.telemetry)  # latency histograms (runtime/telemetry.py)
         return Response(generate_latest(reg), media_type="text/plain; version=0.0.4")
 
     return router

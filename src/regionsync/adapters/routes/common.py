@@ -200,6 +200,7 @@ def endpoint_json(e: EndpointView) -> dict[str, Any]:
         "max_in_flight": e.max_in_flight,
         "headers": e.headers,
         "paused": e.paused,
+        "payload_format": e.payload_format,
         "state": e.state,
         "failing_since": rfc3339(e.failing_since_ms),
         "secret": e.secret,

@@ -75,10 +75,10 @@ class ReplicationSettings(_Section):
     reconnect_max_s: float = Field(10.0, gt=0)
     call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack
     failover_after_s: float = Field(60.0, gt=0)  # unheard this long: custody moves on
-    custody_interval_s: float = Field(1.0, gt=0)  # how often custody is re-decided
+    custody_interval_s: float = Field(5.0, gt=0)  # how often custody (and jobs) are re-decided
     # an idle link sends an empty Batch this often (the peer acks it): contact stays fresh;
     # must stay well below failover_after_s, or idle peers would look dead
-    heartbeat_s: float = Field(5.0, gt=0, le=3600)
+    heartbeat_s: float = Field(10.0, gt=0, le=3600)
     # every sent Batch must be acked this soon, else the link is torn down and redialed
     ack_timeout_s: float = Field(10.0, gt=0)
     # idle links compare state-tree root hashes this often (at equal version vectors);

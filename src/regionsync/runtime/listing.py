@@ -63,7 +63,7 @@ class Listing:
         self.catalog.tenant(tenant)
         jobs = [
             j
-            for job_id, fields in self.catalog.registry.jobs().items()
+            for job_id, fields in self.catalog.jobs.items()
             if (j := Job.from_fields(job_id, fields)) is not None and j.tenant == tenant
         ]
         return _page(jobs, lambda j: (j.started_at_ms, j.id), before, limit)

@@ -241,7 +241,7 @@ class Recovery:
         dead region's adopted ones), every ``replication.custody_interval_s``."""
         while True:
             await self.clock.sleep(self.settings.replication.custody_interval_s)
-            for job_id, fields in self.catalog.registry.jobs().items():
+            for job_id, fields in self.catalog.jobs.items():
                 job = Job.from_fields(job_id, fields)
                 if job is None or job.status != "running" or job_id in self._running:
                     continue

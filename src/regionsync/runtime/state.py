@@ -33,8 +33,8 @@ IdempotencyRow = tuple[str, str, str, str, int, str]
 
 class Catalog:
     """The replicated registry (``core.registry.Registry``) and what is derived from it,
-    kept in step (every delta goes through ``apply``): the subscription index and the
-    custody records (``custody``).
+    kept in step (every delta goes through ``apply``): the subscription index, the
+    custody records (``custody``) and the recovery jobs (``jobs``).
 
     The lookups raise ``NotFound`` naming the field, as the API answers them.
     """
@@ -43,6 +43,7 @@ class Catalog:
         self.registry = registry or Registry()
         self.index = SubscriptionIndex()
         self.custody: dict[str, CustodyRecord] = {}  # owner -> record (core.custody)
+        self.jobs: dict[str, dict[str, Any]] = {}  # job id -> fields (runtime/recovery.py)
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
@@ -57,10 +58,12 @@ class Catalog:
             self._reindex(changed)
             if any(k.startswith("c/") for k in changed):
                 self.custody = self.registry.custody()
+            if any(k.startswith("j/") for k in changed):
+                self.jobs = self.registry.jobs()
         return changed
 
     def rebuild_index(self) -> None:
-        self.custody = self.registry.custody()
+        self.custody, self.jobs = self.registry.custody(), self.registry.jobs()
         self.index = SubscriptionIndex()
         for tenant in self.registry.tenant_ids():
             for view in self.registry.endpoints(tenant):

@@ -332,9 +332,10 @@ async def check_failover(cluster: SimCluster, history: History) -> list[Violatio
 async def check_edges(cluster: SimCluster, injected: list[Injected]) -> list[Violation]:
     """The edge-records nemesis (sim/_edges.py): each injected record was merged, or
     rejected (returned by ``apply_records`` and counted in ``records_rejected``), or held
-    back behind missing predecessors; a merged one is in every region's version vector and
-    registry, a rejected or held one in none. At least one record of the run must have
-    been merged and one rejected, or the nemesis tested nothing."""
+    back behind missing predecessors (and those at a certain edge, e.g. past
+    ``max_drift_ms``, the one outcome they must have); a merged one is in every region's
+    version vector and registry, a rejected or held one in none. At least one record of
+    the run must have been merged and one rejected, or the nemesis tested nothing."""
     out: list[Violation] = []
     ups = cluster.up()
     rows = {r.name: await r.store.load_registry() for r in ups}
@@ -346,6 +347,9 @@ async def check_edges(cluster: SimCluster, injected: list[Injected]) -> list[Vio
             out.append(Violation("edges", f"{inj.region}: {detail}"))
         for (origin, seq), how in sorted(inj.outcome.items()):
             seen.add(how)
+            if inj.must.get((origin, seq), how) != how:
+                where = f"record {origin}#{seq} (into {inj.region})"
+                out.append(Violation("edges", f"{where}: {how}, must be {inj.must[(origin, seq)]}"))
             key = inj.keys[(origin, seq)]
             for r in ups:
                 assert r.node is not None

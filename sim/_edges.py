@@ -33,13 +33,15 @@ HUGE_SEQ = 2**63 - 1  # SQLite INTEGER's maximum
 @dataclass
 class Injected:
     """One injection: the target region, the records, and the outcome per record
-    (``(origin, seq)`` -> "merged" | "rejected" | "held"), plus the registry key each
-    record writes (unique per record) and the target's ``records_rejected`` delta."""
+    (``(origin, seq)`` -> "merged" | "rejected" | "held"), the registry key each record
+    writes (unique per record), the outcome some must have (``must``) and the target's
+    ``records_rejected`` delta (``counted``)."""
 
     region: str
     at: float
     records: list[Record]
     keys: dict[tuple[str, int], str]
+    must: dict[tuple[str, int], str]
     outcome: dict[tuple[str, int], str] = field(default_factory=dict)
     counted: int = 0
 
@@ -50,25 +52,28 @@ def _id(rng: random.Random, n: int) -> str:
 
 def edge_records(
     rng: random.Random, now_ms: int, max_drift_ms: int, round_: int
-) -> tuple[list[Record], dict[tuple[str, int], str]]:
-    """Records at the edges (see module docstring) and the registry key each one writes.
+) -> tuple[list[Record], dict[tuple[str, int], str], dict[tuple[str, int], str]]:
+    """Records at the edges (see module docstring), the registry key each one writes and
+    the outcome ("merged" | "rejected" | "held") of those whose outcome is certain.
     ``now_ms`` is the target region's wall clock (ms); deterministic in ``rng``."""
-    cases: list[tuple[str, int, tuple[int, int], str]] = [
-        # (case, seq, (wall_ms, logical), body kind)
-        ("future-logical-max", 1, (now_ms + 1000, LOGICAL_MAX), "name"),
-        ("now-logical-max", 1, (now_ms, LOGICAL_MAX), "name"),
-        ("future-logical-near", 1, (now_ms + 1000, LOGICAL_MAX - 1), "counter"),
-        ("wall-max", 1, (WALL_MS_MAX, 0), "name"),
-        ("past-drift", 1, (now_ms + max_drift_ms + 1, 0), "counter"),
-        ("huge-seq", HUGE_SEQ, (now_ms, 0), "name"),
-        ("counter-max", 1, (max(now_ms - 1, 0), 0), "counter"),
-        ("long-string", 1, (now_ms, rng.randint(0, 1000)), "long"),
-        ("id-too-long", 1, (now_ms, 0), "bad-id"),
+    cases: list[tuple[str, int, tuple[int, int], str, str]] = [
+        # (case, seq, (wall_ms, logical), body kind, the outcome it must have or "")
+        # refused while the target's HLC has not passed the stamp (crdt/_hlc.py observe)
+        ("future-logical-max", 1, (now_ms + 1000, LOGICAL_MAX), "name", ""),
+        ("now-logical-max", 1, (now_ms, LOGICAL_MAX), "name", ""),
+        ("future-logical-near", 1, (now_ms + 1000, LOGICAL_MAX - 1), "counter", "merged"),
+        ("wall-max", 1, (WALL_MS_MAX, 0), "name", "rejected"),
+        ("past-drift", 1, (now_ms + max_drift_ms + 1, 0), "counter", "rejected"),
+        ("huge-seq", HUGE_SEQ, (now_ms, 0), "name", "held"),
+        ("counter-max", 1, (max(now_ms - 1, 0), 0), "counter", "merged"),
+        ("long-string", 1, (now_ms, rng.randint(0, 1000)), "long", "merged"),
+        ("id-too-long", 1, (now_ms, 0), "bad-id", "rejected"),
     ]
     rng.shuffle(cases)
     records: list[Record] = []
     keys: dict[tuple[str, int], str] = {}
-    for case, seq, hlc, kind in cases:
+    must: dict[tuple[str, int], str] = {}
+    for case, seq, hlc, kind, outcome in cases:
         origin = f"edge{round_}-{case}:1"
         stamp = Timestamp(*hlc)
         tenant = _id(rng, 65 if kind == "bad-id" else 64)
@@ -82,4 +87,6 @@ def edge_records(
         body = encode_body(registry={key: crdt})
         records.append(Record(origin, seq, "registry", body, hlc))
         keys[(origin, seq)] = key
-    return records, keys
+        if outcome:
+            must[(origin, seq)] = outcome
+    return records, keys, must

@@ -276,8 +276,8 @@ class _Sim:
         loop = asyncio.get_running_loop()
         rng = derive_rng(self.opts.seed, "edge-records", round_)
         max_drift = node.settings.replication.max_drift_ms
-        records, keys = edge_records(rng, node.clock.wall_ms(), max_drift, round_)
-        inj = Injected(name, loop.time(), records, keys)
+        records, keys, must = edge_records(rng, node.clock.wall_ms(), max_drift, round_)
+        inj = Injected(name, loop.time(), records, keys, must)
         before = node.counters["records_rejected"]
         rejected = {(e.origin, e.seq) for e in await node.replica.apply_records(records)}
         inj.counted = node.counters["records_rejected"] - before

@@ -68,9 +68,10 @@ def run_cmd(scenario: str | None, seed: int | None, out: Path) -> None:
         sys.exit(1)
 
 
-def _explore_one(args: tuple[int, bool]) -> Result:
-    seed, recreate = args
-    res = run(Options.explore(seed, recreate=recreate))
+def _explore_one(args: tuple[int, bool, str | None]) -> Result:
+    seed, recreate, scenario = args
+    opts = load_scenario(scenario, seed) if scenario else Options.explore(seed, recreate=recreate)
+    res = run(opts)
     res.timeline = []  # keep what crosses the process boundary small
     return res
 
@@ -96,20 +97,33 @@ def _explore_one(args: tuple[int, bool]) -> Result:
     default=None,
     help="Write reports of failing seeds here.",
 )
+@click.option(
+    "--scenario",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Sweep this scenario file's fault mix over the seeds (--recreate is then ignored).",
+)
 @click.option("--verbose", "-v", is_flag=True, help="A line per seed, not only failures.")
 def explore(
-    seed_range: str, jobs: int | None, recreate: bool, out: Path | None, verbose: bool
+    seed_range: str,
+    jobs: int | None,
+    recreate: bool,
+    scenario: str | None,
+    out: Path | None,
+    verbose: bool,
 ) -> None:
-    """Run many seeds, each with the fault mix its seed picks."""
+    """Run many seeds, each with the fault mix its seed picks (or SCENARIO's)."""
     seeds = _seeds(seed_range)
     jobs = jobs or multiprocessing.cpu_count()
     click.echo(
-        f"explore seeds {seeds.start}..{seeds.stop - 1} jobs {jobs} recreate {recreate}", err=True
+        f"explore seeds {seeds.start}..{seeds.stop - 1} jobs {jobs} "
+        + (f"scenario {scenario}" if scenario else f"recreate {recreate}"),
+        err=True,
     )
     started = time.perf_counter()
     failed: list[Result] = []
     cost = 0.0
-    work = [(s, recreate) for s in seeds]
+    work = [(s, recreate, scenario) for s in seeds]
     if jobs == 1:
         results = map(_explore_one, work)
     else:
@@ -132,7 +146,7 @@ def explore(
             if not res.ok:
                 failed.append(res)
                 if out is not None:
-                    _write(res, out, None)
+                    _write(res, out, scenario)
     if jobs != 1:
         pool.shutdown()
     wall = time.perf_counter() - started
@@ -142,7 +156,7 @@ def explore(
     )
     for res in failed:
         click.echo(f"  seed {res.options.seed}: {res.violations[0]}")
-        click.echo(f"    reproduce: {repro_command(res, None)}")
+        click.echo(f"    reproduce: {repro_command(res, scenario)}")
     sys.exit(1 if failed else 0)
 
 

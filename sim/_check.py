@@ -20,9 +20,10 @@ from crdt import LWWRegister, ORSet, decode
 from regionsync.core.model import DeliveryStatus
 
 from ._cluster import SimCluster
+from ._edges import Injected
 from ._workload import History, Op
 
-__all__ = ["Monitor", "Violation", "check_final"]
+__all__ = ["Monitor", "Violation", "check_edges", "check_final"]
 
 _INF = 1 << 62
 
@@ -325,4 +326,39 @@ async def check_failover(cluster: SimCluster, history: History) -> list[Violatio
                         f"reached {d.endpoint_id} ({d.status.value}, owner {d.region})",
                     )
                 )
+    return out
+
+
+async def check_edges(cluster: SimCluster, injected: list[Injected]) -> list[Violation]:
+    """The edge-records nemesis (sim/_edges.py): each injected record was merged, or
+    rejected (returned by ``apply_records`` and counted in ``records_rejected``), or held
+    back behind missing predecessors (and those at a certain edge, e.g. past
+    ``max_drift_ms``, the one outcome they must have); a merged one is in every region's
+    version vector and registry, a rejected or held one in none. At least one record of
+    the run must have been merged and one rejected, or the nemesis tested nothing."""
+    out: list[Violation] = []
+    ups = cluster.up()
+    rows = {r.name: await r.store.load_registry() for r in ups}
+    seen: set[str] = set()
+    for inj in injected:
+        rejected = [k for k, v in inj.outcome.items() if v == "rejected"]
+        if inj.counted != len(rejected):
+            detail = f"{len(rejected)} rejected, records_rejected grew by {inj.counted}"
+            out.append(Violation("edges", f"{inj.region}: {detail}"))
+        for (origin, seq), how in sorted(inj.outcome.items()):
+            seen.add(how)
+            if inj.must.get((origin, seq), how) != how:
+                where = f"record {origin}#{seq} (into {inj.region})"
+                out.append(Violation("edges", f"{where}: {how}, must be {inj.must[(origin, seq)]}"))
+            key = inj.keys[(origin, seq)]
+            for r in ups:
+                assert r.node is not None
+                has_seq = r.node.writer.durable_vv.get(origin, 0) >= seq
+                has_key = key in rows[r.name]
+                if (how == "merged") != has_seq or (how == "merged") != has_key:
+                    detail = f"in version vector {has_seq}, key in registry {has_key}"
+                    where = f"{how} record {origin}#{seq} (into {inj.region})"
+                    out.append(Violation("edges", f"{r.name}: {where}: {detail}"))
+    if injected and not {"merged", "rejected"} <= seen:
+        out.append(Violation("edges", f"edge records only ever {sorted(seen)}"))
     return out

@@ -82,9 +82,11 @@ class SimCluster:
         fsync_s: tuple[float, float] = (0.0005, 0.005),
         replication: dict[str, float] | None = None,
         delivery: dict[str, object] | None = None,
+        ingest: dict[str, object] | None = None,
     ):
         self.replication = {"batch_records": 32, **(replication or {})}
         self.delivery = dict(delivery or {})
+        self.ingest = dict(ingest or {})
         self.seed = seed
         self.net = net
         self.receivers = receivers
@@ -107,6 +109,7 @@ class SimCluster:
             peers=[{"region": p, "address": p} for p in self.regions if p != r.name],
             replication=self.replication,
             delivery=self.delivery,
+            ingest=self.ingest,
         )
         rng = derive_rng(self.seed, "node", r.name, r.boots)
         cls = self.node_classes.get(r.name, Node)

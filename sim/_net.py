@@ -137,6 +137,7 @@ class SimNetwork:
         self.conns: list[_Conn] = []
         self.tasks: dict[str, dict[asyncio.Task[None], None]] = {}  # ordered sets
         self.stats = NetStats()
+        self.largest = 0  # bytes of the largest message sent (not in stats: traces keep)
 
     def transport(self, region: str) -> SimTransport:
         return SimTransport(self, region)
@@ -184,6 +185,7 @@ class SimNetwork:
         f = self.faults
         if data is not _CLOSED:
             self.stats.sent += 1
+            self.largest = max(self.largest, len(data))
         if (pipe.src, pipe.dst) in self.cut:
             if f.mode == "stream":
                 self.stats.held += 1

@@ -49,6 +49,14 @@ class Options:
     # a region's store is copied at one time and, later, the region crashes and comes
     # back on that older copy (a backup restore; issue 12 item 3)
     restores: int = 0
+    # a rogue peer's batch of records at the edge of every range (sim/_edges.py) is
+    # applied by one region this many times; check_edges judges what was merged
+    edge_records: int = 0
+    # payload bytes of published events (0: the workload's small payloads), and the
+    # node's ingest.max_payload_bytes / replication.max_message_bytes (0: defaults)
+    payload_bytes: int = 0
+    max_payload_bytes: int = 0
+    max_message_bytes: int = 0
     skew_ms: int = 0  # initial skew of each region, uniform in +-skew_ms
     drift_ppm: float = 0.0
     clock_steps: int = 0

@@ -15,8 +15,16 @@ from typing import Any
 
 from regionsync.runtime.node import Node
 
-from ._check import Monitor, Violation, check_failover, check_final, pending_deliveries
+from ._check import (
+    Monitor,
+    Violation,
+    check_edges,
+    check_failover,
+    check_final,
+    pending_deliveries,
+)
 from ._cluster import SimCluster
+from ._edges import Injected, edge_records
 from ._loop import Deadlock, Livelock, VirtualLoop, run_virtual
 from ._net import LinkFaults, SimNetwork
 from ._options import Options
@@ -97,6 +105,11 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
         step = r.randint(-opts.clock_step_ms, opts.clock_step_ms)
         plan.append((r.uniform(0, horizon), "clock_step", {"region": r.choice(names), "ms": step}))
     plan += _failover_faults(opts, names)
+    er = derive_rng(opts.seed, "edges")  # own rng: other plans stay as they were
+    for i in range(opts.edge_records):
+        plan.append(
+            (er.uniform(0, horizon), "edge_records", {"region": er.choice(names), "round": i})
+        )
     plan.sort(key=lambda p: (p[0], p[1]))
     return plan
 
@@ -155,8 +168,13 @@ class _Sim:
         self.receivers = ReceiverTransport(derive_rng(opts.seed, "receivers"))
         self.cluster = SimCluster(
             opts.seed, self.names, self.net, self.receivers, self.clocks, node_classes,
-            replication={"failover_after_s": opts.failover_after_s},
+            replication={"failover_after_s": opts.failover_after_s,
+                         # a StateChunk must fit a message too (config.py)
+                         **({"max_message_bytes": opts.max_message_bytes,
+                             "state_chunk_bytes": opts.max_message_bytes // 2}
+                            if opts.max_message_bytes else {})},
             delivery={"retry_schedule_s": [5, 30, 60, 120, 300]} if opts.failover else {},
+            ingest={"max_payload_bytes": opts.max_payload_bytes} if opts.max_payload_bytes else {},
         )  # fmt: skip
         self.dead: set[str] = set()  # regions that died for good
         failover = _failover_faults(opts, self.names)
@@ -171,6 +189,7 @@ class _Sim:
         self.restarts: list[asyncio.Task[None]] = []
         self.healing = False
         self.snapshots: dict[str, Any] = {}
+        self.injected: list[Injected] = []
 
     def note(self, text: str) -> None:
         self.result.events.append((asyncio.get_running_loop().time(), text))
@@ -242,9 +261,36 @@ class _Sim:
                 await self.cluster.crash(name, restore=snap)
                 self.monitor.forget(name)
                 self.restarts.append(asyncio.create_task(self._restart_later(name, p["down_s"])))
+            elif action == "edge_records":
+                await self._inject_edges(p["region"], p["round"])
             elif action == "clock_step":
                 self.clocks[p["region"]].skew_ms += p["ms"]
                 self.note(f"clock step {p['region']} {p['ms']:+d} ms")
+
+    async def _inject_edges(self, name: str, round_: int) -> None:
+        """A rogue peer's batch at the edge of every range, applied by ``name``'s replica
+        (the path a peer's Batch takes); the outcome of each record goes to check_edges."""
+        node = self.cluster.regions[name].node
+        if node is None or not node.started:
+            return
+        loop = asyncio.get_running_loop()
+        rng = derive_rng(self.opts.seed, "edge-records", round_)
+        max_drift = node.settings.replication.max_drift_ms
+        records, keys, must = edge_records(rng, node.clock.wall_ms(), max_drift, round_)
+        inj = Injected(name, loop.time(), records, keys, must)
+        before = node.counters["records_rejected"]
+        rejected = {(e.origin, e.seq) for e in await node.replica.apply_records(records)}
+        inj.counted = node.counters["records_rejected"] - before
+        for r in records:
+            if (r.origin, r.seq) in rejected:
+                inj.outcome[(r.origin, r.seq)] = "rejected"
+            elif node.writer.version_vector.get(r.origin, 0) >= r.seq:
+                inj.outcome[(r.origin, r.seq)] = "merged"
+            else:
+                inj.outcome[(r.origin, r.seq)] = "held"
+        self.injected.append(inj)
+        counts = {k: list(inj.outcome.values()).count(k) for k in ("merged", "rejected", "held")}
+        self.note(f"edge records into {name} (round {round_}): {counts}")
 
     async def heal(self) -> None:
         self.healing = True
@@ -314,6 +360,12 @@ class _Sim:
                 )
             )
         res.violations += await check_final(self.cluster, self.history)
+        limit = self.opts.max_message_bytes
+        if limit and self.net.largest > limit:  # gRPC would have refused it
+            detail = f"a {self.net.largest}-byte message; max_message_bytes {limit}"
+            res.violations.append(Violation("message_size", detail))
+        if self.opts.edge_records:
+            res.violations += await check_edges(self.cluster, self.injected)
         if self.opts.failover:
             res.violations += await check_failover(self.cluster, self.history)
         res.violations += [Violation("exception", u) for u in self.history.unexpected]

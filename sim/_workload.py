@@ -157,7 +157,11 @@ class Workload:
             elif kind == "delete_endpoint":
                 args.update(endpoint=eid)
             else:
-                args.update(event_type=rng.choice(EVENT_TYPES), payload=f'{{"op":{opid}}}')
+                payload = f'{{"op":{opid}}}'
+                if self.opts.payload_bytes:  # a JSON string fills it up to that many bytes
+                    pad = self.opts.payload_bytes - len(payload) - len(',"pad":""')
+                    payload = f'{{"op":{opid},"pad":"{"p" * max(pad, 0)}"}}'
+                args.update(event_type=rng.choice(EVENT_TYPES), payload=payload)
         op = Op(opid, region, kind, args, loop.time())
         self.history.ops.append(op)
         return op

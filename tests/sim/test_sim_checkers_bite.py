@@ -1,5 +1,6 @@
 """The checkers catch a wrong merge: one region's registry merges OR-Set removes wrongly
-(injected through a Node subclass; crdt/ and core/ untouched) and the run must fail."""
+(injected through a Node subclass; crdt/ and core/ untouched) and the run must fail; so
+do a node that never fails over and one that merges records its HLC refused."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from collections.abc import Mapping
 from tests_sim_paths import SCENARIOS
 
 from crdt import CRDT, ORSet
+from regionsync.core.model import Delivery, Record, WriteBatch
+from regionsync.core.records import decode_body
 from regionsync.core.registry import Registry
+from regionsync.errors import MalformedRecord
 from regionsync.runtime.node import Node
 from sim import load_scenario, run
 
@@ -71,3 +75,29 @@ def test_missing_failover_is_reported() -> None:
     names = ("eu-west", "us-east", "ap-south", "us-west", "eu-north")
     res = run(opts, node_classes=dict.fromkeys(names, NoFailoverNode))
     assert "lost_delivery" in {v.kind for v in res.violations}, res.violations
+
+
+class NoDriftCheckNode(Node):
+    """A node that merges records its HLC refused (clock_drift) instead of rejecting them."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        replica, apply_one = self.replica, self.replica._apply_one
+
+        async def lax(r: Record, batch: WriteBatch, deliveries: dict[str, Delivery]) -> None:
+            try:
+                await apply_one(r, batch, deliveries)
+            except MalformedRecord as exc:
+                if not exc.reason.startswith("clock_drift"):
+                    raise
+                await replica.merge(decode_body(r.kind, r.body), batch, deliveries)
+
+        replica._apply_one = lax  # type: ignore[method-assign]
+
+
+def test_merged_edge_record_is_reported() -> None:
+    opts = load_scenario(SCENARIOS / "edge-records.toml", seed=1)
+    assert run(opts).ok
+    names = ("eu-west", "us-east", "ap-south")
+    res = run(opts, node_classes=dict.fromkeys(names, NoDriftCheckNode))
+    assert "edges" in {v.kind for v in res.violations}, res.violations

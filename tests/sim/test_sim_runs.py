@@ -30,6 +30,9 @@ def test_required_scenarios_exist() -> None:
         "lost-disk",
         "clock-skew",
         "lossy-network",
+        "restore-old-copy",
+        "edge-records",
+        "oversized-backlog",
     } <= names
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["ack_overdue", "actor_reused", "digest_verdict", "next_incarnation"]
+__all__ = ["ack_overdue", "actor_reused", "digest_verdict", "next_incarnation", "refusal_pause"]
 
 
 def actor_reused(actor: str, local_vv: Mapping[str, int], peer_vv: Mapping[str, int]) -> bool:
@@ -50,3 +50,15 @@ def ack_overdue(sent_at: Sequence[float], now: float, timeout_s: float) -> float
         return None
     late = now - (sent_at[0] + timeout_s)
     return late if late >= 0 else None
+
+
+def refusal_pause(refusals: int, min_s: float, max_s: float) -> float:
+    """Seconds to pause before resending after the peer refused records ``refusals``
+    times in a row (>= 1): ``min_s`` doubling per refusal, at most ``max_s``
+    (``replication.reconnect_min_s`` / ``reconnect_max_s``). A refusal that clears in a
+    moment (an HLC stamp the peer's clock passes within milliseconds, crdt/_hlc.py) then
+    stalls the link ``min_s``, not ``max_s``; one that persists costs ever fewer resends.
+    """
+    if refusals < 1:
+        return 0.0
+    return min(min_s * 2 ** min(refusals - 1, 62), max_s)

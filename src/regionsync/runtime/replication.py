@@ -32,7 +32,7 @@ import contextlib
 import logging
 
 from ..core.hashtree import HashTree
-from ..core.peering import ack_overdue
+from ..core.peering import ack_overdue, refusal_pause
 from ..core.wire import fit_batch, oversize_note
 from ..v1 import replication_pb2 as pb
 from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
@@ -203,6 +203,7 @@ class PeerLink:
         wake = links.log.log_waiter()
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
+        refusals = 0  # acks in a row that rejected something (core.peering.refusal_pause)
         lingered = self.opts.linger_ms <= 0
         sent_at: collections.deque[float] = collections.deque()  # unacked batches, oldest first
         clock = links.clock
@@ -211,7 +212,7 @@ class PeerLink:
         asked: tuple[dict[str, int], bytes] | None = None  # the digest we sent, if any
 
         async def read_acks() -> None:
-            nonlocal inflight, sent, closed, refused
+            nonlocal inflight, sent, closed, refused, refusals
             try:
                 while (msg := await stream.recv()) is not None:
                     status.last_contact_at_ms = links.clock.wall_ms()
@@ -235,6 +236,7 @@ class PeerLink:
                     for rej in msg.ack.rejected:
                         status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
                         refused = True
+                    refusals = refusals + 1 if msg.ack.rejected else 0
                     links.on_ack()
                     inflight = max(inflight - 1, 0)  # a duplicated ack is not a batch
                     if inflight == 0:
@@ -262,7 +264,10 @@ class PeerLink:
                 if status.repair_wanted and inflight == 0:
                     return  # a digest differed: the next session starts with anti-entropy
                 if refused and inflight == 0:
-                    await links.clock.sleep(self.opts.reconnect_max_s)
+                    o = self.opts
+                    await clock.sleep(
+                        refusal_pause(max(refusals, 1), o.reconnect_min_s, o.reconnect_max_s)
+                    )
                     refused = False
                 if inflight == 0 and links.replica.behind_floor(acked):
                     # forced truncation passed this peer: a new session repairs it

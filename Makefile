@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov
+.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,13 @@ checkov: $(CHECKOV_STAMP)
 	BC_SKIP_MAPPING=TRUE \
 	$(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download \
 		--download-external-modules false --quiet --compact
+
+# trace hashes of seeds 1..100 of every simulator scenario against tests/sim/trace_hashes.json
+sim-hashes: $(STAMP)
+	$(BIN)/python -m sim hashes --seeds 1..100 --jobs 2 --check tests/sim/trace_hashes.json
+
+sim-hashes-write: $(STAMP)
+	$(BIN)/python -m sim hashes --seeds 1..100 --jobs 2 --write tests/sim/trace_hashes.json
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .

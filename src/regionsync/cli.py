@@ -12,6 +12,7 @@ import click
 import pydantic
 
 from . import manage
+from .cli_tokens import token
 from .config import load_settings
 
 __all__ = ["main"]
@@ -142,6 +143,9 @@ def sim(args: tuple[str, ...]) -> None:
     import subprocess
 
     sys.exit(subprocess.call([sys.executable, "-m", "sim", *args]))
+
+
+main.add_command(token)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -112,6 +112,9 @@ class IngestSettings(_Section):
     one_remote_fallback_local: bool = False  # on timeout answer 202 anyway (else 503)
     commit_linger_ms: float = Field(0.0, ge=0, le=50)  # group commit: wait for company
     commit_max_batches: int = Field(512, ge=1)  # group commit: writes per transaction
+    # publish API: events per second per tenant in this region (token bucket, burst =
+    # max(1, rate)); 0 = unlimited. A tenant's publish_rate_per_s overrides it.
+    tenant_rate_per_s: float = Field(0.0, ge=0, le=1_000_000)
 
 
 class HttpSettings(_Section):
@@ -144,8 +147,8 @@ class TlsSettings(_Section):
 
 class Token(_Section):
     token: str = Field(min_length=16)
-    # admin | tenant:<id>:manage | tenant:<id>:publish
-    scope: str = Field(pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish))$")
+    # admin | tenant:<id>:manage | tenant:<id>:publish | tenant:<id>:read (GET only)
+    scope: str = Field(pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish|read))$")
 
 
 class Settings(BaseSettings):

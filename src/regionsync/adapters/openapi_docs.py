@@ -23,6 +23,9 @@ class TenantIn(BaseModel):
     id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     name: str = Field(min_length=1, max_length=256)
     ack_policy: Literal["local", "one-remote"] = "local"
+    publish_rate_per_s: float | None = Field(
+        None, ge=0.01, le=1_000_000, description="events/s per region; null: node default"
+    )
 
 
 class EndpointIn(BaseModel):
@@ -83,6 +86,15 @@ class SourceIn(BaseModel):
     )
 
 
+class TokenIn(BaseModel):
+    scope: str = Field(
+        pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish|read))$",
+        description="admin, or tenant:<id>:manage|publish|read (read: GET only)",
+    )
+    name: str = Field(min_length=1, max_length=128)
+    expires_at: str | None = Field(None, description="RFC 3339 time; null: never")
+
+
 class SinceIn(BaseModel):
     since: str = Field(description="RFC 3339 time")
 
@@ -104,6 +116,7 @@ MODELS = {
     "event": EventIn,
     "source": SourceIn,
     "since": SinceIn,
+    "token": TokenIn,
     "sample": SampleIn,
 }
 
@@ -113,6 +126,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (400, "malformed JSON"),
         (401, "missing or bad credentials or signature"),
+        (403, "the token's scope does not allow this route"),
         (404, "not found"),
         (409, "conflict"),
         (413, "body too large"),

@@ -7,13 +7,15 @@ vector clock, then HLC, then actor; usage counters are PN-Counters.
 
 Keys (``/`` never occurs inside an id):
     tenants                     ORSet of tenant ids
-    t/<tenant>/name|created_at  LWWRegister
+    t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s)
     t/<tenant>/endpoints        ORSet of endpoint ids
     t/<tenant>/usage/<counter>  PNCounter
     e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
     e/<endpoint>/event_types    ORSet of event types
     c/<region>                  LWWRegister: custody of that region's deliveries (core.custody)
     j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
+    tokens                      ORSet of API token ids (core.tokens; removal = revocation)
+    k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ SOURCE_FIELDS = (
 _ID = r"[A-Za-z0-9_.\-]{1,64}"
 _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tenants"), ORSet),
-    (re.compile(rf"t/{_ID}/(name|created_at|ack_policy)"), LWWRegister),
+    (re.compile(rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s)"), LWWRegister),
     (re.compile(rf"t/{_ID}/endpoints"), ORSet),
     (re.compile(rf"t/{_ID}/usage/({'|'.join(USAGE_COUNTERS)})"), PNCounter),
     (re.compile(rf"e/{_ID}/({'|'.join(ENDPOINT_FIELDS)})"), LWWRegister),
@@ -88,6 +90,8 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
     (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
     (re.compile(rf"j/{_ID}"), LWWRegister),
+    (re.compile(r"tokens"), ORSet),
+    (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
 ]
 
 
@@ -125,6 +129,7 @@ class TenantView:
     created_at_ms: int
     usage: dict[str, int]
     ack_policy: str = "local"
+    publish_rate_per_s: float | None = None  # None: the node's ingest.tenant_rate_per_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +203,11 @@ class Registry:
         state = self._states.get(key)
         return state if state is not None else cls.empty()
 
+    def get(self, key: str, cls: type) -> Any:
+        """The state under ``key`` (``cls.empty()`` if none); for modules that keep
+        their own keys in this map (core.tokens)."""
+        return self._get(key, cls)
+
     def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
         """Merge ``deltas`` into the state; returns ``{key: new state}`` for changed keys.
 
@@ -269,6 +279,11 @@ class Registry:
         """The tenant's acknowledgement policy: ``local`` or ``one-remote``."""
         return self._get(f"t/{tenant_id}/ack_policy", LWWRegister).value() or "local"
 
+    def publish_rate(self, tenant_id: str) -> float | None:
+        """The tenant's publish rate override (events/s per region), or None (default)."""
+        v = self._get(f"t/{tenant_id}/publish_rate_per_s", LWWRegister).value()
+        return float(v) if isinstance(v, int | float) else None
+
     def tenant(self, tenant_id: str) -> TenantView | None:
         """The live tenant, or None if it was never created or has been removed."""
         if not self.has_tenant(tenant_id):
@@ -280,6 +295,7 @@ class Registry:
             created_at_ms=self._get(p + "created_at", LWWRegister).value() or 0,
             usage={c: self._get(f"{p}usage/{c}", PNCounter).value() for c in USAGE_COUNTERS},
             ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
+            publish_rate_per_s=self.publish_rate(tenant_id),
         )
 
     def endpoint_ids(self, tenant_id: str) -> list[str]:
@@ -327,6 +343,11 @@ class Registry:
             payload_format=f("payload_format", "raw"),
         )
 
+    def endpoint_owner(self, endpoint_id: str) -> str | None:
+        """The tenant an endpoint id was last created for, live or deleted (None: never)."""
+        owner = self._get(f"e/{endpoint_id}/tenant", LWWRegister).value()
+        return owner if isinstance(owner, str) else None
+
     def endpoints(self, tenant_id: str) -> list[EndpointView]:
         """Live endpoints of a tenant, in id order."""
         views = (self.endpoint(e, tenant_id) for e in self.endpoint_ids(tenant_id))
@@ -345,9 +366,10 @@ class Registry:
         actor: str,
         stamp: Timestamp,
         ack_policy: str = "local",
+        publish_rate_per_s: float | None = None,
     ) -> Deltas:
         p = f"t/{tenant_id}/"
-        return dict(
+        deltas = dict(
             [
                 ("tenants", self._get("tenants", ORSet).add(tenant_id, actor=actor)),
                 self._set(p + "name", name, actor, stamp),
@@ -355,6 +377,10 @@ class Registry:
                 self._set(p + "ack_policy", ack_policy, actor, stamp),
             ]
         )
+        key = p + "publish_rate_per_s"
+        if publish_rate_per_s is not None or self._states.get(key) is not None:
+            deltas.update([self._set(key, publish_rate_per_s, actor, stamp)])
+        return deltas
 
     def delete_tenant(self, tenant_id: str) -> Deltas:
         """Removes the tenant, every endpoint and every source it has, so a re-created id

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
 from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
+from ..core.lanes import TokenBucket
 from ..core.model import Delivery, DeliveryStatus, Event, WriteBatch
 from ..core.sources import SourceConfig, event_id_for, verify
 from ..core.validate import check_event_type
@@ -66,6 +68,7 @@ class Ingest:
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.idempotency, self.peers = idempotency, peers
         self.store, self.clock, self.rng, self.ids = store, clock, rng, ids
+        self.tenant_buckets: dict[str, TokenBucket] = {}  # publish rate, per tenant
         self.pressure: Pressure | None = None
         self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
         self.last_retry_after_s = 0
@@ -88,6 +91,25 @@ class Ingest:
         self.ingest_counts[(key, priority)] = self.ingest_counts.get((key, priority), 0) + 1
         self.last_retry_after_s = decision.retry_after_s or 0
         return decision
+
+    def _tenant_rate_or_raise(self, tenant_id: str) -> None:
+        """429 (code ``tenant_rate_limited``, Retry-After in whole seconds) when the
+        tenant's publish bucket in this region is empty; 0/None rate: unlimited."""
+        rate = self.catalog.registry.publish_rate(tenant_id)
+        rate = rate if rate is not None else self.settings.ingest.tenant_rate_per_s
+        if not rate:
+            return
+        now = self.clock.monotonic()
+        bucket = self.tenant_buckets.get(tenant_id)
+        if bucket is None:
+            bucket = self.tenant_buckets[tenant_id] = TokenBucket.new(rate, now)
+        bucket.retune(rate)
+        if not bucket.take(now):
+            raise TooManyRequests(
+                f"tenant {tenant_id!r} is over its publish rate of {rate:g}/s in this region",
+                retry_after_s=max(1, math.ceil(bucket.wait_s(now))),
+                code="tenant_rate_limited",
+            )
 
     def _admit_or_raise(self, priority: str) -> None:
         decision = self.admission(priority)
@@ -139,6 +161,7 @@ class Ingest:
     ) -> tuple[Event, bool]:
         check_event_type(event_type)
         self.catalog.require_tenant(tenant_id)
+        self._tenant_rate_or_raise(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
         self._admit_or_raise(priority)
         digest = ""  # only an Idempotency-Key needs the body's digest

@@ -12,6 +12,7 @@ The parts (each its own module) receive only what they use:
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
 | ``anti_entropy`` (antientropy.AntiEntropy) | state tree, items, state merges |
 | ``custody`` (custody.Custody) | contact gossip, suspicion, custody records (failover) |
+| ``tokens`` (tokens.TokenOps) | API tokens: create, list, revoke |
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``listing`` (listing.Listing) | newest-first list and search pages |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
@@ -42,6 +43,7 @@ from .registry_ops import RegistryOps
 from .replica import Replica
 from .replication import PeerLink, serve_stream
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
+from .tokens import TokenOps
 from .writepath import WritePath
 
 __all__ = ["Node", "PeerStatus"]
@@ -83,6 +85,7 @@ class Node:
         self.registry_ops = RegistryOps(
             settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver
         )
+        self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
         self.ingest = Ingest(
             settings, self.catalog, writer, self.queue, self.keys, self.peers,
             rng=rng, ids=ids, **parts,

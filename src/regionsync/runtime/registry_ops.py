@@ -48,9 +48,21 @@ class RegistryOps:
     # -- tenants -------------------------------------------------------------------------
 
     async def create_tenant(
-        self, tenant_id: str | None, name: Any, ack_policy: Any = "local"
+        self,
+        tenant_id: str | None,
+        name: Any,
+        ack_policy: Any = "local",
+        publish_rate_per_s: Any = None,
     ) -> TenantView:
-        """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish)."""
+        """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish);
+        ``publish_rate_per_s`` (events/s per region, 0.01..1e6, None: the node default
+        ``ingest.tenant_rate_per_s``) limits its publish API; 422 naming the field."""
+        rate = publish_rate_per_s
+        if rate is not None and (
+            isinstance(rate, bool) or not isinstance(rate, int | float)
+            or not 0.01 <= rate <= 1_000_000
+        ):  # fmt: skip
+            raise Unprocessable("must be a number in [0.01, 1000000]", field="publish_rate_per_s")
         if tenant_id is not None:
             check_id(tenant_id, "id")
         if not isinstance(name, str) or not 1 <= len(name) <= 256:
@@ -63,7 +75,7 @@ class RegistryOps:
                 raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.create_tenant(
-                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy
+                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate
             )
             durable = self.writer.commit_local("registry", stamp, deltas)
         await durable
@@ -109,7 +121,13 @@ class RegistryOps:
             raise Unprocessable(f"write the address as {literal}", field="url", code="invalid_url")
 
     async def create_endpoint(self, tenant_id: str, body: Mapping[str, Any]) -> EndpointView:
-        """Create an endpoint from an API body (fields of shared/API.md)."""
+        """Create an endpoint from an API body (fields of shared/API.md).
+
+        Endpoint ids are global registry keys, so a caller-chosen ``id`` is scoped to its
+        tenant: 409 only if this tenant has a live endpoint with it; if another tenant ever
+        used it, the endpoint gets a fresh generated id instead (the answer's ``id`` is the
+        one to use), so a chosen id never shares state with, or answers for, another tenant.
+        """
         allowed = {
             "id", "url", "event_types", "filter", "secret", "description",
             "rate_limit_per_s", "max_in_flight", "headers", "paused", "payload_format",
@@ -137,8 +155,11 @@ class RegistryOps:
         }
         async with self.writer.local_lock():
             self.catalog.tenant(tenant_id)
+            owner = self.catalog.registry.endpoint_owner(eid) if eid else None
+            if owner is not None and owner != tenant_id:
+                eid = None  # another tenant's id (live or not): never revealed, never shared
             eid = eid or self.ids.new("ep")
-            if self.catalog.registry.endpoint(eid) is not None:
+            if self.catalog.registry.endpoint(eid, tenant_id) is not None:
                 raise Conflict(f"endpoint {eid!r} exists", field="id", code="exists")
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.create_endpoint(

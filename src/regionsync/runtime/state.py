@@ -21,6 +21,7 @@ from ..core.health import Health
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
 from ..core.registry import EndpointView, Registry, TenantView, gen_live
+from ..core.tokens import TokenView, tokens
 from ..errors import NotFound, Unprocessable
 
 __all__ = ["Catalog", "DeliveryQueue", "IdempotencyKeys", "IdempotencyRow", "PeerStatus"]
@@ -44,12 +45,14 @@ class Catalog:
         self.index = SubscriptionIndex()
         self.custody: dict[str, CustodyRecord] = {}  # owner -> record (core.custody)
         self.jobs: dict[str, dict[str, Any]] = {}  # job id -> fields (runtime/recovery.py)
+        self.token_hashes: dict[str, TokenView] = {}  # sha256 hex -> live API token
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
         """Replace the registry with ``states`` (key -> encoded CRDT) and re-index."""
         self.registry = Registry.from_bytes(states)
         self.rebuild_index()
+        self._reindex_tokens()
 
     def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
         """Merge ``deltas`` (key -> CRDT delta); returns the changed keys' new states."""
@@ -60,7 +63,12 @@ class Catalog:
                 self.custody = self.registry.custody()
             if any(k.startswith("j/") for k in changed):
                 self.jobs = self.registry.jobs()
+            if any(k == "tokens" or k.startswith("k/") for k in changed):
+                self._reindex_tokens()
         return changed
+
+    def _reindex_tokens(self) -> None:
+        self.token_hashes = {t.hash: t for t in tokens(self.registry)}
 
     def rebuild_index(self) -> None:
         self.custody, self.jobs = self.registry.custody(), self.registry.jobs()

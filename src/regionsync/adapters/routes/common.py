@@ -26,9 +26,11 @@ from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
+from ...core.tokens import Caller, hash_token
 from ...errors import (
     ClientError,
     Forbidden,
+    NotFound,
     PayloadTooLarge,
     Unauthorized,
     Unprocessable,
@@ -175,6 +177,7 @@ def tenant_json(t: TenantView) -> dict[str, Any]:
         "id": t.id,
         "name": t.name,
         "ack_policy": t.ack_policy,
+        "publish_rate_per_s": t.publish_rate_per_s,
         "created_at": rfc3339(t.created_at_ms),
         "usage": t.usage,
     }
@@ -311,9 +314,12 @@ def _loopback(listen: str) -> bool:
 
 
 class Auth:
-    """Bearer tokens with scopes (shared/API.md, Authentication)."""
+    """Bearer tokens with scopes (shared/API.md, Authentication): the static ``[[tokens]]``
+    of node.toml and the replicated registry tokens (``POST /v1/tokens``, looked up by
+    sha256; a revoked or expired one is unknown)."""
 
     def __init__(self, node: Node):
+        self.node = node
         self.tokens = {t.token: t.scope for t in node.settings.tokens}
         self.open = not self.tokens and _loopback(node.settings.http_listen)
         if self.open:
@@ -321,23 +327,47 @@ class Auth:
         elif not self.tokens:
             log.warning(
                 "no API tokens configured and the HTTP listener is not on loopback: every /v1 "
-                "request will be refused (401); add [[tokens]] to the configuration"
+                "request needs a registry token (401 otherwise); add [[tokens]] to the "
+                "configuration to create the first one"
             )
 
-    def check(self, request: Request, tenant: str | None = None, publish: bool = False) -> None:
-        if self.open:
-            return
+    def caller(self, request: Request) -> Caller:
+        """Who sends ``request``; 401 (field ``authorization``) without a valid token. An
+        open node (no static tokens, loopback) takes a request without Authorization as
+        admin, but refuses an unknown, revoked or expired token like any node."""
         header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        scope = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
-        if scope is None:
-            raise Unauthorized("missing or unknown bearer token", field="authorization")
-        if scope == "admin":
-            return
-        _, scope_tenant, right = scope.split(":")
-        if tenant is not None and scope_tenant == tenant and (right == "manage" or publish):
-            return
-        raise Forbidden(f"token scope {scope!r} does not allow this", field="authorization")
+        scheme, _, secret = header.partition(" ")
+        secret = secret.strip()
+        if scheme.lower() == "bearer" and secret:
+            scope = self.tokens.get(secret)
+            if scope is not None:
+                return Caller(scope, f"config:{scope}")
+            found = self.node.catalog.token_hashes.get(hash_token(secret))
+            if found is not None and not found.expired(self.node.clock.wall_ms()):
+                return Caller(found.scope, f"token:{found.name}")
+        if self.open and not header:
+            return Caller("admin", "anonymous")  # an unknown token is refused even here
+        raise Unauthorized("missing or unknown bearer token", field="authorization")
+
+    def check(self, request: Request, tenant: str | None = None, publish: bool = False) -> Caller:
+        """Allow or raise: 401 without a valid token; for a tenant token, 404 (field
+        ``tenant``) on another tenant's routes (ids must not be probeable), 403 on
+        admin-only routes (``tenant`` None) and on routes its right does not cover
+        (``publish`` only the publish route, ``read`` only GET)."""
+        caller = self.caller(request)
+        if caller.scope == "admin":
+            return caller
+        _, scope_tenant, right = caller.scope.split(":")
+        if tenant is None:
+            raise Forbidden(f"token scope {caller.scope!r} does not allow this",
+                            field="authorization")  # fmt: skip
+        if scope_tenant != tenant:
+            raise NotFound(f"no tenant {tenant!r}", field="tenant")
+        if right == "manage" or (right == "publish" and publish):
+            return caller
+        if right == "read" and not publish and request.method in ("GET", "HEAD"):
+            return caller
+        raise Forbidden(f"token scope {caller.scope!r} does not allow this", field="authorization")
 
 
 @dataclass

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ...errors import Unprocessable
+from ...errors import Forbidden, Unprocessable
 from ..openapi_docs import body
 from .common import (
     ApiContext,
@@ -28,15 +28,18 @@ def build(ctx: ApiContext) -> APIRouter:
     async def create_tenant(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         body = await read_object(request, ctx.max_body)
-        unknown = sorted(set(body) - {"id", "name", "ack_policy"})
+        unknown = sorted(set(body) - {"id", "name", "ack_policy", "publish_rate_per_s"})
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
         if "name" not in body:
             raise Unprocessable("is required", field="name")
         return tenant_json(
             await node.registry_ops.create_tenant(
-                body.get("id"), body["name"], body.get("ack_policy", "local")
-            )
+                body.get("id"),
+                body["name"],
+                body.get("ack_policy", "local"),
+                body.get("publish_rate_per_s"),
+            )  # fmt: skip
         )
 
     @router.get("/v1/tenants")
@@ -57,7 +60,9 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.delete("/v1/tenants/{tenant}", status_code=204)
     async def delete_tenant(request: Request, tenant: str) -> Response:
-        ctx.auth.check(request)
+        # another tenant's token gets 404 like on every tenant route; its own gets 403
+        if ctx.auth.check(request, tenant).scope != "admin":
+            raise Forbidden("deleting a tenant takes an admin token", field="authorization")
         await node.registry_ops.delete_tenant(tenant)
         return Response(status_code=204)
 

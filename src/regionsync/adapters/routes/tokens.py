@@ -1,0 +1,63 @@
+"""Routes of API tokens: ``/v1/tokens`` (admin). The secret is in the 201 body only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from ...core.tokens import TokenView
+from ...errors import Unprocessable
+from ..openapi_docs import body
+from .common import ApiContext, parse_time, read_object, rfc3339
+
+__all__ = ["build", "token_json"]
+
+
+def token_json(t: TokenView) -> dict[str, Any]:
+    """A token without its secret or hash."""
+    return {
+        "id": t.id,
+        "name": t.name,
+        "scope": t.scope,
+        "expires_at": rfc3339(t.expires_at_ms),
+        "created_at": rfc3339(t.created_at_ms),
+        "created_by": t.created_by,
+    }
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Create (the token is shown once), list and revoke replicated API tokens."""
+    router, node = APIRouter(), ctx.node
+
+    @router.post("/v1/tokens", status_code=201, openapi_extra=body("token"))
+    async def create_token(request: Request) -> dict[str, Any]:
+        """A new token ``rs_...``: returned in ``token`` once, stored only as its sha256."""
+        caller = ctx.auth.check(request)
+        data = await read_object(request, ctx.max_body)
+        unknown = sorted(set(data) - {"scope", "name", "expires_at"})
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        for name in ("scope", "name"):
+            if name not in data:
+                raise Unprocessable("is required", field=name)
+        expires = data.get("expires_at")
+        if expires is not None and not isinstance(expires, str):
+            raise Unprocessable("must be an RFC 3339 time or null", field="expires_at")
+        expires_ms = parse_time(expires, "expires_at") if expires is not None else None
+        view, secret = await node.tokens.create(data["scope"], data["name"], expires_ms, caller)
+        return {**token_json(view), "token": secret}
+
+    @router.get("/v1/tokens")
+    async def list_tokens(request: Request) -> dict[str, Any]:
+        ctx.auth.check(request)
+        return {"items": [token_json(t) for t in node.tokens.list()], "next": None}
+
+    @router.delete("/v1/tokens/{token}", status_code=204)
+    async def revoke_token(request: Request, token: str) -> Response:
+        """Revoke in every region (effective in each once replicated there)."""
+        ctx.auth.check(request)
+        await node.tokens.revoke(token)
+        return Response(status_code=204)
+
+    return router

@@ -1,0 +1,88 @@
+"""API token operations: create (the secret is returned once), list, revoke.
+
+Tokens are registry objects (core.tokens), committed on the local write path and
+replicated like every registry change: a revocation stops the token in another region
+once the record reaches it (the replication lag, ``records_behind`` in /v1/cluster).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.tokens import (
+    SCOPE_RE,
+    Caller,
+    TokenView,
+    create_token,
+    hash_token,
+    make_token,
+    revoke_token,
+    token,
+)
+from ..errors import NotFound, Unprocessable
+from .ports import Clock, IdSource, Rng
+from .state import Catalog
+from .writepath import WritePath
+
+__all__ = ["TokenOps"]
+
+
+class TokenOps:
+    """Create, list and revoke API tokens; raise ``regionsync.errors.ClientError``."""
+
+    def __init__(
+        self, catalog: Catalog, writer: WritePath, *, rng: Rng, ids: IdSource, clock: Clock
+    ):
+        self.catalog, self.writer, self.rng, self.ids, self.clock = catalog, writer, rng, ids, clock
+
+    async def create(
+        self, scope: Any, name: Any, expires_at_ms: int | None, caller: Caller
+    ) -> tuple[TokenView, str]:
+        """A new token: ``(view, secret)``; the secret is never stored or shown again.
+
+        422 (field ``scope``, ``name``, ``expires_at``) for a scope outside
+        ``admin | tenant:<id>:(manage|publish|read)``, a name not 1..128 characters, or an
+        expiry not in the future.
+        """
+        if not isinstance(scope, str) or not SCOPE_RE.fullmatch(scope):
+            raise Unprocessable("must be admin or tenant:<id>:manage|publish|read", field="scope")
+        if not isinstance(name, str) or not 1 <= len(name) <= 128:
+            raise Unprocessable("must be a string of 1..128 characters", field="name")
+        if expires_at_ms is not None and expires_at_ms <= self.clock.wall_ms():
+            raise Unprocessable("must be in the future", field="expires_at")
+        secret = make_token(self.rng.randbytes(32))
+        async with self.writer.local_lock():
+            tid = self.ids.new("tok")
+            stamp = self.writer.stamp()
+            fields = {
+                "hash": hash_token(secret),
+                "scope": scope,
+                "name": name,
+                "expires_at": expires_at_ms,
+                "created_at": stamp.wall_ms,
+                "created_by": caller.name,
+            }
+            deltas = create_token(self.catalog.registry, tid, fields, self.writer.actor, stamp)
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        return self.get(tid), secret
+
+    def get(self, token_id: str) -> TokenView:
+        """The live token; 404 (field ``token``) if unknown or revoked."""
+        view = token(self.catalog.registry, token_id)
+        if view is None:
+            raise NotFound(f"no token {token_id!r}", field="token")
+        return view
+
+    def list(self) -> list[TokenView]:
+        """Every live token (expired ones included, marked by their ``expires_at``)."""
+        return sorted(self.catalog.token_hashes.values(), key=lambda t: t.id)
+
+    async def revoke(self, token_id: str) -> None:
+        """Revoke in every region (replicated); 404 if unknown or already revoked."""
+        async with self.writer.local_lock():
+            self.get(token_id)
+            stamp = self.writer.stamp()
+            deltas = revoke_token(self.catalog.registry, token_id)
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable

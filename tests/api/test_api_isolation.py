@@ -1,0 +1,194 @@
+"""Tenant isolation on every route of the OpenAPI document (issue 14): 401 without a
+token; a tenant token on another tenant's ids gets 404 (ids are not probeable); a
+tenant token on admin routes, a publish token on management routes and a read token on
+anything but GET get 403. Caller-chosen endpoint ids are scoped to their tenant."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from api_support import Api, assert_problem, eventually, running_node
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ADMIN = "static-admin-token-0123456789"
+UNAUTHENTICATED = {"/healthz", "/readyz", "/metrics", "/in/{source}", "/openapi.json"}
+BODIES: dict[str, Any] = {
+    "recover": {"since": "2020-01-01T00:00:00Z"},
+    "replay-missing": {"since": "2020-01-01T00:00:00Z"},
+    "test-filter": {"payload": {}},
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Any]]:
+    """Tenants acme and other; other has an endpoint, an event, a delivery, a job and a
+    source; acme has manage, publish and read tokens."""
+    tmp: Path = tmp_path_factory.mktemp("iso")
+    async with running_node(tmp, tokens=[{"token": ADMIN, "scope": "admin"}]) as api:
+        c = api.client
+        c.headers.update(bearer(ADMIN))
+        for t in ("acme", "other"):
+            assert (await c.post("/v1/tenants", json={"id": t, "name": t})).status_code == 201
+        body = {"url": "http://127.0.0.1:9/h", "paused": True}
+        ep = (await c.post("/v1/tenants/other/endpoints", json=body)).json()
+        ev = await c.post("/v1/tenants/other/events", json={"event_type": "a", "payload": {}})
+        assert ev.status_code == 202, ev.text
+        event = ev.json()["id"]
+
+        async def delivery() -> str | None:
+            got = await c.get(f"/v1/tenants/other/endpoints/{ep['id']}/deliveries")
+            items = got.json()["items"]
+            return items[0]["id"] if items else None
+
+        job = await c.post(f"/v1/tenants/other/endpoints/{ep['id']}/recover",
+                           json=BODIES["recover"])  # fmt: skip
+        src = await c.post("/v1/sources", json={"tenant": "other", "kind": "github",
+                                                "secret": "s3cret"})  # fmt: skip
+        tokens = {}
+        for right in ("manage", "publish", "read"):
+            made = await c.post("/v1/tokens", json={"scope": f"tenant:acme:{right}", "name": right})
+            tokens[right] = made.json()["token"]
+        doc = (await c.get("/openapi.json")).json()
+        yield {
+            "api": api,
+            "tokens": tokens,
+            "doc": doc,
+            "ids": {
+                "tenant": "other",
+                "endpoint": ep["id"],
+                "event": event,
+                "delivery": await eventually(delivery),
+                "job": job.json()["id"],
+                "source": src.json()["id"],
+                "token": made.json()["id"],
+            },
+        }
+
+
+def _routes() -> list[tuple[str, str]]:
+    from regionsync.adapters.http_api import create_app
+    from regionsync.adapters.wiring import build_node
+    from regionsync.config import load_settings
+
+    app = create_app(build_node(load_settings(None, data_dir="/nonexistent")))
+    doc = app.app.openapi()
+    return sorted(
+        (method.upper(), path)
+        for path, ops in doc["paths"].items()
+        for method in ops
+        if path not in UNAUTHENTICATED
+    )
+
+
+ROUTES = _routes()
+
+
+def _fill(path: str, ids: dict[str, str], tenant: str | None = None) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return tenant if (name == "tenant" and tenant is not None) else ids[name]
+
+    return re.sub(r"\{(\w+)\}", one, path)
+
+
+def _body(path: str) -> Any:
+    last = path.rsplit("/", 1)[-1]
+    return BODIES.get(last, {"description": "x"} if last == "{endpoint}" else {})
+
+
+async def _call(api: Api, method: str, url: str, path: str, headers: dict[str, str]) -> Any:
+    kw: dict[str, Any] = {"headers": headers}
+    if method in ("POST", "PATCH", "PUT"):
+        kw["json"] = _body(path)
+    # the client's default admin header must not leak into these requests
+    return await api.client.request(method, url, **{**kw, "headers": {"authorization": "",
+                                                                        **headers}})  # fmt: skip
+
+
+async def test_every_route_is_covered() -> None:
+    assert ("DELETE", "/v1/tokens/{token}") in ROUTES
+    assert ("GET", "/v1/tenants/{tenant}/jobs/{job}") in ROUTES
+    assert len(ROUTES) >= 20
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+async def test_no_token_401(world: dict[str, Any], method: str, path: str) -> None:
+    api = world["api"]
+    resp = await _call(api, method, _fill(path, world["ids"]), path, {})
+    assert_problem(resp, 401, "authorization")
+
+
+@pytest.mark.parametrize("right", ["manage", "publish", "read"])
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+async def test_tenant_token_elsewhere(
+    world: dict[str, Any], method: str, path: str, right: str
+) -> None:
+    """On another tenant's routes: 404; on admin routes: 403."""
+    api, token = world["api"], world["tokens"][right]
+    resp = await _call(api, method, _fill(path, world["ids"]), path, bearer(token))
+    if "{tenant}" in path:
+        assert_problem(resp, 404, "tenant")
+    else:
+        assert_problem(resp, 403, "authorization")
+
+
+@pytest.mark.parametrize("right", ["manage", "publish", "read"])
+@pytest.mark.parametrize(
+    ("method", "path"), [r for r in ROUTES if "{tenant}/" in r[1] and r[1].count("{") > 1]
+)
+async def test_own_tenant_other_ids(
+    world: dict[str, Any], method: str, path: str, right: str
+) -> None:
+    """Another tenant's endpoint, event, delivery or job under one's own tenant: 404 for
+    a token allowed on the route, 403 (before any lookup) for one that is not."""
+    api, token = world["api"], world["tokens"][right]
+    resp = await _call(api, method, _fill(path, world["ids"], "acme"), path, bearer(token))
+    allowed = right == "manage" or (right == "read" and method == "GET")
+    assert_problem(resp, 404 if allowed else 403)
+
+
+@pytest.mark.parametrize("right", ["publish", "read"])
+@pytest.mark.parametrize(
+    ("method", "path"), [r for r in ROUTES if r[1].startswith("/v1/tenants/{tenant}")]
+)
+async def test_own_tenant_rights(world: dict[str, Any], method: str, path: str, right: str) -> None:
+    """A publish token may only publish; a read token only GET (never 401/404 here)."""
+    api, token = world["api"], world["tokens"][right]
+    resp = await _call(api, method, _fill(path, world["ids"], "acme"), path, bearer(token))
+    publish = method == "POST" and path == "/v1/tenants/{tenant}/events"
+    allowed = publish if right == "publish" else method == "GET"
+    if path == "/v1/tenants/{tenant}" and method == "DELETE":
+        allowed = False
+    if allowed:
+        assert resp.status_code not in (401, 403), resp.text
+    else:
+        assert_problem(resp, 403, "authorization")
+
+
+async def test_chosen_endpoint_id_is_scoped_to_its_tenant(world: dict[str, Any]) -> None:
+    api = world["api"]
+    c, taken = api.client, world["ids"]["endpoint"]
+    manage = bearer(world["tokens"]["manage"])
+    body = {"id": taken, "url": "http://127.0.0.1:9/a"}
+    resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
+    assert resp.status_code == 201, resp.text  # not 409: other's id is not revealed
+    mine = resp.json()["id"]
+    assert mine != taken and resp.json()["tenant"] == "acme"
+    other = (await c.get(f"/v1/tenants/other/endpoints/{taken}")).json()
+    assert other["tenant"] == "other" and other["url"] == "http://127.0.0.1:9/h"
+    # a free chosen id is kept; the same tenant choosing it again gets 409
+    body = {"id": "acme-orders", "url": "http://127.0.0.1:9/a"}
+    resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
+    assert resp.status_code == 201 and resp.json()["id"] == "acme-orders"
+    resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
+    assert_problem(resp, 409, "id")

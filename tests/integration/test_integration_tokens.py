@@ -1,0 +1,59 @@
+"""A token revoked in one region is refused by all three real processes within seconds
+(issue 14): the revocation is a registry change, so the window is the replication lag.
+Tokens are created and revoked with the ``regionsync token`` CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import httpx
+import pytest
+from cluster_support import REGIONS, eventually
+
+from regionsync.demo import Cluster
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def cli(base: str, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "regionsync.cli", "token", "--url", base, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_revoked_token_refused_in_every_region(
+    cluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    made = json.loads(await cli(cluster.http[REGIONS[0]], "create", "--scope", "admin",
+                                "--name", "integration"))  # fmt: skip
+    secret, headers = made["token"], {"authorization": f"Bearer {made['token']}"}
+    assert secret.startswith("rs_")
+
+    async def status_everywhere() -> list[int]:
+        return [
+            (await client.get(f"{cluster.http[r]}/v1/cluster", headers=headers)).status_code
+            for r in REGIONS
+        ]
+
+    async def accepted() -> bool:
+        return await status_everywhere() == [200, 200, 200]
+
+    await eventually(accepted, timeout_s=10)
+    listed = await cli(cluster.http[REGIONS[2]], "list")
+    assert made["id"] in listed and secret not in listed
+
+    await cli(cluster.http[REGIONS[1]], "revoke", made["id"])
+    revoked_at = time.monotonic()
+
+    async def refused() -> bool:
+        return await status_everywhere() == [401, 401, 401]
+
+    await eventually(refused, timeout_s=5)
+    assert time.monotonic() - revoked_at < 5

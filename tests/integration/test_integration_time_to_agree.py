@@ -20,6 +20,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -105,9 +106,45 @@ async def _behind_at_least(client: httpx.AsyncClient, http: dict[str, str], vict
     return sum(behind) >= BACKLOG
 
 
+async def _outage(client: httpx.AsyncClient, http: dict[str, str], victim: str) -> None:
+    """Return once the victim has been gone ``OUTAGE_S``: as in a real outage, the peers'
+    reconnect backoff towards it has grown. A link may never have had an ack from the
+    victim (it connected after the victim already held everything, and the kill came
+    before its first heartbeat), so the wait is timed from the kill; the peers' views
+    must agree that the victim is gone."""
+    await asyncio.sleep(OUTAGE_S)
+    live = {r: b for r, b in http.items() if r != victim}
+
+    seen: list[Any] = []
+
+    async def gone() -> bool:
+        cs = await clusters(client, live)
+        seen[:] = [(p["connected"], p["seconds_since_ack"]) for c in cs.values()
+                   for p in c["peers"] if p["region"] == victim]  # fmt: skip
+        return all(not up and (w is None or w >= OUTAGE_S) for up, w in seen)
+
+    try:
+        await eventually(gone, timeout_s=30, interval=0.5)
+    except AssertionError as e:
+        raise AssertionError(
+            f"{e}; links to {victim} (connected, seconds_since_ack): {seen}"
+        ) from e
+
+
+async def _revive(cluster: Cluster, client: httpx.AsyncClient) -> None:
+    """Restart any region an earlier test left dead, so one failure does not cascade."""
+    for region, proc in list(cluster.procs.items()):
+        if proc.poll() is not None:
+            cluster.procs[region] = demo.spawn(
+                cluster.root, region, cluster.root / f"{region}.toml"
+            )
+            await demo.wait_ready(client, cluster.http[region], time.monotonic() + 30)
+
+
 async def test_agree_within_3s_of_a_restart_under_write_load(
     cluster: Cluster, client: httpx.AsyncClient
 ) -> None:
+    await _revive(cluster, client)
     http = cluster.http
     tenant = "t-kill"
     await expect(client, "POST", f"{http[EU]}/v1/tenants", 201, json={"id": tenant, "name": "K"})
@@ -119,14 +156,7 @@ async def test_agree_within_3s_of_a_restart_under_write_load(
         victim.kill()
         assert victim.wait(timeout=10) == -9
 
-        async def outage_long_enough() -> bool:
-            # as in a real outage, the peers' reconnect backoff towards the victim has grown
-            cs = await clusters(client, {r: http[r] for r in (EU, AP)})
-            waits = [p["seconds_since_ack"] for c in cs.values() for p in c["peers"]
-                     if p["region"] == US]  # fmt: skip
-            return all(w is not None and w >= OUTAGE_S for w in waits)
-
-        await eventually(outage_long_enough, timeout_s=OUTAGE_S + 30, interval=0.5)
+        await _outage(client, http, US)
         await eventually(lambda: _behind_at_least(client, http, US), timeout_s=30)
         cluster.procs[US] = demo.spawn(cluster.root, US, cluster.root / f"{US}.toml")
         await demo.wait_ready(client, http[US], time.monotonic() + 30)
@@ -141,6 +171,7 @@ async def test_agree_within_3s_of_a_restart_under_write_load(
 async def test_agree_within_3s_of_sigcont_under_write_load(
     cluster: Cluster, client: httpx.AsyncClient
 ) -> None:
+    await _revive(cluster, client)
     http = cluster.http
     tenant = "t-stop"
     await expect(client, "POST", f"{http[EU]}/v1/tenants", 201, json={"id": tenant, "name": "S"})
@@ -168,6 +199,7 @@ async def test_agree_within_3s_of_a_restart_with_a_backlog(
     cluster: Cluster, client: httpx.AsyncClient
 ) -> None:
     """No load after the restart: 500 records written elsewhere while the region was down."""
+    await _revive(cluster, client)
     http = cluster.http
     tenant = "t-agree"
     await expect(client, "POST", f"{http[EU]}/v1/tenants", 201, json={"id": tenant, "name": "A"})
@@ -187,13 +219,7 @@ async def test_agree_within_3s_of_a_restart_with_a_backlog(
 
     await asyncio.gather(*(publish(http[(EU, AP)[i % 2]], i) for i in range(BACKLOG)))
 
-    async def outage_long_enough() -> bool:
-        cs = await clusters(client, {r: http[r] for r in (EU, AP)})
-        waits = [p["seconds_since_ack"] for c in cs.values() for p in c["peers"]
-                 if p["region"] == US]  # fmt: skip
-        return all(w is not None and w >= OUTAGE_S for w in waits)
-
-    await eventually(outage_long_enough, timeout_s=OUTAGE_S + 30, interval=0.5)
+    await _outage(client, http, US)
 
     cluster.procs[US] = demo.spawn(cluster.root, US, cluster.root / f"{US}.toml")
     await demo.wait_ready(client, http[US], time.monotonic() + 30)

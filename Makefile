@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write
+.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,7 +20,17 @@ DEMO_ARGS := $(if $(PAYLOADS),--payloads $(dir $(PAYLOADS)),)
 demo: $(STAMP)
 	$(BIN)/regionsync demo $(DEMO_ARGS)
 
-test: $(STAMP)
+# the console's browser tests (tests/console) drive Debian's chromium through Playwright
+# (never `playwright install`): installed here when missing (CI runs as root)
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+
+chromium: $(CHROMIUM)
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m ruff check .
 	$(BIN)/lint-imports
 	$(MAKE) checkov

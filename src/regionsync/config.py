@@ -43,6 +43,9 @@ class _Section(BaseModel):
 class Peer(_Section):
     region: str = Field(pattern=_REGION)
     address: str  # host:port of the peer's gRPC listener
+    # base URL of the peer's HTTP API (optional): /v1/cluster shows it, so `regionsync
+    # status` and the console can reach every region from one node's answer
+    http_url: str | None = Field(None, pattern=r"^https?://[^\s/]+$")
 
 
 class DeliverySettings(_Section):

@@ -160,7 +160,12 @@ def write_configs(
         ]
         for p in regions:
             if p != r:
-                lines += ["[[peers]]", f'region = "{p}"', f'address = "127.0.0.1:{ports[p][1]}"']
+                lines += [
+                    "[[peers]]",
+                    f'region = "{p}"',
+                    f'address = "127.0.0.1:{ports[p][1]}"',
+                    f'http_url = "http://127.0.0.1:{ports[p][0]}"',
+                ]
         lines += ["[delivery]", 'allow_private_networks = ["127.0.0.0/8", "::1/128"]']
         lines += [f"{k} = {json.dumps(v)}" for k, v in delivery.items()]
         repl = {"reconnect_max_s": 1.0, **(replication or {})}

@@ -26,7 +26,9 @@ def build(ctx: ApiContext) -> APIRouter:
     async def cluster(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         c = node.view.cluster()
+        http_urls = {p.region: p.http_url for p in node.settings.peers}
         for p in c["peers"]:
+            p["http_url"] = http_urls.get(p["region"])
             p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
             p["last_digest_at"] = rfc3339(p.pop("last_digest_at_ms"))
             p["last_contact_at"] = rfc3339(p.pop("last_contact_at_ms"))

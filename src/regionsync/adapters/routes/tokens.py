@@ -1,4 +1,5 @@
-"""Routes of API tokens: ``/v1/tokens`` (admin). The secret is in the 201 body only."""
+"""Routes of API tokens: ``/v1/tokens`` (admin; the secret is in the 201 body only) and
+``/v1/whoami`` (any valid token: its scope)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def token_json(t: TokenView) -> dict[str, Any]:
 
 
 def build(ctx: ApiContext) -> APIRouter:
-    """Create (the token is shown once), list and revoke replicated API tokens."""
+    """Create (the token is shown once), list and revoke replicated API tokens; whoami."""
     router, node = APIRouter(), ctx.node
 
     @router.post("/v1/tokens", status_code=201, openapi_extra=body("token"))
@@ -47,6 +48,17 @@ def build(ctx: ApiContext) -> APIRouter:
         expires_ms = parse_time(expires, "expires_at") if expires is not None else None
         view, secret = await node.tokens.create(data["scope"], data["name"], expires_ms, caller)
         return {**token_json(view), "token": secret}
+
+    @router.get("/v1/whoami")
+    async def whoami(request: Request) -> dict[str, Any]:
+        """The caller's token: ``scope``, ``name`` (audit name), ``tenant`` (None for
+        admin) and ``right`` (``admin``, ``manage``, ``publish`` or ``read``). Any valid
+        token may ask (the console reads it to choose its view); 401 otherwise."""
+        caller = ctx.auth.caller(request)
+        if caller.scope == "admin":
+            return {"scope": "admin", "name": caller.name, "tenant": None, "right": "admin"}
+        _, tenant, right = caller.scope.split(":")
+        return {"scope": caller.scope, "name": caller.name, "tenant": tenant, "right": right}
 
     @router.get("/v1/tokens")
     async def list_tokens(request: Request) -> dict[str, Any]:

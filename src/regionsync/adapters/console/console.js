@@ -1,0 +1,521 @@
+// regionsync console: a static page over the node's JSON API (no build step, no CDN).
+// The token is kept in sessionStorage (this tab only, gone when the tab closes) and sent
+// as "Authorization: Bearer"; it is never put in a cookie, so the API needs no CSRF
+// defence. Every value from the API is inserted as text (textContent), never as HTML.
+"use strict";
+
+const TOKEN_KEY = "regionsync.token";
+const main = () => document.getElementById("main");
+let who = null; // {scope, name, tenant, right} of the token, from GET /v1/whoami
+
+// ---------------------------------------------------------------- DOM and API helpers
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function show(...children) {
+  // the page's content: null/false children are left out, arrays are spread
+  const kids = children.flat(2).filter((c) => c !== null && c !== undefined && c !== false);
+  main().replaceChildren(...kids.map((c) => (c instanceof Node ? c : document.createTextNode(String(c)))));
+}
+
+const text = (v) => (v === null || v === undefined || v === "" ? "-" : String(v));
+const enc = encodeURIComponent;
+
+function table(cols, rows, attrs) {
+  // cols: [header, row -> cell content, optional td attrs]
+  return h("table", attrs,
+    h("thead", {}, h("tr", {}, cols.map(([name]) => h("th", {}, name)))),
+    h("tbody", {}, rows.length === 0
+      ? h("tr", {}, h("td", { colspan: cols.length, class: "muted" }, "none"))
+      : rows.map((r) => h("tr", r.__attrs || {},
+          cols.map(([, cell, tdAttrs]) => h("td", tdAttrs || {}, cell(r)))))));
+}
+
+function flash(message, isError) {
+  const el = document.getElementById("flash");
+  el.textContent = message || "";
+  el.className = isError ? "error" : "";
+}
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    const p = problem || {};
+    super(`${status} ${p.error || "error"}: ${p.detail || ""}${p.field ? ` (field: ${p.field})` : ""}`);
+    this.status = status;
+    this.problem = p;
+  }
+}
+
+async function api(method, path, body, params) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const qs = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) if (v) qs.set(k, v);
+  const url = qs.toString() ? `${path}?${qs}` : path;
+  const resp = await fetch(url, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (resp.status === 204) return null;
+  let data = null;
+  try { data = await resp.json(); } catch (_) { data = null; }
+  if (resp.status === 401) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    who = null;
+  }
+  if (!resp.ok) throw new ApiError(resp.status, data);
+  return data;
+}
+
+async function allPages(path, params, max) {
+  const items = [];
+  let cursor = null;
+  do {
+    const page = await api("GET", path, undefined, { ...params, cursor, limit: "200" });
+    items.push(...page.items);
+    cursor = page.next;
+  } while (cursor && items.length < (max || 1000));
+  return items;
+}
+
+const isAdmin = () => who && who.scope === "admin";
+const canManage = () => who && (who.scope === "admin" || who.right === "manage");
+
+function stateCell(state) {
+  return h("span", { class: `state-${state}`, "data-state": state }, state);
+}
+
+function statusCell(status) {
+  return h("span", { class: `st-${status}` }, status);
+}
+
+function ago(seconds) {
+  return seconds === null || seconds === undefined ? "never" : `${seconds.toFixed(1)} s ago`;
+}
+
+function sinceInput(name) {
+  // a datetime-local input, default 24 h ago; its value is read as local time
+  const d = new Date(Date.now() - 24 * 3600 * 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  const local = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return h("input", { type: "datetime-local", name, value: local, "aria-label": name });
+}
+
+function rfc3339(localValue) {
+  return new Date(localValue).toISOString();
+}
+
+// ---------------------------------------------------------------- pages
+
+function renderNav() {
+  const nav = document.getElementById("nav");
+  nav.replaceChildren();
+  const logout = document.getElementById("logout");
+  logout.hidden = !who;
+  document.getElementById("who").textContent = who ? `${who.scope} (${who.name})` : "";
+  if (!who) return;
+  if (isAdmin()) {
+    nav.append(h("a", { href: "#/cluster" }, "Cluster"), h("a", { href: "#/tenants" }, "Tenants"));
+  } else if (who.tenant) {
+    nav.append(h("a", { href: `#/t/${enc(who.tenant)}/endpoints` }, "Endpoints"));
+  }
+}
+
+function loginPage(message) {
+  const input = h("input", { type: "password", id: "token", name: "token", required: true,
+    autocomplete: "off", placeholder: "rs_... or a token of node.toml" });
+  const form = h("form", { class: "login", id: "login" },
+    h("h1", {}, "Log in"),
+    h("label", { for: "token" }, "API token (admin, or a tenant token for its portal)"),
+    input,
+    h("button", { class: "primary", type: "submit" }, "Log in"),
+    h("p", { class: "muted" },
+      "The token is kept in this tab's sessionStorage only and sent as a bearer token."));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    try {
+      who = await api("GET", "/v1/whoami");
+    } catch (err) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      flash(`Login refused: ${err.message}`, true);
+      return;
+    }
+    flash("");
+    location.hash = isAdmin() ? "#/cluster" : `#/t/${enc(who.tenant)}/endpoints`;
+  });
+  if (message) flash(message, true);
+  show(form);
+  input.focus();
+}
+
+async function clusterPage() {
+  const c = await api("GET", "/v1/cluster");
+  const custody = c.custody || {};
+  const suspected = new Set(custody.suspected || []);
+  const records = custody.records || {};
+  const custodyOf = (region) => {
+    const rec = records[region];
+    const s = !rec || rec.state === "own" ? "own" : `adopted by ${rec.live.join(", ")}`;
+    return suspected.has(region) ? `${s} (suspected)` : s;
+  };
+  const rows = [{
+    region: c.region, self: true, connected: "this node", behind: 0, contact: "-",
+    registry: c.registry_hash.slice(0, 16), agrees: "-", custody: custodyOf(c.region),
+    error: null, http_url: null,
+  }];
+  for (const p of c.peers) {
+    rows.push({
+      region: p.region, connected: p.connected ? "yes" : "NO", behind: p.records_behind,
+      contact: ago(p.seconds_since_contact),
+      agrees: { true: "agrees", false: "DIFFERS", null: "not compared yet" }[p.state_agrees],
+      registry: "", custody: custodyOf(p.region), error: p.last_error, http_url: p.http_url,
+    });
+  }
+  const allAgree = c.peers.every((p) => p.state_agrees === true);
+  show(
+    h("h1", {}, `Cluster as ${c.region} sees it`),
+    h("dl", { class: "kv" },
+      h("dt", {}, "actor"), h("dd", {}, c.actor),
+      h("dt", {}, "registry hash"), h("dd", {}, h("code", {}, c.registry_hash)),
+      h("dt", {}, "registry agreement"),
+      h("dd", { id: "agreement", class: allAgree ? "ok" : "warn" },
+        allAgree ? "every peer's state digest agrees with this region"
+          : "not every peer's state digest agrees yet (see below)"),
+      h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events))),
+    table([
+      ["region", (r) => (r.http_url ? h("a", { href: `${r.http_url}/console` }, r.region) : r.region)],
+      ["connected", (r) => h("span", { class: r.connected === "NO" ? "bad" : "" }, r.connected)],
+      ["records behind", (r) => r.behind, { class: "num" }],
+      ["last contact", (r) => r.contact],
+      ["registry hash", (r) => (r.self ? h("code", {}, r.registry) : r.agrees)],
+      ["custody", (r) => r.custody],
+      ["last error", (r) => text(r.error)],
+    ], rows.map((r) => ({ ...r, __attrs: { "data-region": r.region } })), { id: "regions" }),
+    h("p", { class: "muted" },
+      "Registry agreement of a peer comes from the state digests exchanged over replication " +
+      "(roots compared at equal version vectors)."));
+}
+
+async function tenantsPage() {
+  const tenants = await allPages("/v1/tenants", {}, 1000);
+  show(
+    h("h1", {}, "Tenants"),
+    table([
+      ["id", (t) => h("a", { href: `#/t/${enc(t.id)}/endpoints` }, t.id)],
+      ["name", (t) => t.name],
+      ["ack policy", (t) => t.ack_policy],
+      ["published", (t) => text(t.usage && t.usage.events_published), { class: "num" }],
+      ["backlog", (t) => text(t.usage && t.usage.backlog), { class: "num" }],
+      ["failed", (t) => text(t.usage && t.usage.deliveries_failed), { class: "num" }],
+      ["", (t) => [h("a", { href: `#/t/${enc(t.id)}/endpoints` }, "endpoints"), " · ",
+        h("a", { href: `#/t/${enc(t.id)}/events` }, "events")]],
+    ], tenants, { id: "tenants" }));
+}
+
+async function endpointsPage(tenant) {
+  const eps = await allPages(`/v1/tenants/${enc(tenant)}/endpoints`, {}, 1000);
+  show(
+    h("h1", {}, `Endpoints of ${tenant}`),
+    isAdmin() ? h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "Event log")) : null,
+    table([
+      ["id", (e) => h("a", { href: `#/t/${enc(tenant)}/endpoints/${enc(e.id)}` }, e.id)],
+      ["url", (e) => e.url],
+      ["state", (e) => stateCell(e.state)],
+      ["failing since", (e) => text(e.failing_since)],
+      ["event types", (e) => (e.event_types.length ? e.event_types.join(", ") : "every type")],
+    ], eps.map((e) => ({ ...e, __attrs: { "data-endpoint": e.id } })), { id: "endpoints" }));
+}
+
+function requestHeaders(eventId, eventType, endpoint) {
+  // What every attempt of a delivery sends (core/envelope.py); the timestamp and the
+  // signatures differ per attempt and are not recorded.
+  const lines = Object.entries((endpoint && endpoint.headers) || {}).map(([k, v]) => `${k}: ${v}`);
+  lines.push("content-type: application/json");
+  if (eventType) lines.push(`webhook-event-type: ${eventType}`);
+  lines.push(`webhook-id: ${eventId || "(the event id)"}`);
+  lines.push("webhook-timestamp: (per attempt, not recorded)");
+  lines.push("webhook-signature: (per attempt, not recorded)");
+  return lines.join("\n");
+}
+
+function attemptDetails(a, eventId, eventType, endpoint) {
+  return h("div", { class: "attempt-details", "data-attempt": `${a.delivery}:${a.generation}:${a.n}` },
+    h("dl", { class: "kv" },
+      h("dt", {}, "attempt"), h("dd", {}, `${a.n} (generation ${a.generation})`),
+      h("dt", {}, "at"), h("dd", {}, a.at),
+      h("dt", {}, "region"), h("dd", { class: "attempt-region" }, a.region),
+      h("dt", {}, "status"), h("dd", { class: "attempt-status" }, text(a.status_code)),
+      h("dt", {}, "latency"), h("dd", {}, `${a.latency_ms.toFixed(1)} ms`),
+      h("dt", {}, "error"), h("dd", {}, text(a.error))),
+    h("h3", {}, "Request headers"), h("pre", {}, requestHeaders(eventId, eventType, endpoint)),
+    h("h3", {}, "Response headers"), h("pre", {}, a.response_headers || "(none)"),
+    h("h3", {}, "Response excerpt"),
+    h("pre", { class: "response-excerpt" }, a.response_excerpt || "(empty)"));
+}
+
+function retryButton(tenant, delivery, after) {
+  if (!canManage()) return null;
+  return h("button", {
+    type: "button", class: "retry", "data-delivery": delivery.id,
+    onclick: async () => {
+      try {
+        const d = await api("POST", `/v1/tenants/${enc(tenant)}/deliveries/${enc(delivery.id)}/retry`);
+        flash(`Retry of ${d.id} started (generation ${d.generation}, region ${d.region})`);
+        await after();
+      } catch (err) { flash(err.message, true); }
+    },
+  }, "Retry");
+}
+
+async function followJob(tenant, job, after) {
+  const show = () => {
+    const panel = document.getElementById("job");
+    if (panel) {
+      panel.replaceChildren(h("span", { "data-job": job.id, "data-status": job.status },
+        `job ${job.id} (${job.kind}): ${job.status}, ${job.done} done`,
+        job.error ? ` (${job.error})` : ""));
+    }
+  };
+  for (;;) {
+    show();
+    if (job.status !== "running") break;
+    await new Promise((r) => setTimeout(r, 400));
+    job = await api("GET", `/v1/tenants/${enc(tenant)}/jobs/${enc(job.id)}`);
+  }
+  await after();
+  show(); // the page was drawn again: show the job's end on it
+}
+
+async function endpointPage(tenant, endpointId) {
+  const base = `/v1/tenants/${enc(tenant)}/endpoints/${enc(endpointId)}`;
+  const ep = await api("GET", base);
+  const deliveries = await allPages(`${base}/deliveries`, {}, 200);
+  const attempts = (await allPages(`${base}/attempts`, {}, 1000))
+    .sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : b.n - a.n));
+  const eventOf = new Map(deliveries.map((d) => [d.id, d.event]));
+  const reload = () => endpointPage(tenant, endpointId);
+
+  const act = (label, cls, fn) => h("button", {
+    type: "button", class: cls, onclick: async () => {
+      try { await fn(); } catch (err) { flash(err.message, true); }
+    },
+  }, label);
+  const patch = (body, done) => async () => {
+    await api("PATCH", base, body);
+    flash(done);
+    await reload();
+  };
+  const job = (kind) => async () => {
+    const since = rfc3339(document.querySelector(`input[name=${kind}-since]`).value);
+    const j = await api("POST", `${base}/${kind}`, { since });
+    flash(`${kind} job ${j.id} started`);
+    await followJob(tenant, j, reload);
+  };
+  const admin = isAdmin();
+  const actions = canManage() && admin ? h("div", { class: "actions" },
+    act("Pause", "pause", patch({ paused: true }, "paused")),
+    act("Resume", "resume", patch({ paused: false }, "resumed")),
+    act("Re-enable", "reenable", patch({ disabled: false }, "re-enabled")),
+    act("Rotate secret", "rotate", async () => {
+      await api("POST", `${base}/rotate-secret`);
+      flash("secret rotated (the previous one keeps signing for the overlap period)");
+      await reload();
+    }),
+    h("span", { class: "inline" }, sinceInput("recover-since"),
+      act("Recover since", "recover", job("recover"))),
+    h("span", { class: "inline" }, sinceInput("replay-missing-since"),
+      act("Replay missing since", "replay", job("replay-missing")))) : null;
+
+  const attemptRows = attempts.map((a) => ({ ...a, __attrs: { class: "attempt-row" } }));
+  show(
+    h("h1", {}, `Endpoint ${ep.id}`),
+    h("dl", { class: "kv", id: "endpoint" },
+      h("dt", {}, "tenant"), h("dd", {}, admin
+        ? h("a", { href: `#/t/${enc(tenant)}/endpoints` }, tenant) : tenant),
+      h("dt", {}, "url"), h("dd", {}, ep.url),
+      h("dt", {}, "state"), h("dd", { id: "endpoint-state" }, stateCell(ep.state)),
+      h("dt", {}, "failing since"), h("dd", {}, text(ep.failing_since)),
+      h("dt", {}, "event types"), h("dd", {}, ep.event_types.join(", ") || "every type"),
+      h("dt", {}, "payload format"), h("dd", {}, ep.payload_format),
+      h("dt", {}, "secret"), h("dd", { id: "secret" }, h("code", {}, `${ep.secret.slice(0, 12)}…`)),
+      h("dt", {}, "updated"), h("dd", {}, text(ep.updated_at))),
+    actions,
+    h("div", { id: "job" }),
+    h("h2", {}, "Deliveries (newest first)"),
+    table([
+      ["delivery", (d) => h("code", {}, d.id)],
+      ["event", (d) => (admin ? h("a", { href: `#/t/${enc(tenant)}/events/${enc(d.event)}` }, d.event) : d.event)],
+      ["status", (d) => statusCell(d.status)],
+      ["attempts", (d) => d.attempts, { class: "num" }],
+      ["next attempt", (d) => text(d.next_attempt_at)],
+      ["region", (d) => d.region],
+      ["custodian", (d) => d.custodian],
+      ["", (d) => retryButton(tenant, d, reload)],
+    ], deliveries.map((d) => ({ ...d, __attrs: { "data-delivery": d.id, "data-status": d.status } })),
+    { id: "deliveries" }),
+    h("h2", {}, "Attempts (newest first)"),
+    table([
+      ["at", (a) => a.at],
+      ["delivery", (a) => h("code", {}, a.delivery)],
+      ["#", (a) => `${a.n}`, { class: "num" }],
+      ["status", (a) => h("span", { class: a.status_code >= 200 && a.status_code < 300 ? "ok" : "bad" },
+        text(a.status_code))],
+      ["latency ms", (a) => a.latency_ms.toFixed(1), { class: "num" }],
+      ["region", (a) => a.region],
+      ["error", (a) => text(a.error)],
+      ["", (a) => h("button", {
+        type: "button", class: "open-attempt",
+        onclick: (ev) => {
+          const row = ev.target.closest("tr");
+          const open = row.nextElementSibling && row.nextElementSibling.classList.contains("details");
+          if (open) { row.nextElementSibling.remove(); return; }
+          const details = attemptDetails(a, eventOf.get(a.delivery), null, ep);
+          const event = eventOf.get(a.delivery);
+          if (admin && event) {
+            details.prepend(h("p", {}, h("a", { class: "event-link",
+              href: `#/t/${enc(tenant)}/events/${enc(event)}` }, `event ${event}`)));
+          }
+          row.after(h("tr", { class: "details" }, h("td", { colspan: 8 }, details)));
+        },
+      }, "open")],
+    ], attemptRows, { id: "attempts" }));
+}
+
+async function eventsPage(tenant, query) {
+  const params = Object.fromEntries(new URLSearchParams(query || ""));
+  const form = h("form", { id: "event-filters", class: "actions" },
+    ...["event_type", "since", "until", "endpoint", "status"].map((name) =>
+      h("label", {}, `${name} `, name === "status"
+        ? h("select", { name }, ["", "pending", "delivered", "dead", "skipped"].map((s) =>
+            h("option", { value: s, selected: params.status === s }, s || "any")))
+        : h("input", { name, value: params[name] || "",
+            placeholder: name === "event_type" ? "order.paid or issues.*"
+              : name.endsWith("since") || name === "until" ? "RFC 3339" : "" }))),
+    h("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const qs = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) qs.set(k, v);
+    location.hash = `#/t/${enc(tenant)}/events?${qs}`;
+  });
+  const body = h("tbody");
+  const more = h("button", { type: "button", id: "more", hidden: true }, "More");
+  let cursor = null;
+  const load = async () => {
+    const page = await api("GET", `/v1/tenants/${enc(tenant)}/events`, undefined,
+      { ...params, cursor, limit: "50" });
+    for (const e of page.items) {
+      const s = e.deliveries;
+      body.append(h("tr", { "data-event": e.id },
+        h("td", {}, h("a", { href: `#/t/${enc(tenant)}/events/${enc(e.id)}` }, e.id)),
+        h("td", {}, e.event_type), h("td", {}, e.received_at), h("td", {}, e.region),
+        h("td", {}, `${s.delivered}/${s.total} delivered`, s.dead ? `, ${s.dead} dead` : "",
+          s.pending ? `, ${s.pending} pending` : "", s.skipped ? `, ${s.skipped} skipped` : "")));
+    }
+    cursor = page.next;
+    more.hidden = !cursor;
+  };
+  more.addEventListener("click", () => load().catch((err) => flash(err.message, true)));
+  show(
+    h("h1", {}, `Events of ${tenant}`), form,
+    h("table", { id: "events" }, h("thead", {}, h("tr", {},
+      ["id", "type", "received", "region", "deliveries"].map((c) => h("th", {}, c)))), body),
+    more);
+  await load();
+}
+
+async function eventPage(tenant, eventId) {
+  const ev = await api("GET", `/v1/tenants/${enc(tenant)}/events/${enc(eventId)}`);
+  const sections = [];
+  for (const d of ev.deliveries) {
+    const [attempts, ep] = await Promise.all([
+      api("GET", `/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`),
+      api("GET", `/v1/tenants/${enc(tenant)}/endpoints/${enc(d.endpoint)}`).catch(() => null),
+    ]);
+    sections.push(h("section", { class: "delivery", "data-delivery": d.id, "data-status": d.status },
+      h("h2", {}, "Delivery ", h("code", {}, d.id), " to ",
+        h("a", { href: `#/t/${enc(tenant)}/endpoints/${enc(d.endpoint)}` }, d.endpoint)),
+      h("div", { class: "actions" }, "status ", statusCell(d.status),
+        ` · ${d.attempts} attempt(s) · owned by ${d.region} · delivered by ${d.custodian}`,
+        ` · next ${text(d.next_attempt_at)} `,
+        retryButton(tenant, d, () => eventPage(tenant, eventId))),
+      (attempts.items.length ? attempts.items : []).map((a) =>
+        attemptDetails(a, ev.id, ev.event_type, ep)),
+      attempts.items.length ? null : h("p", { class: "muted" }, "no attempts yet")));
+  }
+  show(
+    h("h1", {}, `Event ${ev.id}`),
+    h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "← event log")),
+    h("dl", { class: "kv", id: "event" },
+      h("dt", {}, "type"), h("dd", {}, ev.event_type),
+      h("dt", {}, "received"), h("dd", {}, ev.received_at),
+      h("dt", {}, "accepted by"), h("dd", {}, ev.region)),
+    h("h2", {}, "Payload"), h("pre", {}, JSON.stringify(ev.payload, null, 2)),
+    sections.length ? sections : h("p", { class: "muted" }, "no deliveries (no endpoint matched)"));
+}
+
+// ---------------------------------------------------------------- router
+
+async function route() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  if (!sessionStorage.getItem(TOKEN_KEY)) {
+    who = null;
+    renderNav();
+    return loginPage();
+  }
+  try {
+    if (!who) who = await api("GET", "/v1/whoami");
+    renderNav();
+    if (parts.length === 0) {
+      location.hash = isAdmin() ? "#/cluster" : `#/t/${enc(who.tenant)}/endpoints`;
+      return;
+    }
+    if (parts[0] === "cluster") return await clusterPage();
+    if (parts[0] === "tenants") return await tenantsPage();
+    if (parts[0] === "t" && parts.length >= 3) {
+      const tenant = parts[1];
+      if (parts[2] === "endpoints" && parts.length === 3) return await endpointsPage(tenant);
+      if (parts[2] === "endpoints" && parts.length === 4) return await endpointPage(tenant, parts[3]);
+      if (parts[2] === "events" && parts.length === 3) return await eventsPage(tenant, query);
+      if (parts[2] === "events" && parts.length === 4) return await eventPage(tenant, parts[3]);
+    }
+    show(h("h1", {}, "Not found"), h("p", {}, "No such console page."));
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      renderNav();
+      return loginPage("Your token was refused (401); log in again.");
+    }
+    flash(err.message, true);
+    show(h("h1", {}, "Error"), h("p", { class: "bad", id: "error" }, err.message));
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("logout").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    who = null;
+    flash("");
+    location.hash = "#/";
+    route();
+  });
+  window.addEventListener("hashchange", () => { flash(""); route(); });
+  route();
+});

@@ -1,0 +1,215 @@
+"""The web console in headless chromium against a real three-region loopback cluster
+(issue 15): an operator logs in with an admin token, sees the regions, finds the failing
+endpoint, opens its last attempt (the receiver's 500 and its body), fixes the receiver,
+presses recover and sees the job end and every delivery succeed; a tenant token sees its
+own tenant only (the consumer portal). Screenshots go to test-artifacts/console/."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from console_support import SwitchableReceiver
+from playwright.async_api import Browser, Page, expect
+
+from regionsync.demo import REGIONS, Cluster
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+US, EU, AP = REGIONS
+TIMEOUT_MS = 20_000
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+async def eventually(check, timeout_s: float = 30.0):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r})")
+        await asyncio.sleep(0.1)
+
+
+async def ok(client: httpx.AsyncClient, method: str, url: str, status: int, **kw) -> dict:  # noqa: ANN003
+    resp = await client.request(method, url, **kw)
+    assert resp.status_code == status, f"{method} {url}: {resp.status_code} {resp.text}"
+    return resp.json() if resp.content else {}
+
+
+async def login(browser: Browser, base: str, token: str) -> Page:
+    """A fresh browser context (its own sessionStorage) logged in with ``token``."""
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: errors.append(f"{msg.text} {msg.location}") if msg.type == "error" else None,
+    )
+    page.errors = errors  # type: ignore[attr-defined]
+    await page.goto(f"{base}/console")
+    await page.fill("#token", token)
+    await page.click("#login button[type=submit]")
+    return page
+
+
+async def test_operator_finds_failing_endpoint_and_recovers_it(
+    cluster: Cluster, receiver: SwitchableReceiver, browser: Browser, shots: Path
+) -> None:
+    base = cluster.http[US]
+    async with httpx.AsyncClient(timeout=10.0) as c:
+        admin = (await ok(c, "POST", f"{base}/v1/tokens", 201,
+                          json={"scope": "admin", "name": "console"}))["token"]  # fmt: skip
+        auth = {"authorization": f"Bearer {admin}"}
+        for t in ("acme", "globex"):
+            await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": t, "name": t.title()},
+                     headers=auth)  # fmt: skip
+        for tenant, ep, name in (("acme", "orders", "acme-orders"),
+                                 ("globex", "hooks", "globex-hooks")):  # fmt: skip
+            made = await ok(c, "POST", f"{base}/v1/tenants/{tenant}/endpoints", 201,
+                            json={"id": ep, "url": receiver.url(name)}, headers=auth)  # fmt: skip
+            receiver.secrets[name] = made["secret"]
+        receiver.broken.add("acme-orders")
+
+        async def replicated() -> bool:
+            codes = [(await c.get(f"{cluster.http[r]}/v1/tenants/acme/endpoints/orders",
+                                  headers=auth)).status_code for r in (EU, AP)]  # fmt: skip
+            return codes == [200, 200]
+
+        await eventually(replicated)
+        events = []
+        for region, n in ((US, 2), (EU, 1)):  # deliveries owned by two regions
+            for i in range(n):
+                ev = await ok(c, "POST", f"{cluster.http[region]}/v1/tenants/acme/events", 202,
+                              json={"event_type": "order.paid", "payload": {"n": i}},
+                              headers=auth)  # fmt: skip
+                events.append(ev["id"])
+        await ok(c, "POST", f"{base}/v1/tenants/globex/events", 202,
+                 json={"event_type": "invoice.sent", "payload": {}}, headers=auth)  # fmt: skip
+
+        async def all_dead_and_failing() -> bool:
+            ds = (await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders/deliveries",
+                           200, headers=auth))["items"]  # fmt: skip
+            ep = await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders", 200,
+                          headers=auth)  # fmt: skip
+            return (
+                len(ds) == 3
+                and {d["status"] for d in ds} == {"dead"}
+                and (ep["state"] == "failing")
+            )
+
+        await eventually(all_dead_and_failing)
+
+    page = await login(browser, base, admin)
+    # the cluster page: this region and its two peers, connected, registry digests agree
+    regions = page.locator("#regions tbody tr")
+    await expect(regions).to_have_count(3)
+    for r in (EU, AP):
+        await expect(page.locator(f"#regions tr[data-region='{r}'] td").nth(1)).to_have_text("yes")
+    await expect(page.locator("#regions")).to_contain_text(US)
+    await page.screenshot(path=shots / "1-cluster.png", full_page=True)
+
+    await page.click("nav >> text=Tenants")
+    await expect(page.locator("#tenants tbody tr")).to_have_count(2)
+    await page.screenshot(path=shots / "2-tenants.png", full_page=True)
+
+    # find the failing endpoint among acme's
+    await page.click("#tenants >> text=acme")
+    failing = page.locator("#endpoints tr:has([data-state='failing'])")
+    await expect(failing).to_have_count(1)
+    await expect(failing).to_contain_text("orders")
+    await page.screenshot(path=shots / "3-endpoints.png", full_page=True)
+    await failing.locator("a").first.click()
+
+    # its last attempt: the receiver's 500 and the body it answered
+    await expect(page.locator("#endpoint-state")).to_have_text("failing")
+    await expect(page.locator("#deliveries tbody tr[data-status='dead']")).to_have_count(3)
+    await page.locator("#attempts button.open-attempt").first.click()
+    details = page.locator("#attempts .attempt-details")
+    await expect(details.locator(".attempt-status")).to_have_text("500")
+    await expect(details.locator(".response-excerpt")).to_contain_text("NullPointerException")
+    await expect(details).to_contain_text("webhook-id: evt_")
+    await page.screenshot(path=shots / "4-endpoint-last-attempt.png", full_page=True)
+
+    # the event it belongs to: every delivery with its attempts and their regions
+    await details.locator("a.event-link").click()
+    await expect(page.locator("section.delivery")).to_have_count(1)
+    await expect(page.locator("section.delivery .attempt-details")).to_have_count(4)
+    await expect(page.locator("section.delivery .attempt-status").first).to_have_text("500")
+    await page.screenshot(path=shots / "5-event.png", full_page=True)
+
+    # the event log, filtered by type
+    await page.goto(f"{base}/console#/t/acme/events")
+    await expect(page.locator("#events tbody tr")).to_have_count(3)
+    await page.fill("#event-filters input[name=event_type]", "invoice.*")
+    await page.click("#event-filters button[type=submit]")
+    await expect(page.locator("#events tbody tr")).to_have_count(0)
+    await page.fill("#event-filters input[name=event_type]", "order.*")
+    await page.select_option("#event-filters select[name=status]", "dead")
+    await page.click("#event-filters button[type=submit]")
+    await expect(page.locator("#events tbody tr")).to_have_count(3)
+    await page.screenshot(path=shots / "6-events.png", full_page=True)
+
+    # fix the receiver, press recover, see the job end and every delivery succeed
+    receiver.broken.clear()
+    await page.goto(f"{base}/console#/t/acme/endpoints/orders")
+    await page.click("button.recover")
+    await expect(page.locator("#job [data-status='succeeded']")).to_contain_text("3 done")
+
+    async def delivered_in_console() -> bool:
+        await page.reload()
+        await page.locator("#deliveries").wait_for()
+        return await page.locator("#deliveries tbody tr[data-status='delivered']").count() == 3
+
+    await eventually(delivered_in_console)
+    await expect(page.locator("#endpoint-state")).to_have_text("active")
+    assert {wid for (name, wid) in receiver.seen if name == "acme-orders"} == set(events)
+    await page.screenshot(path=shots / "7-recovered.png", full_page=True)
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_tenant_token_sees_only_its_tenant(
+    cluster: Cluster, receiver: SwitchableReceiver, browser: Browser, shots: Path
+) -> None:
+    base = cluster.http[US]
+    async with httpx.AsyncClient(timeout=10.0) as c:
+        if not receiver.secrets:  # run alone: the first test made the tenants
+            pytest.fail("run with test_operator_finds_failing_endpoint_and_recovers_it")
+        scope = {"scope": "tenant:globex:manage", "name": "globex-portal"}
+        made = await ok(c, "POST", f"{base}/v1/tokens", 201, json=scope)
+    page = await login(browser, base, made["token"])
+    await expect(page).to_have_url(f"{base}/console#/t/globex/endpoints")
+    await expect(page.locator("#endpoints tbody tr")).to_have_count(1)
+    await expect(page.locator("#endpoints")).to_contain_text("hooks")
+    await expect(page.locator("nav a")).to_have_text(["Endpoints"])
+    assert "acme" not in await page.content() and "orders" not in await page.content()
+    await page.screenshot(path=shots / "8-portal-endpoints.png", full_page=True)
+
+    await page.click("#endpoints >> text=hooks")
+    await expect(page.locator("#deliveries tbody tr[data-status='delivered']")).to_have_count(1)
+    await expect(page.locator("button.pause")).to_have_count(0)  # operators' buttons only
+    ids_before = receiver.seen.copy()
+    await page.click("#deliveries button.retry")
+    await expect(page.locator("#flash")).to_contain_text("Retry of dlv_")
+
+    async def sent_again() -> bool:
+        return sum(receiver.seen.values()) > sum(ids_before.values())
+
+    await eventually(sent_again)
+    await page.screenshot(path=shots / "9-portal-endpoint.png", full_page=True)
+
+    # another tenant's pages and the operator's pages are refused
+    await page.goto(f"{base}/console#/t/acme/endpoints")
+    await expect(page.locator("#error")).to_contain_text("404")
+    await expect(page.locator("#error")).to_contain_text("no tenant")
+    await page.goto(f"{base}/console#/t/acme/endpoints/orders")
+    await expect(page.locator("#error")).to_contain_text("404")
+    await page.goto(f"{base}/console#/cluster")
+    await expect(page.locator("#error")).to_contain_text("403")
+    await page.screenshot(path=shots / "10-portal-refused.png", full_page=True)

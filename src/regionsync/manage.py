@@ -111,11 +111,18 @@ def _out(ctx: click.Context, data: Any, cols: list[str] | None = None) -> None:
             click.echo(f"{k}: {json.dumps(v) if isinstance(v, dict | list) else v}")
 
 
-def status_rows(cluster: dict) -> list[dict]:
-    """One row per region of a ``/v1/cluster`` body: this node first, then its peers."""
+def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> list[dict]:
+    """One row per region: the node asked (``cluster``, its ``/v1/cluster`` body) first,
+    then its peers. ``connected``, ``records_behind`` and ``last_contact`` are the asked
+    node's links; ``others`` maps a peer region to its own ``/v1/cluster`` body, or to why
+    it could not be asked (a string): a reached region shows its own registry hash, whether
+    it equals the asked node's (``agrees``) and how many of its own links are up
+    (``peers_up``); an unreached one shows the asked node's state-digest verdict."""
+    others = others or {}
     custody = cluster.get("custody", {})
     records = custody.get("records", {})
     suspected = set(custody.get("suspected", []))
+    mine = cluster["registry_hash"]
 
     def custody_of(region: str) -> str:
         rec = records.get(region)
@@ -124,21 +131,56 @@ def status_rows(cluster: dict) -> list[dict]:
         )  # fmt: skip
         return state + (" (suspected)" if region in suspected else "")
 
+    def peers_up(c: dict) -> str:
+        peers = c.get("peers", [])
+        return f"{sum(1 for p in peers if p['connected'])}/{len(peers)}"
+
     rows = [{
-        "region": cluster["region"], "connected": "self", "records_behind": 0,
-        "last_contact": "-", "registry": cluster["registry_hash"][:12],
-        "custody": custody_of(cluster["region"]),
+        "region": cluster["region"], "reached": "self", "connected": "self",
+        "records_behind": 0, "last_contact": "-", "registry": mine[:12], "agrees": "-",
+        "peers_up": peers_up(cluster), "custody": custody_of(cluster["region"]),
     }]  # fmt: skip
     for p in cluster.get("peers", []):
-        agrees = {True: "agrees", False: "DIFFERS", None: "not compared"}[p.get("state_agrees")]
         since = p.get("seconds_since_contact")
-        rows.append({
+        row = {
             "region": p["region"], "connected": "yes" if p["connected"] else "NO",
             "records_behind": p["records_behind"],
             "last_contact": "never" if since is None else f"{since:.1f}s ago",
-            "registry": agrees, "custody": custody_of(p["region"]),
-        })  # fmt: skip
+            "custody": custody_of(p["region"]),
+        }  # fmt: skip
+        other = others.get(p["region"], "no http_url")
+        if isinstance(other, dict):
+            same = other["registry_hash"] == mine
+            row.update(reached="yes", registry=other["registry_hash"][:12],
+                       agrees="yes" if same else "DIFFERS", peers_up=peers_up(other))  # fmt: skip
+        else:
+            verdict = {True: "agrees (digest)", False: "DIFFERS (digest)",
+                       None: "not compared"}[p.get("state_agrees")]  # fmt: skip
+            row.update(reached=f"no: {other}", registry="-", agrees=verdict, peers_up="-")
+        rows.append(row)
     return rows
+
+
+def _peer_clusters(client: ApiClient, cluster: dict, extra_urls: tuple[str, ...]) -> dict:
+    """Every peer's own ``/v1/cluster`` (region -> body), or why it could not be had
+    (region -> message): asked at its ``http_url`` from the cluster view, or at one of
+    ``extra_urls`` (matched to regions by their answer)."""
+    token = client.http.headers.get("authorization", "").removeprefix("Bearer ") or None
+    out: dict[str, dict | str] = {}
+    urls = [p["http_url"] for p in cluster.get("peers", []) if p.get("http_url")]
+    for url in [*urls, *extra_urls]:
+        peer = ApiClient(url, token)
+        try:
+            body = peer.call("GET", "/v1/cluster")
+            out[body["region"]] = body
+        except ManageError as exc:
+            region = next((p["region"] for p in cluster.get("peers", [])
+                           if p.get("http_url") == url), None)  # fmt: skip
+            if region is not None:
+                out[region] = exc.message.split(";")[0]
+        finally:
+            peer.http.close()
+    return out
 
 
 def register(main: click.Group) -> None:
@@ -163,16 +205,28 @@ def init_context(ctx: click.Context, url: str, token: str | None, as_json: bool)
 
 
 @click.command()
+@click.option(
+    "--peer-url",
+    "peer_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also ask this node (repeat; for peers configured without http_url).",
+)
 @click.pass_context
-def status(ctx: click.Context) -> None:
-    """Regions as this node sees them: connected, records behind, last contact, registry
-    hash agreement (state digests), custody."""
-    cluster = _client(ctx).call("GET", "/v1/cluster")
+def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
+    """Every region: the asked node's links to it (connected, records behind, last
+    contact), its own registry hash and whether it agrees, its links up, custody. Peers
+    are asked at the ``http_url`` of their ``[[peers]]`` entry (or ``--peer-url``) with
+    the same token; a peer that cannot be asked shows the state-digest verdict."""
+    client = _client(ctx)
+    cluster = client.call("GET", "/v1/cluster")
+    others = _peer_clusters(client, cluster, peer_urls)
     if _json_mode(ctx):
-        _out(ctx, cluster)
+        _out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})
         return
-    cols = ["region", "connected", "records_behind", "last_contact", "registry", "custody"]
-    _out(ctx, status_rows(cluster), cols)
+    cols = ["region", "reached", "connected", "records_behind", "last_contact", "registry",
+            "agrees", "peers_up", "custody"]  # fmt: skip
+    _out(ctx, status_rows(cluster, others), cols)
 
 
 @click.group()

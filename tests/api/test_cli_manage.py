@@ -31,11 +31,12 @@ def ok(res: Result) -> str:
 async def test_status_table(api: Api) -> None:
     out = ok(await cli(api, "status"))
     header, row = out.splitlines()[:2]
-    assert header.split() == ["REGION", "CONNECTED", "RECORDS_BEHIND", "LAST_CONTACT",
-                              "REGISTRY", "CUSTODY"]  # fmt: skip
-    assert row.split()[:2] == ["us-east-1", "self"] and row.split()[-1] == "own"
+    assert header.split() == ["REGION", "REACHED", "CONNECTED", "RECORDS_BEHIND", "LAST_CONTACT",
+                              "REGISTRY", "AGREES", "PEERS_UP", "CUSTODY"]  # fmt: skip
+    assert row.split()[:3] == ["us-east-1", "self", "self"] and row.split()[-1] == "own"
+    assert row.split()[-2] == "0/0"  # a node without peers
     body = json.loads(ok(await cli(api, "--json", "status")))
-    assert body["region"] == "us-east-1"
+    assert body["region"] == "us-east-1" and list(body["regions"]) == ["us-east-1"]
 
 
 async def test_tenants_create_list_delete(api: Api) -> None:

@@ -1,0 +1,80 @@
+"""``regionsync status`` against the three real processes: one table across all regions,
+each peer asked at the ``http_url`` of its ``[[peers]]`` entry (issue 15)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import httpx
+import pytest
+from cluster_support import REGIONS, converged, eventually
+
+from regionsync.demo import Cluster
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def status(base: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "regionsync.cli", "--url", base, *args, "status",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def table(out: str) -> dict[str, dict[str, str]]:
+    """The status table by region, cells cut at the header's column starts."""
+    header, *lines = out.splitlines()
+    names = header.split()
+    starts = [header.index(n) for n in names] + [None]
+    return {
+        line.split()[0]: {
+            n: line[a:b].strip() for n, a, b in zip(names, starts, starts[1:], strict=False)
+        }
+        for line in lines
+    }
+
+
+async def test_status_shows_every_region_from_any_node(
+    cluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    resp = await client.post(f"{cluster.http[REGIONS[1]]}/v1/tenants", json={"name": "s"})
+    assert resp.status_code == 201
+    await eventually(lambda: converged(client, cluster.http))
+
+    async def all_links_up() -> bool:
+        cs = [(await client.get(f"{b}/v1/cluster")).json() for b in cluster.http.values()]
+        return all(p["connected"] for c in cs for p in c["peers"])
+
+    await eventually(all_links_up)
+    for asked in REGIONS:
+        code, out, err = await status(cluster.http[asked])
+        assert code == 0, err
+        rows = table(out)
+        assert set(rows) == set(REGIONS), out
+        assert rows[asked]["REACHED"] == rows[asked]["CONNECTED"] == "self"
+        hashes = {r["REGISTRY"] for r in rows.values()}
+        assert len(hashes) == 1 and "-" not in hashes, out  # every region's own hash
+        for region in set(REGIONS) - {asked}:
+            assert rows[region]["REACHED"] == rows[region]["CONNECTED"] == "yes", out
+            assert rows[region]["AGREES"] == "yes" and rows[region]["PEERS_UP"] == "2/2", out
+            assert rows[region]["LAST_CONTACT"].endswith("s ago"), out
+
+    code, out, _ = await status(cluster.http[REGIONS[0]], "--json")
+    assert code == 0 and sorted(json.loads(out)["regions"]) == sorted(REGIONS)
+
+
+async def test_status_marks_a_region_it_cannot_ask(
+    cluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    victim = REGIONS[2]
+    cluster.procs[victim].terminate()
+    cluster.procs[victim].wait(timeout=10)
+    code, out, err = await status(cluster.http[REGIONS[0]])
+    assert code == 0, err
+    row = table(out)[victim]
+    assert row["REACHED"].startswith("no: cannot reach"), out
+    assert row["REGISTRY"] == "-" and row["AGREES"] in ("agrees (digest)", "not compared"), out

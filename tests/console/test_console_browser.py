@@ -171,6 +171,53 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     await expect(page.locator("#endpoint-state")).to_have_text("active")
     assert {wid for (name, wid) in receiver.seen if name == "acme-orders"} == set(events)
     await page.screenshot(path=shots / "7-recovered.png", full_page=True)
+
+    # 410 Gone disables it; what is published meanwhile is skipped; re-enable, replay
+    receiver.gone.add("acme-orders")
+    async with httpx.AsyncClient(timeout=10.0, headers=auth) as c:
+        publish = f"{base}/v1/tenants/acme/events"
+        body = {"event_type": "order.paid", "payload": {"n": 9}}
+        await ok(c, "POST", publish, 202, json=body)
+
+        async def state(want: str) -> bool:
+            ep = await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders", 200)
+            return ep["state"] == want
+
+        await eventually(lambda: state("disabled"))
+        skipped = (await ok(c, "POST", publish, 202, json=body))["id"]
+
+        async def is_skipped() -> bool:
+            page_ = await ok(c, "GET", f"{base}/v1/tenants/acme/deliveries",
+                             200, params={"status": "skipped"})  # fmt: skip
+            return skipped in [d["event"] for d in page_["items"]]
+
+        await eventually(is_skipped)
+    receiver.gone.clear()
+    await page.reload()
+    await expect(page.locator("#endpoint-state")).to_have_text("disabled")
+    # (the 410's own delivery may end skipped too, if it was retried once disabled)
+    await expect(page.locator("#deliveries tbody tr[data-status='skipped']").first).to_be_visible()
+    await page.screenshot(path=shots / "8-disabled.png", full_page=True)
+    await page.click("button.reenable")
+    await expect(page.locator("#endpoint-state")).to_have_text("active")
+    await page.click("button.replay")
+    await expect(page.locator("#job [data-status='succeeded']")).to_contain_text("replay-missing")
+
+    async def replayed() -> bool:
+        return any(wid == skipped for (_, wid) in receiver.seen)
+
+    await eventually(replayed)
+
+    # pause, resume, rotate the secret
+    await page.click("button.pause")
+    await expect(page.locator("#endpoint-state")).to_have_text("paused")
+    await page.click("button.resume")
+    await expect(page.locator("#endpoint-state")).to_have_text("active")
+    secret = await page.locator("#secret").inner_text()
+    await page.click("button.rotate")
+    await expect(page.locator("#flash")).to_contain_text("secret rotated")
+    await expect(page.locator("#secret")).not_to_have_text(secret)
+    await page.screenshot(path=shots / "9-after-actions.png", full_page=True)
     assert page.errors == []  # type: ignore[attr-defined]
 
 
@@ -189,7 +236,7 @@ async def test_tenant_token_sees_only_its_tenant(
     await expect(page.locator("#endpoints")).to_contain_text("hooks")
     await expect(page.locator("nav a")).to_have_text(["Endpoints"])
     assert "acme" not in await page.content() and "orders" not in await page.content()
-    await page.screenshot(path=shots / "8-portal-endpoints.png", full_page=True)
+    await page.screenshot(path=shots / "10-portal-endpoints.png", full_page=True)
 
     await page.click("#endpoints >> text=hooks")
     await expect(page.locator("#deliveries tbody tr[data-status='delivered']")).to_have_count(1)
@@ -202,7 +249,7 @@ async def test_tenant_token_sees_only_its_tenant(
         return sum(receiver.seen.values()) > sum(ids_before.values())
 
     await eventually(sent_again)
-    await page.screenshot(path=shots / "9-portal-endpoint.png", full_page=True)
+    await page.screenshot(path=shots / "11-portal-endpoint.png", full_page=True)
 
     # another tenant's pages and the operator's pages are refused
     await page.goto(f"{base}/console#/t/acme/endpoints")
@@ -212,4 +259,4 @@ async def test_tenant_token_sees_only_its_tenant(
     await expect(page.locator("#error")).to_contain_text("404")
     await page.goto(f"{base}/console#/cluster")
     await expect(page.locator("#error")).to_contain_text("403")
-    await page.screenshot(path=shots / "10-portal-refused.png", full_page=True)
+    await page.screenshot(path=shots / "12-portal-refused.png", full_page=True)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest_asyncio
 from api_support import Api, assert_problem, running_node
 
+from regionsync.demo import free_port
+
 ADMIN = "console-admin-token"
 
 
@@ -73,3 +75,32 @@ async def test_whoami_names_the_scope_of_each_kind_of_token(api: Api) -> None:
         me = (await c.get("/v1/whoami", headers=bearer(made.json()["token"]))).json()
         assert me == {"scope": f"tenant:acme:{right}", "name": f"token:{right}",
                       "tenant": "acme", "right": right}  # fmt: skip
+
+
+async def test_cluster_regions_without_peer_urls(tmp_path: Path) -> None:
+    """A peer without ``http_url`` is listed unreached, with the digest verdict (None
+    before any comparison); the route is admin-only."""
+    peers = [{"region": "eu-central-1", "address": f"127.0.0.1:{free_port()}"}]
+    async with running_node(tmp_path, tokens=[{"token": ADMIN, "scope": "admin"}],
+                            peers=peers) as api:  # fmt: skip
+        c = api.client
+        body = (await c.get("/v1/cluster/regions", headers=bearer(ADMIN))).json()
+        me, peer = body["items"]
+        assert me["region"] == "us-east-1" and me["reached"] and me["agrees"] is True
+        assert me["peers_total"] == 1 and me["peers_connected"] == 0
+        assert (
+            me["registry_hash"]
+            == (await c.get("/v1/cluster", headers=bearer(ADMIN))).json()["registry_hash"]
+        )
+        assert peer == {
+            "region": "eu-central-1", "http_url": None, "reached": False,
+            "error": "no http_url in its [[peers]] entry", "registry_hash": None,
+            "agrees": None, "version_vector": None, "peers_connected": None,
+            "peers_total": None,
+        }  # fmt: skip
+        assert_problem(await c.get("/v1/cluster/regions"), 401, "authorization")
+        await c.post("/v1/tenants", json={"id": "acme", "name": "A"}, headers=bearer(ADMIN))
+        made = await c.post("/v1/tokens", json={"scope": "tenant:acme:manage", "name": "m"},
+                            headers=bearer(ADMIN))  # fmt: skip
+        tenant = bearer(made.json()["token"])
+        assert_problem(await c.get("/v1/cluster/regions", headers=tenant), 403, "authorization")

@@ -113,6 +113,14 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     for r in (EU, AP):
         await expect(page.locator(f"#regions tr[data-region='{r}'] td").nth(1)).to_have_text("yes")
     await expect(page.locator("#regions")).to_contain_text(US)
+
+    async def agree() -> bool:  # every region's own registry hash, asked over HTTP
+        await page.reload()
+        await page.locator("#regions").wait_for()
+        return await page.locator("#regions [data-agrees='agrees']").count() == 2
+
+    await eventually(agree)
+    await expect(page.locator("#agreement")).to_contain_text("every region")
     await page.screenshot(path=shots / "1-cluster.png", full_page=True)
 
     await page.click("nav >> text=Tenants")

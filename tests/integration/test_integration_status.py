@@ -65,6 +65,11 @@ async def test_status_shows_every_region_from_any_node(
 
     code, out, _ = await status(cluster.http[REGIONS[0]], "--json")
     assert code == 0 and sorted(json.loads(out)["regions"]) == sorted(REGIONS)
+    # the console's table: the same through the node, each peer asked at its http_url
+    items = (await client.get(f"{cluster.http[REGIONS[0]]}/v1/cluster/regions")).json()["items"]
+    assert [i["region"] for i in items] == list(REGIONS)
+    assert all(i["reached"] and i["agrees"] and i["peers_connected"] == 2 for i in items)
+    assert [i["http_url"] for i in items[1:]] == [cluster.http[r] for r in REGIONS[1:]]
 
 
 async def test_status_marks_a_region_it_cannot_ask(
@@ -75,6 +80,9 @@ async def test_status_marks_a_region_it_cannot_ask(
     cluster.procs[victim].wait(timeout=10)
     code, out, err = await status(cluster.http[REGIONS[0]])
     assert code == 0, err
+    items = (await client.get(f"{cluster.http[REGIONS[0]]}/v1/cluster/regions")).json()["items"]
+    lost = next(i for i in items if i["region"] == victim)
+    assert not lost["reached"] and lost["error"].startswith("cannot reach"), lost
     row = table(out)[victim]
     assert row["REACHED"].startswith("no: cannot reach"), out
     assert row["REGISTRY"] == "-" and row["AGREES"] in ("agrees (digest)", "not compared"), out

@@ -165,29 +165,27 @@ function loginPage(message) {
 }
 
 async function clusterPage() {
-  const c = await api("GET", "/v1/cluster");
+  const [c, all] = await Promise.all([api("GET", "/v1/cluster"), api("GET", "/v1/cluster/regions")]);
   const custody = c.custody || {};
   const suspected = new Set(custody.suspected || []);
   const records = custody.records || {};
+  const own = new Map(all.items.map((r) => [r.region, r]));
   const custodyOf = (region) => {
     const rec = records[region];
     const s = !rec || rec.state === "own" ? "own" : `adopted by ${rec.live.join(", ")}`;
     return suspected.has(region) ? `${s} (suspected)` : s;
   };
-  const rows = [{
-    region: c.region, self: true, connected: "this node", behind: 0, contact: "-",
-    registry: c.registry_hash.slice(0, 16), agrees: "-", custody: custodyOf(c.region),
-    error: null, http_url: null,
-  }];
+  const agreement = (r) => {
+    if (r.reached) return r.agrees ? "agrees" : "DIFFERS";
+    return { true: "agrees (digest)", false: "DIFFERS (digest)", null: "not compared yet" }[r.agrees];
+  };
+  const rows = [{ region: c.region, self: true, connected: "this node", behind: 0, contact: "-",
+    error: null, http_url: null }];
   for (const p of c.peers) {
-    rows.push({
-      region: p.region, connected: p.connected ? "yes" : "NO", behind: p.records_behind,
-      contact: ago(p.seconds_since_contact),
-      agrees: { true: "agrees", false: "DIFFERS", null: "not compared yet" }[p.state_agrees],
-      registry: "", custody: custodyOf(p.region), error: p.last_error, http_url: p.http_url,
-    });
+    rows.push({ region: p.region, connected: p.connected ? "yes" : "NO", behind: p.records_behind,
+      contact: ago(p.seconds_since_contact), error: p.last_error, http_url: p.http_url });
   }
-  const allAgree = c.peers.every((p) => p.state_agrees === true);
+  const allAgree = all.items.every((r) => r.agrees === true);
   show(
     h("h1", {}, `Cluster as ${c.region} sees it`),
     h("dl", { class: "kv" },
@@ -195,21 +193,36 @@ async function clusterPage() {
       h("dt", {}, "registry hash"), h("dd", {}, h("code", {}, c.registry_hash)),
       h("dt", {}, "registry agreement"),
       h("dd", { id: "agreement", class: allAgree ? "ok" : "warn" },
-        allAgree ? "every peer's state digest agrees with this region"
-          : "not every peer's state digest agrees yet (see below)"),
+        allAgree ? "every region's registry hash agrees with this region's"
+          : "not every region agrees yet (see below)"),
       h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events))),
     table([
       ["region", (r) => (r.http_url ? h("a", { href: `${r.http_url}/console` }, r.region) : r.region)],
       ["connected", (r) => h("span", { class: r.connected === "NO" ? "bad" : "" }, r.connected)],
       ["records behind", (r) => r.behind, { class: "num" }],
       ["last contact", (r) => r.contact],
-      ["registry hash", (r) => (r.self ? h("code", {}, r.registry) : r.agrees)],
-      ["custody", (r) => r.custody],
+      ["own registry hash", (r) => {
+        const o = own.get(r.region);
+        return o && o.reached ? h("code", {}, o.registry_hash.slice(0, 16))
+          : h("span", { class: "muted" }, o ? o.error : "-");
+      }],
+      ["agrees", (r) => {
+        const o = own.get(r.region);
+        if (r.self) return "-";
+        const v = o ? agreement(o) : "-";
+        return h("span", { class: v.startsWith("agrees") ? "ok" : "warn", "data-agrees": v }, v);
+      }],
+      ["its links up", (r) => {
+        const o = own.get(r.region);
+        return o && o.reached ? `${o.peers_connected}/${o.peers_total}` : "-";
+      }],
+      ["custody", (r) => custodyOf(r.region)],
       ["last error", (r) => text(r.error)],
     ], rows.map((r) => ({ ...r, __attrs: { "data-region": r.region } })), { id: "regions" }),
     h("p", { class: "muted" },
-      "Registry agreement of a peer comes from the state digests exchanged over replication " +
-      "(roots compared at equal version vectors)."));
+      "connected, records behind and last contact are this node's links. A peer's own " +
+      "registry hash is asked at the http_url of its [[peers]] entry; without one, " +
+      "agreement comes from the state digests exchanged over replication."));
 }
 
 async function tenantsPage() {

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
@@ -38,6 +40,55 @@ def build(ctx: ApiContext) -> APIRouter:
             rec["since"] = rfc3339(rec.pop("since_ms"))
         c["counts"] = await node.store.counts(node.region)
         return c
+
+    @router.get("/v1/cluster/regions")
+    async def regions(request: Request) -> dict[str, Any]:
+        """Every region's own view, for one table across the cluster: this node's, then
+        each peer's ``/v1/cluster`` asked at the ``http_url`` of its ``[[peers]]`` entry
+        with the caller's Authorization (3 s timeout). Per region: ``reached`` (False with
+        ``error`` when it has no http_url, cannot be reached or refuses), its
+        ``registry_hash``, ``agrees`` (equal to this node's hash; for an unreached peer the
+        state-digest verdict of this node, None if never compared), ``version_vector`` and
+        ``peers_connected``/``peers_total`` of its own links."""
+        ctx.auth.check(request)
+        mine = node.view.cluster()
+        auth = request.headers.get("authorization")
+        headers = {"authorization": auth} if auth else {}
+
+        def row(c: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "region": c["region"], "reached": True, "error": None,
+                "registry_hash": c["registry_hash"],
+                "agrees": c["registry_hash"] == mine["registry_hash"],
+                "version_vector": c["version_vector"],
+                "peers_connected": sum(1 for p in c["peers"] if p["connected"]),
+                "peers_total": len(c["peers"]),
+            }  # fmt: skip
+
+        async def ask(client: httpx.AsyncClient, peer: Any, status: Any) -> dict[str, Any]:
+            out = {"region": peer.region, "http_url": peer.http_url, "reached": False,
+                   "registry_hash": None,
+                   "agrees": status.state_agrees, "version_vector": None,
+                   "peers_connected": None, "peers_total": None}  # fmt: skip
+            if peer.http_url is None:
+                return {**out, "error": "no http_url in its [[peers]] entry"}
+            try:
+                resp = await client.get(f"{peer.http_url}/v1/cluster", headers=headers)
+            except httpx.HTTPError as exc:
+                return {**out, "error": f"cannot reach {peer.http_url}: {type(exc).__name__}"}
+            if resp.status_code != 200:
+                return {**out, "error": f"{peer.http_url} answered {resp.status_code}"}
+            try:
+                return {**row(resp.json()), "http_url": peer.http_url}
+            except (ValueError, KeyError, TypeError):
+                return {**out, "error": f"{peer.http_url} answered no cluster view"}
+
+        async with httpx.AsyncClient(timeout=3.0, follow_redirects=False) as client:
+            peers = await asyncio.gather(*(
+                ask(client, p, node.peers[p.region])
+                for p in node.settings.peers if p.region in node.peers
+            ))  # fmt: skip
+        return {"items": [{**row(mine), "http_url": None}, *peers], "next": None}
 
     @router.get("/healthz")
     async def healthz() -> dict[str, str]:

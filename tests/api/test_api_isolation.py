@@ -133,10 +133,15 @@ async def test_no_token_401(world: dict[str, Any], method: str, path: str) -> No
 async def test_tenant_token_elsewhere(
     world: dict[str, Any], method: str, path: str, right: str
 ) -> None:
-    """On another tenant's routes: 404; on admin routes: 403."""
+    """On another tenant's routes: 404; on admin routes: 403; ``/v1/whoami`` (any valid
+    token) names the token's own tenant only."""
     api, token = world["api"], world["tokens"][right]
     resp = await _call(api, method, _fill(path, world["ids"]), path, bearer(token))
-    if "{tenant}" in path:
+    if path == "/v1/whoami":
+        assert resp.status_code == 200, resp.text
+        assert resp.json() == {"scope": f"tenant:acme:{right}", "name": f"token:{right}",
+                               "tenant": "acme", "right": right}  # fmt: skip
+    elif "{tenant}" in path:
         assert_problem(resp, 404, "tenant")
     else:
         assert_problem(resp, 403, "authorization")

@@ -138,6 +138,8 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     # its last attempt: the receiver's 500 and the body it answered
     await expect(page.locator("#endpoint-state")).to_have_text("failing")
     await expect(page.locator("#deliveries tbody tr[data-status='dead']")).to_have_count(3)
+    # attempts replicate with their delivery: eu-central-1's are readable in us-east-1
+    await expect(page.locator("#attempts tbody")).to_contain_text(EU)
     await page.locator("#attempts button.open-attempt").first.click()
     details = page.locator("#attempts .attempt-details")
     await expect(details.locator(".attempt-status")).to_have_text("500")

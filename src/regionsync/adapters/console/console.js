@@ -282,6 +282,18 @@ function attemptDetails(a, eventId, eventType, endpoint) {
     h("pre", { class: "response-excerpt" }, a.response_excerpt || "(empty)"));
 }
 
+function attemptSummary(a, open) {
+  // one attempt as a collapsible block: the summary line, then the response
+  const ok = a.status_code >= 200 && a.status_code < 300;
+  return h("details", { class: "attempt-details", open },
+    h("summary", {}, `#${a.n}${a.generation ? ` (generation ${a.generation})` : ""} · `,
+      h("span", { class: `attempt-status ${ok ? "ok" : "bad"}` }, text(a.status_code)),
+      ` · ${a.latency_ms.toFixed(1)} ms · ${a.region} · ${a.at}`, a.error ? ` · ${a.error}` : ""),
+    h("h3", {}, "Response headers"), h("pre", {}, a.response_headers || "(none)"),
+    h("h3", {}, "Response excerpt"),
+    h("pre", { class: "response-excerpt" }, a.response_excerpt || "(empty)"));
+}
+
 function retryButton(tenant, delivery, after) {
   if (!canManage()) return null;
   return h("button", {
@@ -386,7 +398,7 @@ async function endpointPage(tenant, endpointId) {
     table([
       ["at", (a) => a.at],
       ["delivery", (a) => h("code", {}, a.delivery)],
-      ["#", (a) => `${a.n}`, { class: "num" }],
+      ["#", (a) => (a.generation ? `${a.n} (gen ${a.generation})` : `${a.n}`), { class: "num" }],
       ["status", (a) => h("span", { class: a.status_code >= 200 && a.status_code < 300 ? "ok" : "bad" },
         text(a.status_code))],
       ["latency ms", (a) => a.latency_ms.toFixed(1), { class: "num" }],
@@ -461,6 +473,7 @@ async function eventPage(tenant, eventId) {
       api("GET", `/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`),
       api("GET", `/v1/tenants/${enc(tenant)}/endpoints/${enc(d.endpoint)}`).catch(() => null),
     ]);
+    const newest = attempts.items.reduce((m, a) => (m && m.at >= a.at ? m : a), null);
     sections.push(h("section", { class: "delivery", "data-delivery": d.id, "data-status": d.status },
       h("h2", {}, "Delivery ", h("code", {}, d.id), " to ",
         h("a", { href: `#/t/${enc(tenant)}/endpoints/${enc(d.endpoint)}` }, d.endpoint)),
@@ -468,8 +481,9 @@ async function eventPage(tenant, eventId) {
         ` · ${d.attempts} attempt(s) · owned by ${d.region} · delivered by ${d.custodian}`,
         ` · next ${text(d.next_attempt_at)} `,
         retryButton(tenant, d, () => eventPage(tenant, eventId))),
-      (attempts.items.length ? attempts.items : []).map((a) =>
-        attemptDetails(a, ev.id, ev.event_type, ep)),
+      h("h3", {}, "Request headers (every attempt)"),
+      h("pre", {}, requestHeaders(ev.id, ev.event_type, ep)),
+      attempts.items.map((a) => attemptSummary(a, a === newest)),
       attempts.items.length ? null : h("p", { class: "muted" }, "no attempts yet")));
   }
   show(

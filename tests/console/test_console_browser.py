@@ -270,3 +270,20 @@ async def test_tenant_token_sees_only_its_tenant(
     await page.goto(f"{base}/console#/cluster")
     await expect(page.locator("#error")).to_contain_text("403")
     await page.screenshot(path=shots / "12-portal-refused.png", full_page=True)
+
+
+async def test_login_refusals_and_the_open_loopback_node(
+    cluster: Cluster, browser: Browser
+) -> None:
+    """A wrong token is refused on the login form; on a node with no configured tokens
+    listening on loopback (these), an empty token is the anonymous admin."""
+    base = cluster.http[EU]
+    page = await login(browser, base, "rs_not-a-token")
+    await expect(page.locator("#flash")).to_contain_text("Login refused: 401")
+    await expect(page.locator("#login")).to_be_visible()
+    await page.fill("#token", "")
+    await page.click("#login button[type=submit]")
+    await expect(page.locator("#regions tbody tr")).to_have_count(3)
+    await expect(page.locator("#who")).to_have_text("admin (anonymous)")
+    await page.click("#logout")
+    await expect(page.locator("#login")).to_be_visible()

@@ -137,7 +137,7 @@ function renderNav() {
 }
 
 function loginPage(message) {
-  const input = h("input", { type: "password", id: "token", name: "token", required: true,
+  const input = h("input", { type: "password", id: "token", name: "token",
     autocomplete: "off", placeholder: "rs_... or a token of node.toml" });
   const form = h("form", { class: "login", id: "login" },
     h("h1", {}, "Log in"),
@@ -145,7 +145,8 @@ function loginPage(message) {
     input,
     h("button", { class: "primary", type: "submit" }, "Log in"),
     h("p", { class: "muted" },
-      "The token is kept in this tab's sessionStorage only and sent as a bearer token."));
+      "The token is kept in this tab's sessionStorage only and sent as a bearer token. " +
+      "On a node without configured tokens listening on loopback, leave it empty."));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, input.value.trim());
@@ -503,7 +504,7 @@ async function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-  if (!sessionStorage.getItem(TOKEN_KEY)) {
+  if (sessionStorage.getItem(TOKEN_KEY) === null) {
     who = null;
     renderNav();
     return loginPage();

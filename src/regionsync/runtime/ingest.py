@@ -139,7 +139,8 @@ class Ingest:
         caller has it; filters read it). Returns ``(event, created)``; a repeat
         with the same ``Idempotency-Key`` and body (sent to any region, once replicated)
         returns the original event and False. Raises NotFound (tenant), Unprocessable
-        (event_type), Conflict (key reused with another body), TooManyRequests /
+        (event_type; unknown type in strict mode), SchemaViolation (payload against its
+        type's schema, core.event_types), Conflict (key reused with another body), TooManyRequests /
         Unavailable (backpressure, or ``one-remote`` not confirmed in time).
         """
         tel, started = self.writer.telemetry, self.clock.monotonic()
@@ -173,10 +174,12 @@ class Ingest:
             if idempotency_key is not None:
                 found = self._idempotent(tenant_id, idempotency_key)
             if found is None:
+                obj = json.loads(payload) if payload_obj is None else payload_obj
+                # the catalog's schema (or strict mode) judges new events, not repeats
+                self.catalog.check_event(tenant_id, event_type, obj)
                 accepted = self._accept(
-                    tenant_id, event_type, payload, digest, idempotency_key,
-                    payload_obj=json.loads(payload) if payload_obj is None else payload_obj,
-                )  # fmt: skip
+                    tenant_id, event_type, payload, digest, idempotency_key, payload_obj=obj
+                )
             else:
                 event_id, seen, region, received_at_ms = found
                 if seen != digest:
@@ -237,6 +240,9 @@ class Ingest:
             self.catalog.require_tenant(src.tenant)
             pending = self._pending_events.get(event_id)
             if pending is None:
+                # a schema judges inbound payloads too; strict mode does not refuse an
+                # unknown type here (senders add types without notice, some never retry)
+                self.catalog.check_event(src.tenant, inbound.event_type, inbound.payload, False)
                 accepted = self._accept(
                     src.tenant, inbound.event_type, payload.encode(), digest, None, event_id,
                     payload_obj=inbound.payload,

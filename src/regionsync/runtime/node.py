@@ -7,6 +7,7 @@ The parts (each its own module) receive only what they use:
 | ``writer`` (writepath.WritePath) | lock, HLC, actor, version vectors, group commit, log wake-ups |
 | ``catalog`` (state.Catalog) | registry and subscription index |
 | ``registry_ops`` (registry_ops.RegistryOps) | tenant, endpoint and source operations |
+| ``event_types`` (event_types.EventTypeOps) | tenants' event-type catalogs |
 | ``ingest`` (ingest.Ingest) | publish, inbound, Idempotency-Keys, admission, ack policies |
 | ``recovery`` (recovery.Recovery) | retry, recover and replay-missing jobs, attempt purge |
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
@@ -34,6 +35,7 @@ from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .custody import Custody
 from .delivery import DeliveryWorker
+from .event_types import EventTypeOps
 from .ingest import Ingest
 from .links import Links
 from .listing import Listing
@@ -85,6 +87,7 @@ class Node:
         self.registry_ops = RegistryOps(
             settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver
         )
+        self.event_types = EventTypeOps(self.catalog, writer)
         self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
         self.ingest = Ingest(
             settings, self.catalog, writer, self.queue, self.keys, self.peers,

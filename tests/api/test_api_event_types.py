@@ -229,6 +229,10 @@ async def test_inbound_payloads_are_judged_strict_mode_does_not_refuse_them(
     assert ok.status_code == 202, ok.text
     unknown = await api.client.post(f"/in/{sid}", **signed(b"{}", "not.catalogued"))
     assert unknown.status_code == 202, unknown.text
+    await api.client.patch(f"{TYPES}/order.paid", json={"deprecated": True})
+    old = await api.client.post(f"/in/{sid}", **signed(b'{"id": "6", "items": []}', "order.paid"))
+    assert old.status_code == 202 and old.headers["deprecation"].startswith("@")
+    assert old.json()["warnings"] and old.json()["duplicate"] is False
 
 
 async def test_tenant_patch_rights(api: Api, tenant: str) -> None:

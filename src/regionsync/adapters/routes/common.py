@@ -44,6 +44,7 @@ __all__ = [
     "ApiContext",
     "Auth",
     "accepted_json",
+    "accepted_response",
     "attempt_json",
     "client_problem",
     "decode_cursor",
@@ -277,6 +278,18 @@ def accepted_json(e: Event) -> dict[str, Any]:
         "region": e.region,
         "received_at": rfc3339(e.received_at_ms),
     }
+
+
+def accepted_response(node: Node, e: Event, **extra: Any) -> JSONResponse:
+    """The 202 of an accepted event (``accepted_json`` plus ``extra`` members). If its
+    type is deprecated in the tenant's catalog: ``Deprecation: @<unix seconds>`` (RFC
+    9745, when it was deprecated) and ``warnings``."""
+    body = {**accepted_json(e), **extra}
+    deprecated_at = node.catalog.deprecated_at(e.tenant, e.event_type)
+    if deprecated_at is None:
+        return JSONResponse(body, status_code=202)
+    body["warnings"] = [f"event type {e.event_type!r} is deprecated"]
+    return JSONResponse(body, status_code=202, headers={"Deprecation": f"@{deprecated_at // 1000}"})
 
 
 def delivery_json(d: Delivery, custodian: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ...errors import Unprocessable
 from ..openapi_docs import body
 from .common import (
     ApiContext,
-    accepted_json,
+    accepted_response,
     decode_cursor,
     delivery_json,
     delivery_status,
@@ -51,16 +51,7 @@ def build(ctx: ApiContext) -> APIRouter:
         event, _created = await node.ingest.publish(
             tenant, body["event_type"], payload.encode(), key, body["payload"]
         )
-        deprecated_at = node.catalog.deprecated_at(tenant, event.event_type)
-        if deprecated_at is None:
-            return JSONResponse(accepted_json(event), status_code=202)
-        # RFC 9745: "Deprecation: @<unix seconds>" (when the type was deprecated)
-        warning = f"event type {event.event_type!r} is deprecated"
-        return JSONResponse(
-            {**accepted_json(event), "warnings": [warning]},
-            status_code=202,
-            headers={"Deprecation": f"@{deprecated_at // 1000}"},
-        )
+        return accepted_response(node, event)
 
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler
 

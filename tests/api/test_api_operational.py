@@ -66,9 +66,13 @@ async def test_failing_recovered_and_dead(tmp_path: Path, receiver: RecordingRec
         assert {h.headers["webhook-event-type"] for h in hits} == {
             "endpoint.failing", "endpoint.recovered", "delivery.dead"}  # fmt: skip
         assert receiver.failed == 0
-        # the ops tenant lists them as its events
+        # the ops tenant lists them as its events; /metrics counts them
         page = (await api.client.get("/v1/tenants/ops/events")).json()
         assert len(page["items"]) == 4
+        metrics = (await api.client.get("/metrics")).text
+        assert 'regionsync_operational_events_total{type="endpoint.failing"} 2.0' in metrics
+        assert 'regionsync_operational_events_total{type="delivery.dead"} 1.0' in metrics
+        assert "regionsync_operational_events_dropped_total 0.0" in metrics
 
 
 async def test_backpressure_entered(tmp_path: Path, receiver: RecordingReceiver) -> None:

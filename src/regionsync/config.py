@@ -27,6 +27,7 @@ __all__ = [
     "HttpSettings",
     "Peer",
     "Settings",
+    "OperationalWebhookSettings",
     "TlsSettings",
     "Token",
     "TracingSettings",
@@ -142,6 +143,14 @@ class TracingSettings(_Section):
     sample_ratio: float = Field(1.0, ge=0, le=1)  # parent-based ratio sampling
 
 
+class OperationalWebhookSettings(_Section):
+    """Operational webhooks (endpoint failing/disabled/recovered, delivery dead, region
+    unreachable/reachable, backpressure entered/left): published as events of ``tenant``,
+    whose endpoints (created by an admin through the API) receive them; off when unset."""
+
+    tenant: str | None = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
 class TlsSettings(_Section):
     cert: Path
     key: Path
@@ -176,6 +185,7 @@ class Settings(BaseSettings):
     replication: ReplicationSettings = ReplicationSettings()
     ingest: IngestSettings = IngestSettings()
     http: HttpSettings = HttpSettings()
+    operational_webhooks: OperationalWebhookSettings = OperationalWebhookSettings()
     tls: TlsSettings | None = None
 
     toml_file: ClassVar[Path | None] = None

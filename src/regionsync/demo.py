@@ -144,10 +144,12 @@ def write_configs(
     root: Path,
     regions: tuple[str, ...],
     replication: dict[str, Any] | None = None,
+    sections: dict[str, dict[str, Any]] | None = None,
     **delivery: Any,
 ) -> dict[str, Path]:
     """One node.toml per region, all peered with each other on free loopback ports;
-    ``replication`` and ``delivery`` entries go into those sections."""
+    ``replication`` and ``delivery`` entries go into those sections, ``sections`` are
+    further tables (name -> entries, e.g. ``{"operational_webhooks": {"tenant": "ops"}}``)."""
     ports = {r: (free_port(), free_port()) for r in regions}
     paths = {}
     for r in regions:
@@ -170,6 +172,8 @@ def write_configs(
         lines += [f"{k} = {json.dumps(v)}" for k, v in delivery.items()]
         repl = {"reconnect_max_s": 1.0, **(replication or {})}
         lines += ["[replication]"] + [f"{k} = {json.dumps(v)}" for k, v in repl.items()]
+        for name, entries in (sections or {}).items():
+            lines += [f"[{name}]"] + [f"{k} = {json.dumps(v)}" for k, v in entries.items()]
         path = root / f"{r}.toml"
         path.write_text("\n".join(lines) + "\n")
         paths[r] = path
@@ -202,11 +206,12 @@ async def start_cluster(
     regions: tuple[str, ...] = REGIONS,
     ready_timeout_s: float = 30.0,
     replication: dict[str, Any] | None = None,
+    sections: dict[str, dict[str, Any]] | None = None,
     **delivery: Any,
 ) -> AsyncIterator[Cluster]:
     """Run one node process per region in a temp dir; stops them and cleans up after."""
     root = Path(tempfile.mkdtemp(prefix="regionsync-"))
-    configs = write_configs(root, regions, replication, **delivery)
+    configs = write_configs(root, regions, replication, sections, **delivery)
     http = {}
     for r, path in configs.items():
         listen = next(

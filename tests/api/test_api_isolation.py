@@ -54,6 +54,8 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[
                            json=BODIES["recover"])  # fmt: skip
         src = await c.post("/v1/sources", json={"tenant": "other", "kind": "github",
                                                 "secret": "s3cret"})  # fmt: skip
+        typ = await c.post("/v1/tenants/other/event-types", json={"name": "other.only"})
+        assert typ.status_code == 201, typ.text
         tokens = {}
         for right in ("manage", "publish", "read"):
             made = await c.post("/v1/tokens", json={"scope": f"tenant:acme:{right}", "name": right})
@@ -71,6 +73,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[
                 "job": job.json()["id"],
                 "source": src.json()["id"],
                 "token": made.json()["id"],
+                "name": "other.only",
             },
         }
 

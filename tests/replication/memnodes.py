@@ -40,10 +40,14 @@ def make_node(
     region: str,
     peers: list[str],
     store: MemoryStore | None = None,
+    extra: dict[str, object] | None = None,
     **replication: object,
 ) -> Node:
+    """A node of ``region`` peered with ``peers`` on ``net``; ``replication`` entries go
+    into that section, ``extra`` are further settings (e.g. ``operational_webhooks``)."""
     settings = load_settings(
         None,
+        **(extra or {}),
         region=region,
         peers=[{"region": p, "address": p} for p in peers],
         replication={

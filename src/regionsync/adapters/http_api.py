@@ -1,9 +1,9 @@
 """HTTP API of one node (shared/API.md), on FastAPI/Starlette.
 
 ``create_app`` assembles one router per resource (``adapters/routes/``: tenants,
-endpoints, deliveries, events, sources, cluster, tokens, and the web console), maps every
-error to the JSON problem body ``{error, detail, field}`` (bad input never answers 500),
-and puts the fast ingest lane in front for publish and inbound.
+endpoints, event types, deliveries, events, sources, cluster, tokens, and the web
+console), maps every error to the JSON problem body ``{error, detail, field}`` (bad input
+never answers 500), and puts the fast ingest lane in front for publish and inbound.
 """
 
 from __future__ import annotations
@@ -23,7 +23,17 @@ from starlette.requests import ClientDisconnect
 from ..errors import ClientError
 from ..runtime.node import Node
 from .openapi_docs import PROBLEM_RESPONSES, install_docs
-from .routes import cluster, console, deliveries, endpoints, events, sources, tenants, tokens
+from .routes import (
+    cluster,
+    console,
+    deliveries,
+    endpoints,
+    event_types,
+    events,
+    sources,
+    tenants,
+    tokens,
+)
 from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339
 
 __all__ = ["create_app", "rfc3339"]
@@ -79,7 +89,8 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         log.exception("internal error on %s %s", request.method, request.url.path)
         return problem(500, "internal", "internal error; see the node's log")
 
-    for module in (tenants, endpoints, deliveries, events, sources, cluster, tokens, console):
+    routers = (tenants, endpoints, event_types, deliveries, events, sources, cluster, tokens)
+    for module in (*routers, console):
         app.include_router(module.build(ctx))
     install_docs(app)
     return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})

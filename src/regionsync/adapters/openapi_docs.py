@@ -26,6 +26,36 @@ class TenantIn(BaseModel):
     publish_rate_per_s: float | None = Field(
         None, ge=0.01, le=1_000_000, description="events/s per region; null: node default"
     )
+    strict_event_types: bool = Field(
+        False,
+        description="only event types in the tenant's catalog may be published and subscribed to",
+    )
+
+
+class TenantPatch(BaseModel):
+    name: str | None = Field(None, min_length=1, max_length=256)
+    strict_event_types: bool | None = None
+    ack_policy: Literal["local", "one-remote"] | None = Field(None, description="admin only")
+    publish_rate_per_s: float | None = Field(
+        None, ge=0.01, le=1_000_000, description="admin only; null: node default"
+    )
+
+
+class EventTypeIn(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")
+    description: str = Field("", max_length=1024)
+    schema_: dict[str, Any] | bool | None = Field(
+        None, alias="schema", description="JSON Schema (Draft 2020-12) of the payload"
+    )
+    deprecated: bool = False
+
+
+class EventTypePatch(BaseModel):
+    description: str | None = Field(None, max_length=1024)
+    schema_: dict[str, Any] | bool | None = Field(
+        None, alias="schema", description="JSON Schema (Draft 2020-12); null: none"
+    )
+    deprecated: bool | None = None
 
 
 class EndpointIn(BaseModel):
@@ -107,10 +137,19 @@ class Problem(BaseModel):
     error: str
     detail: str
     field: str | None = None
+    path: str | None = Field(
+        None, description="schema_violation: JSON Pointer (RFC 6901) into the payload"
+    )
+    schema_path: str | None = Field(
+        None, description="schema_violation: JSON Pointer of the failing schema keyword"
+    )
 
 
 MODELS = {
     "tenant": TenantIn,
+    "tenant_patch": TenantPatch,
+    "event_type": EventTypeIn,
+    "event_type_patch": EventTypePatch,
     "endpoint": EndpointIn,
     "endpoint_patch": EndpointPatch,
     "event": EventIn,
@@ -131,7 +170,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (409, "conflict"),
         (413, "body too large"),
         (415, "not JSON"),
-        (422, "a field is invalid (named in `field`)"),
+        (422, "a field is invalid (named in `field`; a schema violation adds `path`)"),
         (429, "shedding load (Retry-After)"),
         (503, "overloaded or not replicated in time (Retry-After)"),
     )

@@ -9,6 +9,9 @@ Keys (``/`` never occurs inside an id):
     tenants                     ORSet of tenant ids
     t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s)
     t/<tenant>/endpoints        ORSet of endpoint ids
+    t/<tenant>/event_types      ORSet of the names in the tenant's event-type catalog
+    t/<tenant>/strict_event_types  LWWRegister: bool, strict mode (core.event_types)
+    y/<tenant>/<type>/<field>   LWWRegister (description, schema, ... see EVENT_TYPE_FIELDS)
     t/<tenant>/usage/<counter>  PNCounter
     e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
     e/<endpoint>/event_types    ORSet of event types
@@ -29,6 +32,7 @@ from typing import Any
 from crdt import CRDT, LWWRegister, ORSet, PNCounter, Timestamp, decode
 
 from .custody import CustodyRecord
+from .event_types import EVENT_TYPE_FIELDS, EventTypeView
 
 __all__ = [
     "ENDPOINT_FIELDS",
@@ -79,10 +83,15 @@ SOURCE_FIELDS = (
     "tenant_gen",
 )
 _ID = r"[A-Za-z0-9_.\-]{1,64}"
+_TYPE = r"[A-Za-z0-9_.\-]{1,128}"
 _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tenants"), ORSet),
-    (re.compile(rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s)"), LWWRegister),
-    (re.compile(rf"t/{_ID}/endpoints"), ORSet),
+    (
+        re.compile(rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s|strict_event_types)"),
+        LWWRegister,
+    ),
+    (re.compile(rf"t/{_ID}/(endpoints|event_types)"), ORSet),
+    (re.compile(rf"y/{_ID}/{_TYPE}/({'|'.join(EVENT_TYPE_FIELDS)})"), LWWRegister),
     (re.compile(rf"t/{_ID}/usage/({'|'.join(USAGE_COUNTERS)})"), PNCounter),
     (re.compile(rf"e/{_ID}/({'|'.join(ENDPOINT_FIELDS)})"), LWWRegister),
     (re.compile(rf"e/{_ID}/event_types"), ORSet),
@@ -130,6 +139,7 @@ class TenantView:
     usage: dict[str, int]
     ack_policy: str = "local"
     publish_rate_per_s: float | None = None  # None: the node's ingest.tenant_rate_per_s
+    strict_event_types: bool = False  # only catalogued event types (core.event_types)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +306,87 @@ class Registry:
             usage={c: self._get(f"{p}usage/{c}", PNCounter).value() for c in USAGE_COUNTERS},
             ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
             publish_rate_per_s=self.publish_rate(tenant_id),
+            strict_event_types=self.strict_event_types(tenant_id),
         )
+
+    def strict_event_types(self, tenant_id: str) -> bool:
+        """Is the tenant in strict mode (only catalogued event types, core.event_types)?"""
+        return self._get(f"t/{tenant_id}/strict_event_types", LWWRegister).value() is True
+
+    # -- event-type catalog --------------------------------------------------------------
+
+    def event_type_names(self, tenant_id: str) -> list[str]:
+        """Names in a live tenant's catalog, sorted (``event_type`` tells which are live)."""
+        if not self.has_tenant(tenant_id):
+            return []
+        return sorted(self._get(f"t/{tenant_id}/event_types", ORSet).value())
+
+    def event_type(self, tenant_id: str, name: str) -> EventTypeView | None:
+        """A type of a live tenant's catalog, or None (never added, removed, or added
+        under an earlier life of the tenant id)."""
+        if not self.has_tenant(tenant_id):
+            return None
+        if name not in self._get(f"t/{tenant_id}/event_types", ORSet):
+            return None
+        p = f"y/{tenant_id}/{name}/"
+
+        def f(field: str, default: Any = None) -> Any:
+            v = self._get(p + field, LWWRegister).value()
+            return default if v is None else v
+
+        made_in = f("tenant_gen")
+        if isinstance(made_in, str) and not gen_live(made_in, self.tenant_gen(tenant_id)):
+            return None
+        return EventTypeView(
+            tenant=tenant_id,
+            name=name,
+            description=f("description", ""),
+            schema=f("schema"),
+            deprecated=bool(f("deprecated", False)),
+            deprecated_at_ms=f("deprecated_at"),
+            created_at_ms=f("created_at", 0),
+            updated_at_ms=f("updated_at", 0),
+        )
+
+    def event_types(self, tenant_id: str) -> list[EventTypeView]:
+        """The live types of a tenant's catalog, in name order."""
+        views = (self.event_type(tenant_id, n) for n in self.event_type_names(tenant_id))
+        return [v for v in views if v is not None]
+
+    def put_event_type(
+        self,
+        tenant_id: str,
+        name: str,
+        fields: Mapping[str, Any],
+        now_ms: int,
+        actor: str,
+        stamp: Timestamp,
+        create: bool,
+    ) -> Deltas:
+        """Deltas creating (``create``: every field written, the name added) or updating
+        a catalog type; ``fields`` from core.event_types.check_event_type_fields. Marking
+        it deprecated records ``deprecated_at`` (now) unless it already was."""
+        p = f"y/{tenant_id}/{name}/"
+        values = {k: v for k, v in fields.items() if k != "name"}
+        old = None if create else self.event_type(tenant_id, name)
+        if values.get("deprecated") is True and not (old is not None and old.deprecated):
+            values["deprecated_at"] = now_ms
+        elif values.get("deprecated") is False:
+            values["deprecated_at"] = None
+        if create:
+            values = {"description": "", "schema": None, "deprecated": False,
+                      "deprecated_at": None, **values, "created_at": now_ms,
+                      "tenant_gen": self.tenant_gen(tenant_id) or ""}  # fmt: skip
+        values["updated_at"] = now_ms
+        deltas = dict(self._set(p + k, v, actor, stamp) for k, v in values.items())
+        if create:
+            key = f"t/{tenant_id}/event_types"
+            deltas[key] = self._get(key, ORSet).add(name, actor=actor)
+        return deltas
+
+    def delete_event_type(self, tenant_id: str, name: str) -> Deltas:
+        key = f"t/{tenant_id}/event_types"
+        return {key: self._get(key, ORSet).remove(name)}
 
     def endpoint_ids(self, tenant_id: str) -> list[str]:
         """Ids of the live endpoints of a live tenant, sorted (time-ordered ids)."""
@@ -367,6 +457,7 @@ class Registry:
         stamp: Timestamp,
         ack_policy: str = "local",
         publish_rate_per_s: float | None = None,
+        strict_event_types: bool = False,
     ) -> Deltas:
         p = f"t/{tenant_id}/"
         deltas = dict(
@@ -380,17 +471,29 @@ class Registry:
         key = p + "publish_rate_per_s"
         if publish_rate_per_s is not None or self._states.get(key) is not None:
             deltas.update([self._set(key, publish_rate_per_s, actor, stamp)])
+        key = p + "strict_event_types"
+        if strict_event_types or self._states.get(key) is not None:
+            deltas.update([self._set(key, strict_event_types, actor, stamp)])
         return deltas
 
+    def patch_tenant(
+        self, tenant_id: str, fields: Mapping[str, Any], actor: str, stamp: Timestamp
+    ) -> Deltas:
+        """Deltas setting tenant fields (name, ack_policy, publish_rate_per_s,
+        strict_event_types), already validated."""
+        return dict(self._set(f"t/{tenant_id}/{k}", v, actor, stamp) for k, v in fields.items())
+
     def delete_tenant(self, tenant_id: str) -> Deltas:
-        """Removes the tenant, every endpoint and every source it has, so a re-created id
-        starts empty (what is stamped with the old generation stays invisible too)."""
-        key = f"t/{tenant_id}/endpoints"
-        eps: ORSet = self._get(key, ORSet)
-        delta = ORSet.empty()
-        for e in eps.elements():
-            delta = delta.merge(eps.remove(e))
-        deltas: Deltas = {"tenants": self._get("tenants", ORSet).remove(tenant_id), key: delta}
+        """Removes the tenant, every endpoint, event type and source it has, so a re-created
+        id starts empty (what is stamped with the old generation stays invisible too)."""
+        deltas: Deltas = {"tenants": self._get("tenants", ORSet).remove(tenant_id)}
+        for key in (f"t/{tenant_id}/endpoints", f"t/{tenant_id}/event_types"):
+            members: ORSet = self._get(key, ORSet)
+            delta = ORSet.empty()
+            for e in members.elements():
+                delta = delta.merge(members.remove(e))
+            if key.endswith("endpoints") or delta != ORSet.empty():
+                deltas[key] = delta
         sources: ORSet = self._get("sources", ORSet)
         gone = ORSet.empty()
         for sid in sources.elements():

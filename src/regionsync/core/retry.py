@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .model import DeliveryStatus
+from .model import Attempt, Delivery, DeliveryStatus
 
 __all__ = [
     "DEADLINE_S",
     "DEFAULT_SCHEDULE_S",
     "AttemptOutcome",
+    "attempt_row",
     "Decision",
     "OutcomeKind",
     "next_step",
@@ -98,3 +99,22 @@ def next_step(
     if at > accepted_at_ms + _DEADLINE_S * 1000:
         return Decision(DeliveryStatus.DEAD, None)
     return Decision(DeliveryStatus.PENDING, at)
+
+
+def attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
+    """The attempt log row of try ``n`` of ``d`` at ``now_ms`` in ``region``."""
+    error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
+    return Attempt(
+        owner_gen=d.owner_gen,
+        endpoint_id=d.endpoint_id,
+        generation=d.generation,
+        delivery_id=d.id,
+        n=n,
+        at_ms=now_ms,
+        region=region,
+        status_code=outcome.status_code,
+        latency_ms=round(outcome.latency_ms, 3),
+        error=error,
+        response_excerpt=outcome.response_excerpt,
+        response_headers=outcome.response_headers,
+    )

@@ -15,6 +15,8 @@ from typing import Any
 from ..config import Settings
 from ..core.custody import CustodyRecord, custody_writes, suspected
 from ..core.model import Delivery
+from ..core.operational import region_transitions
+from .operational import OperationalEvents
 from .ports import Clock, Store
 from .state import Catalog, DeliveryQueue, PeerStatus
 from .writepath import WritePath
@@ -44,8 +46,10 @@ class Custody:
         *,
         store: Store,
         clock: Clock,
+        ops: OperationalEvents | None = None,
     ):
-        self.region, self.opts = settings.region, settings.replication
+        self.region, self.opts, self.ops = settings.region, settings.replication, ops
+        self._suspected: frozenset[str] = frozenset()  # as of the last step
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.peers, self.counters, self.store, self.clock = peers, counters, store, clock
         for name in ("custody_changes", "deliveries_adopted", "deliveries_handed_back"):
@@ -143,6 +147,10 @@ class Custody:
         """Decide once: latch readiness, write the custody records core.custody asks for.
         Returns how many records were written."""
         suspects = self.suspects()
+        if self.ops is not None:  # once per change of this region's suspicion
+            for change, region in region_transitions(self._suspected, suspects):
+                self.ops.emit(change, {"peer": region, "last_heard_ms": self.heard.get(region)})
+        self._suspected = suspects
         caught_up = self.caught_up(suspects)
         if caught_up and not self.ready:
             self.ready = True

@@ -25,8 +25,10 @@ from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
 from ..core.lanes import Lane, TokenBucket
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
+from ..core.operational import health_transition
 from ..core.registry import EndpointView, gen_live
-from ..core.retry import DEADLINE_S, AttemptOutcome, OutcomeKind, next_step
+from ..core.retry import DEADLINE_S, OutcomeKind, attempt_row, next_step
+from .operational import OperationalEvents
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
@@ -57,8 +59,9 @@ class DeliveryWorker:
         clock: Clock,
         rng: Rng,
         sender: Sender,
+        ops: OperationalEvents | None = None,
     ):
-        self.custody = custody
+        self.custody, self.ops = custody, ops
         self.region, self.catalog, self.writer, self.queue = settings.region, catalog, writer, queue
         self.store, self.clock, self.rng, self.sender = store, clock, rng, sender
         self.opts = settings.delivery
@@ -292,7 +295,7 @@ class DeliveryWorker:
                 self.opts.retry_schedule_s,
             )
             status, next_at = decision.status, decision.next_attempt_at_ms
-            attempt = _attempt_row(d, attempts, now, self.region, outcome)
+            attempt = attempt_row(d, attempts, now, self.region, outcome)
             if outcome.kind is OutcomeKind.SUCCEEDED:
                 health_event = "success"
             elif outcome.status_code == 410:
@@ -323,10 +326,11 @@ class DeliveryWorker:
             if current is not None:  # another custodian's outcome may have arrived meanwhile
                 new = delivery_join(current, new)
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
-            deltas = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
+            deltas, change = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
             reg = self.catalog.registry
             was_final = current is not None and current.status.final
-            if new.status.final and d.status is DeliveryStatus.PENDING and not was_final:
+            finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
+            if finished:
                 # usage counters count deliveries by current status (README, "Usage
                 # counters"): only a pending -> final transition moves them
                 if d.region == self.region:
@@ -343,15 +347,24 @@ class DeliveryWorker:
                 "delivery", stamp, deltas, batch, delivery=new, attempt=attempt
             )
         await durable
+        if self.ops is not None:  # once per transition this region wrote
+            if change is not None:
+                self.ops.emit(change, {"tenant": d.tenant, "endpoint": d.endpoint_id,
+                                       "trigger": health_event}, d.tenant)  # fmt: skip
+            if finished and new.status is DeliveryStatus.DEAD:
+                self.ops.emit("delivery.dead", {
+                    "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
+                    "event": d.event_id, "attempts": new.attempts}, d.tenant)  # fmt: skip
 
     def _health_deltas(
         self, endpoint_id: str, event: str | None, now_ms: int, policy: HealthPolicy
-    ) -> dict[str, CRDT]:
+    ) -> tuple[dict[str, CRDT], str | None]:
         """Apply one attempt's health input (core.health.step); registry deltas if the
-        replicated state (failing since / disabled) changed. Call with the write lock held."""
+        replicated state (failing since / disabled) changed, and the operational event of
+        that change (core.operational) or None. Call with the write lock held."""
         view = self.catalog.registry.endpoint(endpoint_id)
         if event is None or view is None:
-            return {}
+            return {}, None
         before = self.queue.health.get(endpoint_id)
         if before is None:
             state = "disabled" if view.disabled else "paused" if view.paused else (
@@ -372,26 +385,9 @@ class DeliveryWorker:
         elif after.state == "active" and view.failing_since_ms is not None:
             fields = {"failing_since": None}
         if not fields:
-            return {}
+            return {}, None
         stamp = self.writer.stamp()
-        return self.catalog.registry.patch_endpoint(
+        deltas = self.catalog.registry.patch_endpoint(
             endpoint_id, fields, (), (), stamp.wall_ms, self.writer.actor, stamp
         )
-
-
-def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
-    error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
-    return Attempt(
-        owner_gen=d.owner_gen,
-        endpoint_id=d.endpoint_id,
-        generation=d.generation,
-        delivery_id=d.id,
-        n=n,
-        at_ms=now_ms,
-        region=region,
-        status_code=outcome.status_code,
-        latency_ms=round(outcome.latency_ms, 3),
-        error=error,
-        response_excerpt=outcome.response_excerpt,
-        response_headers=outcome.response_headers,
-    )
+        return deltas, health_transition(view.state, after.state)

@@ -20,9 +20,11 @@ from ..config import Settings
 from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
 from ..core.lanes import TokenBucket
 from ..core.model import Delivery, DeliveryStatus, Event, WriteBatch
+from ..core.operational import pressure_transition
 from ..core.sources import SourceConfig, event_id_for, verify
 from ..core.validate import check_event_type
 from ..errors import Conflict, NotFound, TooManyRequests, Unavailable
+from .operational import OperationalEvents
 from .ports import Clock, IdSource, Rng, Store
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
 from .writepath import WritePath
@@ -63,8 +65,9 @@ class Ingest:
         clock: Clock,
         rng: Rng,
         ids: IdSource,
+        ops: OperationalEvents | None = None,
     ):
-        self.settings, self.region = settings, settings.region
+        self.settings, self.region, self.ops = settings, settings.region, ops
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.idempotency, self.peers = idempotency, peers
         self.store, self.clock, self.rng, self.ids = store, clock, rng, ids
@@ -77,7 +80,7 @@ class Ingest:
 
     def admission(self, priority: str) -> Admission:
         """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
-        opts = self.settings.ingest
+        opts, before = self.settings.ingest, self.pressure
         self.pressure = observe(
             self.pressure,
             self.queue.backlog,
@@ -86,6 +89,11 @@ class Ingest:
             self.clock.monotonic(),
             opts.pressure_tau_s,
         )
+        if self.ops is not None and self.ops.enabled:
+            p = self.pressure
+            change = pressure_transition(before.state if before else None, p.state)
+            if change is not None:
+                self.ops.emit(change, {"state": p.state, "saturation": round(p.smoothed, 4)})
         decision = admit(self.pressure, priority, self.rng.uniform(-1.0, 1.0))
         key = "admitted" if decision.admitted else "shed"
         self.ingest_counts[(key, priority)] = self.ingest_counts.get((key, priority), 0) + 1
@@ -139,7 +147,8 @@ class Ingest:
         caller has it; filters read it). Returns ``(event, created)``; a repeat
         with the same ``Idempotency-Key`` and body (sent to any region, once replicated)
         returns the original event and False. Raises NotFound (tenant), Unprocessable
-        (event_type), Conflict (key reused with another body), TooManyRequests /
+        (event_type; unknown type in strict mode), SchemaViolation (payload against its
+        type's schema, core.event_types), Conflict (key reused with another body), TooManyRequests /
         Unavailable (backpressure, or ``one-remote`` not confirmed in time).
         """
         tel, started = self.writer.telemetry, self.clock.monotonic()
@@ -173,10 +182,12 @@ class Ingest:
             if idempotency_key is not None:
                 found = self._idempotent(tenant_id, idempotency_key)
             if found is None:
+                obj = json.loads(payload) if payload_obj is None else payload_obj
+                # the catalog's schema (or strict mode) judges new events, not repeats
+                self.catalog.check_event(tenant_id, event_type, obj)
                 accepted = self._accept(
-                    tenant_id, event_type, payload, digest, idempotency_key,
-                    payload_obj=json.loads(payload) if payload_obj is None else payload_obj,
-                )  # fmt: skip
+                    tenant_id, event_type, payload, digest, idempotency_key, payload_obj=obj
+                )
             else:
                 event_id, seen, region, received_at_ms = found
                 if seen != digest:
@@ -193,6 +204,16 @@ class Ingest:
             return original, False
         await self._settle(accepted, self.catalog.registry.ack_policy(tenant_id) == "one-remote")
         return accepted.event, True
+
+    async def publish_internal(self, tenant_id: str, event_type: str, payload: Any) -> Event:
+        """Accept an event the node raises itself (operational webhooks): no admission,
+        rate limit or catalog check; durable before it returns. NotFound (tenant)."""
+        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        async with self.writer.local_lock():
+            self.catalog.require_tenant(tenant_id)
+            accepted = self._accept(tenant_id, event_type, text, "", None, payload_obj=payload)
+        await self._settle(accepted, False)
+        return accepted.event
 
     def _idempotent(self, tenant_id: str, key: str) -> tuple[str, str, str, int] | None:
         ttl_ms = int(self.settings.ingest.idempotency_ttl_s * 1000)
@@ -237,6 +258,9 @@ class Ingest:
             self.catalog.require_tenant(src.tenant)
             pending = self._pending_events.get(event_id)
             if pending is None:
+                # a schema judges inbound payloads too; strict mode does not refuse an
+                # unknown type here (senders add types without notice, some never retry)
+                self.catalog.check_event(src.tenant, inbound.event_type, inbound.payload, False)
                 accepted = self._accept(
                     src.tenant, inbound.event_type, payload.encode(), digest, None, event_id,
                     payload_obj=inbound.payload,

@@ -7,6 +7,7 @@ The parts (each its own module) receive only what they use:
 | ``writer`` (writepath.WritePath) | lock, HLC, actor, version vectors, group commit, log wake-ups |
 | ``catalog`` (state.Catalog) | registry and subscription index |
 | ``registry_ops`` (registry_ops.RegistryOps) | tenant, endpoint and source operations |
+| ``event_types`` (event_types.EventTypeOps) | tenants' event-type catalogs |
 | ``ingest`` (ingest.Ingest) | publish, inbound, Idempotency-Keys, admission, ack policies |
 | ``recovery`` (recovery.Recovery) | retry, recover and replay-missing jobs, attempt purge |
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
@@ -16,6 +17,7 @@ The parts (each its own module) receive only what they use:
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``listing`` (listing.Listing) | newest-first list and search pages |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
+| ``ops`` (operational.OperationalEvents) | operational webhooks (queue, publishing task) |
 | ``telemetry`` (telemetry.Telemetry, on the writer) | latency histograms, spans |
 
 The node never touches a socket, a file or the system clock itself, so the simulator and
@@ -34,9 +36,11 @@ from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .custody import Custody
 from .delivery import DeliveryWorker
+from .event_types import EventTypeOps
 from .ingest import Ingest
 from .links import Links
 from .listing import Listing
+from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
@@ -82,17 +86,21 @@ class Node:
         self.writer = writer = WritePath(settings, store, clock, self.catalog)
         self.telemetry = writer.telemetry
         parts: dict[str, Any] = {"store": store, "clock": clock}
+        self.ops = OperationalEvents(settings, clock)
         self.registry_ops = RegistryOps(
             settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver
         )
+        self.event_types = EventTypeOps(self.catalog, writer)
         self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
         self.ingest = Ingest(
             settings, self.catalog, writer, self.queue, self.keys, self.peers,
-            rng=rng, ids=ids, **parts,
+            rng=rng, ids=ids, ops=self.ops, **parts,
         )  # fmt: skip
+        self.ops.publish = self.ingest.publish_internal
         self.custody = Custody(
-            settings, self.catalog, writer, self.queue, self.peers, self.counters, **parts
-        )
+            settings, self.catalog, writer, self.queue, self.peers, self.counters, ops=self.ops,
+            **parts,
+        )  # fmt: skip
         self.recovery = Recovery(
             settings, self.catalog, writer, self.queue, ids=ids, spawn=self._spawn,
             runs_here=self.custody.runs, **parts,
@@ -110,7 +118,7 @@ class Node:
         )
         self.delivery = DeliveryWorker(
             settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=sender,
-            **parts,
+            ops=self.ops, **parts,
         )  # fmt: skip
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
@@ -148,6 +156,8 @@ class Node:
         self._spawn(self.delivery.run(), "delivery")
         self._spawn(self.custody.run(), "custody")
         self._spawn(self.recovery.run(), "jobs")
+        if self.ops.enabled:  # no task when off (simulator traces stay as they were)
+            self._spawn(self.ops.run(), "operational")
         for peer in self.settings.peers:
             link = PeerLink(self.links, self.peers[peer.region])
             self._spawn(link.run(), f"peer-{peer.region}")

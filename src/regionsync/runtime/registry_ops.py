@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
+from ..core.event_types import check_subscriptions
 from ..core.filters import explain
 from ..core.registry import EndpointView, TenantView
 from ..core.signing import make_secret
@@ -24,6 +25,24 @@ from .state import Catalog, DeliveryQueue
 from .writepath import WritePath
 
 __all__ = ["RegistryOps"]
+
+
+def _check_tenant_fields(fields: Mapping[str, Any]) -> None:
+    """422 naming the first bad tenant field of ``fields`` (name, ack_policy,
+    publish_rate_per_s, strict_event_types); unknown names are the caller's check."""
+    rate = fields.get("publish_rate_per_s")
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, int | float)
+        or not 0.01 <= rate <= 1_000_000
+    ):  # fmt: skip
+        raise Unprocessable("must be a number in [0.01, 1000000]", field="publish_rate_per_s")
+    name = fields.get("name")
+    if "name" in fields and (not isinstance(name, str) or not 1 <= len(name) <= 256):
+        raise Unprocessable("must be a string of 1..256 characters", field="name")
+    if "ack_policy" in fields and fields["ack_policy"] not in ACK_POLICIES:
+        raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
+    if "strict_event_types" in fields and not isinstance(fields["strict_event_types"], bool):
+        raise Unprocessable("must be a boolean", field="strict_event_types")
 
 
 class RegistryOps:
@@ -53,35 +72,51 @@ class RegistryOps:
         name: Any,
         ack_policy: Any = "local",
         publish_rate_per_s: Any = None,
+        strict_event_types: Any = False,
     ) -> TenantView:
         """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish);
         ``publish_rate_per_s`` (events/s per region, 0.01..1e6, None: the node default
-        ``ingest.tenant_rate_per_s``) limits its publish API; 422 naming the field."""
+        ``ingest.tenant_rate_per_s``) limits its publish API; ``strict_event_types``
+        (bool) allows only catalogued event types; 422 naming the field."""
         rate = publish_rate_per_s
-        if rate is not None and (
-            isinstance(rate, bool) or not isinstance(rate, int | float)
-            or not 0.01 <= rate <= 1_000_000
-        ):  # fmt: skip
-            raise Unprocessable("must be a number in [0.01, 1000000]", field="publish_rate_per_s")
+        _check_tenant_fields(
+            {"name": name, "ack_policy": ack_policy, "publish_rate_per_s": rate,
+             "strict_event_types": strict_event_types}
+        )  # fmt: skip
         if tenant_id is not None:
             check_id(tenant_id, "id")
-        if not isinstance(name, str) or not 1 <= len(name) <= 256:
-            raise Unprocessable("must be a string of 1..256 characters", field="name")
-        if ack_policy not in ACK_POLICIES:
-            raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
         async with self.writer.local_lock():
             tid = tenant_id or self.ids.new("ten")
             if self.catalog.registry.tenant(tid) is not None:
                 raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.create_tenant(
-                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate
-            )
+                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate,
+                strict_event_types,
+            )  # fmt: skip
             durable = self.writer.commit_local("registry", stamp, deltas)
         await durable
         view = self.catalog.registry.tenant(tid)
         assert view is not None
         return view
+
+    async def patch_tenant(self, tenant_id: str, fields: Mapping[str, Any]) -> TenantView:
+        """Set ``name``, ``ack_policy``, ``publish_rate_per_s`` (null: node default) or
+        ``strict_event_types`` of a tenant (the caller checks who may set which); 422
+        naming the field. Turning strict mode on leaves existing subscriptions as they are."""
+        _check_tenant_fields(fields)
+        async with self.writer.local_lock():
+            self.catalog.tenant(tenant_id)
+            stamp = self.writer.stamp()
+            deltas = self.catalog.registry.patch_tenant(tenant_id, fields, self.writer.actor, stamp)
+            durable = self.writer.commit_local("registry", stamp, deltas)
+        await durable
+        return self.catalog.tenant(tenant_id)
+
+    def _check_strict(self, tenant_id: str, patterns: list[str]) -> None:
+        """Strict mode: every pattern names or matches a catalogued type (422 otherwise)."""
+        if patterns and self.catalog.registry.strict_event_types(tenant_id):
+            check_subscriptions(patterns, self.catalog.registry.event_type_names(tenant_id))
 
     async def delete_tenant(self, tenant_id: str) -> None:
         async with self.writer.local_lock():
@@ -155,6 +190,7 @@ class RegistryOps:
         }
         async with self.writer.local_lock():
             self.catalog.tenant(tenant_id)
+            self._check_strict(tenant_id, list(event_types))
             owner = self.catalog.registry.endpoint_owner(eid) if eid else None
             if owner is not None and owner != tenant_id:
                 eid = None  # another tenant's id (live or not): never revealed, never shared
@@ -202,6 +238,7 @@ class RegistryOps:
         remove = fields.pop("event_types_remove", [])
         async with self.writer.local_lock():
             old = self.catalog.endpoint(tenant_id, endpoint_id)
+            self._check_strict(tenant_id, [*fields.get("event_types", []), *add])
             stamp = self.writer.stamp()
             if fields.get("paused") is False or fields.get("disabled") is False:
                 fields["failing_since"] = None  # resume / re-enable resets the counter

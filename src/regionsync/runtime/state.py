@@ -17,6 +17,7 @@ from typing import Any
 from crdt import CRDT
 
 from ..core.custody import CustodyRecord
+from ..core.event_types import EventTypeView, ValidatorCache, check_publish
 from ..core.health import Health
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
@@ -46,6 +47,12 @@ class Catalog:
         self.custody: dict[str, CustodyRecord] = {}  # owner -> record (core.custody)
         self.jobs: dict[str, dict[str, Any]] = {}  # job id -> fields (runtime/recovery.py)
         self.token_hashes: dict[str, TokenView] = {}  # sha256 hex -> live API token
+        # event-type catalogs: tenant -> name -> view, only tenants that have types; and
+        # the tenants in strict mode (so a publish of a tenant with neither costs two
+        # dict lookups)
+        self.event_types: dict[str, dict[str, EventTypeView]] = {}
+        self.strict: frozenset[str] = frozenset()
+        self.validators = ValidatorCache()
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
@@ -65,13 +72,59 @@ class Catalog:
                 self.jobs = self.registry.jobs()
             if any(k == "tokens" or k.startswith("k/") for k in changed):
                 self._reindex_tokens()
+            self._reindex_event_types(changed)
         return changed
+
+    def _reindex_event_types(self, changed: Mapping[str, CRDT] | None) -> None:
+        """Bring ``event_types`` and ``strict`` up to date (None: everything changed)."""
+        reg = self.registry
+        if changed is None or "tenants" in changed:
+            tenants = set(reg.tenant_ids()) | set(self.event_types)
+            self.strict = frozenset(t for t in reg.tenant_ids() if reg.strict_event_types(t))
+        else:
+            tenants = set()
+            for key in changed:
+                kind, _, rest = key.partition("/")
+                tenant, _, tail = rest.partition("/")
+                if kind == "y" or (kind == "t" and tail == "event_types"):
+                    tenants.add(tenant)
+                elif kind == "t" and tail == "strict_event_types":
+                    on = reg.has_tenant(tenant) and reg.strict_event_types(tenant)
+                    self.strict = (self.strict | {tenant}) if on else (self.strict - {tenant})
+        for tenant in tenants:
+            views = {v.name: v for v in reg.event_types(tenant)}
+            if views:
+                self.event_types[tenant] = views
+            else:
+                self.event_types.pop(tenant, None)
+
+    def check_event(
+        self, tenant_id: str, event_type: str, payload: Any, strict: bool = True
+    ) -> EventTypeView | None:
+        """core.event_types.check_publish against the tenant's catalog: the type's view
+        (None: not catalogued); raises Unprocessable (an unknown type in strict mode,
+        unless ``strict`` is False) or SchemaViolation. Two dict lookups for a tenant
+        without catalog or strict mode."""
+        types = self.event_types.get(tenant_id)
+        if types is None and tenant_id not in self.strict:
+            return None
+        return check_publish(types, strict and tenant_id in self.strict, event_type, payload,
+                             self.validators)  # fmt: skip
+
+    def deprecated_at(self, tenant_id: str, event_type: str) -> int | None:
+        """When ``event_type`` was marked deprecated in the tenant's catalog (ms), or None."""
+        types = self.event_types.get(tenant_id)
+        view = types.get(event_type) if types else None
+        if view is None or not view.deprecated:
+            return None
+        return view.deprecated_at_ms if view.deprecated_at_ms is not None else view.updated_at_ms
 
     def _reindex_tokens(self) -> None:
         self.token_hashes = {t.hash: t for t in tokens(self.registry)}
 
     def rebuild_index(self) -> None:
         self.custody, self.jobs = self.registry.custody(), self.registry.jobs()
+        self._reindex_event_types(None)
         self.index = SubscriptionIndex()
         for tenant in self.registry.tenant_ids():
             for view in self.registry.endpoints(tenant):
@@ -137,6 +190,13 @@ class Catalog:
             return False
         live = self.registry.endpoint_gen(d.endpoint_id, tenant_id)
         return live is None or gen_live(d.owner_gen, live)
+
+    def event_type(self, tenant_id: str, name: str) -> EventTypeView:
+        self.tenant(tenant_id)
+        view = self.registry.event_type(tenant_id, name)
+        if view is None:
+            raise NotFound(f"no event type {name!r}", field="event_type")
+        return view
 
     def source(self, source_id: str) -> dict[str, Any]:
         fields = self.registry.source(source_id)

@@ -196,5 +196,18 @@ class _Snapshot:
             "New incarnations taken because a peer had seen more of this node's actor",
             value=node.writer.renewals,
         )
+        c = CounterMetricFamily(
+            "regionsync_operational_events",
+            "Operational webhook events published here ([operational_webhooks])",
+            labels=["type"],
+        )
+        for event_type, n in sorted(node.ops.counts.items()):
+            c.add_metric([event_type], n)
+        yield c
+        yield CounterMetricFamily(
+            "regionsync_operational_events_dropped",
+            "Operational events lost (no operations tenant, full queue, publish error)",
+            value=node.ops.dropped,
+        )
         for name, value in node.counters.items():
             yield CounterMetricFamily(f"regionsync_{name}", name.replace("_", " "), value=value)

@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from ...core.event_types import EventTypeView
 from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
@@ -43,6 +44,7 @@ __all__ = [
     "ApiContext",
     "Auth",
     "accepted_json",
+    "accepted_response",
     "attempt_json",
     "client_problem",
     "decode_cursor",
@@ -53,6 +55,7 @@ __all__ = [
     "event_body",
     "event_json",
     "event_summary_json",
+    "event_type_json",
     "job_json",
     "page_params",
     "parse_time",
@@ -129,15 +132,21 @@ def delivery_status(status: str | None) -> DeliveryStatus | None:
         ) from None
 
 
-def problem(status: int, code: str, detail: str, field: str | None = None) -> JSONResponse:
+def problem(
+    status: int, code: str, detail: str, field: str | None = None, extra: Any = None
+) -> JSONResponse:
+    """The problem body ``{error, detail, field}`` (plus ``extra`` members, e.g. the
+    ``path`` and ``schema_path`` of a schema violation)."""
     body: dict[str, Any] = {"error": code, "detail": detail}
     if field is not None:
         body["field"] = field
+    if extra:
+        body.update(extra)
     return JSONResponse(body, status_code=status)
 
 
 def client_problem(exc: ClientError) -> JSONResponse:
-    resp = problem(exc.status, exc.code, exc.detail, exc.field)
+    resp = problem(exc.status, exc.code, exc.detail, exc.field, getattr(exc, "extra", None))
     retry_after = getattr(exc, "retry_after_s", None)
     if retry_after is not None:
         resp.headers["Retry-After"] = str(retry_after)
@@ -178,8 +187,22 @@ def tenant_json(t: TenantView) -> dict[str, Any]:
         "name": t.name,
         "ack_policy": t.ack_policy,
         "publish_rate_per_s": t.publish_rate_per_s,
+        "strict_event_types": t.strict_event_types,
         "created_at": rfc3339(t.created_at_ms),
         "usage": t.usage,
+    }
+
+
+def event_type_json(v: EventTypeView) -> dict[str, Any]:
+    """A catalog type; ``schema`` is the JSON Schema as registered (parsed), or null."""
+    return {
+        "name": v.name,
+        "description": v.description,
+        "schema": None if v.schema is None else json.loads(v.schema),
+        "deprecated": v.deprecated,
+        "deprecated_at": rfc3339(v.deprecated_at_ms),
+        "created_at": rfc3339(v.created_at_ms),
+        "updated_at": rfc3339(v.updated_at_ms),
     }
 
 
@@ -255,6 +278,18 @@ def accepted_json(e: Event) -> dict[str, Any]:
         "region": e.region,
         "received_at": rfc3339(e.received_at_ms),
     }
+
+
+def accepted_response(node: Node, e: Event, **extra: Any) -> JSONResponse:
+    """The 202 of an accepted event (``accepted_json`` plus ``extra`` members). If its
+    type is deprecated in the tenant's catalog: ``Deprecation: @<unix seconds>`` (RFC
+    9745, when it was deprecated) and ``warnings``."""
+    body = {**accepted_json(e), **extra}
+    deprecated_at = node.catalog.deprecated_at(e.tenant, e.event_type)
+    if deprecated_at is None:
+        return JSONResponse(body, status_code=202)
+    body["warnings"] = [f"event type {e.event_type!r} is deprecated"]
+    return JSONResponse(body, status_code=202, headers={"Deprecation": f"@{deprecated_at // 1000}"})
 
 
 def delivery_json(d: Delivery, custodian: str) -> dict[str, Any]:

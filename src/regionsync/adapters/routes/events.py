@@ -14,7 +14,7 @@ from ...errors import Unprocessable
 from ..openapi_docs import body
 from .common import (
     ApiContext,
-    accepted_json,
+    accepted_response,
     decode_cursor,
     delivery_json,
     delivery_status,
@@ -51,7 +51,7 @@ def build(ctx: ApiContext) -> APIRouter:
         event, _created = await node.ingest.publish(
             tenant, body["event_type"], payload.encode(), key, body["payload"]
         )
-        return JSONResponse(accepted_json(event), status_code=202)
+        return accepted_response(node, event)
 
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler
 

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..openapi_docs import body
 from .common import (
     ApiContext,
-    accepted_json,
+    accepted_response,
     decode_cursor,
     encode_cursor,
     page_params,
@@ -58,7 +58,7 @@ def build(ctx: ApiContext) -> APIRouter:
         raw = await read_body(request, ctx.max_body, also=("application/x-www-form-urlencoded",))
         headers = {k.lower(): v for k, v in request.headers.items()}
         event, created = await node.ingest.ingest(source, headers, raw)
-        return JSONResponse({**accepted_json(event), "duplicate": not created}, status_code=202)
+        return accepted_response(node, event, duplicate=not created)
 
     ctx.fast_routes[r"/in/([^/]+)"] = inbound_handler
 

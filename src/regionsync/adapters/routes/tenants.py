@@ -28,7 +28,8 @@ def build(ctx: ApiContext) -> APIRouter:
     async def create_tenant(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         body = await read_object(request, ctx.max_body)
-        unknown = sorted(set(body) - {"id", "name", "ack_policy", "publish_rate_per_s"})
+        known = {"id", "name", "ack_policy", "publish_rate_per_s", "strict_event_types"}
+        unknown = sorted(set(body) - known)
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
         if "name" not in body:
@@ -39,6 +40,7 @@ def build(ctx: ApiContext) -> APIRouter:
                 body["name"],
                 body.get("ack_policy", "local"),
                 body.get("publish_rate_per_s"),
+                body.get("strict_event_types", False),
             )  # fmt: skip
         )
 
@@ -57,6 +59,23 @@ def build(ctx: ApiContext) -> APIRouter:
     async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:
         ctx.auth.check(request, tenant)
         return tenant_json(node.catalog.tenant(tenant))
+
+    @router.patch("/v1/tenants/{tenant}", openapi_extra=body("tenant_patch"))
+    async def patch_tenant(request: Request, tenant: str) -> dict[str, Any]:
+        """Change ``name`` or ``strict_event_types`` (a manage token may), or
+        ``ack_policy`` / ``publish_rate_per_s`` (admin only: 403 naming the field)."""
+        caller = ctx.auth.check(request, tenant)
+        body = await read_object(request, ctx.max_body)
+        unknown = sorted(
+            set(body) - {"name", "ack_policy", "publish_rate_per_s", "strict_event_types"}
+        )
+        if unknown:
+            raise Unprocessable("unknown field", field=unknown[0])
+        if caller.scope != "admin":
+            for name in ("ack_policy", "publish_rate_per_s"):
+                if name in body:
+                    raise Forbidden(f"setting {name} takes an admin token", field=name)
+        return tenant_json(await node.registry_ops.patch_tenant(tenant, body))
 
     @router.delete("/v1/tenants/{tenant}", status_code=204)
     async def delete_tenant(request: Request, tenant: str) -> Response:

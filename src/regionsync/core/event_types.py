@@ -1,0 +1,248 @@
+"""Event-type catalogs: definitions, their checks, and payloads checked against schemas.
+
+Decides whether an event-type definition is acceptable, whether a payload conforms to its
+type's JSON Schema, and whether a tenant in strict mode may publish a type or subscribe
+to a pattern; never reads time, never awaits, never fetches a schema. Rules: JSON Schema
+Draft 2020-12 through the ``jsonschema`` package (``format`` is an annotation, as the
+draft's default vocabulary says; only local ``$ref`` such as ``#/$defs/x``); error
+locations are JSON Pointers (RFC 6901) into the published payload.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+from referencing import Registry as RefRegistry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+from ..errors import Unprocessable
+
+__all__ = [
+    "EVENT_TYPE_FIELDS",
+    "EventTypeView",
+    "SchemaViolation",
+    "ValidatorCache",
+    "check_event_type_fields",
+    "check_publish",
+    "check_subscriptions",
+    "pointer",
+]
+
+# stored per type as LWW registers under y/<tenant>/<name>/<field> (core.registry)
+EVENT_TYPE_FIELDS = (
+    "description",
+    "schema",
+    "deprecated",
+    "deprecated_at",
+    "created_at",
+    "updated_at",
+    "tenant_gen",
+)
+MAX_DESCRIPTION = 1024
+NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # as core.validate.EVENT_TYPE_RE
+
+
+def _matches(pattern: str, name: str) -> bool:
+    # core.matching.pattern_matches (not imported: matching imports the registry, which
+    # imports this module)
+    return pattern == "*" or pattern == name or (
+        pattern.endswith(".*") and name.startswith(pattern[:-1]))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class EventTypeView:
+    """One type of a tenant's catalog. ``schema`` is the JSON Schema as canonical JSON
+    text (sorted keys, no spaces) or None (any payload); ``deprecated_at_ms`` is when it
+    was last marked deprecated (None while it is not)."""
+
+    tenant: str
+    name: str
+    description: str
+    schema: str | None
+    deprecated: bool
+    deprecated_at_ms: int | None
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class SchemaViolation(Unprocessable):
+    """A payload that does not conform to its event type's schema (422
+    ``schema_violation``). ``path`` is the JSON Pointer of the failing value in the
+    payload (``""`` for the payload itself), ``schema_path`` the pointer of the failing
+    keyword in the schema."""
+
+    code = "schema_violation"
+
+    def __init__(self, detail: str, path: str, schema_path: str):
+        super().__init__(detail, field="payload")
+        self.path, self.schema_path = path, schema_path
+        self.extra = {"path": path, "schema_path": schema_path}
+
+
+def pointer(parts: Iterable[str | int]) -> str:
+    """The JSON Pointer (RFC 6901) of a path: ``["items", 0, "a/b"]`` -> ``/items/0/a~1b``."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _refs(node: Any) -> Iterable[str]:
+    """Every ``$ref`` / ``$dynamicRef`` string in a schema document."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            for key, value in cur.items():
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    yield value
+                else:
+                    stack.append(value)
+        elif isinstance(cur, list):
+            stack.extend(cur)
+
+
+def check_schema(schema: Any) -> str:
+    """A JSON Schema (Draft 2020-12) as canonical JSON text; 422 (field ``schema``,
+    code ``invalid_schema``) when it is not a valid schema (the detail names the failing
+    keyword's location), or refers to anything but a location in itself."""
+    if not isinstance(schema, dict | bool):
+        raise Unprocessable("must be a JSON Schema (an object or a boolean)", field="schema",
+                            code="invalid_schema")  # fmt: skip
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = pointer(exc.absolute_path) or "/"
+        raise Unprocessable(f"not a valid Draft 2020-12 schema at {where}: {exc.message}",
+                            field="schema", code="invalid_schema") from None  # fmt: skip
+    if isinstance(schema, dict):
+        resolver = RefRegistry().with_resource("", DRAFT202012.create_resource(schema)).resolver()
+        for ref in _refs(schema):
+            if not ref.startswith("#"):
+                raise Unprocessable(f"$ref {ref!r}: only references into this schema (#...)",
+                                    field="schema", code="invalid_schema")  # fmt: skip
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                raise Unprocessable(f"$ref {ref!r} does not resolve", field="schema",
+                                    code="invalid_schema") from None  # fmt: skip
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def check_event_type_fields(body: Mapping[str, Any], *, create: bool) -> dict[str, Any]:
+    """The fields of an event-type create (``create``) or update body, checked.
+
+    Body members: ``name`` (create only, ``[A-Za-z0-9_.-]{1,128}``), ``description``
+    (string, <= 1024 characters), ``schema`` (a Draft 2020-12 JSON Schema or null),
+    ``deprecated`` (bool). Returns ``{field: value}`` with ``schema`` as canonical JSON
+    text (or None). Raises Unprocessable naming the field (an unknown one too).
+    """
+    allowed = {"name", "description", "schema", "deprecated"} if create else {
+        "description", "schema", "deprecated"}  # fmt: skip
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise Unprocessable("unknown field", field=unknown[0])
+    out: dict[str, Any] = {}
+    if create:
+        if "name" not in body:
+            raise Unprocessable("is required", field="name")
+        name = body["name"]
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise Unprocessable("must match [A-Za-z0-9_.-]{1,128}", field="name")
+        out["name"] = name
+    if "description" in body:
+        d = body["description"]
+        if not isinstance(d, str) or len(d) > MAX_DESCRIPTION:
+            raise Unprocessable(f"must be a string of <= {MAX_DESCRIPTION} characters",
+                                field="description")  # fmt: skip
+        out["description"] = d
+    if "schema" in body:
+        out["schema"] = None if body["schema"] is None else check_schema(body["schema"])
+    if "deprecated" in body:
+        if not isinstance(body["deprecated"], bool):
+            raise Unprocessable("must be a boolean", field="deprecated")
+        out["deprecated"] = body["deprecated"]
+    return out
+
+
+class ValidatorCache:
+    """Compiled validators by schema text, the ``capacity`` most recently used kept (a
+    schema is parsed and compiled once, not per publish; equal schemas share one)."""
+
+    def __init__(self, capacity: int = 4096):
+        self.capacity = capacity
+        self._compiled: OrderedDict[str, Draft202012Validator] = OrderedDict()
+        self.compiles = 0  # how many schemas were compiled (tests and metrics)
+
+    def get(self, schema: str) -> Draft202012Validator:
+        found = self._compiled.get(schema)
+        if found is not None:
+            self._compiled.move_to_end(schema)
+            return found
+        validator = Draft202012Validator(json.loads(schema))
+        self.compiles += 1
+        self._compiled[schema] = validator
+        if len(self._compiled) > self.capacity:
+            self._compiled.popitem(last=False)
+        return validator
+
+
+def validate_payload(validator: Draft202012Validator, payload: Any) -> None:
+    """Raise SchemaViolation for the most relevant error (``jsonschema``'s
+    ``best_match``) if ``payload`` does not conform; return None if it does."""
+    try:
+        error = best_match(validator.iter_errors(payload))
+    except Unresolvable as exc:  # refused at registration; kept as a 422, never a 500
+        raise Unprocessable(f"the event type's schema does not resolve: {exc}",
+                            field="event_type", code="schema_unusable") from None  # fmt: skip
+    if error is None:
+        return
+    path = pointer(error.absolute_path)
+    raise SchemaViolation(
+        f"payload at {path or '/'} violates the schema: {error.message}",
+        path,
+        pointer(error.absolute_schema_path),
+    )
+
+
+def check_publish(
+    types: Mapping[str, EventTypeView] | None,
+    strict: bool,
+    event_type: str,
+    payload: Any,
+    cache: ValidatorCache,
+) -> EventTypeView | None:
+    """May ``payload`` be published as ``event_type`` under a tenant whose catalog is
+    ``types`` (name -> view; None or empty: no catalog) and strict flag ``strict``?
+
+    Returns the type's view (the caller reports deprecation) or None for a type not in
+    the catalog. Raises Unprocessable ``unknown_event_type`` (field ``event_type``) for
+    an unknown type in strict mode, SchemaViolation for a payload its schema refuses.
+    """
+    view = types.get(event_type) if types else None
+    if view is None:
+        if strict:
+            raise Unprocessable(f"event type {event_type!r} is not in the tenant's catalog "
+                                "(strict mode)", field="event_type",
+                                code="unknown_event_type")  # fmt: skip
+        return None
+    if view.schema is not None:
+        validate_payload(cache.get(view.schema), payload)
+    return view
+
+
+def check_subscriptions(patterns: Iterable[str], known: Iterable[str]) -> None:
+    """Strict mode: every exact type in ``patterns`` must be a ``known`` type and every
+    ``prefix.*`` must match one (``*`` always passes). Raises Unprocessable
+    ``unknown_event_type`` (field ``event_types``) naming the first that does not."""
+    names = sorted(known)
+    for p in patterns:
+        if p == "*" or any(_matches(p, n) for n in names):
+            continue
+        raise Unprocessable(f"event type {p!r} is not in the tenant's catalog (strict mode)",
+                            field="event_types", code="unknown_event_type")  # fmt: skip

@@ -1,0 +1,58 @@
+"""Operational webhooks of the custody view (issue 18): a region cut off from the others
+is reported ``region.unreachable`` once by each region that suspects it, and
+``region.reachable`` once when it is heard again; delivered to the operations tenant's
+endpoint by the normal delivery engine."""
+
+from __future__ import annotations
+
+import json
+
+from memnodes import eventually, make_node
+
+from regionsync.adapters.memory_transport import MemoryNetwork
+from regionsync.runtime.node import Node
+
+FAST = {"failover_after_s": 1.0, "heartbeat_s": 0.2, "custody_interval_s": 0.05}
+OPS = {"operational_webhooks": {"tenant": "ops"}}
+
+
+def sent(node: Node, event_type: str) -> list[dict]:
+    """Operational payloads of ``event_type`` this node's sender delivered."""
+    out = []
+    for r in node.sender.requests:  # type: ignore[attr-defined]
+        if r.headers.get("webhook-event-type") == event_type:
+            out.append(json.loads(r.body))
+    return out
+
+
+async def test_region_unreachable_and_reachable_once_per_region(
+    net: MemoryNetwork, started
+) -> None:
+    regions = ["a", "b", "c"]
+    nodes = [make_node(net, r, [p for p in regions if p != r], extra=OPS, **FAST)
+             for r in regions]  # fmt: skip
+    for n in nodes:
+        await n.start()
+        started.append(n)
+    a, b, c = nodes
+    await a.registry_ops.create_tenant("ops", "Ops")
+    await a.registry_ops.create_endpoint(
+        "ops", {"url": "https://ops.example/hook", "event_types": ["region.*"]}
+    )
+    await eventually(lambda: all(len(n.catalog.registry.endpoints("ops")) == 1 for n in nodes))
+    net.partition("a", "c")
+    net.partition("b", "c")
+
+    def reported(event_type: str, n: int = 1) -> bool:
+        return all(len(sent(x, event_type)) >= n for x in (a, b, c))
+
+    await eventually(lambda: reported("region.unreachable"), timeout_s=15)
+    for x, cut in ((a, ["c"]), (b, ["c"]), (c, ["a", "b"])):
+        got = sent(x, "region.unreachable")
+        assert sorted(p["peer"] for p in got) == cut, got  # each peer once, by its viewer
+        assert {p["region"] for p in got} == {x.region}
+    net.heal()
+    await eventually(lambda: reported("region.reachable"), timeout_s=15)
+    for x in (a, b):
+        assert [p["peer"] for p in sent(x, "region.reachable")] == ["c"]
+        assert [p["peer"] for p in sent(x, "region.unreachable")] == ["c"]  # no repeat

@@ -1,0 +1,96 @@
+"""PostgreSQL store beyond the shared contract: atomic commits, reopen by another store
+object (another process), versioned migrations, concurrent first opens, durability
+setting. Runs on the throwaway server of tests/pgserver.py (never skipped)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
+from regionsync.adapters.postgres_store import PostgresStore
+from regionsync.core.model import Delivery, DeliveryStatus, Event, WriteBatch
+
+REGION = "eu-central-1"
+
+
+async def test_commit_is_atomic(pg_url: str) -> None:
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    broken = Delivery("dlv_1", "evt_1", "ep_1", "acme", DeliveryStatus.PENDING, 0, 1, REGION, 1, 1)
+    object.__setattr__(broken, "status", None)  # fails after the first inserts ran
+    bad = WriteBatch(
+        registry={"tenants": b"x"},
+        events=[Event("evt_1", "acme", "a", b"{}", REGION, 1)],
+        deliveries=[broken],
+    )
+    try:
+        with pytest.raises(AttributeError):
+            await s.commit(bad)
+        assert await s.load_registry() == {}
+        assert await s.get_event("evt_1") is None
+        await s.commit(WriteBatch(registry={"tenants": b"y"}))  # usable afterwards
+        assert await s.load_registry() == {"tenants": b"y"}
+    finally:
+        await s.close()
+
+
+async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> None:
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    info_a = await a.open(REGION, 5)
+    info_b = await b.open(REGION, 6)
+    assert info_a.fresh and not info_b.fresh and info_b.incarnation == 5
+    try:
+        await a.commit(WriteBatch(events=[Event("evt_1", "acme", "a", b'{"x":1.10}', REGION, 1)]))
+        got = await b.get_event("evt_1")
+        assert got is not None and got.payload == b'{"x":1.10}'
+        with pytest.raises(ValueError, match="belongs to region"):
+            await PostgresStore(pg_url).open("us-east-1", 1)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_concurrent_first_opens_agree_on_one_incarnation(pg_url: str) -> None:
+    stores = [PostgresStore(pg_url) for _ in range(4)]
+    infos = await asyncio.gather(*(s.open(REGION, 10 + i) for i, s in enumerate(stores)))
+    try:
+        assert sum(i.fresh for i in infos) == 1
+        assert len({i.incarnation for i in infos}) == 1
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_migrations_are_versioned_and_applied_once(pg_url: str) -> None:
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    await s.close()
+    await s.open(REGION, 2)  # a second open applies nothing again
+    await s.close()
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT version FROM schema_version ORDER BY version")
+        assert [r[0] for r in await cur.fetchall()] == list(range(1, len(MIGRATIONS) + 1))
+        # a later release adds one migration: only that one runs
+        later = [*MIGRATIONS, "CREATE TABLE added_later(x INTEGER)"]
+        assert await migrate(conn, later) == len(later)
+        assert await migrate(conn, later) == len(later)
+        cur = await conn.execute("SELECT count(*) FROM schema_version")
+        assert (await cur.fetchone()) == (len(later),)
+        # code older than the database refuses to run on it
+        with pytest.raises(RuntimeError, match="newer"):
+            await migrate(conn)
+
+
+async def test_commits_are_synchronous_whatever_the_server_default(pg_url: str) -> None:
+    dbname = pg_url.rsplit("/", 1)[1]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute(f'ALTER DATABASE "{dbname}" SET synchronous_commit = off')
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    try:
+        assert await s._fetch("SHOW synchronous_commit") == [("on",)]
+    finally:
+        await s.close()

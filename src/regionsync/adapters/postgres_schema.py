@@ -61,6 +61,14 @@ MIGRATIONS: list[str] = [
       created_at_ms BIGINT NOT NULL, region {_T}, PRIMARY KEY(tenant, key)
     );
     """,
+    # 2: delivery claims of several processes on one database (PostgresStore.claim_due):
+    # who holds a due delivery and until when (ms, the claimer's wall clock); 0 = free
+    """
+    ALTER TABLE deliveries ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN lease_until_ms BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX deliveries_pending ON deliveries(region, next_attempt_at_ms, id)
+      WHERE status = 'pending';
+    """,
 ]
 
 

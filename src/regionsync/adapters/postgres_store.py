@@ -41,6 +41,7 @@ from .sqlite_store import _ATTEMPT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 __all__ = ["PostgresStore"]
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
+_D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
@@ -162,7 +163,9 @@ class PostgresStore:
                     "next_attempt_at_ms = excluded.next_attempt_at_ms, "
                     "region = excluded.region, created_at_ms = excluded.created_at_ms, "
                     "updated_at_ms = excluded.updated_at_ms, "
-                    "generation = excluded.generation, owner_gen = excluded.owner_gen",
+                    "generation = excluded.generation, owner_gen = excluded.owner_gen, "
+                    # a write of the delivery (an attempt's outcome) ends any claim on it
+                    "claimed_by = '', lease_until_ms = 0",
                     [
                         (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
                          d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms,
@@ -373,6 +376,46 @@ class PostgresStore:
             (region, now_ms, list(exclude), list(exclude_endpoints), limit),
         )
         return [_delivery(r) for r in rows]
+
+    async def claim_due(
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        holder: str,
+        lease_ms: int,
+        exclude_endpoints: Sequence[str] = (),
+    ) -> list[Delivery]:
+        """Claim at most ``limit`` due deliveries of ``region`` for ``holder`` (a process
+        id) until ``now_ms + lease_ms``, in ``(next_attempt_at_ms, id)`` order, skipping
+        endpoints in ``exclude_endpoints`` (full lanes).
+
+        Several processes on one database never get the same delivery from concurrent
+        calls (``FOR UPDATE SKIP LOCKED``: a row another claim transaction holds is
+        skipped, not waited for), nor a delivery claimed by another process whose lease
+        has not expired. A claim ends when the delivery is next written (``commit`` of
+        its attempt's outcome) or when the lease expires: a delivery claimed by a process
+        that died is claimed again ``lease_ms`` later. ``lease_ms`` must exceed the
+        longest attempt (``delivery.timeout_s``) plus the clock skew between the
+        processes' machines, since leases compare their wall clocks.
+        """
+        rows = await self._fetch(
+            "WITH c AS (SELECT id FROM deliveries WHERE region = %s AND status = 'pending' "
+            "AND next_attempt_at_ms <= %s AND lease_until_ms <= %s "
+            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) "
+            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s FROM c "
+            f"WHERE d.id = c.id RETURNING {_D_COLS}",
+            (region, now_ms, now_ms, list(exclude_endpoints), limit, holder, now_ms + lease_ms),
+        )
+        return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
+
+    async def release_claims(self, holder: str) -> int:
+        """End every claim of ``holder`` (a process stopping cleanly); returns how many."""
+        return await self._write(
+            "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 WHERE claimed_by = %s",
+            (holder,),
+        )
 
     async def next_due_ms(self, region: str) -> int | None:
         rows = await self._fetch(

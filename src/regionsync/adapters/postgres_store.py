@@ -18,6 +18,7 @@ raises ValueError.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
+from .postgres_cluster import REGISTRY_CHANNEL
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .sqlite_store import _ATTEMPT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
@@ -195,6 +197,14 @@ class PostgresStore:
                     "WHERE (excluded.created_at_ms, excluded.event_id) "
                     "< (idempotency.created_at_ms, idempotency.event_id)",
                     sorted(b.idempotency),
+                )
+            if b.registry:
+                # other processes on this database re-read the registry (delivered at
+                # commit; postgres_cluster.RegistryListener)
+                payload = json.dumps(b.version_vector, separators=(",", ":"))
+                await cur.execute(
+                    "SELECT pg_notify(%s, %s)",
+                    (REGISTRY_CHANNEL, payload if len(payload) < 7900 else "{}"),
                 )
 
     async def load_registry(self) -> dict[str, bytes]:

@@ -37,8 +37,23 @@ async def test_commit_is_atomic(pg_url: str) -> None:
         await s.close()
 
 
-async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> None:
+async def test_one_process_per_database_by_default(pg_url: str) -> None:
     a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    await a.open(REGION, 1)
+    try:
+        with pytest.raises(RuntimeError, match="another regionsync process"):
+            await b.open(REGION, 2)
+        await a.commit(WriteBatch(registry={"tenants": b"x"}))  # a is unaffected
+    finally:
+        await a.close()
+    info = await b.open(REGION, 2)  # free once a closed
+    assert not info.fresh and info.incarnation == 1
+    assert await b.load_registry() == {"tenants": b"x"}
+    await b.close()
+
+
+async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> None:
+    a, b = PostgresStore(pg_url, exclusive=False), PostgresStore(pg_url, exclusive=False)
     info_a = await a.open(REGION, 5)
     info_b = await b.open(REGION, 6)
     assert info_a.fresh and not info_b.fresh and info_b.incarnation == 5
@@ -47,14 +62,14 @@ async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> No
         got = await b.get_event("evt_1")
         assert got is not None and got.payload == b'{"x":1.10}'
         with pytest.raises(ValueError, match="belongs to region"):
-            await PostgresStore(pg_url).open("us-east-1", 1)
+            await PostgresStore(pg_url, exclusive=False).open("us-east-1", 1)
     finally:
         await a.close()
         await b.close()
 
 
 async def test_concurrent_first_opens_agree_on_one_incarnation(pg_url: str) -> None:
-    stores = [PostgresStore(pg_url) for _ in range(4)]
+    stores = [PostgresStore(pg_url, exclusive=False) for _ in range(4)]
     infos = await asyncio.gather(*(s.open(REGION, 10 + i) for i, s in enumerate(stores)))
     try:
         assert sum(i.fresh for i in infos) == 1

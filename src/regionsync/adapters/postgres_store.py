@@ -13,6 +13,13 @@ transactions of several processes lock them in one order (no deadlock between up
 The schema is versioned (adapters/postgres_schema.py) and migrated at ``open``. One
 database holds one region (the ``meta`` row); ``open`` on another region's database
 raises ValueError.
+
+One node process per database for now (``exclusive``, the default): ``open`` takes a
+session advisory lock held until ``close`` and refuses a second process, because the
+runtime still assumes it is the region's only writer (one actor, one in-memory
+registry). ``claim_due``, postgres_cluster.AdvisoryLeader and RegistryListener are the
+parts for several processes per region (issue 16); ``exclusive=False`` lets tests run
+several store objects on one database.
 """
 
 from __future__ import annotations
@@ -36,13 +43,14 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .postgres_cluster import REGISTRY_CHANNEL
+from .postgres_cluster import REGISTRY_CHANNEL, lock_key
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .sqlite_store import _ATTEMPT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
 __all__ = ["PostgresStore"]
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
+_WRITER_LOCK = lock_key("regionsync/store-writer")
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 
 
@@ -55,10 +63,12 @@ class PostgresStore:
     """Store over the PostgreSQL database at ``url`` (a libpq URL or conninfo string);
     ``pool_max`` connections at most (reads and commits share them)."""
 
-    def __init__(self, url: str, pool_min: int = 1, pool_max: int = 10):
+    def __init__(self, url: str, pool_min: int = 1, pool_max: int = 10, exclusive: bool = True):
         self.url = url
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
+        self.exclusive = exclusive
+        self._writer_lock: psycopg.AsyncConnection | None = None  # holds the exclusive lock
 
     @property
     def pool(self) -> AsyncConnectionPool:
@@ -89,6 +99,8 @@ class PostgresStore:
         await pool.open(wait=True, timeout=30.0)
         self._pool_obj = pool
         try:
+            if self.exclusive:
+                await self._lock_writer()
             async with pool.connection() as conn:
                 await migrate(conn)
                 async with conn.transaction():
@@ -110,6 +122,18 @@ class PostgresStore:
             raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
         return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
 
+    async def _lock_writer(self) -> None:
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,))
+        row = await cur.fetchone()
+        if not (row and row[0]):
+            await conn.close()
+            raise RuntimeError(
+                "another regionsync process has this database open; one process per "
+                "database is supported for now"
+            )
+        self._writer_lock = conn
+
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(
             "UPDATE meta SET value = %s WHERE key = 'incarnation'", (str(incarnation),)
@@ -119,6 +143,9 @@ class PostgresStore:
         if self._pool_obj is not None:
             pool, self._pool_obj = self._pool_obj, None
             await pool.close()
+        if self._writer_lock is not None:
+            conn, self._writer_lock = self._writer_lock, None
+            await conn.close()  # ends the session: frees the lock
 
     async def commit(self, batch: WriteBatch) -> None:
         # shielded: a cancelled caller must not cut a transaction short

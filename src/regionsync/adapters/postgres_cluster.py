@@ -2,6 +2,31 @@
 holder per region of a role (the replication links and anti-entropy), and notifications
 of registry changes committed by another process.
 
+**The CRDT actor when several processes write one region (decided, issue 16): one actor
+per process**, ``region:incarnation`` with an incarnation of its own for each process
+start, not one actor per region with a database sequence for the log seq. Reasons:
+
+- An actor must be a sequential writer. OR-Set dots are minted in memory as
+  ``(actor, context.max(actor) + 1)`` (crdt/_orset.py) and LWW ties break on the actor;
+  two processes sharing an actor would mint the same dot for different adds, or tie on
+  different values, unless every registry write of the region were serialized through one
+  database lock held across catching up, stamping and committing.
+- A region actor's log seq must be gapless (replicas hold back records until the gap
+  closes, so a gap stalls that origin everywhere). A PostgreSQL SEQUENCE is not gapless (a
+  rolled-back transaction loses its value); a gapless counter means one row locked by
+  every commit of every process: the publish path of all processes in one queue, which is
+  what several processes are meant to remove.
+- Per-process actors reuse what exists: a process applies another local process's log
+  records exactly as it applies a peer region's (runtime/replica.py, per origin in seq
+  order), and the one process holding the replication role ships every origin in the
+  shared log, as it already forwards third-region records.
+
+The cost: version vectors carry one entry per process incarnation of a region instead of
+one per region incarnation. Everything that is per region stays per region (delivery
+ownership, custody, an event's ``region``), and version vectors, truncation and
+anti-entropy are per origin already, so a SQLite region and a PostgreSQL region with
+several processes replicate as any regions do.
+
 Both keep a dedicated connection outside the store's pool (a session advisory lock and
 ``LISTEN`` belong to one session). Neither decides anything about the node: the runtime
 asks ``AdvisoryLeader.poll`` and reads ``RegistryListener``.

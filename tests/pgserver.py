@@ -8,7 +8,8 @@ system user the package creates (``Popen(user=...)``, so the process we signal i
 postmaster itself). Nothing here skips: missing
 binaries raise, so a test that needs PostgreSQL fails loudly in CI.
 
-The server trades durability for speed (``fsync=off``): it is thrown away after the run.
+For tests the server trades durability for speed (``fsync=off``: it is thrown away after
+the run); ``PgServer(durable=True)`` keeps PostgreSQL's defaults (bench/postgres.py).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def _free_port() -> int:
 class PgServer:
     """One running server; ``url(dbname)`` is a libpq URL for superuser ``postgres``."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
         self.bindir = find_bindir()
         self.port = _free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="regionsync-pg-"))
@@ -87,10 +89,11 @@ class PgServer:
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed: {init.stderr.decode(errors='replace')}")
         logf = open(self.dir / "server.log", "wb")  # noqa: SIM115 (kept for the server)
+        fast = [] if self.durable else ["-c", "fsync=off", "-c", "full_page_writes=off"]
         self._proc = subprocess.Popen(
             [str(self.bindir / "postgres"), "-D", str(data),
              "-h", "127.0.0.1", "-p", str(self.port), "-k", str(self.dir),
-             "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"],
+             "-c", "max_connections=200", *fast],
             stdout=logf, stderr=subprocess.STDOUT, **self._as,
         )  # fmt: skip
         logf.close()

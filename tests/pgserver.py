@@ -88,7 +88,19 @@ class PgServer:
         )  # fmt: skip
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed: {init.stderr.decode(errors='replace')}")
-        logf = open(self.dir / "server.log", "wb")  # noqa: SIM115 (kept for the server)
+        self._run(timeout_s)
+
+    def restart(self, timeout_s: float = 30.0) -> None:
+        """Fast shutdown (every session is terminated), then start on the same data and
+        port: what clients see of a server restart or failover."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGINT)
+            self._proc.wait(timeout=30)
+        self._run(timeout_s)
+
+    def _run(self, timeout_s: float) -> None:
+        data = self.dir / "data"
+        logf = open(self.dir / "server.log", "ab")  # noqa: SIM115 (kept for the server)
         fast = [] if self.durable else ["-c", "fsync=off", "-c", "full_page_writes=off"]
         self._proc = subprocess.Popen(
             [str(self.bindir / "postgres"), "-D", str(data),

@@ -8,10 +8,11 @@ import asyncio
 
 import psycopg
 import pytest
+from pgserver import PgServer
 
 from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
 from regionsync.adapters.postgres_store import PostgresStore
-from regionsync.core.model import Delivery, DeliveryStatus, Event, WriteBatch
+from regionsync.core.model import Delivery, DeliveryStatus, Event, EventQuery, WriteBatch
 
 REGION = "eu-central-1"
 
@@ -109,3 +110,21 @@ async def test_commits_are_synchronous_whatever_the_server_default(pg_url: str) 
         assert await s._fetch("SHOW synchronous_commit") == [("on",)]
     finally:
         await s.close()
+
+
+async def test_a_server_restart_costs_no_failed_operation() -> None:
+    server = PgServer()  # its own server: the session's is shared
+    server.start()
+    s = PostgresStore(server.create_database("r"), pool_min=3, pool_max=3)
+    try:
+        await s.open(REGION, 1)
+        # three pooled connections in use at once, then idle: all go stale together
+        await asyncio.gather(*(s._fetch("SELECT pg_sleep(0.05)") for _ in range(3)))
+        server.restart()
+        for i in range(5):
+            await s.commit(WriteBatch(events=[Event(f"evt_{i}", "acme", "a", b"{}", REGION, i)]))
+            assert [e.id for e in await s.list_events(EventQuery("acme"), None, 1)] == [f"evt_{i}"]
+        await asyncio.gather(*(s.get_event("evt_1") for _ in range(3)))
+    finally:
+        await s.close()
+        server.stop()

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -48,6 +49,9 @@ from .postgres_schema import SCHEMA_LOCK, migrate
 from .sqlite_store import _ATTEMPT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
 __all__ = ["PostgresStore"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
 _WRITER_LOCK = lock_key("regionsync/store-writer")
@@ -77,12 +81,32 @@ class PostgresStore:
             raise RuntimeError("store is not open")
         return self._pool_obj
 
+    async def _once_more(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``fn(*args)``, run once more after a connection error (a server restart or
+        failover leaves stale pooled connections; the pool drops a broken one), a deadlock
+        or a serialization failure (all ``psycopg.OperationalError``); the retry first
+        checks the idle connections, so it does not meet another stale one. Safe because every
+        write here is idempotent (upserts, insert-or-ignore, ``greatest``, conditional
+        deletes), so a transaction whose outcome a lost connection hid may run again."""
+        try:
+            return await fn(*args)
+        except psycopg.OperationalError as exc:
+            log.warning("database error (%s); retrying once", exc)
+            await self.pool.check()  # drops the other broken idle connections too
+            return await fn(*args)
+
     async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return await self._once_more(self._fetch_once, sql, args)
+
+    async def _fetch_once(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(sql, args)  # type: ignore[arg-type]
             return await cur.fetchall()
 
     async def _write(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return await self._once_more(self._write_once, sql, args)
+
+    async def _write_once(self, sql: str, args: Sequence[Any]) -> int:
         async with self.pool.connection() as conn, conn.transaction():
             cur = await conn.execute(sql, args)  # type: ignore[arg-type]
             return cur.rowcount
@@ -149,7 +173,7 @@ class PostgresStore:
 
     async def commit(self, batch: WriteBatch) -> None:
         # shielded: a cancelled caller must not cut a transaction short
-        await asyncio.shield(self._commit(batch))
+        await asyncio.shield(self._once_more(self._commit, batch))
 
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -260,6 +284,9 @@ class PostgresStore:
         return out
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
+        return await self._once_more(self._truncate, dict(upto))
+
+    async def _truncate(self, upto: dict[str, int]) -> int:
         n = 0
         async with self.pool.connection() as conn, conn.transaction():
             for origin, seq in sorted(upto.items()):

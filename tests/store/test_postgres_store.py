@@ -128,3 +128,12 @@ async def test_a_server_restart_costs_no_failed_operation() -> None:
     finally:
         await s.close()
         server.stop()
+
+
+async def test_an_unreachable_database_fails_open_cleanly(pg_server: PgServer) -> None:
+    s = PostgresStore(pg_server.url("no_such_database"))
+    s._open_timeout_s = 1.0
+    with pytest.raises(psycopg.OperationalError):  # psycopg_pool.PoolTimeout is one
+        await s.open(REGION, 1)
+    with pytest.raises(RuntimeError, match="not open"):
+        await s.load_registry()

@@ -72,6 +72,7 @@ class PostgresStore:
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
         self.exclusive = exclusive
+        self._open_timeout_s = 30.0  # open fails if no connection is made within this
         self._writer_lock: psycopg.AsyncConnection | None = None  # holds the exclusive lock
 
     @property
@@ -120,7 +121,11 @@ class PostgresStore:
             configure=_configure,
             open=False,
         )
-        await pool.open(wait=True, timeout=30.0)
+        try:
+            await pool.open(wait=True, timeout=self._open_timeout_s)  # else PoolTimeout
+        except BaseException:
+            await pool.close()
+            raise
         self._pool_obj = pool
         try:
             if self.exclusive:

@@ -41,7 +41,7 @@ async def test_one_holder_and_takeover_when_it_stops(pg_url: str) -> None:
         assert await a.poll() and await a.poll()
         assert not await b.poll()
         assert await other_region.poll()  # one holder per region, not per database
-        await a.close()
+        await a.close()  # unlocks before it ends the session: free at once
         assert await b.poll()
         assert not await a.poll()
     finally:
@@ -57,11 +57,12 @@ async def test_a_holder_that_lost_its_session_says_so_and_another_takes_over(
         assert await a.poll()
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
             await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                "WHERE locktype = 'advisory' AND granted"
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND granted AND database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())"
             )
         assert not await a.poll()  # confirmed nothing: stops acting as holder at once
-        assert await b.poll()
+        await _until(b.poll)
     finally:
         await a.close()
         await b.close()

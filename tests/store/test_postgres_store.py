@@ -42,6 +42,7 @@ async def test_one_process_per_database_by_default(pg_url: str) -> None:
     a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     await a.open(REGION, 1)
     try:
+        b.lock_wait_s = 0.2
         with pytest.raises(RuntimeError, match="another regionsync process"):
             await b.open(REGION, 2)
         await a.commit(WriteBatch(registry={"tenants": b"x"}))  # a is unaffected

@@ -116,7 +116,12 @@ class AdvisoryLeader:
                 pass
 
     async def close(self) -> None:
-        """Release (by ending the session)."""
+        """Release now (unlock, then end the session)."""
+        if self.held and self._conn is not None:
+            try:
+                await self._conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+            except psycopg.Error:
+                pass  # a lost session released it already
         self.held = False
         await self._drop()
 

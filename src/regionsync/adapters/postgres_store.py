@@ -73,6 +73,7 @@ class PostgresStore:
         self._pool_obj: AsyncConnectionPool | None = None
         self.exclusive = exclusive
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
+        self.lock_wait_s = 5.0  # exclusive: open waits this long for another process to go
         self._writer_lock: psycopg.AsyncConnection | None = None  # holds the exclusive lock
 
     @property
@@ -152,16 +153,23 @@ class PostgresStore:
         return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
 
     async def _lock_writer(self) -> None:
+        # a process that was just killed holds the lock until the server has ended its
+        # session, a moment later: a restart waits for that, up to lock_wait_s
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,))
-        row = await cur.fetchone()
-        if not (row and row[0]):
-            await conn.close()
-            raise RuntimeError(
-                "another regionsync process has this database open; one process per "
-                "database is supported for now"
-            )
-        self._writer_lock = conn
+        deadline = asyncio.get_running_loop().time() + self.lock_wait_s
+        while True:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,))
+            row = await cur.fetchone()
+            if row and row[0]:
+                self._writer_lock = conn
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                await conn.close()
+                raise RuntimeError(
+                    "another regionsync process has this database open; one process per "
+                    "database is supported for now"
+                )
+            await asyncio.sleep(0.05)
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(
@@ -174,7 +182,11 @@ class PostgresStore:
             await pool.close()
         if self._writer_lock is not None:
             conn, self._writer_lock = self._writer_lock, None
-            await conn.close()  # ends the session: frees the lock
+            try:  # released now, not when the server gets round to ending the session
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (_WRITER_LOCK,))
+            except psycopg.Error:
+                pass  # a lost session released it already
+            await conn.close()
 
     async def commit(self, batch: WriteBatch) -> None:
         # shielded: a cancelled caller must not cut a transaction short

@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write chromium
+.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write chromium pg-bin
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,11 +30,18 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) pg-bin
 	$(BIN)/python -m ruff check .
 	$(BIN)/lint-imports
 	$(MAKE) checkov
 	$(BIN)/python -m pytest -q
+
+# the PostgreSQL server binaries for the store tests (tests/pgserver.py starts a throwaway
+# server): Debian's package, installed only when missing (CI runs as root on a clean machine)
+pg-bin:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		  apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
 
 # checkov pins many dependencies: it gets its own virtualenv. Offline: terraform only, no
 # policy download, no module download, no platform calls; inline skips carry their reasons.

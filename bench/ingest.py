@@ -91,13 +91,17 @@ def bare(seconds: float, connections: int) -> dict:
         proc.wait()
 
 
-def node(seconds: float, connections: int, linger_ms: float = 0.0) -> tuple[dict, dict]:
+def node(
+    seconds: float, connections: int, linger_ms: float = 0.0, store: str = "sqlite"
+) -> tuple[dict, dict]:
+    """One node process on ``store`` (``sqlite`` or a PostgreSQL URL) under a closed load
+    and a load paced at 5k/s: ``(closed, paced)`` loadgen results."""
     tmp = Path(tempfile.mkdtemp())
     port = free_port()
     (tmp / "node.toml").write_text(
         f'region = "bench-1"\ndata_dir = "{tmp}"\nhttp_listen = "127.0.0.1:{port}"\n'
         f'grpc_listen = "127.0.0.1:{free_port()}"\nlog_level = "warning"\n'
-        f"[ingest]\ncommit_linger_ms = {linger_ms}\n"
+        f'store = "{store}"\n[ingest]\ncommit_linger_ms = {linger_ms}\n'
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "regionsync.cli", "serve", "--config", str(tmp / "node.toml")]

@@ -172,6 +172,10 @@ class Settings(BaseSettings):
 
     region: str = Field("local", pattern=_REGION)
     data_dir: Path = Path("./regionsync-data")
+    # "sqlite" (one file <data_dir>/<region>.db, the default) or a PostgreSQL URL
+    # "postgresql://user@host:5432/db" (one database per region; adapters/postgres_store.py)
+    store: str = "sqlite"
+    store_pool_max: int = Field(10, ge=1, le=1000)  # PostgreSQL connections per process
     http_listen: str = "127.0.0.1:8080"
     grpc_listen: str = "127.0.0.1:7070"
     peers: list[Peer] = []
@@ -189,6 +193,13 @@ class Settings(BaseSettings):
     tls: TlsSettings | None = None
 
     toml_file: ClassVar[Path | None] = None
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: str) -> str:
+        if v != "sqlite" and not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError('must be "sqlite" or a URL starting with postgresql://')
+        return v
 
     @field_validator("http_listen", "grpc_listen")
     @classmethod

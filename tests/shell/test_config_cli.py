@@ -42,6 +42,8 @@ def test_toml_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         '[delivery]\nallow_private_networks = ["not-a-cidr"]\n',
         "unknown_setting = 1\n",
         '[[tokens]]\ntoken = "short"\nscope = "admin"\n',
+        'store = "mysql://db/x"\n',
+        "store_pool_max = 0\n",
     ],
 )
 def test_bad_settings_name_the_setting(tmp_path: Path, text: str) -> None:
@@ -49,6 +51,20 @@ def test_bad_settings_name_the_setting(tmp_path: Path, text: str) -> None:
     path.write_text(text)
     with pytest.raises(pydantic.ValidationError):
         load_settings(path)
+
+
+def test_store_setting_chooses_the_store(tmp_path: Path) -> None:
+    from regionsync.adapters.postgres_store import PostgresStore
+    from regionsync.adapters.sqlite_store import SqliteStore
+    from regionsync.adapters.wiring import build_store
+
+    lite = build_store(load_settings(None, region="r1", data_dir=tmp_path))
+    assert isinstance(lite, SqliteStore) and lite.path == tmp_path / "r1.db"
+    path = tmp_path / "node.toml"
+    path.write_text('store = "postgresql://u@db.internal:5432/r1"\nstore_pool_max = 4\n')
+    pg = build_store(load_settings(path))
+    assert isinstance(pg, PostgresStore) and pg.url == "postgresql://u@db.internal:5432/r1"
+    assert pg._pool_max == 4
 
 
 def test_cli_help_lists_commands() -> None:

@@ -1,4 +1,5 @@
-"""One contract suite, run against every Store: memory and SQLite (real files)."""
+"""One contract suite, run against every Store: memory, SQLite (real files) and PostgreSQL
+(a real server, tests/pgserver.py; a fresh database per test)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from regionsync.adapters.memory_store import MemoryStore
+from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import (
     Attempt,
@@ -27,9 +29,12 @@ def _delivery(i: int, status: DeliveryStatus = DeliveryStatus.PENDING, at: int =
     return Delivery(f"dlv_{i:03}", f"evt_{i:03}", "ep_1", "acme", status, 0, at, REGION, i, i)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator:
-    s = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "n.db")
+    if request.param == "postgresql":
+        s = PostgresStore(request.getfixturevalue("pg_url"))
+    else:
+        s = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "n.db")
     info = await s.open(REGION, new_incarnation=7)
     assert info.fresh and info.incarnation == 7
     yield s

@@ -1,4 +1,5 @@
-"""Composition root of a production node: SQLite, gRPC, httpx, system clock, uvicorn."""
+"""Composition root of a production node: SQLite or PostgreSQL, gRPC, httpx, system clock,
+uvicorn."""
 
 from __future__ import annotations
 
@@ -13,12 +14,21 @@ from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
 from .jsonlog import JsonFormatter
+from .postgres_store import PostgresStore
 from .sender import HttpxSender
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
 from .tracing import otlp_tracer_provider
 
-__all__ = ["build_node", "build_server", "serve"]
+__all__ = ["build_node", "build_server", "build_store", "serve"]
+
+
+def build_store(settings: Settings) -> SqliteStore | PostgresStore:
+    """The store ``settings.store`` names: a PostgreSQL URL, else the SQLite file
+    ``<data_dir>/<region>.db``."""
+    if settings.store == "sqlite":
+        return SqliteStore(settings.data_dir / f"{settings.region}.db")
+    return PostgresStore(settings.store, pool_max=settings.store_pool_max)
 
 
 def build_node(settings: Settings) -> Node:
@@ -28,7 +38,7 @@ def build_node(settings: Settings) -> Node:
     resolver = SystemResolver()
     return Node(
         settings,
-        store=SqliteStore(settings.data_dir / f"{settings.region}.db"),
+        store=build_store(settings),
         clock=clock,
         rng=rng,
         ids=UlidSource(clock, rng),

@@ -1,0 +1,99 @@
+"""Versioned schema migrations of the PostgreSQL store (adapters/postgres_store.py).
+
+``MIGRATIONS[i]`` brings a database from version ``i`` to ``i + 1``; the version reached
+is recorded in ``schema_version`` (one row per applied migration, with its time). They
+run at ``PostgresStore.open`` in one transaction under an advisory lock, so several
+processes starting at once on one database apply each migration exactly once. A
+migration is never edited once released: a change is a new entry at the end.
+
+Text keys compare with ``COLLATE "C"`` (bytewise, as SQLite and the memory store
+compare), so id order, cursors and the event-type prefix range agree on every store.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+__all__ = ["MIGRATIONS", "SCHEMA_LOCK", "migrate"]
+
+# pg_advisory_xact_lock key of the migration step (any constant; "rsyncmig" in ASCII)
+SCHEMA_LOCK = 0x7273796E636D6967
+
+_T = 'TEXT COLLATE "C" NOT NULL'
+
+MIGRATIONS: list[str] = [
+    # 1: the tables of SqliteStore, in PostgreSQL types
+    f"""
+    CREATE TABLE meta(key {_T} PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE registry(key {_T} PRIMARY KEY, state BYTEA NOT NULL);
+    CREATE TABLE log(
+      origin {_T}, seq BIGINT NOT NULL, kind TEXT NOT NULL, body BYTEA NOT NULL,
+      hlc_wall BIGINT NOT NULL, hlc_logical BIGINT NOT NULL, PRIMARY KEY(origin, seq)
+    );
+    CREATE TABLE version_vector(origin {_T} PRIMARY KEY, seq BIGINT NOT NULL);
+    CREATE TABLE log_floor(origin {_T} PRIMARY KEY, seq BIGINT NOT NULL);
+    CREATE TABLE events(
+      id {_T} PRIMARY KEY, tenant {_T}, event_type {_T}, payload BYTEA NOT NULL,
+      region {_T}, received_at_ms BIGINT NOT NULL, owner_gen TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE deliveries(
+      id {_T} PRIMARY KEY, event_id {_T}, endpoint_id {_T}, tenant {_T},
+      status {_T}, attempts INTEGER NOT NULL, next_attempt_at_ms BIGINT, region {_T},
+      created_at_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL,
+      generation INTEGER NOT NULL DEFAULT 0, owner_gen TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX deliveries_due ON deliveries(region, status, next_attempt_at_ms);
+    CREATE INDEX deliveries_endpoint ON deliveries(endpoint_id, id);
+    CREATE INDEX deliveries_event ON deliveries(event_id);
+    CREATE INDEX deliveries_tenant ON deliveries(tenant, created_at_ms, id);
+    CREATE INDEX events_tenant ON events(tenant, received_at_ms, id);
+    CREATE TABLE attempts(
+      delivery_id {_T}, n INTEGER NOT NULL, at_ms BIGINT NOT NULL, region {_T},
+      status_code INTEGER, latency_ms DOUBLE PRECISION NOT NULL, error TEXT,
+      response_excerpt TEXT NOT NULL, endpoint_id {_T} DEFAULT '',
+      generation INTEGER NOT NULL DEFAULT 0, response_headers TEXT NOT NULL DEFAULT '',
+      owner_gen TEXT NOT NULL DEFAULT '', PRIMARY KEY(delivery_id, region, generation, n)
+    );
+    CREATE INDEX attempts_endpoint ON attempts(endpoint_id, at_ms);
+    CREATE INDEX attempts_age ON attempts(at_ms);
+    CREATE TABLE idempotency(
+      tenant {_T}, key {_T}, event_id {_T}, body_sha256 TEXT NOT NULL,
+      created_at_ms BIGINT NOT NULL, region {_T}, PRIMARY KEY(tenant, key)
+    );
+    """,
+    # 2: delivery claims of several processes on one database (PostgresStore.claim_due):
+    # who holds a due delivery and until when (ms, the claimer's wall clock); 0 = free
+    """
+    ALTER TABLE deliveries ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN lease_until_ms BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX deliveries_pending ON deliveries(region, next_attempt_at_ms, id)
+      WHERE status = 'pending';
+    """,
+]
+
+
+async def migrate(conn: psycopg.AsyncConnection, migrations: list[str] = MIGRATIONS) -> int:
+    """Apply the migrations ``conn``'s database lacks, in one transaction; returns the
+    schema version reached (``len(migrations)``).
+
+    Raises RuntimeError if the database has a newer schema than this code knows (a
+    downgrade is not supported), and psycopg errors if a migration fails (nothing of the
+    transaction is kept)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version("
+            "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+        row = await cur.fetchone()
+        have = int(row[0]) if row else 0
+        if have > len(migrations):
+            raise RuntimeError(
+                f"database schema version {have} is newer than this code's "
+                f"{len(migrations)}: run a newer regionsync"
+            )
+        for version in range(have + 1, len(migrations) + 1):
+            await conn.execute(migrations[version - 1])  # type: ignore[arg-type]
+            await conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (version,))
+    return len(migrations)

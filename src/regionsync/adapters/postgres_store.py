@@ -1,0 +1,557 @@
+"""PostgreSQL Store (``store = "postgresql://..."`` in node.toml): for a region that
+outgrows one SQLite file (issue 16).
+
+Same contract as SqliteStore (tests/store runs one suite on memory, SQLite and this).
+Connections come from a psycopg 3 async pool (``psycopg_pool.AsyncConnectionPool``);
+every connection runs with ``synchronous_commit = on``, whatever the server default, so
+``commit`` returns only after the WAL record of its transaction is flushed (PostgreSQL
+docs, "synchronous_commit"): a publish acknowledged after ``commit`` survives a crash of
+the server, as with SQLite's ``synchronous=FULL``. Each ``commit`` is one transaction
+(all of a WriteBatch or nothing); rows are written in key order so concurrent
+transactions of several processes lock them in one order (no deadlock between upserts).
+
+The schema is versioned (adapters/postgres_schema.py) and migrated at ``open``. One
+database holds one region (the ``meta`` row); ``open`` on another region's database
+raises ValueError.
+
+One node process per database for now (``exclusive``, the default): ``open`` takes a
+session advisory lock held until ``close`` and refuses a second process, because the
+runtime still assumes it is the region's only writer (one actor, one in-memory
+registry). ``claim_due``, postgres_cluster.AdvisoryLeader and RegistryListener are the
+parts for several processes per region (issue 16); ``exclusive=False`` lets tests run
+several store objects on one database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from ..core.model import (
+    Attempt,
+    Delivery,
+    DeliveryQuery,
+    DeliveryStatus,
+    Event,
+    EventQuery,
+    Record,
+    WriteBatch,
+)  # fmt: skip
+from ..runtime.ports import StoreInfo
+from .postgres_cluster import REGISTRY_CHANNEL, lock_key
+from .postgres_schema import SCHEMA_LOCK, migrate
+from .sqlite_store import _ATTEMPT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
+_WRITER_LOCK = lock_key("regionsync/store-writer")
+_D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
+
+
+async def _configure(conn: psycopg.AsyncConnection) -> None:
+    # durability does not depend on the server's (or a role's) default
+    await conn.execute("SET synchronous_commit = on")
+
+
+class PostgresStore:
+    """Store over the PostgreSQL database at ``url`` (a libpq URL or conninfo string);
+    ``pool_max`` connections at most (reads and commits share them)."""
+
+    def __init__(self, url: str, pool_min: int = 1, pool_max: int = 10, exclusive: bool = True):
+        self.url = url
+        self._pool_min, self._pool_max = pool_min, pool_max
+        self._pool_obj: AsyncConnectionPool | None = None
+        self.exclusive = exclusive
+        self._open_timeout_s = 30.0  # open fails if no connection is made within this
+        self.lock_wait_s = 5.0  # exclusive: open waits this long for another process to go
+        self._writer_lock: psycopg.AsyncConnection | None = None  # holds the exclusive lock
+
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        """The connection pool (RuntimeError before ``open``)."""
+        if self._pool_obj is None:
+            raise RuntimeError("store is not open")
+        return self._pool_obj
+
+    async def _once_more(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``fn(*args)``, run once more after a connection error (a server restart or
+        failover leaves stale pooled connections; the pool drops a broken one), a deadlock
+        or a serialization failure (all ``psycopg.OperationalError``); the retry first
+        checks the idle connections, so it does not meet another stale one. Safe because every
+        write here is idempotent (upserts, insert-or-ignore, ``greatest``, conditional
+        deletes), so a transaction whose outcome a lost connection hid may run again."""
+        try:
+            return await fn(*args)
+        except psycopg.OperationalError as exc:
+            log.warning("database error (%s); retrying once", exc)
+            await self.pool.check()  # drops the other broken idle connections too
+            return await fn(*args)
+
+    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return await self._once_more(self._fetch_once, sql, args)
+
+    async def _fetch_once(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+            return await cur.fetchall()
+
+    async def _write(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return await self._once_more(self._write_once, sql, args)
+
+    async def _write_once(self, sql: str, args: Sequence[Any]) -> int:
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+            return cur.rowcount
+
+    async def open(self, region: str, new_incarnation: int) -> StoreInfo:
+        pool = AsyncConnectionPool(
+            self.url,
+            min_size=self._pool_min,
+            max_size=self._pool_max,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=self._open_timeout_s)  # else PoolTimeout
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool_obj = pool
+        try:
+            if self.exclusive:
+                await self._lock_writer()
+            async with pool.connection() as conn:
+                await migrate(conn)
+                async with conn.transaction():
+                    # several processes may open a fresh database at once: one inserts
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                    cur = await conn.execute(
+                        "INSERT INTO meta(key, value) VALUES ('region', %s), "
+                        "('incarnation', %s) ON CONFLICT (key) DO NOTHING",
+                        (region, str(new_incarnation)),
+                    )
+                    fresh = cur.rowcount == 2
+                    cur = await conn.execute("SELECT key, value FROM meta")
+                    rows = dict(await cur.fetchall())
+        except BaseException:
+            await self.close()
+            raise
+        if rows["region"] != region:
+            await self.close()
+            raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
+        return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
+
+    async def _lock_writer(self) -> None:
+        # a process that was just killed holds the lock until the server has ended its
+        # session, a moment later: a restart waits for that, up to lock_wait_s
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        deadline = asyncio.get_running_loop().time() + self.lock_wait_s
+        while True:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,))
+            row = await cur.fetchone()
+            if row and row[0]:
+                self._writer_lock = conn
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                await conn.close()
+                raise RuntimeError(
+                    "another regionsync process has this database open; one process per "
+                    "database is supported for now"
+                )
+            await asyncio.sleep(0.05)
+
+    async def renew_incarnation(self, incarnation: int) -> None:
+        await self._write(
+            "UPDATE meta SET value = %s WHERE key = 'incarnation'", (str(incarnation),)
+        )
+
+    async def close(self) -> None:
+        if self._pool_obj is not None:
+            pool, self._pool_obj = self._pool_obj, None
+            await pool.close()
+        if self._writer_lock is not None:
+            conn, self._writer_lock = self._writer_lock, None
+            try:  # released now, not when the server gets round to ending the session
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (_WRITER_LOCK,))
+            except psycopg.Error:
+                pass  # a lost session released it already
+            await conn.close()
+
+    async def commit(self, batch: WriteBatch) -> None:
+        # shielded: a cancelled caller must not cut a transaction short
+        await asyncio.shield(self._once_more(self._commit, batch))
+
+    async def _commit(self, b: WriteBatch) -> None:
+        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if b.registry:
+                await cur.executemany(
+                    "INSERT INTO registry(key, state) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+                    sorted(b.registry.items()),
+                )
+            if b.records:
+                await cur.executemany(
+                    f"INSERT INTO log({_RECORD_COLS}) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    [(r.origin, r.seq, r.kind, r.body, *r.hlc) for r in b.records],
+                )
+            if b.version_vector:
+                await cur.executemany(
+                    "INSERT INTO version_vector(origin, seq) VALUES (%s, %s) ON CONFLICT "
+                    "(origin) DO UPDATE SET seq = greatest(version_vector.seq, excluded.seq)",
+                    sorted(b.version_vector.items()),
+                )
+            if b.events:
+                await cur.executemany(
+                    f"INSERT INTO events({_EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    [
+                        (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms,
+                         e.owner_gen)
+                        for e in sorted(b.events, key=lambda e: e.id)
+                    ],
+                )  # fmt: skip
+            if b.deliveries:
+                last = {d.id: d for d in b.deliveries}  # a later one of an id wins, as in SQLite
+                await cur.executemany(
+                    f"INSERT INTO deliveries({_DELIVERY_COLS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET event_id = excluded.event_id, "
+                    "endpoint_id = excluded.endpoint_id, tenant = excluded.tenant, "
+                    "status = excluded.status, attempts = excluded.attempts, "
+                    "next_attempt_at_ms = excluded.next_attempt_at_ms, "
+                    "region = excluded.region, created_at_ms = excluded.created_at_ms, "
+                    "updated_at_ms = excluded.updated_at_ms, "
+                    "generation = excluded.generation, owner_gen = excluded.owner_gen, "
+                    # a write of the delivery (an attempt's outcome) ends any claim on it
+                    "claimed_by = '', lease_until_ms = 0",
+                    [
+                        (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
+                         d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms,
+                         d.generation, d.owner_gen)
+                        for _, d in sorted(last.items())
+                    ],
+                )  # fmt: skip
+            if b.attempts:
+                await cur.executemany(
+                    f"INSERT INTO attempts({_ATTEMPT_COLS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    [
+                        (a.delivery_id, a.n, a.at_ms, a.region, a.status_code, a.latency_ms,
+                         a.error, a.response_excerpt, a.endpoint_id, a.generation,
+                         a.response_headers, a.owner_gen)
+                        for a in b.attempts
+                    ],
+                )  # fmt: skip
+            if b.idempotency:
+                # the earliest acceptance of a key wins, in every region alike
+                await cur.executemany(
+                    "INSERT INTO idempotency VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (tenant, key) DO UPDATE SET event_id = excluded.event_id, "
+                    "body_sha256 = excluded.body_sha256, "
+                    "created_at_ms = excluded.created_at_ms, region = excluded.region "
+                    "WHERE (excluded.created_at_ms, excluded.event_id) "
+                    "< (idempotency.created_at_ms, idempotency.event_id)",
+                    sorted(b.idempotency),
+                )
+            if b.registry:
+                # other processes on this database re-read the registry (delivered at
+                # commit; postgres_cluster.RegistryListener)
+                payload = json.dumps(b.version_vector, separators=(",", ":"))
+                await cur.execute(
+                    "SELECT pg_notify(%s, %s)",
+                    (REGISTRY_CHANNEL, payload if len(payload) < 7900 else "{}"),
+                )
+
+    async def load_registry(self) -> dict[str, bytes]:
+        return dict(await self._fetch("SELECT key, state FROM registry"))  # type: ignore[arg-type]
+
+    async def load_version_vector(self) -> dict[str, int]:
+        return dict(await self._fetch("SELECT origin, seq FROM version_vector"))  # type: ignore[arg-type]
+
+    async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        # the distinct origins by a skip scan of the primary key (one probe per origin)
+        origins = await self._fetch(
+            "WITH RECURSIVE o(origin) AS (SELECT min(origin) FROM log UNION ALL "
+            "SELECT (SELECT min(origin) FROM log WHERE origin > o.origin) FROM o "
+            "WHERE o.origin IS NOT NULL) SELECT origin FROM o WHERE origin IS NOT NULL"
+        )
+        out: list[Record] = []
+        for (origin,) in origins:
+            if len(out) >= limit:
+                break
+            rows = await self._fetch(
+                f"SELECT {_RECORD_COLS} FROM log WHERE origin = %s AND seq > %s "
+                "ORDER BY seq LIMIT %s",
+                (origin, after.get(origin, 0), limit - len(out)),
+            )
+            out.extend(Record(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows)
+        return out
+
+    async def truncate_log(self, upto: Mapping[str, int]) -> int:
+        return await self._once_more(self._truncate, dict(upto))
+
+    async def _truncate(self, upto: dict[str, int]) -> int:
+        n = 0
+        async with self.pool.connection() as conn, conn.transaction():
+            for origin, seq in sorted(upto.items()):
+                cur = await conn.execute(
+                    "DELETE FROM log WHERE origin = %s AND seq <= %s", (origin, seq)
+                )
+                n += cur.rowcount
+                await conn.execute(
+                    "INSERT INTO log_floor(origin, seq) VALUES (%s, %s) ON CONFLICT (origin) "
+                    "DO UPDATE SET seq = greatest(log_floor.seq, excluded.seq)",
+                    (origin, seq),
+                )
+        return n
+
+    async def load_log_floor(self) -> dict[str, int]:
+        return dict(await self._fetch("SELECT origin, seq FROM log_floor"))  # type: ignore[arg-type]
+
+    async def list_event_ids(self) -> list[str]:
+        return [r[0] for r in await self._fetch("SELECT id FROM events ORDER BY id")]
+
+    async def load_deliveries(self) -> list[Delivery]:
+        rows = await self._fetch(f"SELECT {_DELIVERY_COLS} FROM deliveries ORDER BY id")
+        return [_delivery(r) for r in rows]
+
+    async def get_event(self, event_id: str) -> Event | None:
+        rows = await self._fetch(f"SELECT {_EVENT_COLS} FROM events WHERE id = %s", (event_id,))
+        return Event(*rows[0]) if rows else None
+
+    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
+        rows = await self._fetch(
+            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"
+        )
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+    async def purge_idempotency(self, before_ms: int) -> int:
+        return await self._write("DELETE FROM idempotency WHERE created_at_ms < %s", (before_ms,))
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = %s", (delivery_id,)
+        )
+        return _delivery(rows[0]) if rows else None
+
+    async def deliveries_of_event(self, event_id: str) -> list[Delivery]:
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id = %s ORDER BY id",
+            (event_id,),
+        )
+        return [_delivery(r) for r in rows]
+
+    async def list_deliveries(
+        self,
+        endpoint_id: str,
+        status: DeliveryStatus | None,
+        since_ms: int | None,
+        after_id: str | None,
+        limit: int,
+    ) -> list[Delivery]:
+        sql = f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE endpoint_id = %s"
+        args: list[object] = [endpoint_id]
+        if status is not None:
+            sql += " AND status = %s"
+            args.append(status.value)
+        if since_ms is not None:
+            sql += " AND created_at_ms >= %s"
+            args.append(since_ms)
+        if after_id is not None:
+            sql += " AND id > %s"
+            args.append(after_id)
+        sql += " ORDER BY id LIMIT %s"
+        args.append(limit)
+        return [_delivery(r) for r in await self._fetch(sql, args)]
+
+    async def list_events(
+        self, q: EventQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Event]:
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE tenant = %s"
+        args: list[object] = [q.tenant]
+        if q.event_type is not None:
+            sql += " AND event_type = %s"
+            args.append(q.event_type)
+        if q.type_prefix:
+            # a range in the bytewise ("C") collation: "a." <= type < "a/"
+            upper = q.type_prefix[:-1] + chr(ord(q.type_prefix[-1]) + 1)
+            sql += " AND event_type >= %s AND event_type < %s"
+            args.extend((q.type_prefix, upper))
+        if q.since_ms is not None:
+            sql += " AND received_at_ms >= %s"
+            args.append(q.since_ms)
+        if q.until_ms is not None:
+            sql += " AND received_at_ms < %s"
+            args.append(q.until_ms)
+        if q.endpoint_id is not None or q.status is not None:
+            sql += " AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id"
+            if q.endpoint_id is not None:
+                sql += " AND d.endpoint_id = %s"
+                args.append(q.endpoint_id)
+            if q.status is not None:
+                sql += " AND d.status = %s"
+                args.append(q.status.value)
+            sql += ")"
+        if before is not None:
+            sql += " AND (received_at_ms, id) < (%s, %s)"
+            args.extend(before)
+        sql += " ORDER BY received_at_ms DESC, id DESC LIMIT %s"
+        args.append(limit)
+        return [Event(*r) for r in await self._fetch(sql, args)]
+
+    async def list_tenant_deliveries(
+        self, q: DeliveryQuery, before: tuple[int, str] | None, limit: int
+    ) -> list[Delivery]:
+        sql = f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE tenant = %s"
+        args: list[object] = [q.tenant]
+        if q.endpoint_id is not None:
+            sql += " AND endpoint_id = %s"
+            args.append(q.endpoint_id)
+        if q.status is not None:
+            sql += " AND status = %s"
+            args.append(q.status.value)
+        if q.since_ms is not None:
+            sql += " AND created_at_ms >= %s"
+            args.append(q.since_ms)
+        if before is not None:
+            sql += " AND (created_at_ms, id) < (%s, %s)"
+            args.extend(before)
+        sql += " ORDER BY created_at_ms DESC, id DESC LIMIT %s"
+        args.append(limit)
+        return [_delivery(r) for r in await self._fetch(sql, args)]
+
+    async def deliveries_of_events(self, event_ids: Sequence[str]) -> list[Delivery]:
+        if not event_ids:
+            return []
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id = ANY(%s) ORDER BY id",
+            (list(event_ids),),
+        )
+        return [_delivery(r) for r in rows]
+
+    async def due_deliveries(
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        exclude: Sequence[str],
+        exclude_endpoints: Sequence[str] = (),
+    ) -> list[Delivery]:
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending' "
+            "AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s)) "
+            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s",
+            (region, now_ms, list(exclude), list(exclude_endpoints), limit),
+        )
+        return [_delivery(r) for r in rows]
+
+    async def claim_due(
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        holder: str,
+        lease_ms: int,
+        exclude_endpoints: Sequence[str] = (),
+    ) -> list[Delivery]:
+        """Claim at most ``limit`` due deliveries of ``region`` for ``holder`` (a process
+        id) until ``now_ms + lease_ms``, in ``(next_attempt_at_ms, id)`` order, skipping
+        endpoints in ``exclude_endpoints`` (full lanes).
+
+        Several processes on one database never get the same delivery from concurrent
+        calls (``FOR UPDATE SKIP LOCKED``: a row another claim transaction holds is
+        skipped, not waited for), nor a delivery claimed by another process whose lease
+        has not expired. A claim ends when the delivery is next written (``commit`` of
+        its attempt's outcome) or when the lease expires: a delivery claimed by a process
+        that died is claimed again ``lease_ms`` later. ``lease_ms`` must exceed the
+        longest attempt (``delivery.timeout_s``) plus the clock skew between the
+        processes' machines, since leases compare their wall clocks.
+        """
+        rows = await self._fetch(
+            "WITH c AS (SELECT id FROM deliveries WHERE region = %s AND status = 'pending' "
+            "AND next_attempt_at_ms <= %s AND lease_until_ms <= %s "
+            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) "
+            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s FROM c "
+            f"WHERE d.id = c.id RETURNING {_D_COLS}",
+            (region, now_ms, now_ms, list(exclude_endpoints), limit, holder, now_ms + lease_ms),
+        )
+        return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
+
+    async def release_claims(self, holder: str) -> int:
+        """End every claim of ``holder`` (a process stopping cleanly); returns how many."""
+        return await self._write(
+            "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 WHERE claimed_by = %s",
+            (holder,),
+        )
+
+    async def next_due_ms(self, region: str) -> int | None:
+        rows = await self._fetch(
+            "SELECT min(next_attempt_at_ms) FROM deliveries "
+            "WHERE region = %s AND status = 'pending'",
+            (region,),
+        )
+        return rows[0][0] if rows else None
+
+    async def attempts_of(self, delivery_id: str) -> list[Attempt]:
+        rows = await self._fetch(
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE delivery_id = %s "
+            "ORDER BY at_ms, generation, n",
+            (delivery_id,),
+        )
+        return [Attempt(*r) for r in rows]
+
+    async def list_attempts(
+        self,
+        endpoint_id: str,
+        succeeded: bool | None,
+        since_ms: int | None,
+        after: tuple[int, str, int] | None,
+        limit: int,
+    ) -> list[Attempt]:
+        sql = f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE endpoint_id = %s"
+        args: list[object] = [endpoint_id]
+        if succeeded is not None:
+            sql += " AND error IS NULL" if succeeded else " AND error IS NOT NULL"
+        if since_ms is not None:
+            sql += " AND at_ms >= %s"
+            args.append(since_ms)
+        if after is not None:
+            sql += " AND (at_ms, delivery_id, n) > (%s, %s, %s)"
+            args.extend(after)
+        sql += " ORDER BY at_ms, delivery_id, n LIMIT %s"
+        args.append(limit)
+        return [Attempt(*r) for r in await self._fetch(sql, args)]
+
+    async def purge_attempts(self, before_ms: int, limit: int) -> int:
+        return await self._write(
+            "DELETE FROM attempts WHERE ctid = ANY(ARRAY("
+            "SELECT ctid FROM attempts WHERE at_ms < %s LIMIT %s))",
+            (before_ms, limit),
+        )
+
+    async def counts(self, region: str) -> dict[str, int]:
+        (row,) = await self._fetch(
+            "SELECT count(*), count(*) FILTER (WHERE region = %s) FROM events", (region,)
+        )
+        out = {"events": row[0], "events_accepted": row[1]}
+        for s in DeliveryStatus:
+            out[f"deliveries_{s.value}"] = 0
+        for status, n in await self._fetch(
+            "SELECT status, count(*) FROM deliveries WHERE region = %s GROUP BY status", (region,)
+        ):
+            out[f"deliveries_{status}"] = n
+        return out

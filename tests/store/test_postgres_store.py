@@ -1,0 +1,140 @@
+"""PostgreSQL store beyond the shared contract: atomic commits, reopen by another store
+object (another process), versioned migrations, concurrent first opens, durability
+setting. Runs on the throwaway server of tests/pgserver.py (never skipped)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+from pgserver import PgServer
+
+from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
+from regionsync.adapters.postgres_store import PostgresStore
+from regionsync.core.model import Delivery, DeliveryStatus, Event, EventQuery, WriteBatch
+
+REGION = "eu-central-1"
+
+
+async def test_commit_is_atomic(pg_url: str) -> None:
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    broken = Delivery("dlv_1", "evt_1", "ep_1", "acme", DeliveryStatus.PENDING, 0, 1, REGION, 1, 1)
+    object.__setattr__(broken, "status", None)  # fails after the first inserts ran
+    bad = WriteBatch(
+        registry={"tenants": b"x"},
+        events=[Event("evt_1", "acme", "a", b"{}", REGION, 1)],
+        deliveries=[broken],
+    )
+    try:
+        with pytest.raises(AttributeError):
+            await s.commit(bad)
+        assert await s.load_registry() == {}
+        assert await s.get_event("evt_1") is None
+        await s.commit(WriteBatch(registry={"tenants": b"y"}))  # usable afterwards
+        assert await s.load_registry() == {"tenants": b"y"}
+    finally:
+        await s.close()
+
+
+async def test_one_process_per_database_by_default(pg_url: str) -> None:
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    await a.open(REGION, 1)
+    try:
+        b.lock_wait_s = 0.2
+        with pytest.raises(RuntimeError, match="another regionsync process"):
+            await b.open(REGION, 2)
+        await a.commit(WriteBatch(registry={"tenants": b"x"}))  # a is unaffected
+    finally:
+        await a.close()
+    info = await b.open(REGION, 2)  # free once a closed
+    assert not info.fresh and info.incarnation == 1
+    assert await b.load_registry() == {"tenants": b"x"}
+    await b.close()
+
+
+async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> None:
+    a, b = PostgresStore(pg_url, exclusive=False), PostgresStore(pg_url, exclusive=False)
+    info_a = await a.open(REGION, 5)
+    info_b = await b.open(REGION, 6)
+    assert info_a.fresh and not info_b.fresh and info_b.incarnation == 5
+    try:
+        await a.commit(WriteBatch(events=[Event("evt_1", "acme", "a", b'{"x":1.10}', REGION, 1)]))
+        got = await b.get_event("evt_1")
+        assert got is not None and got.payload == b'{"x":1.10}'
+        with pytest.raises(ValueError, match="belongs to region"):
+            await PostgresStore(pg_url, exclusive=False).open("us-east-1", 1)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_concurrent_first_opens_agree_on_one_incarnation(pg_url: str) -> None:
+    stores = [PostgresStore(pg_url, exclusive=False) for _ in range(4)]
+    infos = await asyncio.gather(*(s.open(REGION, 10 + i) for i, s in enumerate(stores)))
+    try:
+        assert sum(i.fresh for i in infos) == 1
+        assert len({i.incarnation for i in infos}) == 1
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_migrations_are_versioned_and_applied_once(pg_url: str) -> None:
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    await s.close()
+    await s.open(REGION, 2)  # a second open applies nothing again
+    await s.close()
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT version FROM schema_version ORDER BY version")
+        assert [r[0] for r in await cur.fetchall()] == list(range(1, len(MIGRATIONS) + 1))
+        # a later release adds one migration: only that one runs
+        later = [*MIGRATIONS, "CREATE TABLE added_later(x INTEGER)"]
+        assert await migrate(conn, later) == len(later)
+        assert await migrate(conn, later) == len(later)
+        cur = await conn.execute("SELECT count(*) FROM schema_version")
+        assert (await cur.fetchone()) == (len(later),)
+        # code older than the database refuses to run on it
+        with pytest.raises(RuntimeError, match="newer"):
+            await migrate(conn)
+
+
+async def test_commits_are_synchronous_whatever_the_server_default(pg_url: str) -> None:
+    dbname = pg_url.rsplit("/", 1)[1]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute(f'ALTER DATABASE "{dbname}" SET synchronous_commit = off')
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    try:
+        assert await s._fetch("SHOW synchronous_commit") == [("on",)]
+    finally:
+        await s.close()
+
+
+async def test_a_server_restart_costs_no_failed_operation() -> None:
+    server = PgServer()  # its own server: the session's is shared
+    server.start()
+    s = PostgresStore(server.create_database("r"), pool_min=3, pool_max=3)
+    try:
+        await s.open(REGION, 1)
+        # three pooled connections in use at once, then idle: all go stale together
+        await asyncio.gather(*(s._fetch("SELECT pg_sleep(0.05)") for _ in range(3)))
+        server.restart()
+        for i in range(5):
+            await s.commit(WriteBatch(events=[Event(f"evt_{i}", "acme", "a", b"{}", REGION, i)]))
+            assert [e.id for e in await s.list_events(EventQuery("acme"), None, 1)] == [f"evt_{i}"]
+        await asyncio.gather(*(s.get_event("evt_1") for _ in range(3)))
+    finally:
+        await s.close()
+        server.stop()
+
+
+async def test_an_unreachable_database_fails_open_cleanly(pg_server: PgServer) -> None:
+    s = PostgresStore(pg_server.url("no_such_database"))
+    s._open_timeout_s = 1.0
+    with pytest.raises(psycopg.OperationalError):  # psycopg_pool.PoolTimeout is one
+        await s.open(REGION, 1)
+    with pytest.raises(RuntimeError, match="not open"):
+        await s.load_registry()

@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write chromium pg-bin
+.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,28 +20,26 @@ DEMO_ARGS := $(if $(PAYLOADS),--payloads $(dir $(PAYLOADS)),)
 demo: $(STAMP)
 	$(BIN)/regionsync demo $(DEMO_ARGS)
 
-# the console's browser tests (tests/console) drive Debian's chromium through Playwright
-# (never `playwright install`): installed here when missing (CI runs as root)
+# Debian packages the tests use, installed only when missing (CI runs as root on a clean
+# machine): chromium for the console's browser tests (Playwright drives /usr/bin/chromium;
+# never `playwright install`), postgresql's server binaries for the PostgreSQL store tests
+# (tests/pgserver.py starts a throwaway server on loopback)
 CHROMIUM := /usr/bin/chromium
+HAVE_PG = ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null
 
-$(CHROMIUM):
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+system-deps:
+	@pkgs=""; test -x $(CHROMIUM) || pkgs="chromium"; \
+	$(HAVE_PG) || pkgs="$$pkgs postgresql"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "apt-get install $$pkgs"; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \
+	fi
 
-chromium: $(CHROMIUM)
-
-test: $(STAMP) $(CHROMIUM) pg-bin
+test: $(STAMP) system-deps
 	$(BIN)/python -m ruff check .
 	$(BIN)/lint-imports
 	$(MAKE) checkov
 	$(BIN)/python -m pytest -q
-
-# the PostgreSQL server binaries for the store tests (tests/pgserver.py starts a throwaway
-# server): Debian's package, installed only when missing (CI runs as root on a clean machine)
-pg-bin:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		  apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
 
 # checkov pins many dependencies: it gets its own virtualenv. Offline: terraform only, no
 # policy download, no module download, no platform calls; inline skips carry their reasons.

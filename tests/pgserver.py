@@ -40,7 +40,7 @@ def find_bindir() -> Path:
         if Path(d, "initdb").exists() and Path(d, "postgres").exists():
             return Path(d)
     raise RuntimeError(
-        "PostgreSQL server binaries not found (initdb, postgres): run `make pg-bin` "
+        "PostgreSQL server binaries not found (initdb, postgres): run `make system-deps` "
         "(apt-get install postgresql) before the tests"
     )
 

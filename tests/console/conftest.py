@@ -1,6 +1,6 @@
 """Fixtures of the console's browser tests: three real node processes on loopback
 (``regionsync.demo.start_cluster``), a receiver whose endpoints can be made to answer
-500, and headless Debian chromium driven by Playwright (``make chromium`` installs it;
+500, and headless Debian chromium driven by Playwright (``make system-deps`` installs it;
 never ``playwright install``). Without /usr/bin/chromium the tests fail, never skip."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ async def cluster() -> AsyncIterator[Cluster]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run `make chromium` (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run `make system-deps` (apt-get install chromium)")
     async with async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:

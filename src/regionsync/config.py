@@ -26,6 +26,7 @@ __all__ = [
     "DeliverySettings",
     "HttpSettings",
     "Peer",
+    "SecretsSettings",
     "Settings",
     "TlsSettings",
     "Token",
@@ -145,6 +146,20 @@ class TlsSettings(_Section):
     ca: Path
 
 
+class SecretsSettings(_Section):
+    """The node key ring that encrypts signing secrets at rest (adapters/secretbox.py).
+
+    ``keys`` (normally from the environment, ``REGIONSYNC_SECRETS__KEYS``) wins over
+    ``key_file``; both hold entries ``<key id>:<base64 of 32 random bytes>`` (commas or
+    lines), the first one current. With neither, the node creates
+    ``<data_dir>/<region>.key`` (mode 0600) on first start. Rotation: put a new key first
+    and keep the old ones after it (rows stay readable; new writes use the new key).
+    """
+
+    key_file: Path | None = None  # relative: to the configuration file
+    keys: str | None = None
+
+
 class Token(_Section):
     token: str = Field(min_length=16)
     # admin | tenant:<id>:manage | tenant:<id>:publish | tenant:<id>:read (GET only)
@@ -174,6 +189,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     http: HttpSettings = HttpSettings()
     tls: TlsSettings | None = None
+    secrets: SecretsSettings = SecretsSettings()
 
     toml_file: ClassVar[Path | None] = None
 
@@ -244,5 +260,10 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
         base = Path(path).resolve().parent
         settings.tls = TlsSettings(
             **{k: base / getattr(settings.tls, k) for k in ("cert", "key", "ca")}
+        )
+    if path is not None and settings.secrets.key_file is not None:
+        base = Path(path).resolve().parent
+        settings.secrets = SecretsSettings(
+            key_file=base / settings.secrets.key_file, keys=settings.secrets.keys
         )
     return settings

@@ -13,22 +13,35 @@ from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
 from .jsonlog import JsonFormatter
+from .secretbox import NodeKeys
 from .sender import HttpxSender
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
 from .tracing import otlp_tracer_provider
 
-__all__ = ["build_node", "build_server", "serve"]
+__all__ = ["build_node", "build_server", "node_keys", "serve"]
+
+
+def node_keys(settings: Settings) -> NodeKeys:
+    """The node key ring of ``settings.secrets``; without one configured, the generated
+    ``<data_dir>/<region>.key`` (created 0600 on first start). Raises FileNotFoundError
+    for a missing ``key_file`` and ValueError for bad key text."""
+    return NodeKeys.load(
+        settings.secrets.keys,
+        settings.secrets.key_file,
+        settings.data_dir / f"{settings.region}.key",
+    )
 
 
 def build_node(settings: Settings) -> Node:
-    """A Node wired with the production adapters (not started)."""
+    """A Node wired with the production adapters (not started); its SQLite store encrypts
+    signing secrets with ``node_keys(settings)``."""
     clock = SystemClock()
     rng = system_rng()
     resolver = SystemResolver()
     return Node(
         settings,
-        store=SqliteStore(settings.data_dir / f"{settings.region}.db"),
+        store=SqliteStore(settings.data_dir / f"{settings.region}.db", node_keys(settings)),
         clock=clock,
         rng=rng,
         ids=UlidSource(clock, rng),

@@ -38,7 +38,9 @@ __all__ = [
     "Registry",
     "gen_live",
     "TenantView",
+    "is_secret_key",
     "key_type",
+    "may_hold_secret",
 ]
 
 ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -93,6 +95,22 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
 ]
+
+
+_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret")
+
+
+def is_secret_key(key: str) -> bool:
+    """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
+    source's secret): stores encrypt these states at rest (adapters/secretbox.py)."""
+    return _SECRET_KEY.fullmatch(key) is not None
+
+
+def may_hold_secret(body: bytes) -> bool:
+    """True if a record body (core.records) may carry a secret key's state: its registry
+    section names keys as msgpack strings, so a body without ``/secret`` holds none. A
+    conservative test (an event payload with that text answers True too)."""
+    return b"/secret" in body
 
 
 def _gen(dots: Iterable[tuple[str, int]]) -> str:

@@ -66,7 +66,8 @@ class EventIn(BaseModel):
 
 
 class SourceIn(BaseModel):
-    id: str | None = None
+    """An inbound source; its id is generated (an ``id`` member is 422)."""
+
     tenant: str
     kind: Literal["github", "stripe", "standard-webhooks", "hmac"]
     secret: str

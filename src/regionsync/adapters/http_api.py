@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect
 from ..errors import ClientError
 from ..runtime.node import Node
 from .openapi_docs import PROBLEM_RESPONSES, install_docs
-from .routes import cluster, deliveries, endpoints, events, sources, tenants, tokens
+from .routes import audit, cluster, deliveries, endpoints, events, sources, tenants, tokens
 from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339
 
 __all__ = ["create_app", "rfc3339"]
@@ -79,7 +79,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         log.exception("internal error on %s %s", request.method, request.url.path)
         return problem(500, "internal", "internal error; see the node's log")
 
-    for module in (tenants, endpoints, deliveries, events, sources, cluster, tokens):
+    for module in (tenants, endpoints, deliveries, events, sources, cluster, tokens, audit):
         app.include_router(module.build(ctx))
     install_docs(app)
     return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})

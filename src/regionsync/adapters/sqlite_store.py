@@ -29,6 +29,7 @@ import aiosqlite
 
 from ..core.model import (
     Attempt,
+    AuditEntry,
     Delivery,
     DeliveryQuery,
     DeliveryStatus,
@@ -80,6 +81,13 @@ CREATE TABLE IF NOT EXISTS attempts(
 );
 CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
 CREATE INDEX IF NOT EXISTS attempts_age ON attempts(at_ms);
+CREATE TABLE IF NOT EXISTS audit(
+  origin TEXT NOT NULL, seq INTEGER NOT NULL, hlc_wall INTEGER NOT NULL,
+  hlc_logical INTEGER NOT NULL, who TEXT NOT NULL, op TEXT NOT NULL, object TEXT NOT NULL,
+  tenant TEXT NOT NULL, detail TEXT NOT NULL, PRIMARY KEY(origin, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
 CREATE TABLE IF NOT EXISTS idempotency(
   tenant TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT NOT NULL, body_sha256 TEXT NOT NULL,
   created_at_ms INTEGER NOT NULL, region TEXT NOT NULL, PRIMARY KEY(tenant, key)
@@ -98,6 +106,7 @@ _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
     "created_at_ms, updated_at_ms, generation, owner_gen"
 )
+_AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, detail"
 _EVENT_COLS = "id, tenant, event_type, payload, region, received_at_ms, owner_gen"
 
 
@@ -354,6 +363,16 @@ class SqliteStore:
                         for a in batch.attempts
                     ],
                 )
+            if batch.audit:
+                db.executemany(
+                    f"INSERT OR IGNORE INTO audit({_AUDIT_COLS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (a.origin, a.seq, a.hlc_wall_ms, a.hlc_logical, a.who, a.op, a.object,
+                         a.tenant, a.detail)
+                        for a in batch.audit
+                    ],
+                )  # fmt: skip
             if batch.idempotency:
                 # the earliest acceptance of a key wins, in every region alike
                 db.executemany(
@@ -617,6 +636,28 @@ class SqliteStore:
                 "(SELECT rowid FROM attempts WHERE at_ms < ? LIMIT ?)",
                 [(before_ms, limit)],
             )
+
+    async def list_audit(
+        self,
+        tenant: str | None,
+        since_ms: int | None,
+        before: tuple[int, int, str, int] | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        sql = f"SELECT {_AUDIT_COLS} FROM audit WHERE 1"
+        args: list[object] = []
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            args.append(tenant)
+        if since_ms is not None:
+            sql += " AND hlc_wall >= ?"
+            args.append(since_ms)
+        if before is not None:
+            sql += " AND (hlc_wall, hlc_logical, origin, seq) < (?, ?, ?, ?)"
+            args.extend(before)
+        sql += " ORDER BY hlc_wall DESC, hlc_logical DESC, origin DESC, seq DESC LIMIT ?"
+        args.append(limit)
+        return [AuditEntry(*r) for r in await self.rdb.execute_fetchall(sql, args)]
 
     async def counts(self, region: str) -> dict[str, int]:
         db = self.rdb

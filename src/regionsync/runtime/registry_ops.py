@@ -19,6 +19,7 @@ from ..core.sources import ACK_POLICIES, check_source_fields
 from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
 from ..core.validate import check_endpoint_fields, check_id
 from ..errors import Conflict, Unprocessable
+from .audit import audit_section
 from .ports import IdSource, Resolver, Rng
 from .state import Catalog, DeliveryQueue
 from .writepath import WritePath
@@ -77,7 +78,8 @@ class RegistryOps:
             deltas = self.catalog.registry.create_tenant(
                 tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("tenant.create", f"tenant/{tid}", tid)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         view = self.catalog.registry.tenant(tid)
         assert view is not None
@@ -88,8 +90,9 @@ class RegistryOps:
             self.catalog.tenant(tenant_id)
             stamp = self.writer.stamp()
             durable = self.writer.commit_local(
-                "registry", stamp, self.catalog.registry.delete_tenant(tenant_id)
-            )
+                "registry", stamp, self.catalog.registry.delete_tenant(tenant_id),
+                audit=audit_section("tenant.delete", f"tenant/{tenant_id}", tenant_id),
+            )  # fmt: skip
 
         await durable
 
@@ -166,7 +169,8 @@ class RegistryOps:
                 eid, tenant_id, {**defaults, **fields}, event_types, stamp.wall_ms,
                 self.writer.actor, stamp,
             )  # fmt: skip
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("endpoint.create", f"endpoint/{eid}", tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.endpoint(tenant_id, eid)
 
@@ -219,7 +223,10 @@ class RegistryOps:
             deltas = self.catalog.registry.patch_endpoint(
                 endpoint_id, fields, add, remove, stamp.wall_ms, self.writer.actor, stamp
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            names = sorted(set(body) - {"secret"} | ({"secret"} if "secret" in fields else set()))
+            op = "endpoint.rotate_secret" if names == ["secret"] else "endpoint.update"
+            note = audit_section(op, f"endpoint/{endpoint_id}", tenant_id, ",".join(names))
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.endpoint(tenant_id, endpoint_id)
 
@@ -228,7 +235,8 @@ class RegistryOps:
             self.catalog.endpoint(tenant_id, endpoint_id)
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.delete_endpoint(endpoint_id, tenant_id)
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("endpoint.delete", f"endpoint/{endpoint_id}", tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
 
         await durable
 
@@ -257,15 +265,17 @@ class RegistryOps:
             deltas = self.catalog.registry.create_source(
                 sid, fields, stamp.wall_ms, self.writer.actor, stamp
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("source.create", f"source/{sid}", fields["tenant"])
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.source(sid)
 
     async def delete_source(self, source_id: str) -> None:
         async with self.writer.local_lock():
-            self.catalog.source(source_id)
+            tenant = self.catalog.source(source_id)["tenant"]
             stamp = self.writer.stamp()
             durable = self.writer.commit_local(
-                "registry", stamp, self.catalog.registry.delete_source(source_id)
-            )
+                "registry", stamp, self.catalog.registry.delete_source(source_id),
+                audit=audit_section("source.delete", f"source/{source_id}", tenant),
+            )  # fmt: skip
         await durable

@@ -36,6 +36,7 @@ from ...errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
+from ...runtime.audit import acting_as
 from ...runtime.node import Node
 from ...runtime.recovery import Job
 
@@ -334,7 +335,13 @@ class Auth:
     def caller(self, request: Request) -> Caller:
         """Who sends ``request``; 401 (field ``authorization``) without a valid token. An
         open node (no static tokens, loopback) takes a request without Authorization as
-        admin, but refuses an unknown, revoked or expired token like any node."""
+        admin, but refuses an unknown, revoked or expired token like any node. Names the
+        caller for the audit log of the registry changes this request makes."""
+        caller = self._caller(request)
+        acting_as(caller.name)
+        return caller
+
+    def _caller(self, request: Request) -> Caller:
         header = request.headers.get("authorization", "")
         scheme, _, secret = header.partition(" ")
         secret = secret.strip()

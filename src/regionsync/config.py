@@ -51,6 +51,9 @@ class DeliverySettings(_Section):
     timeout_s: float = Field(15.0, gt=0, le=60)  # total deadline of one attempt
     retry_schedule_s: list[float] = [5, 300, 1800, 7200, 18000, 36000, 36000]
     concurrency: int = Field(64, ge=1)  # attempts in flight per node
+    # attempts in flight per tenant per node (a tenant's delivery_max_in_flight overrides
+    # it): one tenant's flood leaves the rest of `concurrency` to the others
+    tenant_max_in_flight: int = Field(32, ge=1)
     poll_interval_s: float = Field(1.0, gt=0)  # longest sleep of an idle worker
     failure_threshold: int = Field(5, ge=1)  # consecutive failures: active -> failing
     disable_after_s: float = Field(5 * 24 * 3600, gt=0)  # failing this long -> disabled

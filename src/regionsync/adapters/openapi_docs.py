@@ -26,6 +26,9 @@ class TenantIn(BaseModel):
     publish_rate_per_s: float | None = Field(
         None, ge=0.01, le=1_000_000, description="events/s per region; null: node default"
     )
+    delivery_max_in_flight: int | None = Field(
+        None, ge=1, le=10_000, description="attempts in flight per region; null: node default"
+    )
 
 
 class EndpointIn(BaseModel):

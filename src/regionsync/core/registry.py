@@ -7,7 +7,8 @@ vector clock, then HLC, then actor; usage counters are PN-Counters.
 
 Keys (``/`` never occurs inside an id):
     tenants                     ORSet of tenant ids
-    t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s)
+    t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s,
+                                delivery_max_in_flight)
     t/<tenant>/endpoints        ORSet of endpoint ids
     t/<tenant>/usage/<counter>  PNCounter
     e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
@@ -83,7 +84,12 @@ SOURCE_FIELDS = (
 _ID = r"[A-Za-z0-9_.\-]{1,64}"
 _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tenants"), ORSet),
-    (re.compile(rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s)"), LWWRegister),
+    (
+        re.compile(
+            rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s|delivery_max_in_flight)"
+        ),
+        LWWRegister,
+    ),
     (re.compile(rf"t/{_ID}/endpoints"), ORSet),
     (re.compile(rf"t/{_ID}/usage/({'|'.join(USAGE_COUNTERS)})"), PNCounter),
     (re.compile(rf"e/{_ID}/({'|'.join(ENDPOINT_FIELDS)})"), LWWRegister),
@@ -148,6 +154,7 @@ class TenantView:
     usage: dict[str, int]
     ack_policy: str = "local"
     publish_rate_per_s: float | None = None  # None: the node's ingest.tenant_rate_per_s
+    delivery_max_in_flight: int | None = None  # None: the node's delivery.tenant_max_in_flight
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +309,11 @@ class Registry:
         v = self._get(f"t/{tenant_id}/publish_rate_per_s", LWWRegister).value()
         return float(v) if isinstance(v, int | float) else None
 
+    def delivery_cap(self, tenant_id: str) -> int | None:
+        """The tenant's cap on attempts in flight per region, or None (node default)."""
+        v = self._get(f"t/{tenant_id}/delivery_max_in_flight", LWWRegister).value()
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
     def tenant(self, tenant_id: str) -> TenantView | None:
         """The live tenant, or None if it was never created or has been removed."""
         if not self.has_tenant(tenant_id):
@@ -314,6 +326,7 @@ class Registry:
             usage={c: self._get(f"{p}usage/{c}", PNCounter).value() for c in USAGE_COUNTERS},
             ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
             publish_rate_per_s=self.publish_rate(tenant_id),
+            delivery_max_in_flight=self.delivery_cap(tenant_id),
         )
 
     def endpoint_ids(self, tenant_id: str) -> list[str]:
@@ -385,6 +398,7 @@ class Registry:
         stamp: Timestamp,
         ack_policy: str = "local",
         publish_rate_per_s: float | None = None,
+        delivery_max_in_flight: int | None = None,
     ) -> Deltas:
         p = f"t/{tenant_id}/"
         deltas = dict(
@@ -395,9 +409,13 @@ class Registry:
                 self._set(p + "ack_policy", ack_policy, actor, stamp),
             ]
         )
-        key = p + "publish_rate_per_s"
-        if publish_rate_per_s is not None or self._states.get(key) is not None:
-            deltas.update([self._set(key, publish_rate_per_s, actor, stamp)])
+        for name, value in (
+            ("publish_rate_per_s", publish_rate_per_s),
+            ("delivery_max_in_flight", delivery_max_in_flight),
+        ):
+            key = p + name
+            if value is not None or self._states.get(key) is not None:
+                deltas.update([self._set(key, value, actor, stamp)])
         return deltas
 
     def delete_tenant(self, tenant_id: str) -> Deltas:

@@ -4,7 +4,9 @@ Claims the deliveries custody gives this region (runtime/custody.py): its own (t
 origin's, or the region that started a retry/recovery generation) and, per endpoint, those
 of regions it adopted. Every attempt's outcome is replicated, so a custodian that takes
 over continues from the attempts made elsewhere. Attempts run concurrently up to
-``delivery.concurrency`` per node, each endpoint within its lane (core.lanes); what follows
+``delivery.concurrency`` per node, each endpoint within its lane and each tenant within
+its cap (``delivery.tenant_max_in_flight`` or the tenant's ``delivery_max_in_flight``:
+one tenant's flood leaves the rest to the others; core.lanes); what follows
 an attempt is the pure ``core.retry.next_step`` and ``core.health.step``.
 """
 
@@ -14,19 +16,17 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
-from typing import Any
-
-from crdt import CRDT
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
 from ..core.envelope import delivery_body, delivery_headers
-from ..core.health import Health, HealthPolicy
-from ..core.health import step as health_step
-from ..core.lanes import Lane, TokenBucket
+from ..core.health import HealthPolicy
+from ..core.lanes import Lane, TenantSlots, TokenBucket
+from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.registry import EndpointView, gen_live
-from ..core.retry import DEADLINE_S, AttemptOutcome, OutcomeKind, next_step
+from ..core.retry import DEADLINE_S, OutcomeKind, next_step
+from .outcomes import attempt_row, health_deltas
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
@@ -70,6 +70,7 @@ class DeliveryWorker:
         )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.lanes: dict[str, Lane] = {}
+        self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self._health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
 
@@ -107,6 +108,10 @@ class DeliveryWorker:
             self.lanes[endpoint_id] = lane
         return lane
 
+    def tenant_cap(self, tenant: str) -> int:
+        """The tenant's cap on attempts in flight here (its override or the default)."""
+        return cap_rule(self.opts.tenant_max_in_flight, self.catalog.registry.delivery_cap(tenant))
+
     def _blocked(self, now_s: float, now_ms: int) -> tuple[set[str], float | None]:
         """Endpoints whose lane cannot start an attempt now, and the soonest (seconds) a
         rate-limited or probing one could."""
@@ -139,6 +144,8 @@ class DeliveryWorker:
                 soonest = wait if soonest is None else min(soonest, wait)
         for eid in idle:  # bounded memory: lanes exist only for busy endpoints
             del self.lanes[eid]
+        for tenant in self.tenants.saturated(self.tenant_cap):
+            blocked.update(self.catalog.registry.endpoint_ids(tenant))  # others come first
         return blocked, soonest
 
     async def _launch_due(self) -> float | None:
@@ -166,6 +173,12 @@ class DeliveryWorker:
                 # only records the delivery as skipped or cancelled, outside any lane
                 sends = ep is not None and not (ep.paused or ep.disabled)
                 if sends and ep is not None:
+                    share = self.tenant_cap(d.tenant)
+                    if self.tenants.full(d.tenant, share):
+                        # the tenant has its share in flight: skip all its endpoints
+                        blocked.update(self.catalog.registry.endpoint_ids(d.tenant))
+                        refill = True
+                        continue
                     health = self.queue.health.get(d.endpoint_id)
                     lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
                     probing = health is not None and health.state == "failing"
@@ -176,6 +189,7 @@ class DeliveryWorker:
                         blocked.add(d.endpoint_id)  # this lane is full; others go on
                         refill = True
                         continue
+                    self.tenants.admit(d.tenant, share)
                 free -= 1
                 if d.region != self.region:
                     self.custody.adopted(d.id)
@@ -225,6 +239,8 @@ class DeliveryWorker:
                 await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
         finally:
             self.inflight.pop(d.id, None)
+            if lane_taken:
+                self.tenants.release(d.tenant)
             if lane_taken and d.endpoint_id in self.lanes:
                 self.lanes[d.endpoint_id].release()
             self.queue.wake.set()
@@ -292,7 +308,7 @@ class DeliveryWorker:
                 self.opts.retry_schedule_s,
             )
             status, next_at = decision.status, decision.next_attempt_at_ms
-            attempt = _attempt_row(d, attempts, now, self.region, outcome)
+            attempt = attempt_row(d, attempts, now, self.region, outcome)
             if outcome.kind is OutcomeKind.SUCCEEDED:
                 health_event = "success"
             elif outcome.status_code == 410:
@@ -323,7 +339,10 @@ class DeliveryWorker:
             if current is not None:  # another custodian's outcome may have arrived meanwhile
                 new = delivery_join(current, new)
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
-            deltas = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
+            deltas = health_deltas(
+                self.catalog, self.queue, self._health_url, self.writer,
+                d.endpoint_id, health_event, now, self.policy,
+            )  # fmt: skip
             reg = self.catalog.registry
             was_final = current is not None and current.status.final
             if new.status.final and d.status is DeliveryStatus.PENDING and not was_final:
@@ -343,55 +362,3 @@ class DeliveryWorker:
                 "delivery", stamp, deltas, batch, delivery=new, attempt=attempt
             )
         await durable
-
-    def _health_deltas(
-        self, endpoint_id: str, event: str | None, now_ms: int, policy: HealthPolicy
-    ) -> dict[str, CRDT]:
-        """Apply one attempt's health input (core.health.step); registry deltas if the
-        replicated state (failing since / disabled) changed. Call with the write lock held."""
-        view = self.catalog.registry.endpoint(endpoint_id)
-        if event is None or view is None:
-            return {}
-        before = self.queue.health.get(endpoint_id)
-        if before is None:
-            state = "disabled" if view.disabled else "paused" if view.paused else (
-                "failing" if view.failing_since_ms is not None else "active"
-            )  # fmt: skip
-            before = Health(state, failing_since_ms=view.failing_since_ms)
-        after = health_step(before, event, now_ms, policy)
-        self.queue.health[endpoint_id] = after
-        self._health_url[endpoint_id] = view.url
-        fields: dict[str, Any] = {}
-        if after.state == "disabled" and not view.disabled:
-            fields = {"disabled": True, "failing_since": None}
-            log.warning(
-                "endpoint %s disabled (%s)", endpoint_id, event, extra={"endpoint_id": endpoint_id}
-            )
-        elif after.state == "failing" and view.failing_since_ms is None:
-            fields = {"failing_since": after.failing_since_ms}
-        elif after.state == "active" and view.failing_since_ms is not None:
-            fields = {"failing_since": None}
-        if not fields:
-            return {}
-        stamp = self.writer.stamp()
-        return self.catalog.registry.patch_endpoint(
-            endpoint_id, fields, (), (), stamp.wall_ms, self.writer.actor, stamp
-        )
-
-
-def _attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
-    error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
-    return Attempt(
-        owner_gen=d.owner_gen,
-        endpoint_id=d.endpoint_id,
-        generation=d.generation,
-        delivery_id=d.id,
-        n=n,
-        at_ms=now_ms,
-        region=region,
-        status_code=outcome.status_code,
-        latency_ms=round(outcome.latency_ms, 3),
-        error=error,
-        response_excerpt=outcome.response_excerpt,
-        response_headers=outcome.response_headers,
-    )

@@ -54,10 +54,17 @@ class RegistryOps:
         name: Any,
         ack_policy: Any = "local",
         publish_rate_per_s: Any = None,
+        delivery_max_in_flight: Any = None,
     ) -> TenantView:
         """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish);
         ``publish_rate_per_s`` (events/s per region, 0.01..1e6, None: the node default
-        ``ingest.tenant_rate_per_s``) limits its publish API; 422 naming the field."""
+        ``ingest.tenant_rate_per_s``) limits its publish API; ``delivery_max_in_flight``
+        (1..10000, None: the node default ``delivery.tenant_max_in_flight``) caps its
+        attempts in flight per region; 422 naming the field."""
+        cap = delivery_max_in_flight
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                                or not 1 <= cap <= 10_000):  # fmt: skip
+            raise Unprocessable("must be an integer in [1, 10000]", field="delivery_max_in_flight")
         rate = publish_rate_per_s
         if rate is not None and (
             isinstance(rate, bool) or not isinstance(rate, int | float)
@@ -76,7 +83,7 @@ class RegistryOps:
                 raise Conflict(f"tenant {tid!r} exists", field="id", code="exists")
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.create_tenant(
-                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate
+                tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate, cap
             )
             note = audit_section("tenant.create", f"tenant/{tid}", tid)
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)

@@ -179,6 +179,7 @@ def tenant_json(t: TenantView) -> dict[str, Any]:
         "name": t.name,
         "ack_policy": t.ack_policy,
         "publish_rate_per_s": t.publish_rate_per_s,
+        "delivery_max_in_flight": t.delivery_max_in_flight,
         "created_at": rfc3339(t.created_at_ms),
         "usage": t.usage,
     }

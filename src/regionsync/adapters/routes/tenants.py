@@ -28,7 +28,8 @@ def build(ctx: ApiContext) -> APIRouter:
     async def create_tenant(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         body = await read_object(request, ctx.max_body)
-        unknown = sorted(set(body) - {"id", "name", "ack_policy", "publish_rate_per_s"})
+        allowed = {"id", "name", "ack_policy", "publish_rate_per_s", "delivery_max_in_flight"}
+        unknown = sorted(set(body) - allowed)
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
         if "name" not in body:
@@ -39,6 +40,7 @@ def build(ctx: ApiContext) -> APIRouter:
                 body["name"],
                 body.get("ack_policy", "local"),
                 body.get("publish_rate_per_s"),
+                body.get("delivery_max_in_flight"),
             )  # fmt: skip
         )
 

@@ -17,7 +17,7 @@ from ..core.registry import EndpointView, TenantView
 from ..core.signing import make_secret
 from ..core.sources import ACK_POLICIES, check_source_fields
 from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
-from ..core.validate import check_endpoint_fields, check_id
+from ..core.validate import check_endpoint_fields, check_id, json_integer
 from ..errors import Conflict, Unprocessable
 from .audit import audit_section
 from .ports import IdSource, Resolver, Rng
@@ -61,7 +61,7 @@ class RegistryOps:
         ``ingest.tenant_rate_per_s``) limits its publish API; ``delivery_max_in_flight``
         (1..10000, None: the node default ``delivery.tenant_max_in_flight``) caps its
         attempts in flight per region; 422 naming the field."""
-        cap = delivery_max_in_flight
+        cap = json_integer(delivery_max_in_flight)
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
                                 or not 1 <= cap <= 10_000):  # fmt: skip
             raise Unprocessable("must be an integer in [1, 10000]", field="delivery_max_in_flight")

@@ -78,7 +78,8 @@ def rfc3339(ms: int | None) -> str | None:
 
 def parse_time(value: str, field: str) -> int:
     try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # RFC 3339 section 5.6 allows a lower-case "t" and "z"
+        dt = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
         raise Unprocessable("must be an RFC 3339 time", field=field) from None
     if dt.tzinfo is None:

@@ -96,8 +96,13 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
 
 
 def _fuzz(
-    op, base: str, ids: dict[str, str], session: requests.Session, sent: dict[str, int],
-    label: str, statuses: dict[str, dict[int, int]],
+    op,
+    base: str,
+    ids: dict[str, str],
+    session: requests.Session,
+    sent: dict[str, int],
+    label: str,
+    statuses: dict[str, dict[int, int]],
 ) -> None:
     @settings(
         max_examples=EXAMPLES_PER_OPERATION,

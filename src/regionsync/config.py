@@ -26,6 +26,7 @@ __all__ = [
     "DeliverySettings",
     "HttpSettings",
     "Peer",
+    "SecretsSettings",
     "Settings",
     "OperationalWebhookSettings",
     "TlsSettings",
@@ -54,6 +55,9 @@ class DeliverySettings(_Section):
     timeout_s: float = Field(15.0, gt=0, le=60)  # total deadline of one attempt
     retry_schedule_s: list[float] = [5, 300, 1800, 7200, 18000, 36000, 36000]
     concurrency: int = Field(64, ge=1)  # attempts in flight per node
+    # attempts in flight per tenant per node (a tenant's delivery_max_in_flight overrides
+    # it): one tenant's flood leaves the rest of `concurrency` to the others
+    tenant_max_in_flight: int = Field(32, ge=1)
     poll_interval_s: float = Field(1.0, gt=0)  # longest sleep of an idle worker
     failure_threshold: int = Field(5, ge=1)  # consecutive failures: active -> failing
     disable_after_s: float = Field(5 * 24 * 3600, gt=0)  # failing this long -> disabled
@@ -157,6 +161,20 @@ class TlsSettings(_Section):
     ca: Path
 
 
+class SecretsSettings(_Section):
+    """The node key ring that encrypts signing secrets at rest (adapters/secretbox.py).
+
+    ``keys`` (normally from the environment, ``REGIONSYNC_SECRETS__KEYS``) wins over
+    ``key_file``; both hold entries ``<key id>:<base64 of 32 random bytes>`` (commas or
+    lines), the first one current. With neither, the node creates
+    ``<data_dir>/<region>.key`` (mode 0600) on first start. Rotation: put a new key first
+    and keep the old ones after it (rows stay readable; new writes use the new key).
+    """
+
+    key_file: Path | None = None  # relative: to the configuration file
+    keys: str | None = None
+
+
 class Token(_Section):
     token: str = Field(min_length=16)
     # admin | tenant:<id>:manage | tenant:<id>:publish | tenant:<id>:read (GET only)
@@ -191,6 +209,7 @@ class Settings(BaseSettings):
     http: HttpSettings = HttpSettings()
     operational_webhooks: OperationalWebhookSettings = OperationalWebhookSettings()
     tls: TlsSettings | None = None
+    secrets: SecretsSettings = SecretsSettings()
 
     toml_file: ClassVar[Path | None] = None
 
@@ -268,5 +287,10 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
         base = Path(path).resolve().parent
         settings.tls = TlsSettings(
             **{k: base / getattr(settings.tls, k) for k in ("cert", "key", "ca")}
+        )
+    if path is not None and settings.secrets.key_file is not None:
+        base = Path(path).resolve().parent
+        settings.secrets = SecretsSettings(
+            key_file=base / settings.secrets.key_file, keys=settings.secrets.keys
         )
     return settings

@@ -61,24 +61,26 @@ async def test_recreated_tenant_starts_empty(api: Api, receiver: RecordingReceiv
     c = api.client
     assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
     ep = await _endpoint(api, "acme", receiver, "r", id="ep1")
-    src = {"id": "gh", "tenant": "acme", "kind": "github", "secret": SECRET}
-    assert (await c.post("/v1/sources", json=src)).status_code == 201
+    src = {"tenant": "acme", "kind": "github", "secret": SECRET}
+    created = await c.post("/v1/sources", json=src)
+    assert created.status_code == 201
+    gh = created.json()["id"]
     body = json.dumps({"action": "opened"}).encode()
-    resp = await c.post("/in/gh", **_github(body, "guid-1"))
+    resp = await c.post(f"/in/{gh}", **_github(body, "guid-1"))
     assert resp.status_code == 202, resp.text
     event = resp.json()["id"]
     await _delivered(api, "acme", ep, 1)
     delivery = (await _deliveries(api, "acme", ep))[0]["id"]
 
     assert (await c.delete("/v1/tenants/acme")).status_code == 204
-    assert_problem(await c.get("/v1/sources/gh"), 404)
+    assert_problem(await c.get(f"/v1/sources/{gh}"), 404)
     assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A2"})).status_code == 201
 
     assert_problem(await c.get(f"/v1/tenants/acme/events/{event}"), 404, "event")
     assert_problem(await c.get(f"/v1/tenants/acme/deliveries/{delivery}/attempts"), 404)
     assert_problem(await c.post(f"/v1/tenants/acme/deliveries/{delivery}/retry"), 404)
-    assert_problem(await c.get("/v1/sources/gh"), 404)
-    assert_problem(await c.post("/in/gh", **_github(body, "guid-2")), 404)
+    assert_problem(await c.get(f"/v1/sources/{gh}"), 404)
+    assert_problem(await c.post(f"/in/{gh}", **_github(body, "guid-2")), 404)
     # the endpoint id of the earlier life starts empty too
     ep_again = await _endpoint(api, "acme", receiver, "r2", id="ep1")
     assert await _deliveries(api, "acme", ep_again) == []
@@ -87,19 +89,21 @@ async def test_recreated_tenant_starts_empty(api: Api, receiver: RecordingReceiv
     assert usage["id"] == "acme"
 
 
-async def test_recreated_source_id_does_not_take_old_secret(
+async def test_source_of_a_recreated_tenant_gets_a_new_id_and_secret(
     api: Api, receiver: RecordingReceiver
 ) -> None:
     c = api.client
     assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
-    src = {"id": "gh", "tenant": "acme", "kind": "github", "secret": SECRET}
-    assert (await c.post("/v1/sources", json=src)).status_code == 201
+    src = {"tenant": "acme", "kind": "github", "secret": SECRET}
+    old = (await c.post("/v1/sources", json=src)).json()["id"]
     assert (await c.delete("/v1/tenants/acme")).status_code == 204
     assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
-    assert (await c.post("/v1/sources", json={**src, "secret": "new"})).status_code == 201
+    new = (await c.post("/v1/sources", json={**src, "secret": "new"})).json()["id"]
+    assert new != old
     body = json.dumps({"action": "opened"}).encode()
-    assert_problem(await c.post("/in/gh", **_github(body, "guid-9")), 401)
-    assert (await c.post("/in/gh", **_github(body, "guid-9", "new"))).status_code == 202
+    assert_problem(await c.post(f"/in/{old}", **_github(body, "guid-9")), 404)
+    assert_problem(await c.post(f"/in/{new}", **_github(body, "guid-9")), 401)
+    assert (await c.post(f"/in/{new}", **_github(body, "guid-9", "new"))).status_code == 202
 
 
 async def test_recreated_endpoint_id_hides_and_never_resends_old_deliveries(

@@ -30,13 +30,13 @@ def github_request(body: bytes, delivery: str, event: str = "issues") -> dict:
 
 async def make_github_source(api: Api, tenant: str) -> str:
     resp = await api.client.post(
-        "/v1/sources", json={"id": "gh", "tenant": tenant, "kind": "github", "secret": SECRET}
+        "/v1/sources", json={"tenant": tenant, "kind": "github", "secret": SECRET}
     )
     assert resp.status_code == 201, resp.text
     body = resp.json()
     assert "secret" not in body and body["priority"] == "critical"
-    assert body["url_path"] == "/in/gh"
-    return "gh"
+    assert body["url_path"] == f"/in/{body['id']}"
+    return body["id"]
 
 
 async def test_github_source_accepts_dedups_and_delivers(api: Api, tenant: str, receiver) -> None:
@@ -117,7 +117,14 @@ async def test_source_validation_and_lifecycle(api: Api, tenant: str) -> None:
         "/v1/sources", json={"tenant": "nobody", "kind": "github", "secret": "s"}
     )
     assert_problem(missing, 404, "tenant")
+    for chosen in ("gh", None, ""):  # the public /in/{source} id is always generated
+        refused = await api.client.post(
+            "/v1/sources", json={"id": chosen, "tenant": tenant, "kind": "github", "secret": "s"}
+        )
+        assert_problem(refused, 422, "id")
+    assert (await api.client.get("/v1/sources")).json()["items"] == []
     src = await make_github_source(api, tenant)
+    assert src.startswith("src_") and len(src) > 20
     assert (await api.client.get(f"/v1/sources/{src}")).status_code == 200
     assert (await api.client.delete(f"/v1/sources/{src}")).status_code == 204
     assert_problem(await api.client.get(f"/v1/sources/{src}"), 404, "source")

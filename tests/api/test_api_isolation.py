@@ -137,10 +137,16 @@ async def test_tenant_token_elsewhere(
     world: dict[str, Any], method: str, path: str, right: str
 ) -> None:
     """On another tenant's routes: 404; on admin routes: 403; ``/v1/whoami`` (any valid
-    token) names the token's own tenant only."""
+    token) names the token's own tenant only. The audit log is read with a tenant token
+    too, of its own tenant only: another tenant's is 404."""
     api, token = world["api"], world["tokens"][right]
-    resp = await _call(api, method, _fill(path, world["ids"]), path, bearer(token))
-    if path == "/v1/whoami":
+    url = _fill(path, world["ids"])
+    if path == "/v1/audit":
+        url += f"?tenant={world['ids']['tenant']}"
+    resp = await _call(api, method, url, path, bearer(token))
+    if path == "/v1/audit":
+        assert_problem(resp, 404, "tenant")
+    elif path == "/v1/whoami":
         assert resp.status_code == 200, resp.text
         assert resp.json() == {"scope": f"tenant:acme:{right}", "name": f"token:{right}",
                                "tenant": "acme", "right": right}  # fmt: skip

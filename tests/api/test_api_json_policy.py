@@ -88,7 +88,7 @@ NOT_JSON = [
 async def test_refused_the_same_on_publish_and_inbound_never_stored(
     api: Api, tenant: str, payload: bytes, status: int
 ) -> None:
-    src = await _source(api, id="h", kind="hmac", secret=HMAC_SECRET)
+    src = await _source(api, kind="hmac", secret=HMAC_SECRET)
     before = await snapshot(api, T)
     inbound = await api.client.post(f"/in/{src}", **_hmac(payload))
     assert_problem(inbound, status, "body")
@@ -102,7 +102,7 @@ async def test_deepest_accepted_payload_reads_back_and_is_delivered(
     api: Api, tenant: str, receiver: RecordingReceiver
 ) -> None:
     await _endpoint(api, receiver, "deep")
-    src = await _source(api, id="h", kind="hmac", secret=HMAC_SECRET)
+    src = await _source(api, kind="hmac", secret=HMAC_SECRET)
     too_deep = b"[" * 65 + b"]" * 65
     assert_problem(await api.client.post(f"/in/{src}", **_hmac(too_deep)), 422, "body")
     payload = b"[" * 64 + b"]" * 64
@@ -132,7 +132,7 @@ async def test_lone_surrogate_escape_is_accepted_and_delivered_as_written(
     api: Api, tenant: str, receiver: RecordingReceiver, payload: bytes
 ) -> None:
     await _endpoint(api, receiver, "s")
-    src = await _source(api, id="gh", kind="github", secret=GH_SECRET)
+    src = await _source(api, kind="github", secret=GH_SECRET)
     for attempt in range(2):  # a redelivery is the same event, never a 500
         resp = await api.client.post(f"/in/{src}", **_gh(payload, "guid-s"))
         assert resp.status_code == 202, resp.text
@@ -156,7 +156,7 @@ async def test_numbers_are_delivered_and_read_back_as_written(
 ) -> None:
     # filters still see parsed numbers
     await _endpoint(api, receiver, "n", filter={"amount": {"$gt": 1e16}, "p": {"$eq": 1.1}})
-    src = await _source(api, id="h", kind="hmac", secret=HMAC_SECRET)
+    src = await _source(api, kind="hmac", secret=HMAC_SECRET)
     ib = await api.client.post(f"/in/{src}", **_hmac(EXACT))
     spaced = b'{ "payload" : ' + EXACT + b' ,\n "event_type": "a" }'
     pub = await api.client.post(EVENTS, content=spaced, headers=JSON)
@@ -226,14 +226,14 @@ async def test_attempts_cursor_is_ascii_digits_in_range(
 async def test_standard_webhooks_timestamp_not_ascii_digits_is_400(
     api: Api, tenant: str, ts: str
 ) -> None:
-    src = await _source(api, id="sw", kind="standard-webhooks", secret=SW_SECRET)
+    src = await _source(api, kind="standard-webhooks", secret=SW_SECRET)
     resp = await api.client.post(f"/in/{src}", **_sw(b'{"type":"a"}', ts=ts))
     assert_problem(resp, 400, "webhook-timestamp")
 
 
 @pytest.mark.parametrize("t", ["\u00b2", "9223372036854775808", "\u00b3"])
 async def test_stripe_timestamp_not_ascii_digits_is_400(api: Api, tenant: str, t: str) -> None:
-    src = await _source(api, id="st", kind="stripe", secret="whsec_s")
+    src = await _source(api, kind="stripe", secret="whsec_s")
     body = b'{"id":"evt_1","type":"charge.succeeded"}'
     sig = hmac.new(b"whsec_s", t.encode() + b"." + body, hashlib.sha256).hexdigest()
     header = f"t={t},v1={sig}".encode("latin-1")
@@ -252,7 +252,7 @@ async def test_github_form_encoded_body_is_accepted(
     api: Api, tenant: str, receiver: RecordingReceiver
 ) -> None:
     await _endpoint(api, receiver, "f")
-    src = await _source(api, id="gh", kind="github", secret=GH_SECRET)
+    src = await _source(api, kind="github", secret=GH_SECRET)
     payload = '{"action":"opened","amount":1.10,"title":"caf\u00e9 & +"}'
     form = ("payload=" + urllib.parse.quote_plus(payload)).encode()
     resp = await api.client.post(
@@ -267,7 +267,7 @@ async def test_github_form_encoded_body_is_accepted(
     )
     assert_problem(empty, 400, "payload")
     # only GitHub sends forms: another kind still answers 415 for one
-    hm = await _source(api, id="h", kind="hmac", secret=HMAC_SECRET)
+    hm = await _source(api, kind="hmac", secret=HMAC_SECRET)
     body = b"payload=%7B%7D"
     sig = hmac.new(HMAC_SECRET.encode(), body, hashlib.sha256).hexdigest()
     resp = await api.client.post(
@@ -291,11 +291,11 @@ async def test_github_form_encoded_body_is_accepted(
 async def test_standard_webhooks_without_type_gets_the_default(
     api: Api, tenant: str, fields: dict, payload: bytes, want: str
 ) -> None:
-    src = await _source(api, id="sw", kind="standard-webhooks", secret=SW_SECRET, **fields)
+    src = await _source(api, kind="standard-webhooks", secret=SW_SECRET, **fields)
     resp = await api.client.post(f"/in/{src}", **_sw(payload))
     assert resp.status_code == 202, resp.text
     assert resp.json()["event_type"] == want
-    got = (await api.client.get("/v1/sources/sw")).json()
+    got = (await api.client.get(f"/v1/sources/{src}")).json()
     assert got["default_event_type"] == fields.get("default_event_type", "webhook")
 
 

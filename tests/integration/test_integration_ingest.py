@@ -53,19 +53,19 @@ async def test_github_redelivery_to_another_region_is_the_same_event(
     ep = await expect(client, "POST", f"{http[EU]}/v1/tenants/gh/endpoints", 201,
                       json={"url": receiver.url("gh")})  # fmt: skip
     receiver.secrets["gh"] = ep["secret"]
-    source = {"id": "gh-src", "tenant": "gh", "kind": "github", "secret": SECRET}
-    await expect(client, "POST", f"{http[EU]}/v1/sources", 201, json=source)
+    source = {"tenant": "gh", "kind": "github", "secret": SECRET}
+    src = (await expect(client, "POST", f"{http[EU]}/v1/sources", 201, json=source))["id"]
     await visible_everywhere(
         client,
         [f"{http[r]}/v1/tenants/gh/endpoints/{ep['id']}" for r in REGIONS]
-        + [f"{http[r]}/v1/sources/gh-src" for r in REGIONS],
+        + [f"{http[r]}/v1/sources/{src}" for r in REGIONS],
     )
     body = b'{"ref":"refs/heads/main","commits":[{"message":"fix \\u2603"}]}'
-    first = await expect(client, "POST", f"{http[US]}/in/gh-src", 202, **signed(body, "g-1"))
+    first = await expect(client, "POST", f"{http[US]}/in/{src}", 202, **signed(body, "g-1"))
     event_url = f"/v1/tenants/gh/events/{first['id']}"
     # once the regions exchanged it, GitHub's redelivery to another region is a duplicate
     await visible_everywhere(client, [http[r] + event_url for r in REGIONS])
-    again = await expect(client, "POST", f"{http[AP]}/in/gh-src", 202, **signed(body, "g-1"))
+    again = await expect(client, "POST", f"{http[AP]}/in/{src}", 202, **signed(body, "g-1"))
     assert again["id"] == first["id"] and again["duplicate"] and again["region"] == US
 
     async def delivered() -> bool:

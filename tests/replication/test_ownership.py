@@ -30,12 +30,12 @@ async def test_tenant_deleted_in_one_region_is_gone_in_the_other(net, started) -
         await n.start()
         started.append(n)
     await a.registry_ops.create_tenant("acme", "Acme")
-    await a.registry_ops.create_source(
-        {"id": "gh", "tenant": "acme", "kind": "github", "secret": SECRET}
-    )
+    gh = (
+        await a.registry_ops.create_source({"tenant": "acme", "kind": "github", "secret": SECRET})
+    )["id"]
     ep = await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
     body = b'{"action":"opened"}'
-    event, created = await a.ingest.ingest("gh", _github(body, "guid-1"), body)
+    event, created = await a.ingest.ingest(gh, _github(body, "guid-1"), body)
     assert created
 
     async def in_b() -> bool:
@@ -46,20 +46,20 @@ async def test_tenant_deleted_in_one_region_is_gone_in_the_other(net, started) -
     old_gen = a.catalog.registry.tenant_gen("acme")
 
     await b.registry_ops.delete_tenant("acme")
-    await eventually(lambda: a.catalog.registry.source("gh") is None)
+    await eventually(lambda: a.catalog.registry.source(gh) is None)
     await b.registry_ops.create_tenant("acme", "Acme again")
     await eventually(lambda: a.catalog.registry.tenant_gen("acme") not in (None, old_gen))
     await b.registry_ops.create_endpoint("acme", {"id": ep.id, "url": "https://h.example/"})
     await eventually(lambda: a.catalog.registry.endpoint(ep.id) is not None)
 
     for n in (a, b):
-        assert n.catalog.registry.source("gh") is None
+        assert n.catalog.registry.source(gh) is None
         with pytest.raises(NotFound):
             await n.ingest.get_event("acme", event.id)
         with pytest.raises(NotFound):
             await n.recovery.retry_delivery("acme", delivery.id)
         with pytest.raises(NotFound):
-            await n.ingest.ingest("gh", _github(body, "guid-2"), body)
+            await n.ingest.ingest(gh, _github(body, "guid-2"), body)
         rows, nxt = await n.recovery.deliveries_page("acme", ep.id, None, None, None, 50)
         assert rows == [] and nxt is None
 

@@ -24,6 +24,7 @@ from ..errors import ClientError
 from ..runtime.node import Node
 from .openapi_docs import PROBLEM_RESPONSES, install_docs
 from .routes import (
+    audit,
     cluster,
     console,
     deliveries,
@@ -90,7 +91,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         return problem(500, "internal", "internal error; see the node's log")
 
     routers = (tenants, endpoints, event_types, deliveries, events, sources, cluster, tokens)
-    for module in (*routers, console):
+    for module in (*routers, audit, console):
         app.include_router(module.build(ctx))
     install_docs(app)
     return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})

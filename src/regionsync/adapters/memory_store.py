@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from ..core.model import (
     Attempt,
+    AuditEntry,
     Delivery,
     DeliveryQuery,
     DeliveryStatus,
@@ -41,6 +42,7 @@ class MemoryStore:
         self._deliveries: dict[str, Delivery] = {}
         self._attempts: dict[tuple[str, str, int, int], Attempt] = {}
         self._idem: dict[tuple[str, str], tuple[str, str, str, str, int, str]] = {}
+        self._audit: dict[tuple[str, int], AuditEntry] = {}
         self._open = False
 
     async def open(self, region: str, new_incarnation: int) -> StoreInfo:
@@ -78,6 +80,8 @@ class MemoryStore:
             self._deliveries[d.id] = d
         for a in batch.attempts:
             self._attempts.setdefault((a.delivery_id, a.region, a.generation, a.n), a)
+        for entry in batch.audit:
+            self._audit.setdefault((entry.origin, entry.seq), entry)
         for row in batch.idempotency:
             known = self._idem.get((row[0], row[1]))
             if known is None or (row[4], row[2]) < (known[4], known[2]):
@@ -287,6 +291,31 @@ class MemoryStore:
         for k in old:
             del self._attempts[k]
         return len(old)
+
+    async def list_audit(
+        self,
+        tenant: str | None,
+        since_ms: int | None,
+        before: tuple[int, int, str, int] | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        self._check()
+
+        def key(a: AuditEntry) -> tuple[int, int, str, int]:
+            return (a.hlc_wall_ms, a.hlc_logical, a.origin, a.seq)
+
+        rows = sorted(
+            (
+                a
+                for a in self._audit.values()
+                if (tenant is None or a.tenant == tenant)
+                and (since_ms is None or a.hlc_wall_ms >= since_ms)
+                and (before is None or key(a) < before)
+            ),
+            key=key,
+            reverse=True,
+        )
+        return rows[:limit]
 
     async def counts(self, region: str) -> dict[str, int]:
         self._check()

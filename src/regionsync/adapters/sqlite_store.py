@@ -5,6 +5,14 @@ that ``commit`` returned from survives a crash or power loss (SQLite docs, "WAL 
 "PRAGMA synchronous"). Writes go through one connection, serialized by a lock; reads use a
 second connection, so they never see a transaction that has not committed (WAL readers
 see the last committed snapshot) and never queue behind a commit.
+
+Signing secrets are encrypted at rest when the store has a key ring (``keys``; the node
+always passes one, adapters/secretbox.py): a registry row whose key holds a secret
+(``core.registry.is_secret_key``) and a log record whose body may carry one
+(``may_hold_secret``) are sealed with the current node key as they are written and
+opened as they are read, so what replicates and what the node computes on stays
+plaintext and only the file differs between regions. Rows written before encryption are
+sealed on open (with SQLite's secure_delete, then VACUUM, so no old page keeps them).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import aiosqlite
 
 from ..core.model import (
     Attempt,
+    AuditEntry,
     Delivery,
     DeliveryQuery,
     DeliveryStatus,
@@ -29,7 +38,9 @@ from ..core.model import (
     Record,
     WriteBatch,
 )  # fmt: skip
+from ..core.registry import is_secret_key, may_hold_secret
 from ..runtime.ports import StoreInfo
+from .secretbox import NodeKeys, is_sealed
 
 __all__ = ["SqliteStore"]
 
@@ -70,6 +81,13 @@ CREATE TABLE IF NOT EXISTS attempts(
 );
 CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
 CREATE INDEX IF NOT EXISTS attempts_age ON attempts(at_ms);
+CREATE TABLE IF NOT EXISTS audit(
+  origin TEXT NOT NULL, seq INTEGER NOT NULL, hlc_wall INTEGER NOT NULL,
+  hlc_logical INTEGER NOT NULL, who TEXT NOT NULL, op TEXT NOT NULL, object TEXT NOT NULL,
+  tenant TEXT NOT NULL, detail TEXT NOT NULL, PRIMARY KEY(origin, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
 CREATE TABLE IF NOT EXISTS idempotency(
   tenant TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT NOT NULL, body_sha256 TEXT NOT NULL,
   created_at_ms INTEGER NOT NULL, region TEXT NOT NULL, PRIMARY KEY(tenant, key)
@@ -88,7 +106,16 @@ _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
     "created_at_ms, updated_at_ms, generation, owner_gen"
 )
+_AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, detail"
 _EVENT_COLS = "id, tenant, event_type, payload, region, received_at_ms, owner_gen"
+
+
+def _registry_aad(key: str) -> bytes:
+    return b"registry\0" + key.encode()
+
+
+def _log_aad(origin: str, seq: int) -> bytes:
+    return b"log\0" + origin.encode() + b"\0" + str(seq).encode()
 
 
 def _delivery(row: Sequence) -> Delivery:
@@ -96,10 +123,13 @@ def _delivery(row: Sequence) -> Delivery:
 
 
 class SqliteStore:
-    """Store over one SQLite file ``path`` (created with its parent directory)."""
+    """Store over one SQLite file ``path`` (created with its parent directory); with
+    ``keys``, signing secrets are encrypted at rest (module docstring). Reading a sealed
+    row without the key it names raises ``secretbox.SealedKeyError``."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, keys: NodeKeys | None = None):
         self.path = Path(path)
+        self.keys = keys
         self._db: sqlite3.Connection | None = None
         self._rdb: aiosqlite.Connection | None = None
         # every write runs as one call on this one thread: a group commit costs one
@@ -159,6 +189,57 @@ class SqliteStore:
             if column.split()[0] not in have:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         self._db = db
+        if self.keys is not None:
+            self._seal_plaintext_rows()
+
+    def _seal_plaintext_rows(self) -> None:
+        """Seal secret rows written before encryption (or without a key ring); the freed
+        pages are zeroed (secure_delete), the file rebuilt (VACUUM) and the WAL emptied."""
+        db, keys = self.db, self.keys
+        assert keys is not None
+        regs = [
+            (keys.seal(state, _registry_aad(key)), key)
+            for key, state in db.execute("SELECT key, state FROM registry")
+            if is_secret_key(key) and not is_sealed(state)
+        ]
+        logs = [
+            (keys.seal(body, _log_aad(origin, seq)), origin, seq)
+            for origin, seq, body in db.execute("SELECT origin, seq, body FROM log")
+            if may_hold_secret(body) and not is_sealed(body)
+        ]
+        if not regs and not logs:
+            return
+        log.warning("sealing %d registry rows and %d log records", len(regs), len(logs))
+        db.execute("PRAGMA secure_delete=ON")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("UPDATE registry SET state = ? WHERE key = ?", regs)
+            db.executemany("UPDATE log SET body = ? WHERE origin = ? AND seq = ?", logs)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("PRAGMA secure_delete=OFF")
+
+    def _seal_state(self, key: str, state: bytes) -> bytes:
+        if self.keys is None or not is_secret_key(key):
+            return state
+        return self.keys.seal(state, _registry_aad(key))
+
+    def _seal_body(self, origin: str, seq: int, body: bytes) -> bytes:
+        if self.keys is None or not may_hold_secret(body):
+            return body
+        return self.keys.seal(body, _log_aad(origin, seq))
+
+    def _open(self, blob: bytes, aad: bytes) -> bytes:
+        if not is_sealed(blob):
+            return blob
+        if self.keys is None:
+            raise ValueError(f"store {self.path} holds encrypted rows but has no key ring")
+        return self.keys.open(blob, aad)
 
     def _in_transaction(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         db = self.db
@@ -206,12 +287,15 @@ class SqliteStore:
                 db.executemany(
                     "INSERT INTO registry(key, state) VALUES (?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET state = excluded.state",
-                    batch.registry.items(),
+                    [(k, self._seal_state(k, v)) for k, v in batch.registry.items()],
                 )
             if batch.records:
                 db.executemany(
                     "INSERT OR IGNORE INTO log VALUES (?, ?, ?, ?, ?, ?)",
-                    [(r.origin, r.seq, r.kind, r.body, *r.hlc) for r in batch.records],
+                    [
+                        (r.origin, r.seq, r.kind, self._seal_body(r.origin, r.seq, r.body), *r.hlc)
+                        for r in batch.records
+                    ],
                 )
             if batch.version_vector:
                 db.executemany(
@@ -279,6 +363,16 @@ class SqliteStore:
                         for a in batch.attempts
                     ],
                 )
+            if batch.audit:
+                db.executemany(
+                    f"INSERT OR IGNORE INTO audit({_AUDIT_COLS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (a.origin, a.seq, a.hlc_wall_ms, a.hlc_logical, a.who, a.op, a.object,
+                         a.tenant, a.detail)
+                        for a in batch.audit
+                    ],
+                )  # fmt: skip
             if batch.idempotency:
                 # the earliest acceptance of a key wins, in every region alike
                 db.executemany(
@@ -296,7 +390,8 @@ class SqliteStore:
             raise
 
     async def load_registry(self) -> dict[str, bytes]:
-        return dict(await self.rdb.execute_fetchall("SELECT key, state FROM registry"))
+        rows = await self.rdb.execute_fetchall("SELECT key, state FROM registry")
+        return {k: self._open(v, _registry_aad(k)) for k, v in rows}
 
     async def load_version_vector(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM version_vector"))
@@ -311,7 +406,10 @@ class SqliteStore:
                 "WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (origin, after.get(origin, 0), limit - len(out)),
             )
-            out.extend(Record(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows)
+            out.extend(
+                Record(r[0], r[1], r[2], self._open(r[3], _log_aad(r[0], r[1])), (r[4], r[5]))
+                for r in rows
+            )
         return out
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
@@ -538,6 +636,28 @@ class SqliteStore:
                 "(SELECT rowid FROM attempts WHERE at_ms < ? LIMIT ?)",
                 [(before_ms, limit)],
             )
+
+    async def list_audit(
+        self,
+        tenant: str | None,
+        since_ms: int | None,
+        before: tuple[int, int, str, int] | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        sql = f"SELECT {_AUDIT_COLS} FROM audit WHERE 1"
+        args: list[object] = []
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            args.append(tenant)
+        if since_ms is not None:
+            sql += " AND hlc_wall >= ?"
+            args.append(since_ms)
+        if before is not None:
+            sql += " AND (hlc_wall, hlc_logical, origin, seq) < (?, ?, ?, ?)"
+            args.extend(before)
+        sql += " ORDER BY hlc_wall DESC, hlc_logical DESC, origin DESC, seq DESC LIMIT ?"
+        args.append(limit)
+        return [AuditEntry(*r) for r in await self.rdb.execute_fetchall(sql, args)]
 
     async def counts(self, region: str) -> dict[str, int]:
         db = self.rdb

@@ -15,24 +15,37 @@ from .http_api import create_app
 from .http_server import server_config
 from .jsonlog import JsonFormatter
 from .postgres_store import PostgresStore
+from .secretbox import NodeKeys
 from .sender import HttpxSender
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
 from .tracing import otlp_tracer_provider
 
-__all__ = ["build_node", "build_server", "build_store", "serve"]
+__all__ = ["build_node", "build_server", "build_store", "node_keys", "serve"]
+
+
+def node_keys(settings: Settings) -> NodeKeys:
+    """The node key ring of ``settings.secrets``; without one configured, the generated
+    ``<data_dir>/<region>.key`` (created 0600 on first start). Raises FileNotFoundError
+    for a missing ``key_file`` and ValueError for bad key text."""
+    return NodeKeys.load(
+        settings.secrets.keys,
+        settings.secrets.key_file,
+        settings.data_dir / f"{settings.region}.key",
+    )
 
 
 def build_store(settings: Settings) -> SqliteStore | PostgresStore:
     """The store ``settings.store`` names: a PostgreSQL URL, else the SQLite file
-    ``<data_dir>/<region>.db``."""
+    ``<data_dir>/<region>.db`` (secrets sealed with ``node_keys``)."""
     if settings.store == "sqlite":
-        return SqliteStore(settings.data_dir / f"{settings.region}.db")
+        return SqliteStore(settings.data_dir / f"{settings.region}.db", node_keys(settings))
     return PostgresStore(settings.store, pool_max=settings.store_pool_max)
 
 
 def build_node(settings: Settings) -> Node:
-    """A Node wired with the production adapters (not started)."""
+    """A Node wired with the production adapters (not started); its SQLite store encrypts
+    signing secrets with ``node_keys(settings)``."""
     clock = SystemClock()
     rng = system_rng()
     resolver = SystemResolver()

@@ -1,16 +1,19 @@
-"""Per-endpoint delivery lanes: a token bucket (rate limit) and an in-flight cap.
+"""Per-endpoint delivery lanes (a token bucket and an in-flight cap) and per-tenant caps.
 
 Decides whether one more attempt to an endpoint may start now, and when it could; never
 reads time (``now_s`` is a monotonic reading passed in) and never awaits. Rules: the token
 bucket of RFC 2697 (burst = max(1, rate)), Svix/Hook0-style per-endpoint concurrency caps,
-so a slow or dead endpoint only ever occupies its own lane.
+so a slow or dead endpoint only ever occupies its own lane; and a cap on the attempts in
+flight per tenant in a region (``TenantSlots``), so one tenant's endpoints together never
+take more than their share of the region's delivery concurrency (issue 14).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-__all__ = ["Lane", "TokenBucket"]
+__all__ = ["Lane", "TenantSlots", "TokenBucket", "tenant_cap"]
 
 
 @dataclass(slots=True)
@@ -78,3 +81,41 @@ class Lane:
     def release(self) -> None:
         """An attempt of this lane finished."""
         self.inflight = max(0, self.inflight - 1)
+
+
+def tenant_cap(default: int, override: int | None) -> int:
+    """A tenant's cap on attempts in flight per region: its own ``override`` (the tenant's
+    ``delivery_max_in_flight``) or the node's ``default`` (``delivery.tenant_max_in_flight``);
+    at least 1."""
+    return max(1, override if override is not None else default)
+
+
+@dataclass(slots=True)
+class TenantSlots:
+    """Attempts in flight per tenant (tenant id -> count; tenants at 0 are dropped)."""
+
+    inflight: dict[str, int] = field(default_factory=dict)
+
+    def full(self, tenant: str, cap: int) -> bool:
+        """True if ``tenant`` may not start another attempt under ``cap``."""
+        return self.inflight.get(tenant, 0) >= cap
+
+    def admit(self, tenant: str, cap: int) -> bool:
+        """Count one more attempt of ``tenant`` if it is under ``cap``."""
+        if self.full(tenant, cap):
+            return False
+        self.inflight[tenant] = self.inflight.get(tenant, 0) + 1
+        return True
+
+    def release(self, tenant: str) -> None:
+        """An attempt of ``tenant`` finished."""
+        n = self.inflight.get(tenant, 0) - 1
+        if n > 0:
+            self.inflight[tenant] = n
+        else:
+            self.inflight.pop(tenant, None)
+
+    def saturated(self, cap_of: Callable[[str], int]) -> list[str]:
+        """Tenants at their cap (``cap_of(tenant)``), sorted: their endpoints are left out
+        of the next claim, so the due deliveries of other tenants are reached."""
+        return sorted(t for t, n in self.inflight.items() if n >= cap_of(t))

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 __all__ = [
     "Attempt",
+    "AuditEntry",
     "Delivery",
     "DeliveryQuery",
     "DeliveryStatus",
@@ -202,6 +203,34 @@ class Record:
     hlc: tuple[int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One registry change, as the audit log shows it (issue 14): the record that carried
+    it (``origin`` actor ``region:incarnation``, ``seq``) and its HLC stamp say where and
+    when; ``who`` is the caller (``token:<name>``, ``config:<scope>``, ``anonymous``, or
+    ``node`` for a change the node made itself); ``op`` what (``endpoint.create``...),
+    ``object`` which (``endpoint/<id>``), ``tenant`` whose (``""``: none), ``detail`` the
+    changed field names (never values: secrets stay out of the log)."""
+
+    origin: str
+    seq: int
+    hlc_wall_ms: int
+    hlc_logical: int
+    who: str
+    op: str
+    object: str
+    tenant: str
+    detail: str = ""
+
+    @property
+    def region(self) -> str:
+        return self.origin.rsplit(":", 1)[0]
+
+    @property
+    def id(self) -> str:
+        return f"{self.origin}/{self.seq}"
+
+
 @dataclass(slots=True)
 class WriteBatch:
     """Everything one atomic Store commit writes (one ``BEGIN IMMEDIATE`` in SQLite).
@@ -210,6 +239,7 @@ class WriteBatch:
     records: appended to the delta log; version_vector: origin -> seq (upserted)
     events, deliveries (upserted by id), attempts (appended)
     idempotency: (tenant, key, event_id, body_sha256, created_at_ms, region) rows
+    audit: audit log entries (inserted once per origin and seq)
     """
 
     registry: dict[str, bytes] = field(default_factory=dict)
@@ -219,6 +249,7 @@ class WriteBatch:
     deliveries: list[Delivery] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     idempotency: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -229,4 +260,5 @@ class WriteBatch:
             or self.deliveries
             or self.attempts
             or self.idempotency
+            or self.audit
         )

@@ -6,7 +6,9 @@ the sections ``registry`` ({key: CRDT bytes}), ``event``, ``delivery``, ``delive
 event's fan-out snapshot: the deliveries decided at accept time, so every region can take
 them over), ``attempt`` (the attempt row an outcome came from, so every region can show a
 delivery's attempts; absent from records written before it existed) and ``idempotency``
-(an Idempotency-Key, replicated so a retry to any region finds it); the record ``kind``
+(an Idempotency-Key, replicated so a retry to any region finds it) and ``audit`` (who
+made a registry change and what it was: ``AUDIT_FIELDS``, each a string of at most
+``AUDIT_MAX_CHARS``; the record's origin and HLC stamp say where and when); the record ``kind``
 names its main section
 (proto/regionsync/v1/replication.proto).
 """
@@ -23,10 +25,12 @@ from crdt import CRDT, DecodeError, decode
 from .model import Attempt, Delivery, DeliveryStatus, Event
 from .registry import key_type
 
-__all__ = ["KINDS", "Decoded", "decode_body", "encode_body"]
+__all__ = ["AUDIT_FIELDS", "AUDIT_MAX_CHARS", "KINDS", "Decoded", "decode_body", "encode_body"]
 
 KINDS = ("registry", "event", "delivery")
-_SECTIONS = (*KINDS, "deliveries", "idempotency", "attempt")
+_SECTIONS = (*KINDS, "deliveries", "idempotency", "attempt", "audit")
+AUDIT_FIELDS = ("who", "op", "object", "tenant", "detail")
+AUDIT_MAX_CHARS = 512
 _MAX_FANOUT = 100_000  # deliveries one event record may carry
 _IDEMPOTENCY_FIELDS = {
     "tenant": str,
@@ -86,6 +90,7 @@ class Decoded:
     # (tenant, key, event_id, body_sha256, created_at_ms, region): an Idempotency-Key
     idempotency: tuple[str, str, str, str, int, str] | None = None
     attempt: Attempt | None = None
+    audit: dict[str, str] | None = None  # AUDIT_FIELDS -> value
 
 
 def encode_body(
@@ -95,9 +100,12 @@ def encode_body(
     idempotency: tuple[str, str, str, str, int, str] | None = None,
     deliveries: list[Delivery] | None = None,
     attempt: Attempt | None = None,
+    audit: dict[str, str] | None = None,
 ) -> bytes:
     """Canonical msgpack body (sorted keys) for a record; see module docstring."""
     body: dict[str, Any] = {}
+    if audit is not None:
+        body["audit"] = {k: audit[k] for k in sorted(AUDIT_FIELDS)}
     if attempt is not None:
         body["attempt"] = {k: getattr(attempt, k) for k in sorted(_ATTEMPT_FIELDS)}
     if deliveries:
@@ -160,7 +168,8 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         raise ValueError(f"body is not msgpack: {exc}") from None
     if not isinstance(obj, dict) or not obj or not set(obj) <= set(_SECTIONS):
         raise ValueError(
-            "body must be a map of registry/event/delivery/deliveries/attempt/idempotency sections"
+            "body must be a map of registry/event/delivery/deliveries/attempt/idempotency/"
+            "audit sections"
         )
     if kind not in obj:
         raise ValueError(f"kind {kind!r} but no {kind!r} section")
@@ -201,4 +210,10 @@ def decode_body(kind: str, body: bytes) -> Decoded:
     if "idempotency" in obj:
         i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
         out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]
+    if "audit" in obj:
+        au = _fields(obj["audit"], dict.fromkeys(AUDIT_FIELDS, str), "audit")
+        for k in AUDIT_FIELDS:
+            if len(au[k]) > AUDIT_MAX_CHARS:
+                raise ValueError(f"audit.{k}: longer than {AUDIT_MAX_CHARS} characters")
+        out.audit = {k: au[k] for k in AUDIT_FIELDS}
     return out

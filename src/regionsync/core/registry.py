@@ -7,7 +7,8 @@ vector clock, then HLC, then actor; usage counters are PN-Counters.
 
 Keys (``/`` never occurs inside an id):
     tenants                     ORSet of tenant ids
-    t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s)
+    t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s,
+                                delivery_max_in_flight)
     t/<tenant>/endpoints        ORSet of endpoint ids
     t/<tenant>/event_types      ORSet of the names in the tenant's event-type catalog
     t/<tenant>/strict_event_types  LWWRegister: bool, strict mode (core.event_types)
@@ -42,7 +43,9 @@ __all__ = [
     "Registry",
     "gen_live",
     "TenantView",
+    "is_secret_key",
     "key_type",
+    "may_hold_secret",
 ]
 
 ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -87,7 +90,10 @@ _TYPE = r"[A-Za-z0-9_.\-]{1,128}"
 _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tenants"), ORSet),
     (
-        re.compile(rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s|strict_event_types)"),
+        re.compile(
+            rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s|strict_event_types"
+            r"|delivery_max_in_flight)"
+        ),
         LWWRegister,
     ),
     (re.compile(rf"t/{_ID}/(endpoints|event_types)"), ORSet),
@@ -102,6 +108,22 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
 ]
+
+
+_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret")
+
+
+def is_secret_key(key: str) -> bool:
+    """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
+    source's secret): stores encrypt these states at rest (adapters/secretbox.py)."""
+    return _SECRET_KEY.fullmatch(key) is not None
+
+
+def may_hold_secret(body: bytes) -> bool:
+    """True if a record body (core.records) may carry a secret key's state: its registry
+    section names keys as msgpack strings, so a body without ``/secret`` holds none. A
+    conservative test (an event payload with that text answers True too)."""
+    return b"/secret" in body
 
 
 def _gen(dots: Iterable[tuple[str, int]]) -> str:
@@ -140,6 +162,7 @@ class TenantView:
     ack_policy: str = "local"
     publish_rate_per_s: float | None = None  # None: the node's ingest.tenant_rate_per_s
     strict_event_types: bool = False  # only catalogued event types (core.event_types)
+    delivery_max_in_flight: int | None = None  # None: the node's delivery.tenant_max_in_flight
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +317,11 @@ class Registry:
         v = self._get(f"t/{tenant_id}/publish_rate_per_s", LWWRegister).value()
         return float(v) if isinstance(v, int | float) else None
 
+    def delivery_cap(self, tenant_id: str) -> int | None:
+        """The tenant's cap on attempts in flight per region, or None (node default)."""
+        v = self._get(f"t/{tenant_id}/delivery_max_in_flight", LWWRegister).value()
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
     def tenant(self, tenant_id: str) -> TenantView | None:
         """The live tenant, or None if it was never created or has been removed."""
         if not self.has_tenant(tenant_id):
@@ -307,6 +335,7 @@ class Registry:
             ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
             publish_rate_per_s=self.publish_rate(tenant_id),
             strict_event_types=self.strict_event_types(tenant_id),
+            delivery_max_in_flight=self.delivery_cap(tenant_id),
         )
 
     def strict_event_types(self, tenant_id: str) -> bool:
@@ -458,6 +487,7 @@ class Registry:
         ack_policy: str = "local",
         publish_rate_per_s: float | None = None,
         strict_event_types: bool = False,
+        delivery_max_in_flight: int | None = None,
     ) -> Deltas:
         p = f"t/{tenant_id}/"
         deltas = dict(
@@ -468,9 +498,13 @@ class Registry:
                 self._set(p + "ack_policy", ack_policy, actor, stamp),
             ]
         )
-        key = p + "publish_rate_per_s"
-        if publish_rate_per_s is not None or self._states.get(key) is not None:
-            deltas.update([self._set(key, publish_rate_per_s, actor, stamp)])
+        for name, value in (
+            ("publish_rate_per_s", publish_rate_per_s),
+            ("delivery_max_in_flight", delivery_max_in_flight),
+        ):
+            key = p + name
+            if value is not None or self._states.get(key) is not None:
+                deltas.update([self._set(key, value, actor, stamp)])
         key = p + "strict_event_types"
         if strict_event_types or self._states.get(key) is not None:
             deltas.update([self._set(key, strict_event_types, actor, stamp)])

@@ -24,6 +24,7 @@ __all__ = [
     "check_event_type",
     "check_id",
     "check_endpoint_fields",
+    "json_integer",
 ]
 
 EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -43,6 +44,15 @@ RESERVED_HEADERS = frozenset(
         EVENT_TYPE_HEADER,
     }
 )
+
+
+def json_integer(value: Any) -> Any:
+    """``value`` as an int if it is a JSON integer, else unchanged: JSON Schema counts a
+    number with a zero fractional part (``16.0``) as an integer (2020-12 validation
+    section 6.1.1), so the API takes it as one; booleans stay booleans."""
+    if isinstance(value, float) and not isinstance(value, bool) and value.is_integer():
+        return int(value)
+    return value
 
 
 def check_id(value: Any, field: str) -> str:
@@ -87,7 +97,7 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(r, bool) or not isinstance(r, int | float) or not 0.01 <= r <= 10_000:
             raise Unprocessable("must be a number in [0.01, 10000]", field="rate_limit_per_s")
     if "max_in_flight" in out:
-        m = out["max_in_flight"]
+        m = out["max_in_flight"] = json_integer(out["max_in_flight"])
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1000:
             raise Unprocessable("must be an integer in [1, 1000]", field="max_in_flight")
     if "headers" in out:

@@ -33,6 +33,7 @@ def merge_batches(batches: list[WriteBatch]) -> WriteBatch:
         out.events.extend(b.events)
         out.attempts.extend(b.attempts)
         out.idempotency.extend(b.idempotency)
+        out.audit.extend(b.audit)
     deliveries = {}
     for b in batches:
         for d in b.deliveries:

@@ -4,7 +4,9 @@ Claims the deliveries custody gives this region (runtime/custody.py): its own (t
 origin's, or the region that started a retry/recovery generation) and, per endpoint, those
 of regions it adopted. Every attempt's outcome is replicated, so a custodian that takes
 over continues from the attempts made elsewhere. Attempts run concurrently up to
-``delivery.concurrency`` per node, each endpoint within its lane (core.lanes); what follows
+``delivery.concurrency`` per node, each endpoint within its lane and each tenant within
+its cap (``delivery.tenant_max_in_flight`` or the tenant's ``delivery_max_in_flight``:
+one tenant's flood leaves the rest to the others; core.lanes); what follows
 an attempt is the pure ``core.retry.next_step`` and ``core.health.step``.
 """
 
@@ -14,21 +16,18 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
-from typing import Any
-
-from crdt import CRDT
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
 from ..core.envelope import delivery_body, delivery_headers
-from ..core.health import Health, HealthPolicy
-from ..core.health import step as health_step
-from ..core.lanes import Lane, TokenBucket
+from ..core.health import HealthPolicy
+from ..core.lanes import Lane, TenantSlots, TokenBucket
+from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
-from ..core.operational import health_transition
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S, OutcomeKind, attempt_row, next_step
 from .operational import OperationalEvents
+from .outcomes import health_deltas
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
@@ -73,6 +72,7 @@ class DeliveryWorker:
         )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.lanes: dict[str, Lane] = {}
+        self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self._health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
 
@@ -110,6 +110,10 @@ class DeliveryWorker:
             self.lanes[endpoint_id] = lane
         return lane
 
+    def tenant_cap(self, tenant: str) -> int:
+        """The tenant's cap on attempts in flight here (its override or the default)."""
+        return cap_rule(self.opts.tenant_max_in_flight, self.catalog.registry.delivery_cap(tenant))
+
     def _blocked(self, now_s: float, now_ms: int) -> tuple[set[str], float | None]:
         """Endpoints whose lane cannot start an attempt now, and the soonest (seconds) a
         rate-limited or probing one could."""
@@ -142,6 +146,8 @@ class DeliveryWorker:
                 soonest = wait if soonest is None else min(soonest, wait)
         for eid in idle:  # bounded memory: lanes exist only for busy endpoints
             del self.lanes[eid]
+        for tenant in self.tenants.saturated(self.tenant_cap):
+            blocked.update(self.catalog.registry.endpoint_ids(tenant))  # others come first
         return blocked, soonest
 
     async def _launch_due(self) -> float | None:
@@ -169,6 +175,12 @@ class DeliveryWorker:
                 # only records the delivery as skipped or cancelled, outside any lane
                 sends = ep is not None and not (ep.paused or ep.disabled)
                 if sends and ep is not None:
+                    share = self.tenant_cap(d.tenant)
+                    if self.tenants.full(d.tenant, share):
+                        # the tenant has its share in flight: skip all its endpoints
+                        blocked.update(self.catalog.registry.endpoint_ids(d.tenant))
+                        refill = True
+                        continue
                     health = self.queue.health.get(d.endpoint_id)
                     lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
                     probing = health is not None and health.state == "failing"
@@ -179,6 +191,7 @@ class DeliveryWorker:
                         blocked.add(d.endpoint_id)  # this lane is full; others go on
                         refill = True
                         continue
+                    self.tenants.admit(d.tenant, share)
                 free -= 1
                 if d.region != self.region:
                     self.custody.adopted(d.id)
@@ -228,6 +241,8 @@ class DeliveryWorker:
                 await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
         finally:
             self.inflight.pop(d.id, None)
+            if lane_taken:
+                self.tenants.release(d.tenant)
             if lane_taken and d.endpoint_id in self.lanes:
                 self.lanes[d.endpoint_id].release()
             self.queue.wake.set()
@@ -326,7 +341,10 @@ class DeliveryWorker:
             if current is not None:  # another custodian's outcome may have arrived meanwhile
                 new = delivery_join(current, new)
             batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
-            deltas, change = self._health_deltas(d.endpoint_id, health_event, now, self.policy)
+            deltas, change = health_deltas(
+                self.catalog, self.queue, self._health_url, self.writer,
+                d.endpoint_id, health_event, now, self.policy,
+            )  # fmt: skip
             reg = self.catalog.registry
             was_final = current is not None and current.status.final
             finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
@@ -355,39 +373,3 @@ class DeliveryWorker:
                 self.ops.emit("delivery.dead", {
                     "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
                     "event": d.event_id, "attempts": new.attempts}, d.tenant)  # fmt: skip
-
-    def _health_deltas(
-        self, endpoint_id: str, event: str | None, now_ms: int, policy: HealthPolicy
-    ) -> tuple[dict[str, CRDT], str | None]:
-        """Apply one attempt's health input (core.health.step); registry deltas if the
-        replicated state (failing since / disabled) changed, and the operational event of
-        that change (core.operational) or None. Call with the write lock held."""
-        view = self.catalog.registry.endpoint(endpoint_id)
-        if event is None or view is None:
-            return {}, None
-        before = self.queue.health.get(endpoint_id)
-        if before is None:
-            state = "disabled" if view.disabled else "paused" if view.paused else (
-                "failing" if view.failing_since_ms is not None else "active"
-            )  # fmt: skip
-            before = Health(state, failing_since_ms=view.failing_since_ms)
-        after = health_step(before, event, now_ms, policy)
-        self.queue.health[endpoint_id] = after
-        self._health_url[endpoint_id] = view.url
-        fields: dict[str, Any] = {}
-        if after.state == "disabled" and not view.disabled:
-            fields = {"disabled": True, "failing_since": None}
-            log.warning(
-                "endpoint %s disabled (%s)", endpoint_id, event, extra={"endpoint_id": endpoint_id}
-            )
-        elif after.state == "failing" and view.failing_since_ms is None:
-            fields = {"failing_since": after.failing_since_ms}
-        elif after.state == "active" and view.failing_since_ms is not None:
-            fields = {"failing_since": None}
-        if not fields:
-            return {}, None
-        stamp = self.writer.stamp()
-        deltas = self.catalog.registry.patch_endpoint(
-            endpoint_id, fields, (), (), stamp.wall_ms, self.writer.actor, stamp
-        )
-        return deltas, health_transition(view.state, after.state)

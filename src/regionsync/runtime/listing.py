@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from ..core.model import Delivery, DeliveryQuery, Event, EventQuery
+from ..core.model import AuditEntry, Delivery, DeliveryQuery, Event, EventQuery
 from ..core.registry import TenantView
 from .ports import Store
 from .recovery import Job
@@ -38,6 +38,27 @@ class Listing:
 
     def __init__(self, catalog: Catalog, store: Store):
         self.catalog, self.store = catalog, store
+
+    async def audit(
+        self, tenant: str | None, since_ms: int | None, before: Cursor | None, limit: int
+    ) -> tuple[list[AuditEntry], Cursor | None]:
+        """Audit entries (of ``tenant`` if given), newest first by HLC stamp then origin
+        and seq; the cursor is ``(hlc wall ms, "<logical>|<origin>|<seq>")``. Raises
+        ValueError for a cursor whose id part is not of that form."""
+        key = None
+        if before is not None:
+            logical, origin, seq = before[1].split("|")
+            if not (logical.isdigit() and seq.isdigit() and origin):
+                raise ValueError("bad audit cursor")
+            key = (before[0], int(logical), origin, int(seq))
+        rows = await self.store.list_audit(tenant, since_ms, key, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if more else None
+        nxt = None if last is None else (
+            last.hlc_wall_ms, f"{last.hlc_logical}|{last.origin}|{last.seq}"
+        )  # fmt: skip
+        return rows, nxt
 
     def tenants(self, before: Cursor | None, limit: int) -> tuple[list[TenantView], Cursor | None]:
         """Live tenants, newest first."""

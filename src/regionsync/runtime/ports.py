@@ -22,6 +22,7 @@ from ..core.custody import CustodyRecord
 from ..core.hashtree import HashTree
 from ..core.model import (
     Attempt,
+    AuditEntry,
     Delivery,
     DeliveryQuery,
     DeliveryStatus,
@@ -268,6 +269,18 @@ class Store(Protocol):
         so ingest is never held up); returns how many."""
         ...
 
+    async def list_audit(
+        self,
+        tenant: str | None,
+        since_ms: int | None,
+        before: tuple[int, int, str, int] | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        """Audit entries (of ``tenant`` if not None; ``hlc_wall_ms >= since_ms``), newest
+        first by ``(hlc_wall_ms, hlc_logical, origin, seq)``, strictly before the cursor
+        ``before`` in that order."""
+        ...
+
     async def counts(self, region: str) -> dict[str, int]:
         """Counts for status and metrics: ``events`` (all held), ``events_accepted`` (origin
         ``region``) and ``deliveries_<status>`` of deliveries owned by ``region``."""
@@ -298,6 +311,7 @@ class LocalWriter(Protocol):
         idempotency: tuple[str, str, str, str, int, str] | None = None,
         deliveries: list[Delivery] | None = None,
         attempt: Attempt | None = None,
+        audit: dict[str, str] | None = None,
     ) -> asyncio.Future[None]: ...
 
 

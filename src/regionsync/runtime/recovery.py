@@ -25,6 +25,7 @@ from ..config import Settings
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch
 from ..core.registry import gen_live
 from ..errors import NotFound
+from .audit import audit_section
 from .ports import Clock, IdSource, Store
 from .state import Catalog, DeliveryQueue
 from .writepath import WritePath
@@ -210,14 +211,19 @@ class Recovery:
             raise NotFound(f"no job {job_id!r}", field="job")
         return job
 
-    def _put(self, job: Job, extra: Mapping[str, CRDT] | None = None) -> asyncio.Future[None]:
+    def _put(
+        self,
+        job: Job,
+        extra: Mapping[str, CRDT] | None = None,
+        audit: dict[str, str] | None = None,
+    ) -> asyncio.Future[None]:
         """Record the job's fields (and ``extra`` deltas) as one local write. Lock held."""
         stamp = self.writer.stamp()
         deltas = {
             **(extra or {}),
             **self.catalog.registry.set_job(job.id, job.fields(), self.writer.actor, stamp),
         }
-        return self.writer.commit_local("registry", stamp, deltas)
+        return self.writer.commit_local("registry", stamp, deltas, audit=audit)
 
     async def start_job(self, tenant_id: str, endpoint_id: str, kind: str, since_ms: int) -> Job:
         """Start a background recovery job: ``recover`` re-sends dead deliveries of an
@@ -226,8 +232,9 @@ class Recovery:
         self.catalog.endpoint(tenant_id, endpoint_id)
         job = Job(self.ids.new("job"), tenant_id, endpoint_id, kind, since_ms, "running",
                   started_at_ms=self.clock.wall_ms(), region=self.region)  # fmt: skip
+        note = audit_section(f"job.{kind}", f"job/{job.id}", tenant_id, f"endpoint={endpoint_id}")
         async with self.writer.local_lock():
-            durable = self._put(job)
+            durable = self._put(job, audit=note)
         await durable
         self._start(job)
         return job

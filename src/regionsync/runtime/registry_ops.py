@@ -18,8 +18,9 @@ from ..core.registry import EndpointView, TenantView
 from ..core.signing import make_secret
 from ..core.sources import ACK_POLICIES, check_source_fields
 from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
-from ..core.validate import check_endpoint_fields, check_id
+from ..core.validate import check_endpoint_fields, check_id, json_integer
 from ..errors import Conflict, Unprocessable
+from .audit import audit_section
 from .ports import IdSource, Resolver, Rng
 from .state import Catalog, DeliveryQueue
 from .writepath import WritePath
@@ -73,11 +74,18 @@ class RegistryOps:
         ack_policy: Any = "local",
         publish_rate_per_s: Any = None,
         strict_event_types: Any = False,
+        delivery_max_in_flight: Any = None,
     ) -> TenantView:
         """Create a tenant; ``ack_policy`` is ``local`` or ``one-remote`` (see publish);
         ``publish_rate_per_s`` (events/s per region, 0.01..1e6, None: the node default
         ``ingest.tenant_rate_per_s``) limits its publish API; ``strict_event_types``
-        (bool) allows only catalogued event types; 422 naming the field."""
+        (bool) allows only catalogued event types; ``delivery_max_in_flight``
+        (1..10000, None: the node default ``delivery.tenant_max_in_flight``) caps its
+        attempts in flight per region; 422 naming the field."""
+        cap = json_integer(delivery_max_in_flight)
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                                or not 1 <= cap <= 10_000):  # fmt: skip
+            raise Unprocessable("must be an integer in [1, 10000]", field="delivery_max_in_flight")
         rate = publish_rate_per_s
         _check_tenant_fields(
             {"name": name, "ack_policy": ack_policy, "publish_rate_per_s": rate,
@@ -92,9 +100,10 @@ class RegistryOps:
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.create_tenant(
                 tid, name, stamp.wall_ms, self.writer.actor, stamp, ack_policy, rate,
-                strict_event_types,
+                strict_event_types, cap,
             )  # fmt: skip
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("tenant.create", f"tenant/{tid}", tid)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         view = self.catalog.registry.tenant(tid)
         assert view is not None
@@ -123,8 +132,9 @@ class RegistryOps:
             self.catalog.tenant(tenant_id)
             stamp = self.writer.stamp()
             durable = self.writer.commit_local(
-                "registry", stamp, self.catalog.registry.delete_tenant(tenant_id)
-            )
+                "registry", stamp, self.catalog.registry.delete_tenant(tenant_id),
+                audit=audit_section("tenant.delete", f"tenant/{tenant_id}", tenant_id),
+            )  # fmt: skip
 
         await durable
 
@@ -202,7 +212,8 @@ class RegistryOps:
                 eid, tenant_id, {**defaults, **fields}, event_types, stamp.wall_ms,
                 self.writer.actor, stamp,
             )  # fmt: skip
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("endpoint.create", f"endpoint/{eid}", tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.endpoint(tenant_id, eid)
 
@@ -256,7 +267,10 @@ class RegistryOps:
             deltas = self.catalog.registry.patch_endpoint(
                 endpoint_id, fields, add, remove, stamp.wall_ms, self.writer.actor, stamp
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            names = sorted(set(body) - {"secret"} | ({"secret"} if "secret" in fields else set()))
+            op = "endpoint.rotate_secret" if names == ["secret"] else "endpoint.update"
+            note = audit_section(op, f"endpoint/{endpoint_id}", tenant_id, ",".join(names))
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.endpoint(tenant_id, endpoint_id)
 
@@ -265,7 +279,8 @@ class RegistryOps:
             self.catalog.endpoint(tenant_id, endpoint_id)
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.delete_endpoint(endpoint_id, tenant_id)
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("endpoint.delete", f"endpoint/{endpoint_id}", tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
 
         await durable
 
@@ -278,29 +293,33 @@ class RegistryOps:
     # -- sources -------------------------------------------------------------------------
 
     async def create_source(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Register an inbound source (``POST /v1/sources``); returns its fields."""
+        """Register an inbound source (``POST /v1/sources``); returns its fields.
+
+        The id is generated (an unguessable ULID): it is the public ``/in/{source}`` URL,
+        global across tenants, so a body naming an ``id`` is 422 (issue 14: ids that must
+        be global are generated by the server).
+        """
+        if "id" in body:
+            raise Unprocessable("source ids are generated by the server; leave id out", field="id")
         fields = check_source_fields(body)
-        sid = body.get("id")
-        if sid is not None:
-            check_id(sid, "id")
         async with self.writer.local_lock():
             self.catalog.tenant(fields["tenant"])
-            sid = sid or self.ids.new("src")
-            if self.catalog.registry.source(sid) is not None:
-                raise Conflict(f"source {sid!r} exists", field="id", code="exists")
+            sid = self.ids.new("src")
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.create_source(
                 sid, fields, stamp.wall_ms, self.writer.actor, stamp
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("source.create", f"source/{sid}", fields["tenant"])
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.source(sid)
 
     async def delete_source(self, source_id: str) -> None:
         async with self.writer.local_lock():
-            self.catalog.source(source_id)
+            tenant = self.catalog.source(source_id)["tenant"]
             stamp = self.writer.stamp()
             durable = self.writer.commit_local(
-                "registry", stamp, self.catalog.registry.delete_source(source_id)
-            )
+                "registry", stamp, self.catalog.registry.delete_source(source_id),
+                audit=audit_section("source.delete", f"source/{source_id}", tenant),
+            )  # fmt: skip
         await durable

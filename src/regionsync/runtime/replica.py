@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from crdt import ClockDriftError, Timestamp
 
 from ..config import Settings
-from ..core.model import Delivery, Record, WriteBatch, delivery_join
+from ..core.model import AuditEntry, Delivery, Record, WriteBatch, delivery_join
 from ..core.records import Decoded, decode_body
 from ..errors import MalformedRecord
 from .ports import Clock, Store
@@ -112,6 +112,8 @@ class Replica:
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
         await self.merge(decoded, batch, deliveries)
+        if decoded.audit is not None:  # every region answers for every change
+            batch.audit.append(AuditEntry(r.origin, r.seq, *r.hlc, **decoded.audit))
         self.writer.telemetry.observe_lag(r.origin, self.clock.wall_ms(), r.hlc[0])
 
     async def merge(

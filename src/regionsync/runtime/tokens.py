@@ -20,11 +20,17 @@ from ..core.tokens import (
     token,
 )
 from ..errors import NotFound, Unprocessable
+from .audit import audit_section
 from .ports import Clock, IdSource, Rng
 from .state import Catalog
 from .writepath import WritePath
 
 __all__ = ["TokenOps"]
+
+
+def _tenant_of(scope: str) -> str:
+    """The tenant a scope belongs to (``tenant:<id>:<right>``), ``""`` for admin."""
+    return scope.split(":")[1] if scope.startswith("tenant:") else ""
 
 
 class TokenOps:
@@ -63,7 +69,10 @@ class TokenOps:
                 "created_by": caller.name,
             }
             deltas = create_token(self.catalog.registry, tid, fields, self.writer.actor, stamp)
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section(
+                "token.create", f"token/{tid}", _tenant_of(scope), f"scope={scope}"
+            )
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.get(tid), secret
 
@@ -81,8 +90,9 @@ class TokenOps:
     async def revoke(self, token_id: str) -> None:
         """Revoke in every region (replicated); 404 if unknown or already revoked."""
         async with self.writer.local_lock():
-            self.get(token_id)
+            scope = self.get(token_id).scope
             stamp = self.writer.stamp()
             deltas = revoke_token(self.catalog.registry, token_id)
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("token.revoke", f"token/{token_id}", _tenant_of(scope))
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable

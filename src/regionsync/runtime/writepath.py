@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
-from ..core.model import Attempt, Delivery, Event, Record, WriteBatch
+from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import encode_body
 from .commit import GroupCommitter
@@ -165,16 +165,20 @@ class WritePath:
         idempotency: IdempotencyRow | None = None,
         deliveries: list[Delivery] | None = None,
         attempt: Attempt | None = None,
+        audit: dict[str, str] | None = None,
     ) -> asyncio.Future[None]:
         """Apply ``deltas`` in memory and queue them, with a new own record, for the next
         group commit. Call with ``lock`` held; await the returned future after releasing
         it (it resolves once the change is durable). The record carries ``event``,
-        ``delivery``, ``deliveries``, ``attempt`` and ``idempotency`` (core.records)."""
+        ``delivery``, ``deliveries``, ``attempt``, ``idempotency`` and ``audit`` (core.records;
+        ``runtime.audit.audit_section``), which also goes into this store's audit log."""
         batch = batch or WriteBatch()
         changed = self.catalog.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
-        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt)
+        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt, audit)
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
+        if audit is not None:
+            batch.audit.append(AuditEntry(self.actor, seq, stamp.wall_ms, stamp.logical, **audit))
         batch.version_vector[self.actor] = seq
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
         self.version_vector[self.actor] = seq

@@ -100,7 +100,12 @@ def build(ctx: ApiContext) -> APIRouter:
             return JSONResponse({"status": "ready"})
         return problem(503, "not_ready", "node is starting or stopping")
 
-    @router.get("/metrics")
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"description": "Prometheus text exposition format",
+                         "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )  # fmt: skip
     async def metrics(request: Request) -> Response:
         """Prometheus text format; with ``metrics_token`` set, only for that bearer token
         (401 otherwise)."""

@@ -37,6 +37,7 @@ from ...errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
+from ...runtime.audit import acting_as
 from ...runtime.node import Node
 from ...runtime.recovery import Job
 
@@ -80,7 +81,8 @@ def rfc3339(ms: int | None) -> str | None:
 
 def parse_time(value: str, field: str) -> int:
     try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # RFC 3339 section 5.6 allows a lower-case "t" and "z"
+        dt = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
         raise Unprocessable("must be an RFC 3339 time", field=field) from None
     if dt.tzinfo is None:
@@ -188,6 +190,7 @@ def tenant_json(t: TenantView) -> dict[str, Any]:
         "ack_policy": t.ack_policy,
         "publish_rate_per_s": t.publish_rate_per_s,
         "strict_event_types": t.strict_event_types,
+        "delivery_max_in_flight": t.delivery_max_in_flight,
         "created_at": rfc3339(t.created_at_ms),
         "usage": t.usage,
     }
@@ -369,7 +372,13 @@ class Auth:
     def caller(self, request: Request) -> Caller:
         """Who sends ``request``; 401 (field ``authorization``) without a valid token. An
         open node (no static tokens, loopback) takes a request without Authorization as
-        admin, but refuses an unknown, revoked or expired token like any node."""
+        admin, but refuses an unknown, revoked or expired token like any node. Names the
+        caller for the audit log of the registry changes this request makes."""
+        caller = self._caller(request)
+        acting_as(caller.name)
+        return caller
+
+    def _caller(self, request: Request) -> Caller:
         header = request.headers.get("authorization", "")
         scheme, _, secret = header.partition(" ")
         secret = secret.strip()

@@ -28,7 +28,8 @@ def build(ctx: ApiContext) -> APIRouter:
     async def create_tenant(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         body = await read_object(request, ctx.max_body)
-        known = {"id", "name", "ack_policy", "publish_rate_per_s", "strict_event_types"}
+        known = {"id", "name", "ack_policy", "publish_rate_per_s", "strict_event_types",
+                 "delivery_max_in_flight"}  # fmt: skip
         unknown = sorted(set(body) - known)
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
@@ -41,6 +42,7 @@ def build(ctx: ApiContext) -> APIRouter:
                 body.get("ack_policy", "local"),
                 body.get("publish_rate_per_s"),
                 body.get("strict_event_types", False),
+                body.get("delivery_max_in_flight"),
             )  # fmt: skip
         )
 

@@ -1,0 +1,154 @@
+"""The node key ring: AES-256-GCM encryption of signing secrets at rest (issue 14).
+
+Secrets are registry values (CRDT registers) that replicate between regions in the clear
+over the mTLS gRPC link; each region's store seals them with its own node key as they are
+written to disk (``SqliteStore``), so regions may hold different keys. A sealed blob is
+
+    0xC1 "RS1" | len(key id) (1 byte) | key id (ASCII) | nonce (12 bytes) | ciphertext+tag
+
+0xC1 is the one byte msgpack never uses, so a sealed blob is never mistaken for the
+msgpack a plaintext row holds (rows written before encryption stay readable). The
+associated data binds each blob to the row it was written for (AESGCM from the
+``cryptography`` package; NIST SP 800-38D, random 96-bit nonces).
+
+Key ring text (``[secrets] keys``, ``REGIONSYNC_SECRETS__KEYS``, or the lines of
+``[secrets] key_file``): entries ``<key id>:<base64 of 32 bytes>`` separated by commas or
+newlines (``#`` starts a comment line). The first entry is the current key (new writes);
+the others are only read. Rotation: put a new key first, keep the old ones after it.
+Without a configured key a node generates ``<data_dir>/<region>.key`` (mode 0600) on its
+first start and uses it from then on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = ["MAGIC", "NodeKeys", "SealedKeyError", "is_sealed"]
+
+MAGIC = b"\xc1RS1"
+_NONCE = 12
+_KEY_ID = re.compile(r"[A-Za-z0-9_.\-]{1,32}")
+
+
+class SealedKeyError(ValueError):
+    """A sealed blob names a key id this node does not have, or fails authentication."""
+
+
+def is_sealed(blob: bytes) -> bool:
+    """True if ``blob`` was written by ``NodeKeys.seal``."""
+    return blob[:4] == MAGIC
+
+
+class NodeKeys:
+    """An ordered key ring ``[(key id, 32-byte key), ...]``; the first key seals.
+
+    Raises ValueError for an empty ring, a bad key id (``[A-Za-z0-9_.-]{1,32}``), a key
+    that is not 32 bytes, or a repeated id.
+    """
+
+    def __init__(self, keys: Sequence[tuple[str, bytes]]):
+        if not keys:
+            raise ValueError("secrets: the key ring is empty")
+        self._keys: dict[str, AESGCM] = {}
+        for kid, key in keys:
+            if not _KEY_ID.fullmatch(kid):
+                raise ValueError(f"secrets: bad key id {kid!r} (want [A-Za-z0-9_.-]{{1,32}})")
+            if len(key) != 32:
+                raise ValueError(f"secrets: key {kid!r} must be 32 bytes, not {len(key)}")
+            if kid in self._keys:
+                raise ValueError(f"secrets: key id {kid!r} appears twice")
+            self._keys[kid] = AESGCM(key)
+        self.current = keys[0][0]
+
+    @property
+    def ids(self) -> list[str]:
+        """Key ids, current first."""
+        return list(self._keys)
+
+    @classmethod
+    def parse(cls, text: str) -> NodeKeys:
+        """A ring from its text form (module docstring); raises ValueError naming the entry."""
+        keys = []
+        entries = [
+            e.strip()
+            for line in text.splitlines()
+            if not line.strip().startswith("#")
+            for e in line.split(",")
+        ]
+        for entry in entries:
+            if not entry:
+                continue
+            kid, sep, b64 = entry.partition(":")
+            if not sep:
+                raise ValueError("secrets: a key entry must be '<key id>:<base64 key>'")
+            try:
+                key = base64.b64decode(b64.strip(), validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"secrets: key {kid.strip()!r} is not base64") from None
+            keys.append((kid.strip(), key))
+        return cls(keys)
+
+    @staticmethod
+    def generate_entry() -> str:
+        """A new ring entry ``<random id>:<base64 key>`` (the key from os.urandom)."""
+        kid = "k" + secrets.token_hex(4)
+        return f"{kid}:{base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
+
+    @classmethod
+    def load(cls, keys: str | None, key_file: Path | None, default_file: Path) -> NodeKeys:
+        """The node's ring: ``keys`` text if given, else ``key_file``'s contents, else
+        ``default_file``, created with one new key (mode 0600, parent made) if missing.
+
+        Raises FileNotFoundError for a missing ``key_file`` and ValueError for bad text.
+        """
+        if keys:
+            return cls.parse(keys)
+        if key_file is not None:
+            return cls.parse(Path(key_file).read_text())
+        path = Path(default_file)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = (
+                "# regionsync node key ring: '<id>:<base64 32 bytes>', the first one seals;\n"
+                "# to rotate, put a new key first and keep the old ones below it\n"
+                + cls.generate_entry()
+                + "\n"
+            )
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        return cls.parse(path.read_text())
+
+    def seal(self, plaintext: bytes, aad: bytes) -> bytes:
+        """``plaintext`` encrypted with the current key, bound to ``aad``."""
+        nonce = os.urandom(_NONCE)
+        kid = self.current.encode()
+        ct = self._keys[self.current].encrypt(nonce, plaintext, aad)
+        return MAGIC + bytes([len(kid)]) + kid + nonce + ct
+
+    def open(self, blob: bytes, aad: bytes) -> bytes:
+        """The plaintext of a sealed ``blob`` (a blob that is not sealed is returned as it
+        is: rows written before encryption). Raises SealedKeyError for an unknown key id
+        or a blob that does not authenticate (wrong key, other row, tampered)."""
+        if not is_sealed(blob):
+            return blob
+        n = blob[4]
+        kid = blob[5 : 5 + n].decode("ascii", "replace")
+        aes = self._keys.get(kid)
+        if aes is None:
+            raise SealedKeyError(f"secrets: sealed with key id {kid!r}, which is not configured")
+        nonce = blob[5 + n : 5 + n + _NONCE]
+        try:
+            return aes.decrypt(nonce, blob[5 + n + _NONCE :], aad)
+        except Exception as exc:  # cryptography's InvalidTag
+            raise SealedKeyError(f"secrets: a blob sealed with key {kid!r} fails to open") from exc

@@ -1,0 +1,101 @@
+"""GET /v1/audit (issue 14): who changed what, newest first; admin sees every tenant, a
+tenant token only its own (another tenant's is 404, a publish-only token 403)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+from api_support import Api, assert_problem, running_node
+
+ADMIN = "static-admin-token-0123456789"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+@pytest_asyncio.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with running_node(tmp_path, tokens=[{"token": ADMIN, "scope": "admin"}]) as running:
+        running.client.headers.update(bearer(ADMIN))
+        yield running
+
+
+async def _token(api: Api, scope: str, name: str) -> str:
+    resp = await api.client.post("/v1/tokens", json={"scope": scope, "name": name})
+    assert resp.status_code == 201, resp.text
+    return resp.json()["token"]
+
+
+async def test_audit_names_the_caller_and_the_change(api: Api) -> None:
+    c = api.client
+    for tid in ("acme", "other"):
+        assert (await c.post("/v1/tenants", json={"id": tid, "name": tid})).status_code == 201
+    manage = await _token(api, "tenant:acme:manage", "acme ops")
+    ep = await c.post(
+        "/v1/tenants/acme/endpoints", json={"url": "http://127.0.0.1:9/x"},
+        headers=bearer(manage),
+    )  # fmt: skip
+    assert ep.status_code == 201, ep.text
+    eid = ep.json()["id"]
+    secret = ep.json()["secret"]
+    rotate = f"/v1/tenants/acme/endpoints/{eid}/rotate-secret"
+    rotated = await c.post(rotate, headers=bearer(manage))
+    assert rotated.status_code == 200
+    src = await c.post("/v1/sources", json={"tenant": "other", "kind": "github", "secret": "s"})
+    assert src.status_code == 201
+
+    every = (await c.get("/v1/audit")).json()
+    ops = [(i["who"], i["op"], i["object"], i["tenant"]) for i in every["items"]]
+    assert ops == [
+        ("config:admin", "source.create", f"source/{src.json()['id']}", "other"),
+        ("token:acme ops", "endpoint.rotate_secret", f"endpoint/{eid}", "acme"),
+        ("token:acme ops", "endpoint.create", f"endpoint/{eid}", "acme"),
+        ("config:admin", "token.create", ops[3][2], "acme"),
+        ("config:admin", "tenant.create", "tenant/other", "other"),
+        ("config:admin", "tenant.create", "tenant/acme", "acme"),
+    ]
+    first = every["items"][0]
+    assert first["region"] == "us-east-1" and first["id"].startswith("us-east-1:")
+    assert first["at"].endswith("Z") and first["hlc"].split(".")[0].isdigit()
+    assert every["items"][3]["detail"] == "scope=tenant:acme:manage"
+    assert secret not in str(every) and rotated.json()["secret"] not in str(every)
+
+    # paging: the cursor walks the same list
+    seen, cursor = [], None
+    while True:
+        page = (await c.get("/v1/audit", params={"limit": 2, **({"cursor": cursor} if cursor
+                                                               else {})})).json()  # fmt: skip
+        seen += [i["id"] for i in page["items"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert seen == [i["id"] for i in every["items"]]
+    assert [i["op"] for i in (await c.get("/v1/audit?tenant=other")).json()["items"]] == [
+        "source.create", "tenant.create",
+    ]  # fmt: skip
+    since = every["items"][1]["at"]
+    later = (await c.get("/v1/audit", params={"since": since})).json()["items"]
+    assert 2 <= len(later) < len(every["items"])
+
+    # a tenant token sees its own tenant only, whatever it asks for
+    mine = (await c.get("/v1/audit", headers=bearer(manage))).json()["items"]
+    assert {i["tenant"] for i in mine} == {"acme"} and len(mine) == 4
+    assert_problem(await c.get("/v1/audit?tenant=other", headers=bearer(manage)), 404, "tenant")
+    reader = await _token(api, "tenant:acme:read", "reader")
+    assert len((await c.get("/v1/audit", headers=bearer(reader))).json()["items"]) >= 4
+    publisher = await _token(api, "tenant:acme:publish", "pub")
+    assert_problem(await c.get("/v1/audit", headers=bearer(publisher)), 403)
+    assert_problem(await c.get("/v1/audit", headers={"authorization": ""}), 401)
+
+
+async def test_audit_bad_parameters_are_422(api: Api) -> None:
+    for params, name in (
+        ({"limit": 0}, "limit"),
+        ({"since": "yesterday"}, "since"),
+        ({"cursor": "!!"}, "cursor"),
+        ({"cursor": "MTIzOmFiYw"}, "cursor"),  # "123:abc": not an audit cursor
+    ):
+        assert_problem(await api.client.get("/v1/audit", params=params), 422, name)

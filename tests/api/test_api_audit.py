@@ -99,3 +99,29 @@ async def test_audit_bad_parameters_are_422(api: Api) -> None:
         ({"cursor": "MTIzOmFiYw"}, "cursor"),  # "123:abc": not an audit cursor
     ):
         assert_problem(await api.client.get("/v1/audit", params=params), 422, name)
+
+
+async def test_audit_tenant_patch_and_event_types(api: Api) -> None:
+    """Tenant changes and the event-type catalog are audited like endpoints: op, object,
+    the changed field names (never their values)."""
+    c = api.client
+    assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
+    patched = await c.patch("/v1/tenants/acme", json={"name": "Acme", "strict_event_types": True})
+    assert patched.status_code == 200, patched.text
+    base = "/v1/tenants/acme/event-types"
+    schema = {"type": "object", "required": ["id"]}
+    made = await c.post(base, json={"name": "order.paid", "schema": schema})
+    assert made.status_code == 201, made.text
+    changed = await c.patch(f"{base}/order.paid", json={"deprecated": True, "description": "x"})
+    assert changed.status_code == 200, changed.text
+    assert (await c.delete(f"{base}/order.paid")).status_code == 204
+    items = (await c.get("/v1/audit?tenant=acme")).json()["items"]
+    got = [(i["op"], i["object"], i["detail"]) for i in items]
+    assert got == [
+        ("event_type.delete", "event_type/order.paid", ""),
+        ("event_type.update", "event_type/order.paid", "deprecated,description"),
+        ("event_type.create", "event_type/order.paid", ""),
+        ("tenant.update", "tenant/acme", "name,strict_event_types"),
+        ("tenant.create", "tenant/acme", ""),
+    ]
+    assert all(i["who"] == "config:admin" for i in items)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.event_types import EventTypeView, check_event_type_fields
 from ..errors import Conflict
+from .audit import audit_section
 from .state import Catalog
 from .writepath import WritePath
 
@@ -49,7 +50,8 @@ class EventTypeOps:
             deltas = self.catalog.registry.put_event_type(
                 tenant_id, name, fields, stamp.wall_ms, self.writer.actor, stamp, create=True
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("event_type.create", f"event_type/{name}", tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.event_type(tenant_id, name)
 
@@ -62,7 +64,9 @@ class EventTypeOps:
             deltas = self.catalog.registry.put_event_type(
                 tenant_id, name, fields, stamp.wall_ms, self.writer.actor, stamp, create=False
             )
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            detail = ",".join(sorted(fields))
+            note = audit_section("event_type.update", f"event_type/{name}", tenant_id, detail)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.event_type(tenant_id, name)
 
@@ -72,5 +76,6 @@ class EventTypeOps:
             self.catalog.event_type(tenant_id, name)
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.delete_event_type(tenant_id, name)
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section("event_type.delete", f"event_type/{name}", tenant_id)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable

@@ -118,7 +118,10 @@ class RegistryOps:
             self.catalog.tenant(tenant_id)
             stamp = self.writer.stamp()
             deltas = self.catalog.registry.patch_tenant(tenant_id, fields, self.writer.actor, stamp)
-            durable = self.writer.commit_local("registry", stamp, deltas)
+            note = audit_section(
+                "tenant.update", f"tenant/{tenant_id}", tenant_id, ",".join(fields)
+            )
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.catalog.tenant(tenant_id)
 

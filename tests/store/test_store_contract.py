@@ -275,3 +275,23 @@ async def test_list_event_ids_and_load_deliveries(store) -> None:
     await store.commit(WriteBatch(events=evs, deliveries=[_delivery(2), _delivery(1)]))
     assert await store.list_event_ids() == ["evt_1", "evt_2"]
     assert [d.id for d in await store.load_deliveries()] == ["dlv_001", "dlv_002"]
+
+
+async def test_get_events_reads_many_at_once(store) -> None:
+    events = [Event(f"evt_{i:04d}", "acme", "a", b"{}", REGION, i) for i in range(1200)]
+    await store.commit(WriteBatch(events=events))
+    wanted = [e.id for e in events[::2]] + ["nope", events[0].id]  # past the 500-id chunk
+    got = await store.get_events(wanted)
+    assert got == {e.id: e for e in events[::2]}
+    assert await store.get_events([]) == {}
+
+
+async def test_get_deliveries_reads_many_at_once(store) -> None:
+    ds = [
+        Delivery(f"dlv_{i:04d}", "evt_1", "ep", "acme", DeliveryStatus.PENDING, 0, i, REGION, i, i)
+        for i in range(700)
+    ]
+    await store.commit(WriteBatch(deliveries=ds))
+    got = await store.get_deliveries([d.id for d in ds[1::3]] + ["nope"])
+    assert got == {d.id: d for d in ds[1::3]}
+    assert await store.get_deliveries([]) == {}

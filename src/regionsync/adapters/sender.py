@@ -33,7 +33,7 @@ import email.utils
 import ipaddress
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import httpcore
@@ -54,6 +54,9 @@ __all__ = [
     "PinnedBackend",
     "ResolutionFailed",
     "ResponseHeadTooLarge",
+    "check_destination",
+    "head_text",
+    "retry_after",
 ]
 
 EXCERPT_BYTES = 4096  # response body kept per attempt
@@ -358,6 +361,48 @@ async def _trace(request: httpx.Request, name: str) -> None:
         await trace(name, {})
 
 
+async def check_destination(
+    resolver: Resolver,
+    allow: Sequence[Network],
+    host: str,
+    port: int,
+    trace: Callable[[str], Awaitable[None]] | None = None,
+) -> IPAddress:
+    """The address an attempt to ``host``:``port`` may connect to (the first of the
+    resolver's answers), judged as the module docstring says. Raises ``DestinationRefused``
+    (final) if the host or any address it resolves to is not allowed, ``ResolutionFailed``
+    (retryable) if the name does not resolve. ``trace`` gets ``guard.resolve.started`` and
+    ``guard.resolve.complete`` around a lookup."""
+    try:
+        literal = parse_host_literal(host)
+    except ValueError as exc:
+        raise DestinationRefused(str(exc)) from None
+    if literal is not None:
+        addrs: list[IPAddress] = [literal]
+    else:
+        if trace is not None:
+            await trace("guard.resolve.started")
+        try:
+            found = await resolver.resolve(host, port)
+        except (OSError, UnicodeError) as exc:
+            raise ResolutionFailed(f"cannot resolve {host!r}: {exc}") from exc
+        if trace is not None:
+            await trace("guard.resolve.complete")
+        if not found:
+            raise ResolutionFailed(f"{host!r} resolves to no address")
+        try:
+            addrs = [ipaddress.ip_address(a) for a in found]
+        except ValueError:
+            raise DestinationRefused(f"{host!r} resolves to an unusable address {found}") from None
+    bad = [str(a) for a in addrs if not address_allowed(a, allow)]
+    if bad:
+        raise DestinationRefused(
+            f"{host!r} is or resolves to a non-public address ({', '.join(bad)}); list "
+            "its network in delivery.allow_private_networks to allow it"
+        )
+    return addrs[0]
+
+
 class GuardedTransport(httpx.AsyncBaseTransport):
     """Wraps ``inner``; every request goes to a checked, pinned IP address.
 
@@ -375,40 +420,16 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self.allow = tuple(allow)
         self.inner = inner or PinnedHTTPTransport(self.allow)
 
-    async def _addresses(self, request: httpx.Request, host: str, port: int) -> list[IPAddress]:
-        try:
-            literal = parse_host_literal(host)
-        except ValueError as exc:
-            raise DestinationRefused(str(exc), request=request) from None
-        if literal is not None:
-            return [literal]
-        await _trace(request, "guard.resolve.started")
-        try:
-            found = await self.resolver.resolve(host, port)
-        except (OSError, UnicodeError) as exc:
-            raise ResolutionFailed(f"cannot resolve {host!r}: {exc}", request=request) from exc
-        await _trace(request, "guard.resolve.complete")
-        if not found:
-            raise ResolutionFailed(f"{host!r} resolves to no address", request=request)
-        try:
-            return [ipaddress.ip_address(a) for a in found]
-        except ValueError:
-            raise DestinationRefused(
-                f"{host!r} resolves to an unusable address {found}", request=request
-            ) from None
-
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        addrs = await self._addresses(request, host, port)
-        bad = [str(a) for a in addrs if not address_allowed(a, self.allow)]
-        if bad:
-            raise DestinationRefused(
-                f"{host!r} is or resolves to a non-public address ({', '.join(bad)}); list "
-                "its network in delivery.allow_private_networks to allow it",
-                request=request,
+        try:
+            pinned = await check_destination(
+                self.resolver, self.allow, host, port, lambda name: _trace(request, name)
             )
-        pinned = addrs[0]
+        except (DestinationRefused, ResolutionFailed) as exc:
+            exc.request = request
+            raise
         if parse_host_literal(host) is not None and str(pinned) != host:
             # a literal in another spelling: connect to (and verify TLS for) the address
             request.url = request.url.copy_with(
@@ -425,7 +446,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def _retry_after(value: str | None, now: float) -> float | None:
+def retry_after(value: str | None, now: float) -> float | None:
     """``Retry-After`` as seconds from ``now`` (Unix seconds): delta-seconds or an HTTP
     date (RFC 9110 10.2.3); None when absent or unreadable."""
     if not value:
@@ -442,7 +463,8 @@ def _retry_after(value: str | None, now: float) -> float | None:
     return max(when.timestamp() - now, 0.0)
 
 
-def _head_text(raw: Sequence[tuple[bytes, bytes]]) -> str:
+def head_text(raw: Sequence[tuple[bytes, bytes]]) -> str:
+    """A response head as ``name: value`` lines, at most ``HEADERS_BYTES`` characters."""
     text = "\n".join(f"{k.decode('latin-1')}: {v.decode('latin-1')}" for k, v in raw)
     return text[:HEADERS_BYTES]
 
@@ -557,7 +579,7 @@ class HttpxSender:
             return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
         latency = ms()
         text = bytes(body[:EXCERPT_BYTES]).decode("utf-8", "replace")
-        head = _head_text(resp.headers.raw)
+        head = head_text(resp.headers.raw)
         code = resp.status_code
         if 200 <= code < 300:
             return AttemptOutcome(
@@ -570,7 +592,7 @@ class HttpxSender:
             reason="redirect" if 300 <= code < 400 else f"http_{code}",
             latency_ms=latency,
             response_excerpt=text,
-            retry_after_s=_retry_after(resp.headers.get("retry-after"), self.wall())
+            retry_after_s=retry_after(resp.headers.get("retry-after"), self.wall())
             if code == 429 or code >= 500
             else None,
             response_headers=head,

@@ -39,7 +39,7 @@ from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
 from ..core.retry import AttemptOutcome, OutcomeKind
-from ..core.urlguard import IPAddress, Network, address_allowed, parse_host_literal
+from ..core.urlguard import IPAddress, Network, address_allowed
 from ..runtime.ports import OutboundRequest, Resolver
 from .sender import (
     EXCERPT_BYTES,
@@ -50,6 +50,7 @@ from .sender import (
     ResponseHeadTooLarge,
     check_destination,
     head_text,
+    host_literal,
     retry_after,
 )
 
@@ -283,7 +284,7 @@ class AiohttpSender:
             async with asyncio.timeout(min(request.timeout_s, MAX_TIMEOUT_S)):
                 pinned = await check_destination(self.resolver, self.allow, host, port)
                 guarded = True
-                if parse_host_literal(host) is not None:
+                if host_literal(host) is not None:
                     # a literal (in any spelling): connect to its canonical address
                     url = url.with_host(str(pinned))
                     host = url.raw_host or host

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import contextvars
 import email.utils
+import functools
 import ipaddress
 import re
 import time
@@ -56,6 +57,7 @@ __all__ = [
     "ResponseHeadTooLarge",
     "check_destination",
     "head_text",
+    "host_literal",
     "retry_after",
 ]
 
@@ -361,6 +363,23 @@ async def _trace(request: httpx.Request, name: str) -> None:
         await trace(name, {})
 
 
+@functools.lru_cache(maxsize=4096)
+def host_literal(host: str) -> IPAddress | None:
+    """``core.urlguard.parse_host_literal``, memoised (a pure function of the host; an
+    attempt asks it once or twice). Raises ValueError as it does."""
+    return parse_host_literal(host)
+
+
+@functools.lru_cache(maxsize=4096)
+def _address(text: str) -> IPAddress:
+    return ipaddress.ip_address(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _allowed(addr: IPAddress, allow: tuple[Network, ...]) -> bool:
+    return address_allowed(addr, allow)
+
+
 async def check_destination(
     resolver: Resolver,
     allow: Sequence[Network],
@@ -374,7 +393,7 @@ async def check_destination(
     (retryable) if the name does not resolve. ``trace`` gets ``guard.resolve.started`` and
     ``guard.resolve.complete`` around a lookup."""
     try:
-        literal = parse_host_literal(host)
+        literal = host_literal(host)
     except ValueError as exc:
         raise DestinationRefused(str(exc)) from None
     if literal is not None:
@@ -391,10 +410,10 @@ async def check_destination(
         if not found:
             raise ResolutionFailed(f"{host!r} resolves to no address")
         try:
-            addrs = [ipaddress.ip_address(a) for a in found]
+            addrs = [_address(a) for a in found]
         except ValueError:
             raise DestinationRefused(f"{host!r} resolves to an unusable address {found}") from None
-    bad = [str(a) for a in addrs if not address_allowed(a, allow)]
+    bad = [str(a) for a in addrs if not _allowed(a, tuple(allow))]
     if bad:
         raise DestinationRefused(
             f"{host!r} is or resolves to a non-public address ({', '.join(bad)}); list "
@@ -430,7 +449,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         except (DestinationRefused, ResolutionFailed) as exc:
             exc.request = request
             raise
-        if parse_host_literal(host) is not None and str(pinned) != host:
+        if host_literal(host) is not None and str(pinned) != host:
             # a literal in another spelling: connect to (and verify TLS for) the address
             request.url = request.url.copy_with(
                 host=str(pinned) if pinned.version == 4 else f"[{pinned}]"

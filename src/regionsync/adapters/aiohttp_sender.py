@@ -62,6 +62,10 @@ RCVBUF_BYTES = 8192  # SO_RCVBUF asked for (Linux doubles it for bookkeeping)
 _PIN: contextvars.ContextVar[tuple[str, int, IPAddress] | None] = contextvars.ContextVar(
     "regionsync_aiohttp_pin", default=None
 )
+# how far the current attempt got: set once its request is about to be written
+_PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
+    "regionsync_aiohttp_progress", default=None
+)
 _BLANK_LINE = re.compile(rb"\n\r?\n")  # where a head ends, as h11 and llhttp find it
 
 
@@ -117,6 +121,10 @@ class BoundedHandler(ResponseHandler):
         self.peer = (peer[0], peer[1]) if peer else None
 
     def set_response_params(self, **kwargs: Any) -> None:
+        # aiohttp calls this on the connection it got, right before writing the request
+        progress = _PROGRESS.get()
+        if progress is not None:
+            progress.sending = True
         self._head = bytearray()
         self._in_head = True
         self._body_left = EXCERPT_BYTES + 1
@@ -206,10 +214,6 @@ class _Progress:
         self.sending = False
 
 
-async def _headers_sent(session: Any, ctx: Any, params: Any) -> None:
-    ctx.trace_request_ctx.sending = True
-
-
 class AiohttpSender:
     """One POST per attempt over a pinned aiohttp connector; see the module docstring.
 
@@ -237,15 +241,12 @@ class AiohttpSender:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(_headers_sent)
             self._session = aiohttp.ClientSession(
                 connector=_PinnedConnector(self.allow, self._stats),
                 timeout=aiohttp.ClientTimeout(total=None),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 auto_decompress=False,
-                trace_configs=[trace],
                 max_line_size=HEADERS_BYTES,
                 max_field_size=HEADERS_BYTES,
             )
@@ -289,13 +290,14 @@ class AiohttpSender:
                     url = url.with_host(str(pinned))
                     host = url.raw_host or host
                 token = _PIN.set((host.lower().rstrip("."), port, pinned))
+                mark = _PROGRESS.set(progress)
                 try:
                     resp = await self._client().post(
-                        url, data=request.body, headers=headers, allow_redirects=False,
-                        trace_request_ctx=progress,
-                    )  # fmt: skip
+                        url, data=request.body, headers=headers, allow_redirects=False
+                    )
                 finally:
                     _PIN.reset(token)
+                    _PROGRESS.reset(mark)
                 try:
                     while len(body) <= EXCERPT_BYTES:
                         chunk = await resp.content.read(EXCERPT_BYTES + 1 - len(body))

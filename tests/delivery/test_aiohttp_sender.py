@@ -271,3 +271,13 @@ async def test_keep_alive_connections_are_reused() -> None:
         await sender.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_many_small_headers_within_8_kib_are_kept() -> None:
+    many = "".join(f"X-{i}: y\r\n" for i in range(600))  # ~5.6 KiB in 600 lines
+    async with Receiver(canned("200 OK", many, b"ok")) as rcv:
+        sender, _ = make()
+        outcome = await sender.send(post(f"http://127.0.0.1:{rcv.port}/"))
+        await sender.aclose()
+    assert (outcome.kind, outcome.response_excerpt) == (OutcomeKind.SUCCEEDED, "ok")
+    assert "x-599: y" in outcome.response_headers.lower()

@@ -239,7 +239,7 @@ async def test_status_mapping(
     assert outcome.retry_after_s == retry_after
 
 
-async def test_keep_alive_connections_are_reused() -> None:
+async def test_keep_alive_connections_are_reused_and_new_ones_judged_again() -> None:
     async def keep(writer: asyncio.StreamWriter, head: bytes) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
@@ -261,12 +261,17 @@ async def test_keep_alive_connections_are_reused() -> None:
             writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
-    sender, stats = make()
+    url = f"http://kept.test:{server.sockets[0].getsockname()[1]}/"
+    names = Names()
+    sender, stats = make(names)
     try:
         for _ in range(3):
             assert (await sender.send(post(url))).response_excerpt == "ok"
         assert served == 3 and len(stats) == 1
+        assert names.calls == ["kept.test"]  # judged at the connect, not per request
+        both = await asyncio.gather(*(sender.send(post(url)) for _ in range(2)))
+        assert {o.response_excerpt for o in both} == {"ok"} and len(stats) == 2
+        assert names.calls == ["kept.test"] * 2  # a new connection is judged again
     finally:
         await sender.aclose()
         server.close()

@@ -1,13 +1,14 @@
 """The production Sender on aiohttp: the same guarantees as ``HttpxSender`` over
 ``GuardedTransport``, at a fraction of the CPU per attempt (bench/delivery_rate.py).
 
-Per attempt: the URL host is judged by ``check_destination`` (sender.py: an address
-literal by the address it denotes, a name by every address the resolver returns; any
-non-allowed address refuses the attempt, final). The checked address is *pinned*: it
-travels in a context variable to ``PinnedResolver``, the connector's only resolver, which
-answers with exactly that address, refuses a lookup it has no pin for and re-checks the
-address; a literal host is rewritten to its canonical address. Connections are pooled per
-name (Host, TLS SNI and certificate checks use the name). No redirects are followed, no
+The destination guard runs at every connect, as ``check_destination`` (sender.py) judges:
+an address literal by the address it denotes (checked before the request, the URL then
+rewritten to the canonical address), a name by every address the resolver returns, in
+``PinnedResolver``, the connector's only resolver, which answers with exactly the checked
+address (any non-allowed address refuses the attempt, final). Connections are pooled per
+name (Host, TLS SNI and certificate checks use the name), so a request on a kept-alive
+connection goes to the address that connection was checked and pinned to; a name is
+resolved again for each new connection, never for a reused one. No redirects are followed, no
 cookies kept, no proxies taken from the environment; one ``asyncio.timeout`` covers
 resolution, connect, send, head and body.
 
@@ -38,7 +39,7 @@ from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
 from ..core.retry import AttemptOutcome, OutcomeKind
-from ..core.urlguard import IPAddress, Network, address_allowed
+from ..core.urlguard import Network
 from ..runtime.ports import OutboundRequest, Resolver
 from .sender import (
     EXCERPT_BYTES,
@@ -57,10 +58,6 @@ __all__ = ["RCVBUF_BYTES", "AiohttpSender", "BoundedHandler", "PinnedResolver"]
 
 RCVBUF_BYTES = 8192  # SO_RCVBUF asked for (Linux doubles it for bookkeeping)
 
-# (host as aiohttp resolves it, port, checked address) of the attempt being sent
-_PIN: contextvars.ContextVar[tuple[str, int, IPAddress] | None] = contextvars.ContextVar(
-    "regionsync_aiohttp_pin", default=None
-)
 # how far the current attempt got: set once its request is about to be written
 _PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
     "regionsync_aiohttp_progress", default=None
@@ -69,21 +66,23 @@ _BLANK_LINE = re.compile(rb"\n\r?\n")  # where a head ends, as h11 and llhttp fi
 
 
 class PinnedResolver(AbstractResolver):
-    """The connector's resolver: answers only with the address pinned for the current
-    attempt, after checking it again; never asks DNS."""
+    """The connector's resolver, asked once per new connection to a name: judges the name
+    with ``check_destination`` over ``resolver`` and answers with the one checked address
+    (raises ``DestinationRefused`` or ``ResolutionFailed``, which aiohttp passes through)."""
 
-    def __init__(self, allow: Sequence[Network] = ()):
+    def __init__(self, resolver: Resolver, allow: Sequence[Network] = ()):
+        self.resolver = resolver
         self.allow = tuple(allow)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        pin = _PIN.get()
-        if pin is None or pin[0] != host.lower().rstrip(".") or pin[1] != port:
-            raise DestinationRefused(f"no checked address for {host}:{port}; not connecting")
-        addr = pin[2]
-        if not address_allowed(addr, self.allow):  # defence in depth; the guard checked
-            raise DestinationRefused(f"{addr} is not an allowed address")
+        progress = _PROGRESS.get()
+        if progress is not None:
+            progress.resolving = True
+        addr = await check_destination(self.resolver, self.allow, host, port)
+        if progress is not None:
+            progress.resolving = False
         fam = socket.AF_INET if addr.version == 4 else socket.AF_INET6
         flags = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
         return [ResolveResult(hostname=host, host=str(addr), port=port, family=fam, proto=0,
@@ -194,9 +193,9 @@ def _small_rcvbuf_socket(addr_info: Any) -> socket.socket:
 
 
 class _PinnedConnector(aiohttp.TCPConnector):
-    def __init__(self, allow: Sequence[Network], stats: list[Any] | None):
+    def __init__(self, resolver: Resolver, allow: Sequence[Network], stats: list[Any] | None):
         super().__init__(
-            resolver=PinnedResolver(allow),
+            resolver=PinnedResolver(resolver, allow),
             use_dns_cache=False,
             limit=0,  # lanes cap in-flight requests per endpoint; no global cap
             limit_per_host=0,
@@ -207,10 +206,11 @@ class _PinnedConnector(aiohttp.TCPConnector):
 
 
 class _Progress:
-    __slots__ = ("sending",)
+    __slots__ = ("resolving", "sending")
 
     def __init__(self) -> None:
-        self.sending = False
+        self.resolving = False  # in PinnedResolver
+        self.sending = False  # the request is about to be written (or was)
 
 
 class AiohttpSender:
@@ -241,7 +241,7 @@ class AiohttpSender:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=_PinnedConnector(self.allow, self._stats),
+                connector=_PinnedConnector(self.resolver, self.allow, self._stats),
                 timeout=aiohttp.ClientTimeout(total=None),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
@@ -278,25 +278,23 @@ class AiohttpSender:
         except (ValueError, TypeError) as exc:
             return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
         progress = _Progress()
-        guarded = False
         headers = {"accept-encoding": "identity", **request.headers}
         body = bytearray()
         try:
             async with asyncio.timeout(min(request.timeout_s, MAX_TIMEOUT_S)):
-                pinned = await check_destination(self.resolver, self.allow, host, port)
-                guarded = True
-                if host_literal(host) is not None:
-                    # a literal (in any spelling): connect to its canonical address
-                    url = url.with_host(str(pinned))
-                    host = url.raw_host or host
-                token = _PIN.set((host.lower().rstrip("."), port, pinned))
+                try:
+                    literal = host_literal(host)
+                except ValueError as exc:
+                    raise DestinationRefused(str(exc)) from None
+                if literal is not None:  # judged here: aiohttp never resolves a literal
+                    pinned = await check_destination(self.resolver, self.allow, host, port)
+                    url = url.with_host(str(pinned))  # its canonical spelling
                 mark = _PROGRESS.set(progress)
                 try:
                     resp = await self._client().post(
                         url, data=request.body, headers=headers, allow_redirects=False
                     )
                 finally:
-                    _PIN.reset(token)
                     _PROGRESS.reset(mark)
                 try:
                     while len(body) <= EXCERPT_BYTES:
@@ -310,7 +308,7 @@ class AiohttpSender:
                     else:
                         resp.release()  # back to the pool unless the handler stopped
         except TimeoutError:
-            if not guarded:
+            if progress.resolving:
                 return failed("dns", "resolution timed out")
             if not progress.sending:
                 return failed("connect", "timed out before the request was sent")

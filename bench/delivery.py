@@ -1,15 +1,14 @@
-"""Delivery benchmark: attempt throughput vs raw httpx, and tarpit isolation of a real node.
+"""Delivery benchmark: attempt throughput vs raw aiohttp, and tarpit isolation of a real node.
 
 In one run, on this machine, with receivers in their own process on 127.0.0.1:
 
 1. Throughput. ``--concurrency`` workers POST the same signed-size body to a fast
-   keep-alive receiver (answers 204) for ``--seconds`` each: first a raw
-   ``httpx.AsyncClient`` loop (the baseline), then ``HttpxSender.guarded`` (resolution
-   through a stub resolver, SSRF check, pinning, bounded capture, total deadline).
-   Goal: sender/raw >= 0.7x. (Default concurrency 8: on this 2-core box both loops fall
-   to ~250/s at 32 in flight, raw httpx included, so 32 measures that cliff, not us.)
+   keep-alive receiver (answers 204) for ``--seconds`` each: first a raw aiohttp
+   ``ClientSession`` loop (the baseline), then ``AiohttpSender``, the production sender
+   (resolution through a stub resolver, SSRF check, pinning, bounded capture, total
+   deadline). Goal: sender/raw >= 0.7x.
 2. Tarpit isolation. A real ``Node`` (SqliteStore in a temp dir, in-memory peer
-   transport, no peers, ``HttpxSender.guarded`` over the system resolver with
+   transport, no peers, ``AiohttpSender`` over the system resolver with
    ``allow_private_networks = ["127.0.0.0/8"]``) with two endpoints on two receivers;
    a steady stream of events goes to both. Healthy latency = receiver arrival (wall
    clock) - event ``received_at_ms``. Run once with a fast neighbour, once with a
@@ -31,13 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from regionsync.adapters.aiohttp_sender import AiohttpSender  # noqa: E402
 from regionsync.adapters.memory_transport import MemoryNetwork  # noqa: E402
-from regionsync.adapters.sender import HttpxSender  # noqa: E402
 from regionsync.adapters.sqlite_store import SqliteStore  # noqa: E402
 from regionsync.adapters.system import (  # noqa: E402
     SystemClock,
@@ -162,21 +162,22 @@ async def throughput(seconds: float, concurrency: int) -> tuple[float, float]:
     rcv = Receivers(0.0)
     port = rcv.ports[0]
     try:
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        async with httpx.AsyncClient(limits=limits, timeout=15.0, trust_env=False) as client:
+        conn = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=conn) as client:
             url = f"http://127.0.0.1:{port}/hook"
 
             async def raw() -> bool:
-                r = await client.post(url, content=BODY, headers=HEADERS)
-                return r.status_code == 204
+                async with client.post(url, data=BODY, headers=HEADERS) as r:
+                    await r.read()
+                    return r.status == 204
 
             await _drive(raw, 0.5, concurrency)  # warm up connections
             t0 = time.perf_counter()
             ok, bad = await _drive(raw, seconds, concurrency)
             raw_rate = ok / (time.perf_counter() - t0)
-        print(f"  raw httpx AsyncClient: {raw_rate:8.0f} deliveries/s ({ok} ok, {bad} failed)")
+        print(f"  raw aiohttp ClientSession: {raw_rate:8.0f} deliveries/s ({ok} ok, {bad} failed)")
 
-        sender = HttpxSender.guarded(StubResolver(), parse_networks(["127.0.0.0/8"]))
+        sender = AiohttpSender(StubResolver(), parse_networks(["127.0.0.0/8"]))
         req = OutboundRequest(f"http://receiver.test:{port}/hook", HEADERS, BODY, 15.0)
 
         async def guarded() -> bool:
@@ -187,7 +188,9 @@ async def throughput(seconds: float, concurrency: int) -> tuple[float, float]:
         ok, bad = await _drive(guarded, seconds, concurrency)
         sender_rate = ok / (time.perf_counter() - t0)
         await sender.aclose()
-        print(f"  HttpxSender.guarded:   {sender_rate:8.0f} deliveries/s ({ok} ok, {bad} failed)")
+        print(
+            f"  AiohttpSender (guarded):   {sender_rate:8.0f} deliveries/s ({ok} ok, {bad} failed)"
+        )
     finally:
         rcv.close()
     return raw_rate, sender_rate
@@ -218,7 +221,7 @@ async def isolation_run(neighbour_delay: float, rate: float, seconds: float) -> 
         rng=rng,
         ids=UlidSource(clock, rng),
         transport=MemoryNetwork().transport("bench"),
-        sender=HttpxSender.guarded(resolver, parse_networks(["127.0.0.0/8"])),
+        sender=AiohttpSender(resolver, parse_networks(["127.0.0.0/8"])),
         resolver=resolver,
     )
     await node.start()

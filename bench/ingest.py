@@ -25,6 +25,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from delivery_rate import Profiler  # noqa: E402
+
 BODY = json.dumps(
     {"event_type": "order.created", "payload": {"id": "ord_1", "items": ["x"] * 50, "n": 1}}
 ).encode()
@@ -92,10 +96,15 @@ def bare(seconds: float, connections: int) -> dict:
 
 
 def node(
-    seconds: float, connections: int, linger_ms: float = 0.0, store: str = "sqlite"
+    seconds: float,
+    connections: int,
+    linger_ms: float = 0.0,
+    profile: Path | None = None,
+    store: str = "sqlite",
 ) -> tuple[dict, dict]:
     """One node process on ``store`` (``sqlite`` or a PostgreSQL URL) under a closed load
-    and a load paced at 5k/s: ``(closed, paced)`` loadgen results."""
+    and a load paced at 5k/s: ``(closed, paced)`` loadgen results; ``profile``: write a
+    py-spy table of the node's closed loop there."""
     tmp = Path(tempfile.mkdtemp())
     port = free_port()
     (tmp / "node.toml").write_text(
@@ -111,7 +120,10 @@ def node(
         wait_ready(base + "/readyz")
         httpx.post(base + "/v1/tenants", json={"id": "t", "name": "Bench"}).raise_for_status()
         url = base + "/v1/tenants/t/events"
+        prof = Profiler(proc.pid, profile) if profile else None
         closed = load(url, seconds, connections)
+        if prof:
+            prof.stop()
         paced = load(url, seconds, connections, rate=5000)
         counts = httpx.get(base + "/v1/cluster").json()["counts"]
         closed["events_stored"] = counts["events"]
@@ -127,6 +139,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--linger-ms", type=float, nargs="*", default=[0.0],
                     help="group commit linger values to compare (ms)")  # fmt: skip
+    ap.add_argument("--profile", type=Path, help="py-spy top table of the node's closed loop")
     args = ap.parse_args()
     print(f"ingest benchmark: {args.connections} connections, {args.seconds} s per run, "
           f"{len(BODY)}-byte publish body, {os.cpu_count()} cores")  # fmt: skip
@@ -134,7 +147,7 @@ def main() -> None:
     print("bare Starlette handler (parse JSON, 202, no storage):", json.dumps(base))
     runs = {}
     for linger in args.linger_ms:
-        runs[linger] = node(args.seconds, args.connections, linger)
+        runs[linger] = node(args.seconds, args.connections, linger, args.profile)
         closed, paced = runs[linger]
         print(f"regionsync node (durable, group commit, linger {linger} ms):", json.dumps(closed))
         print(f"regionsync node paced at 5000/s (linger {linger} ms):   ", json.dumps(paced))

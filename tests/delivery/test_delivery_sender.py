@@ -394,3 +394,48 @@ async def test_guarded_constructor_keeps_the_timer() -> None:
     assert (outcome.reason, outcome.final) == ("ssrf", True)
     assert outcome.latency_ms == pytest.approx(250.0)
     assert sender.client._trust_env is False  # no proxy from the environment
+
+
+async def test_keep_alive_connections_are_reused_and_a_closed_one_is_not() -> None:
+    """LifoPool: sequential attempts share one connection, concurrent ones get one each,
+    and a connection the receiver closed is replaced, not written to."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                (length,) = [
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ]
+                await reader.readexactly(length)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    sender, backend = make_sender()
+    try:
+        for _ in range(3):
+            assert (await sender.send(post(url))).kind is OutcomeKind.SUCCEEDED
+        assert len(writers) == 1
+        outcomes = await asyncio.gather(*(sender.send(post(url)) for _ in range(4)))
+        assert {o.kind for o in outcomes} == {OutcomeKind.SUCCEEDED}
+        assert len(writers) == 4  # the idle one reused, three opened
+        for w in writers:
+            w.close()
+            await w.wait_closed()
+        again = await sender.send(post(url))
+        assert again.kind is OutcomeKind.SUCCEEDED and again.response_excerpt == "ok"
+        assert len(writers) == 5 and len(backend.streams) == 5
+    finally:
+        await sender.aclose()
+        server.close()
+        await server.wait_closed()

@@ -211,6 +211,7 @@ async def test_three_real_nodes_keep_no_secret_in_files_or_logs(
     async with start_cluster() as cluster, httpx.AsyncClient(timeout=10.0) as client:
         a, b, c = cluster.http.values()
         await expect(client, "POST", f"{a}/v1/tenants", 201, json={"id": "acme", "name": "A"})
+        await eventually(lambda: converged(client, cluster.http))  # the tenant is everywhere
         ep = await expect(
             client, "POST", f"{a}/v1/tenants/acme/endpoints", 201,
             json={"url": "http://127.0.0.1:9/hook", "secret": chosen},

@@ -13,6 +13,7 @@ from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import (
     Attempt,
+    AuditEntry,
     Delivery,
     DeliveryQuery,
     DeliveryStatus,
@@ -280,3 +281,47 @@ async def test_list_event_ids_and_load_deliveries(store) -> None:
     await store.commit(WriteBatch(events=evs, deliveries=[_delivery(2), _delivery(1)]))
     assert await store.list_event_ids() == ["evt_1", "evt_2"]
     assert [d.id for d in await store.load_deliveries()] == ["dlv_001", "dlv_002"]
+
+
+async def test_get_events_reads_many_at_once(store) -> None:
+    events = [Event(f"evt_{i:04d}", "acme", "a", b"{}", REGION, i) for i in range(1200)]
+    await store.commit(WriteBatch(events=events))
+    wanted = [e.id for e in events[::2]] + ["nope", events[0].id]  # past the 500-id chunk
+    got = await store.get_events(wanted)
+    assert got == {e.id: e for e in events[::2]}
+    assert await store.get_events([]) == {}
+
+
+async def test_get_deliveries_reads_many_at_once(store) -> None:
+    ds = [
+        Delivery(f"dlv_{i:04d}", "evt_1", "ep", "acme", DeliveryStatus.PENDING, 0, i, REGION, i, i)
+        for i in range(700)
+    ]
+    await store.commit(WriteBatch(deliveries=ds))
+    got = await store.get_deliveries([d.id for d in ds[1::3]] + ["nope"])
+    assert got == {d.id: d for d in ds[1::3]}
+    assert await store.get_deliveries([]) == {}
+
+
+async def test_audit_newest_first_filters_cursor_and_duplicates(store) -> None:
+    """Audit entries (issue 14): newest first by HLC, then origin and seq; by tenant; from
+    ``since_ms``; before a cursor; an entry stored twice (replicated again) counts once."""
+    entries = [
+        AuditEntry("us:1", i, 1000 + i // 2, i % 2, "token:x", "endpoint.create",
+                   f"endpoint/e{i}", "acme" if i % 3 else "beta", "")
+        for i in range(1, 9)
+    ]  # fmt: skip
+    await store.commit(WriteBatch(audit=entries))
+    await store.commit(WriteBatch(audit=entries[:3]))
+    newest = sorted(entries, key=lambda a: (a.hlc_wall_ms, a.hlc_logical, a.origin, a.seq))[::-1]
+    assert await store.list_audit(None, None, None, 100) == newest
+    assert await store.list_audit("beta", None, None, 100) == [
+        a for a in newest if a.tenant == "beta"
+    ]
+    assert await store.list_audit(None, 1003, None, 100) == [
+        a for a in newest if a.hlc_wall_ms >= 1003
+    ]
+    first = await store.list_audit(None, None, None, 3)
+    last = first[-1]
+    cursor = (last.hlc_wall_ms, last.hlc_logical, last.origin, last.seq)
+    assert first + await store.list_audit(None, None, cursor, 100) == newest

@@ -134,6 +134,10 @@ class MemoryStore:
         self._check()
         return self._events.get(event_id)
 
+    async def get_events(self, event_ids: Sequence[str]) -> dict[str, Event]:
+        self._check()
+        return {i: self._events[i] for i in event_ids if i in self._events}
+
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         self._check()
         return list(self._idem.values())
@@ -144,6 +148,10 @@ class MemoryStore:
         for k in old:
             del self._idem[k]
         return len(old)
+
+    async def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
+        self._check()
+        return {i: self._deliveries[i] for i in delivery_ids if i in self._deliveries}
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         self._check()

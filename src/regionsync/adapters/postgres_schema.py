@@ -69,6 +69,16 @@ MIGRATIONS: list[str] = [
     CREATE INDEX deliveries_pending ON deliveries(region, next_attempt_at_ms, id)
       WHERE status = 'pending';
     """,
+    # 3: the audit log of registry changes (core.model.AuditEntry), as in SqliteStore
+    f"""
+    CREATE TABLE audit(
+      origin {_T}, seq BIGINT NOT NULL, hlc_wall BIGINT NOT NULL,
+      hlc_logical BIGINT NOT NULL, who TEXT NOT NULL, op TEXT NOT NULL, object TEXT NOT NULL,
+      tenant {_T}, detail TEXT NOT NULL, PRIMARY KEY(origin, seq)
+    );
+    CREATE INDEX audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
+    CREATE INDEX audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
+    """,
 ]
 
 

@@ -35,6 +35,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..core.model import (
     Attempt,
+    AuditEntry,
     Delivery,
     DeliveryQuery,
     DeliveryStatus,
@@ -46,7 +47,7 @@ from ..core.model import (
 from ..runtime.ports import StoreInfo
 from .postgres_cluster import REGISTRY_CHANNEL, lock_key
 from .postgres_schema import SCHEMA_LOCK, migrate
-from .sqlite_store import _ATTEMPT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
+from .sqlite_store import _ATTEMPT_COLS, _AUDIT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
 __all__ = ["PostgresStore"]
 
@@ -255,6 +256,16 @@ class PostgresStore:
                         for a in b.attempts
                     ],
                 )  # fmt: skip
+            if b.audit:
+                await cur.executemany(
+                    f"INSERT INTO audit({_AUDIT_COLS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [
+                        (a.origin, a.seq, a.hlc_wall_ms, a.hlc_logical, a.who, a.op, a.object,
+                         a.tenant, a.detail)
+                        for a in b.audit
+                    ],
+                )  # fmt: skip
             if b.idempotency:
                 # the earliest acceptance of a key wins, in every region alike
                 await cur.executemany(
@@ -331,6 +342,41 @@ class PostgresStore:
     async def get_event(self, event_id: str) -> Event | None:
         rows = await self._fetch(f"SELECT {_EVENT_COLS} FROM events WHERE id = %s", (event_id,))
         return Event(*rows[0]) if rows else None
+
+    async def get_events(self, event_ids: Sequence[str]) -> dict[str, Event]:
+        rows = await self._fetch(
+            f"SELECT {_EVENT_COLS} FROM events WHERE id = ANY(%s)", (list(set(event_ids)),)
+        )
+        return {r[0]: Event(*r) for r in rows}
+
+    async def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = ANY(%s)",
+            (list(set(delivery_ids)),),
+        )
+        return {r[0]: _delivery(r) for r in rows}
+
+    async def list_audit(
+        self,
+        tenant: str | None,
+        since_ms: int | None,
+        before: tuple[int, int, str, int] | None,
+        limit: int,
+    ) -> list[AuditEntry]:
+        sql = f"SELECT {_AUDIT_COLS} FROM audit WHERE true"
+        args: list[object] = []
+        if tenant is not None:
+            sql += " AND tenant = %s"
+            args.append(tenant)
+        if since_ms is not None:
+            sql += " AND hlc_wall >= %s"
+            args.append(since_ms)
+        if before is not None:
+            sql += " AND (hlc_wall, hlc_logical, origin, seq) < (%s, %s, %s, %s)"
+            args.extend(before)
+        sql += " ORDER BY hlc_wall DESC, hlc_logical DESC, origin DESC, seq DESC LIMIT %s"
+        args.append(limit)
+        return [AuditEntry(*r) for r in await self._fetch(sql, args)]
 
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         rows = await self._fetch(

@@ -455,6 +455,24 @@ class SqliteStore:
         )
         return Event(*rows[0]) if rows else None
 
+    async def _by_ids(self, cols: str, table: str, ids: Sequence[str]) -> list[Any]:
+        rows: list[Any] = []
+        unique = list(dict.fromkeys(ids))
+        for i in range(0, len(unique), 500):  # under SQLite's host-parameter limit
+            part = unique[i : i + 500]
+            rows += await self.rdb.execute_fetchall(
+                f"SELECT {cols} FROM {table} WHERE id IN ({','.join('?' * len(part))})", part
+            )
+        return rows
+
+    async def get_events(self, event_ids: Sequence[str]) -> dict[str, Event]:
+        rows = await self._by_ids(_EVENT_COLS, "events", event_ids)
+        return {r[0]: Event(*r) for r in rows}
+
+    async def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
+        rows = await self._by_ids(_DELIVERY_COLS, "deliveries", delivery_ids)
+        return {r[0]: _delivery(r) for r in rows}
+
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         rows = await self.rdb.execute_fetchall(
             "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"

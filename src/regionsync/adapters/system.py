@@ -4,6 +4,7 @@ time-ordered ids (ULID layout) and the event loop's resolver."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 import socket
 import time
@@ -13,6 +14,8 @@ from ..runtime.ports import Clock
 __all__ = ["SystemClock", "SystemResolver", "UlidSource", "system_rng"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# RFC 4648 base32 digits -> Crockford's: base64.b32encode does the bit slicing in C
+_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
 
 
 class SystemClock:
@@ -51,9 +54,10 @@ class UlidSource:
         else:
             rand = self._rng.getrandbits(80)
         self._last = (ms, rand)
-        n = (ms << 80) | rand
-        chars = [_CROCKFORD[(n >> (5 * i)) & 31] for i in range(25, -1, -1)]
-        return f"{prefix}_{''.join(chars)}"
+        # 130 bits (the 128-bit value, two leading zero bits) are the last 26 of the 32
+        # five-bit digits of 160 bits
+        digits = base64.b32encode(((ms << 80) | rand).to_bytes(20, "big"))[6:]
+        return f"{prefix}_{digits.translate(_TO_CROCKFORD).decode()}"
 
 
 class SystemResolver:

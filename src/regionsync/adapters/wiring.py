@@ -1,5 +1,5 @@
-"""Composition root of a production node: SQLite or PostgreSQL, gRPC, httpx, system clock,
-uvicorn."""
+"""Composition root of a production node: SQLite or PostgreSQL, gRPC, aiohttp, system
+clock, uvicorn."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import uvicorn
 from ..config import Settings
 from ..core.urlguard import parse_networks
 from ..runtime.node import Node
+from .aiohttp_sender import AiohttpSender
 from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
 from .jsonlog import JsonFormatter
 from .postgres_store import PostgresStore
 from .secretbox import NodeKeys
-from .sender import HttpxSender
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
 from .tracing import otlp_tracer_provider
@@ -58,9 +58,7 @@ def build_node(settings: Settings) -> Node:
         transport=GrpcTransport(
             settings.grpc_listen, settings.tls, settings.replication.max_message_bytes
         ),
-        sender=HttpxSender.guarded(
-            resolver, parse_networks(settings.delivery.allow_private_networks)
-        ),
+        sender=AiohttpSender(resolver, parse_networks(settings.delivery.allow_private_networks)),
         resolver=resolver,
     )
 

@@ -107,7 +107,7 @@ def encode_body(
     if audit is not None:
         body["audit"] = {k: audit[k] for k in sorted(AUDIT_FIELDS)}
     if attempt is not None:
-        body["attempt"] = {k: getattr(attempt, k) for k in sorted(_ATTEMPT_FIELDS)}
+        body["attempt"] = {k: getattr(attempt, k) for k in _sorted_keys(_ATTEMPT_FIELDS)}
     if deliveries:
         body["deliveries"] = [_delivery_fields(d) for d in deliveries]
     if idempotency is not None:
@@ -115,7 +115,7 @@ def encode_body(
     if delivery is not None:
         body["delivery"] = _delivery_fields(delivery)
     if event is not None:
-        body["event"] = {k: getattr(event, k) for k in sorted(_EVENT_FIELDS)}
+        body["event"] = {k: getattr(event, k) for k in _sorted_keys(_EVENT_FIELDS)}
         if event.owner_gen:
             body["event"]["owner_gen"] = event.owner_gen
     if registry:
@@ -123,11 +123,20 @@ def encode_body(
     return msgpack.packb(body, use_bin_type=True)
 
 
+_KEYS: dict[int, tuple[str, ...]] = {}
+
+
+def _sorted_keys(spec: dict[str, Any]) -> tuple[str, ...]:
+    """``sorted(spec)``, computed once per field table (records are encoded per write)."""
+    keys = _KEYS.get(id(spec))
+    if keys is None:
+        keys = _KEYS[id(spec)] = tuple(sorted(spec))
+    return keys
+
+
 def _delivery_fields(d: Delivery) -> dict[str, Any]:
-    out = {
-        k: (getattr(d, k).value if k == "status" else getattr(d, k))
-        for k in sorted(_DELIVERY_FIELDS)
-    }
+    out = {k: getattr(d, k) for k in _sorted_keys(_DELIVERY_FIELDS)}
+    out["status"] = d.status.value
     if d.owner_gen:
         out["owner_gen"] = d.owner_gen
     return out

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import replace
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
@@ -23,11 +22,11 @@ from ..core.envelope import delivery_body, delivery_headers
 from ..core.health import HealthPolicy
 from ..core.lanes import Lane, TenantSlots, TokenBucket
 from ..core.lanes import tenant_cap as cap_rule
-from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
+from ..core.model import Attempt, Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S, OutcomeKind, attempt_row, next_step
 from .operational import OperationalEvents
-from .outcomes import health_deltas
+from .outcomes import Outcome, OutcomeRecorder
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
@@ -73,14 +72,20 @@ class DeliveryWorker:
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.lanes: dict[str, Lane] = {}
         self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
-        self._health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
+        self.recorder = OutcomeRecorder(
+            self.region, catalog, writer, queue, store, clock, self.policy, ops
+        )
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
+        self._expired_at: float | None = None  # monotonic s of the last starvation check
 
     async def run(self) -> None:
+        recorder = asyncio.create_task(self.recorder.run())
         try:
             while True:
                 self.queue.wake.clear()
                 soonest = await self._launch_due()
+                if self.queue.wake.is_set():
+                    continue  # attempts finished meanwhile: claim again, no sleep to plan
                 now = self.clock.wall_ms()
                 nxt = None
                 for owner in self.custody.claimable():
@@ -102,6 +107,8 @@ class DeliveryWorker:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            recorder.cancel()
+            await asyncio.gather(recorder, return_exceptions=True)
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)
@@ -164,9 +171,10 @@ class DeliveryWorker:
             if not due:
                 return soonest
             refill = False
+            launch: list[tuple[Delivery, bool]] = []
             for d in due:
                 if free <= 0:
-                    return soonest
+                    break
                 if d.endpoint_id in blocked:
                     refill = True
                     continue
@@ -196,12 +204,33 @@ class DeliveryWorker:
                 if d.region != self.region:
                     self.custody.adopted(d.id)
                 self.inflight[d.id] = d.endpoint_id
-                task = asyncio.create_task(self._attempt(d, lane_taken=sends))
-                self._tasks[task] = None
-                task.add_done_callback(lambda t: self._tasks.pop(t, None))
+                launch.append((d, sends))
+            await self._spawn(launch)
             if not refill:
                 return soonest
         return soonest
+
+    async def _spawn(self, launch: list[tuple[Delivery, bool]]) -> None:
+        """Start the attempts of ``launch`` (claimed: in ``inflight``, lanes taken), with
+        their events read in one query."""
+        try:
+            events = await self.store.get_events([d.event_id for d, _ in launch])
+        except BaseException:
+            for d, sends in launch:
+                self._release(d, sends)
+            raise
+        for d, sends in launch:
+            task = asyncio.create_task(self._attempt(d, events.get(d.event_id), sends))
+            self._tasks[task] = None
+            task.add_done_callback(lambda t: self._tasks.pop(t, None))
+
+    def _release(self, d: Delivery, lane_taken: bool) -> None:
+        self.inflight.pop(d.id, None)
+        if lane_taken:
+            self.tenants.release(d.tenant)
+        if lane_taken and d.endpoint_id in self.lanes:
+            self.lanes[d.endpoint_id].release()
+        self.queue.wake.set()
 
     async def _due(self, now_ms: int, limit: int, blocked: set[str]) -> list[Delivery]:
         """Due deliveries of every owner custody gives this region, soonest first; an
@@ -227,9 +256,9 @@ class DeliveryWorker:
             if not self.custody.delivers(owner, rec, eid)
         }
 
-    async def _attempt(self, d: Delivery, lane_taken: bool) -> None:
+    async def _attempt(self, d: Delivery, event: Event | None, lane_taken: bool) -> None:
         try:
-            await self._attempt_inner(d)
+            await self._attempt_inner(d, event)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -238,30 +267,35 @@ class DeliveryWorker:
             # never a hot loop: push the delivery back as a failed try would be
             later = self.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
             with contextlib.suppress(Exception):
-                await self._record(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
+                await self.recorder.record(
+                    Outcome(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
+                )
         finally:
-            self.inflight.pop(d.id, None)
-            if lane_taken:
-                self.tenants.release(d.tenant)
-            if lane_taken and d.endpoint_id in self.lanes:
-                self.lanes[d.endpoint_id].release()
-            self.queue.wake.set()
+            self._release(d, lane_taken)
 
     async def _expire_starved(self, now_ms: int) -> None:
         """Pending deliveries due for longer than the retry horizon (``DEADLINE_S``)
-        without an attempt (a lane too slow or blocked) become dead, counted as failed."""
+        without an attempt (a lane too slow or blocked) become dead, counted as failed.
+        Checked at most once per ``poll_interval_s`` (the horizon is days long)."""
+        mono = self.clock.monotonic()
+        if self._expired_at is not None and mono - self._expired_at < self.opts.poll_interval_s:
+            return
+        self._expired_at = mono
         cutoff = now_ms - DEADLINE_S * 1000
-        for d in await self.store.due_deliveries(self.region, cutoff, 100, list(self.inflight)):
-            await self._record(d, DeliveryStatus.DEAD, None, d.attempts, None, None)
+        starved = await self.store.due_deliveries(self.region, cutoff, 100, list(self.inflight))
+        await asyncio.gather(*(
+            self.recorder.record(Outcome(d, DeliveryStatus.DEAD, None, d.attempts, None, None))
+            for d in starved
+        ))  # fmt: skip
 
     def _forget_stale_health(self) -> None:
         """Drop this region's health view of endpoints deleted or given a new url (also
         a url changed in another region): failures at the old url do not count."""
         for eid in list(self.queue.health):
             view = self.catalog.registry.endpoint(eid)
-            if view is None or view.url != self._health_url.get(eid, view.url):
+            if view is None or view.url != self.recorder.health_url.get(eid, view.url):
                 del self.queue.health[eid]
-                self._health_url.pop(eid, None)
+                self.recorder.health_url.pop(eid, None)
 
     def _endpoint_of(self, d: Delivery) -> EndpointView | None:
         """The live endpoint ``d`` was fanned out to, or None if it was deleted (also when
@@ -272,8 +306,7 @@ class DeliveryWorker:
             return None
         return ep
 
-    async def _attempt_inner(self, d: Delivery) -> None:
-        event = await self.store.get_event(d.event_id)
+    async def _attempt_inner(self, d: Delivery, event: Event | None) -> None:
         ep = self._endpoint_of(d)
         attempt: Attempt | None = None
         health_event: str | None = None
@@ -319,57 +352,4 @@ class DeliveryWorker:
                 health_event = "exhausted"
             else:
                 health_event = "failure"
-        await self._record(d, status, next_at, attempts, attempt, health_event)
-
-    async def _record(
-        self,
-        d: Delivery,
-        status: DeliveryStatus,
-        next_at: int | None,
-        attempts: int,
-        attempt: Attempt | None,
-        health_event: str | None,
-    ) -> None:
-        async with self.writer.local_lock():
-            now = self.clock.wall_ms()
-            current = await self.store.get_delivery(d.id)
-            if current is not None and current.generation != d.generation:
-                return  # a retry or recovery started a new generation meanwhile
-            new = replace(
-                d, status=status, next_attempt_at_ms=next_at, attempts=attempts, updated_at_ms=now
-            )
-            if current is not None:  # another custodian's outcome may have arrived meanwhile
-                new = delivery_join(current, new)
-            batch = WriteBatch(deliveries=[new], attempts=[attempt] if attempt else [])
-            deltas, change = health_deltas(
-                self.catalog, self.queue, self._health_url, self.writer,
-                d.endpoint_id, health_event, now, self.policy,
-            )  # fmt: skip
-            reg = self.catalog.registry
-            was_final = current is not None and current.status.final
-            finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
-            if finished:
-                # usage counters count deliveries by current status (README, "Usage
-                # counters"): only a pending -> final transition moves them
-                if d.region == self.region:
-                    self.queue.backlog -= 1
-                deltas.update(reg.count(d.tenant, "backlog", -1, self.writer.actor))
-                if new.status is DeliveryStatus.DELIVERED:
-                    deltas.update(reg.count(d.tenant, "deliveries_succeeded", 1, self.writer.actor))
-                elif new.status is DeliveryStatus.DEAD:
-                    deltas.update(reg.count(d.tenant, "deliveries_failed", 1, self.writer.actor))
-            # every outcome is replicated: a region that takes custody over continues
-            # from these attempts and this schedule
-            stamp = self.writer.stamp()
-            durable = self.writer.commit_local(
-                "delivery", stamp, deltas, batch, delivery=new, attempt=attempt
-            )
-        await durable
-        if self.ops is not None:  # once per transition this region wrote
-            if change is not None:
-                self.ops.emit(change, {"tenant": d.tenant, "endpoint": d.endpoint_id,
-                                       "trigger": health_event}, d.tenant)  # fmt: skip
-            if finished and new.status is DeliveryStatus.DEAD:
-                self.ops.emit("delivery.dead", {
-                    "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
-                    "event": d.event_id, "attempts": new.attempts}, d.tenant)  # fmt: skip
+        await self.recorder.record(Outcome(d, status, next_at, attempts, attempt, health_event))

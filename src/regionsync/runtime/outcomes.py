@@ -1,23 +1,192 @@
-"""What follows a delivery attempt besides its status: the endpoint's health view
-(core.health, with the replicated failing-since / disabled fields) and the operational
-event of its change (core.operational)."""
+"""Recording delivery outcomes in batches: the delivery worker's write half.
+
+Each attempt's outcome (or a skip, cancel, expiry or crash push-back) is queued with
+``record`` and made durable by one writer task in batches: per batch one read of the
+stored deliveries, one hold of the write lock, one own record per delivery (delivery state
+and attempt, replicated as before) plus one ``registry`` record with the batch's usage
+counter moves summed per (tenant, counter), all in one WriteBatch, so one atomic group
+commit. ``record`` returns once that commit is durable (it raises what the commit raised).
+Operational events of the batch (endpoint health transitions, dead deliveries;
+core.operational) are emitted once it is durable, once per transition this region wrote.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass, replace
 from typing import Any
 
 from crdt import CRDT
 
 from ..core.health import Health, HealthPolicy
 from ..core.health import step as health_step
+from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.operational import health_transition
-from .ports import LocalWriter
+from .operational import OperationalEvents
+from .ports import Clock, LocalWriter, Store
 from .state import Catalog, DeliveryQueue
 
-__all__ = ["health_deltas"]
+__all__ = ["Outcome", "OutcomeRecorder", "health_deltas"]
 
 log = logging.getLogger("regionsync.delivery")
+
+MAX_BATCH = 256  # outcomes per write-lock hold and WriteBatch
+
+_Emit = tuple[str, dict[str, Any], str]  # operational event: (type, data, tenant)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What to record for ``delivery`` (as claimed): its new ``status``, next attempt
+    time (ms, or None), attempt count, the attempt row (None if nothing was sent) and the
+    health input of ``core.health.step`` (None if none)."""
+
+    delivery: Delivery
+    status: DeliveryStatus
+    next_at_ms: int | None
+    attempts: int
+    attempt: Attempt | None
+    health_event: str | None
+
+
+class OutcomeRecorder:
+    """Batches outcomes into durable local writes; ``run()`` is its writer task."""
+
+    def __init__(
+        self,
+        region: str,
+        catalog: Catalog,
+        writer: LocalWriter,
+        queue: DeliveryQueue,
+        store: Store,
+        clock: Clock,
+        policy: HealthPolicy,
+        ops: OperationalEvents | None = None,
+    ):
+        self.region, self.catalog, self.writer, self.queue = region, catalog, writer, queue
+        self.store, self.clock, self.policy, self.ops = store, clock, policy, ops
+        self.health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
+        self._pending: list[tuple[Outcome, asyncio.Future[None]]] = []
+        self._wake = asyncio.Event()
+        self._settling: set[asyncio.Task[None]] = set()
+
+    async def record(self, outcome: Outcome) -> None:
+        """Queue ``outcome``; returns once it is durable (or skipped: a retry or recovery
+        started a new generation of the delivery meanwhile)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((outcome, fut))
+        self._wake.set()
+        await fut
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._pending:
+                    group = self._pending[:MAX_BATCH]
+                    del self._pending[:MAX_BATCH]
+                    try:
+                        durable, emits = await self._write(group)
+                    except Exception as exc:  # never leave a caller waiting
+                        _fail(group, exc)
+                        continue
+                    task = asyncio.ensure_future(self._settle(durable, group, emits))
+                    self._settling.add(task)
+                    task.add_done_callback(self._settling.discard)
+        finally:
+            pending, self._pending = self._pending, []
+            _fail(pending, ConnectionAbortedError("delivery worker stopped"))
+
+    async def _write(
+        self, group: list[tuple[Outcome, asyncio.Future[None]]]
+    ) -> tuple[asyncio.Future[None] | None, list[_Emit]]:
+        reg = self.catalog.registry
+        emits: list[_Emit] = []
+        async with self.writer.local_lock():  # type: ignore[attr-defined]
+            now = self.clock.wall_ms()
+            current = await self.store.get_deliveries([o.delivery.id for o, _ in group])
+            batch = WriteBatch()
+            moves: dict[tuple[str, str], int] = {}
+            wrote = False
+            for o, _ in group:
+                d = o.delivery
+                cur = current.get(d.id)
+                if cur is not None and cur.generation != d.generation:
+                    continue  # a retry or recovery started a new generation meanwhile
+                new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
+                              attempts=o.attempts, updated_at_ms=now)  # fmt: skip
+                if cur is not None:  # another custodian's outcome may have arrived meanwhile
+                    new = delivery_join(cur, new)
+                current[d.id] = new  # a second outcome of the same delivery builds on it
+                was_final = cur is not None and cur.status.final
+                finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
+                if finished:
+                    # usage counters count deliveries by current status (README, "Usage
+                    # counters"): only a pending -> final transition moves them
+                    if d.region == self.region:
+                        self.queue.backlog -= 1
+                    _move(moves, d.tenant, "backlog", -1)
+                    if new.status is DeliveryStatus.DELIVERED:
+                        _move(moves, d.tenant, "deliveries_succeeded", 1)
+                    elif new.status is DeliveryStatus.DEAD:
+                        _move(moves, d.tenant, "deliveries_failed", 1)
+                deltas, change = health_deltas(
+                    self.catalog, self.queue, self.health_url, self.writer,
+                    d.endpoint_id, o.health_event, now, self.policy,
+                )  # fmt: skip
+                if change is not None:
+                    emits.append((change, {"tenant": d.tenant, "endpoint": d.endpoint_id,
+                                           "trigger": o.health_event}, d.tenant))  # fmt: skip
+                if finished and new.status is DeliveryStatus.DEAD:
+                    emits.append(("delivery.dead", {
+                        "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
+                        "event": d.event_id, "attempts": new.attempts}, d.tenant))  # fmt: skip
+                batch.deliveries.append(new)
+                if o.attempt is not None:
+                    batch.attempts.append(o.attempt)
+                # every outcome is replicated: a region that takes custody over continues
+                # from these attempts and this schedule
+                self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
+                                         delivery=new, attempt=o.attempt)  # fmt: skip
+                wrote = True
+            counters: dict[str, CRDT] = {}
+            for (tenant, counter), n in sorted(moves.items()):
+                if n:
+                    counters.update(reg.count(tenant, counter, n, self.writer.actor))
+            if counters:  # one counter delta per (tenant, counter) and batch
+                self.writer.record_local("registry", self.writer.stamp(), counters, batch)
+            return (self.writer.submit(batch) if wrote else None), emits
+
+    async def _settle(
+        self,
+        durable: asyncio.Future[None] | None,
+        group: list[tuple[Outcome, asyncio.Future[None]]],
+        emits: list[_Emit],
+    ) -> None:
+        try:
+            if durable is not None:
+                await durable
+        except Exception as exc:
+            _fail(group, exc)
+            return
+        if self.ops is not None:  # once per transition this region wrote, once durable
+            for event_type, data, tenant in emits:
+                self.ops.emit(event_type, data, tenant)
+        for _, fut in group:
+            if not fut.done():
+                fut.set_result(None)
+
+
+def _move(moves: dict[tuple[str, str], int], tenant: str, counter: str, n: int) -> None:
+    moves[(tenant, counter)] = moves.get((tenant, counter), 0) + n
+
+
+def _fail(group: list[tuple[Outcome, asyncio.Future[None]]], exc: BaseException) -> None:
+    for _, fut in group:
+        if not fut.done():
+            fut.set_exception(exc)
 
 
 def health_deltas(

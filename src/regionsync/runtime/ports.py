@@ -192,6 +192,10 @@ class Store(Protocol):
 
     async def get_event(self, event_id: str) -> Event | None: ...
 
+    async def get_events(self, event_ids: Sequence[str]) -> dict[str, Event]:
+        """The stored events of ``event_ids`` by id (absent ids left out); one read."""
+        ...
+
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
         """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``."""
         ...
@@ -201,6 +205,10 @@ class Store(Protocol):
         ...
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None: ...
+
+    async def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
+        """The stored deliveries of ``delivery_ids`` by id (absent ids left out); one read."""
+        ...
 
     async def deliveries_of_event(self, event_id: str) -> list[Delivery]: ...
 
@@ -313,6 +321,20 @@ class LocalWriter(Protocol):
         attempt: Attempt | None = None,
         audit: dict[str, str] | None = None,
     ) -> asyncio.Future[None]: ...
+
+    def record_local(
+        self,
+        kind: str,
+        stamp: Timestamp,
+        deltas: Mapping[str, CRDT],
+        batch: WriteBatch,
+        event: Event | None = None,
+        delivery: Delivery | None = None,
+        idempotency: tuple[str, str, str, str, int, str] | None = None,
+        deliveries: list[Delivery] | None = None,
+        attempt: Attempt | None = None,
+        audit: dict[str, str] | None = None,
+    ) -> None: ...
 
 
 class LocalLog(Protocol):

@@ -173,6 +173,27 @@ class WritePath:
         ``delivery``, ``deliveries``, ``attempt``, ``idempotency`` and ``audit`` (core.records;
         ``runtime.audit.audit_section``), which also goes into this store's audit log."""
         batch = batch or WriteBatch()
+        self.record_local(kind, stamp, deltas, batch, event, delivery, idempotency, deliveries,
+                          attempt, audit)  # fmt: skip
+        return self.submit(batch)
+
+    def record_local(
+        self,
+        kind: str,
+        stamp: Timestamp,
+        deltas: Mapping[str, CRDT],
+        batch: WriteBatch,
+        event: Event | None = None,
+        delivery: Delivery | None = None,
+        idempotency: IdempotencyRow | None = None,
+        deliveries: list[Delivery] | None = None,
+        attempt: Attempt | None = None,
+        audit: dict[str, str] | None = None,
+    ) -> None:
+        """``commit_local`` without the submit: apply ``deltas`` in memory and append the
+        new own record (and the registry states it changed) to ``batch``, which the
+        caller submits once with every record it added (one atomic group commit). Call
+        with ``lock`` held and submit before releasing it (records go out in seq order)."""
         changed = self.catalog.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
         body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt, audit)
@@ -182,7 +203,6 @@ class WritePath:
         batch.version_vector[self.actor] = seq
         batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
         self.version_vector[self.actor] = seq
-        return self.submit(batch)
 
     def notify_log(self) -> None:
         """Wake every replication link: the log has new records."""

@@ -29,5 +29,6 @@ async def test_openapi_documents_bodies_and_problems(tmp_path: Path) -> None:
         schema = op["requestBody"]["content"]["application/json"]["schema"]
         assert schema["properties"], path
         problem = op["responses"]["422"]["content"]["application/json"]["schema"]
-        assert set(problem["properties"]) == {"error", "detail", "field"}
+        # path and schema_path: a schema_violation's JSON Pointers (event-type catalogs)
+        assert set(problem["properties"]) == {"error", "detail", "field", "path", "schema_path"}
     assert "/in/{source}" in paths and "/v1/tenants/{tenant}/jobs/{job}" in paths

@@ -174,3 +174,23 @@ async def test_bad_list_parameters_are_422_naming_the_field(
 async def test_lists_of_a_missing_tenant_are_404(api: Api) -> None:
     for what in ("events", "deliveries", "jobs"):
         assert_problem(await api.client.get(f"/v1/tenants/nope/{what}"), 404, "tenant")
+
+
+async def test_tenant_shows_its_cluster_wide_publish_rate(api: Api) -> None:
+    """``publish_rate_cluster_per_s``: events/s over about the last minute, from the
+    replicated usage counter; null until two samples a second apart exist."""
+    c = api.client
+    assert (await c.post("/v1/tenants", json={"id": "busy", "name": "B"})).status_code == 201
+    first = (await c.get("/v1/tenants/busy")).json()
+    assert first["publish_rate_cluster_per_s"] in (None, 0.0)
+    for i in range(12):
+        body = {"event_type": "rate.test", "payload": {"i": i}}
+        assert (await c.post("/v1/tenants/busy/events", json=body)).status_code == 202
+
+    async def measured() -> float | None:
+        return (await c.get("/v1/tenants/busy")).json()["publish_rate_cluster_per_s"]
+
+    rate = await eventually(measured, timeout_s=10)
+    assert 0 < rate <= 12.0  # 12 events over at least one second
+    listed = {t["id"]: t for t in (await c.get("/v1/tenants")).json()["items"]}
+    assert listed["busy"]["publish_rate_cluster_per_s"] > 0

@@ -8,6 +8,7 @@ never answers 500), and puts the fast ingest lane in front for publish and inbou
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -46,13 +47,19 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
     """The ASGI app serving ``node``; with ``manage_node`` its lifespan starts and stops
     the node (so a server's graceful shutdown also stops replication and delivery)."""
 
+    ctx = ApiContext(node, Auth(node), node.settings.ingest.max_payload_bytes)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if manage_node:
             await node.start()
+        sampler = asyncio.create_task(ctx.usage_rates.run())
         try:
             yield
         finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
             if manage_node:
                 await node.stop()
 
@@ -64,7 +71,6 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         lifespan=lifespan,
         responses=PROBLEM_RESPONSES,
     )
-    ctx = ApiContext(node, Auth(node), node.settings.ingest.max_payload_bytes)
 
     @app.exception_handler(ClientError)
     async def _client_error(request: Request, exc: ClientError) -> JSONResponse:

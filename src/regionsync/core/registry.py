@@ -647,6 +647,10 @@ class Registry:
     def delete_source(self, source_id: str) -> Deltas:
         return {"sources": self._get("sources", ORSet).remove(source_id)}
 
+    def usage(self, tenant_id: str, counter: str) -> int:
+        """The converged value of one usage counter of a tenant (0 if never moved)."""
+        return self._get(f"t/{tenant_id}/usage/{counter}", PNCounter).value()
+
     def count(self, tenant_id: str, counter: str, n: int, actor: str) -> Deltas:
         """Delta adding ``n`` (may be negative) to a usage counter of a tenant."""
         key = f"t/{tenant_id}/usage/{counter}"

@@ -40,6 +40,7 @@ from ...errors import (
 from ...runtime.audit import acting_as
 from ...runtime.node import Node
 from ...runtime.recovery import Job
+from ..usage_rates import UsageRates
 
 __all__ = [
     "ApiContext",
@@ -183,7 +184,9 @@ async def read_object(request: Request, max_bytes: int, surrogates: bool = False
     return loads_members(decode_utf8(raw), surrogates=surrogates)[0]
 
 
-def tenant_json(t: TenantView) -> dict[str, Any]:
+def tenant_json(t: TenantView, cluster_rate: float | None = None) -> dict[str, Any]:
+    """A tenant body; ``cluster_rate``: events/s all regions accepted over about the last
+    minute, from the replicated usage counter (adapters.usage_rates), or None."""
     return {
         "id": t.id,
         "name": t.name,
@@ -193,6 +196,7 @@ def tenant_json(t: TenantView) -> dict[str, Any]:
         "delivery_max_in_flight": t.delivery_max_in_flight,
         "created_at": rfc3339(t.created_at_ms),
         "usage": t.usage,
+        "publish_rate_cluster_per_s": cluster_rate,
     }
 
 
@@ -424,3 +428,7 @@ class ApiContext:
     auth: Auth
     max_body: int
     fast_routes: dict[str, Any] = field(default_factory=dict)
+    usage_rates: UsageRates = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.usage_rates = UsageRates(self.node)

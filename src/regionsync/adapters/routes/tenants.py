@@ -55,12 +55,13 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request)
         page_params(limit, None)
         rows, nxt = node.listing.tenants(decode_cursor(cursor), limit)
-        return {"items": [tenant_json(t) for t in rows], "next": encode_cursor(nxt)}
+        items = [tenant_json(t, ctx.usage_rates.rate(t.id)) for t in rows]
+        return {"items": items, "next": encode_cursor(nxt)}
 
     @router.get("/v1/tenants/{tenant}")
     async def get_tenant(request: Request, tenant: str) -> dict[str, Any]:
         ctx.auth.check(request, tenant)
-        return tenant_json(node.catalog.tenant(tenant))
+        return tenant_json(node.catalog.tenant(tenant), ctx.usage_rates.rate(tenant))
 
     @router.patch("/v1/tenants/{tenant}", openapi_extra=body("tenant_patch"))
     async def patch_tenant(request: Request, tenant: str) -> dict[str, Any]:

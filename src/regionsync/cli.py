@@ -1,6 +1,6 @@
 """Command line: ``regionsync serve``, ``regionsync demo``, and the management commands
 over a node's HTTP API (``regionsync.manage``: status, tenants, endpoints, sources,
-events, deliveries, recover, replay; see ``regionsync --help``)."""
+events, deliveries, recover, replay, token; see ``regionsync --help``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import click
 import pydantic
 
 from . import manage
-from .cli_tokens import token
 from .config import load_settings
 
 __all__ = ["main"]
@@ -143,9 +142,6 @@ def sim(args: tuple[str, ...]) -> None:
     import subprocess
 
     sys.exit(subprocess.call([sys.executable, "-m", "sim", *args]))
-
-
-main.add_command(token)
 
 
 if __name__ == "__main__":  # pragma: no cover

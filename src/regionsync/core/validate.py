@@ -46,9 +46,13 @@ RESERVED_HEADERS = frozenset(
 
 
 def check_id(value: Any, field: str) -> str:
-    """A user-supplied id: ``[A-Za-z0-9_.-]{1,64}``."""
+    """A user-supplied id: ``[A-Za-z0-9_.-]{1,64}``, not ``.`` or ``..`` (RFC 3986 dot
+    segments: clients and proxies resolve them as path navigation, so such an id could
+    not be addressed in a URL). Raises Unprocessable naming ``field``."""
     if not isinstance(value, str) or not ID_RE.fullmatch(value):
         raise Unprocessable("must match [A-Za-z0-9_.-]{1,64}", field=field)
+    if value in (".", ".."):
+        raise Unprocessable("must not be '.' or '..'", field=field)
     return value
 
 

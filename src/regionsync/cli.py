@@ -122,11 +122,26 @@ def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> N
     multiple=True,
     help="An extra DNS name or IP address for every certificate (repeat).",
 )
-def certs(out: Path, regions: tuple[str, ...], names: tuple[str, ...]) -> None:
-    """Make a private CA and per-region certificates for mutual TLS (local use)."""
-    from .certs import make_certs
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing CA in --out (earlier certificates stop chaining to it).",
+)
+def certs(out: Path, regions: tuple[str, ...], names: tuple[str, ...], force: bool) -> None:
+    """Make a private CA (or reuse the one in --out) and per-region certificates for
+    mutual TLS (local use)."""
+    from .certs import CertsError, make_certs
 
-    for path in make_certs(out, regions, names).values():
+    try:
+        written = make_certs(out, regions, names, force=force)
+    except CertsError as exc:
+        raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        where = exc.filename or out
+        raise click.ClickException(f"--out: {where}: {exc.strerror or exc}") from None
+    if "ca.pem" not in written:
+        click.echo(f"signed with the existing CA {out / 'ca.pem'}", err=True)
+    for path in written.values():
         click.echo(str(path))
 
 

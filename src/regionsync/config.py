@@ -23,6 +23,7 @@ from pydantic_settings import (
 from .core.wire import ENVELOPE_BYTES, RECORD_OVERHEAD_BYTES, message_budget
 
 __all__ = [
+    "REGION_PATTERN",
     "DeliverySettings",
     "HttpSettings",
     "Peer",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 _REGION = r"^[a-z0-9][a-z0-9\-]{0,62}$"
+REGION_PATTERN = _REGION  # a region name; `regionsync certs` checks --region with it too
 
 
 class _Section(BaseModel):

@@ -92,3 +92,75 @@ def test_certs_command_writes_a_ca_and_region_certificates(tmp_path: Path) -> No
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["ca.key", "ca.pem", "eu-1.key", "eu-1.pem", "us-east-1.key", "us-east-1.pem"]
     assert (tmp_path / "eu-1.key").stat().st_mode & 0o077 == 0
+
+
+def _certs(*args: str) -> object:
+    return CliRunner().invoke(main, ["certs", *args])
+
+
+def test_certs_reuses_an_existing_ca_when_a_region_is_added(tmp_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    first = _certs("--out", str(tmp_path), "--region", "us-east-1", "--name", "peer.example.com")
+    assert first.exit_code == 0, first.output
+    ca_key, ca_pem = (tmp_path / "ca.key").read_bytes(), (tmp_path / "ca.pem").read_bytes()
+    added = _certs("--out", str(tmp_path), "--region", "ap-southeast-1")
+    assert added.exit_code == 0, added.output
+    assert "existing CA" in added.output and "ca.key" not in added.output.split("\n", 1)[1]
+    assert (tmp_path / "ca.key").read_bytes() == ca_key
+    assert (tmp_path / "ca.pem").read_bytes() == ca_pem
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    for region in ("us-east-1", "ap-southeast-1"):  # both chain to the one CA
+        cert = x509.load_pem_x509_certificate((tmp_path / f"{region}.pem").read_bytes())
+        cert.verify_directly_issued_by(ca)
+    assert isinstance(ca.public_key(), ec.EllipticCurvePublicKey)
+    forced = _certs("--out", str(tmp_path), "--region", "eu-1", "--force")
+    assert forced.exit_code == 0 and (tmp_path / "ca.key").read_bytes() != ca_key
+
+
+def test_certs_refuses_a_half_or_foreign_ca(tmp_path: Path) -> None:
+    assert _certs("--out", str(tmp_path / "a"), "--region", "r1").exit_code == 0
+    assert _certs("--out", str(tmp_path / "b"), "--region", "r1").exit_code == 0
+    (tmp_path / "a" / "ca.key").write_bytes((tmp_path / "b" / "ca.key").read_bytes())
+    res = _certs("--out", str(tmp_path / "a"), "--region", "r2")
+    assert res.exit_code == 2 and "ca.key is not the key of ca.pem" in res.output, res.output
+    (tmp_path / "b" / "ca.key").unlink()
+    res = _certs("--out", str(tmp_path / "b"), "--region", "r2")
+    assert res.exit_code == 2 and "only one of ca.pem and ca.key" in res.output, res.output
+    (tmp_path / "a" / "ca.key").write_text("junk")
+    res = _certs("--out", str(tmp_path / "a"), "--region", "r2")
+    assert res.exit_code == 2 and "cannot be read" in res.output, res.output
+    assert not (tmp_path / "a" / "r2.pem").exists() and not (tmp_path / "b" / "r2.pem").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--region", "../escaped"), "--region '../escaped'"),
+        (("--region", "BAD REGION"), "--region 'BAD REGION'"),
+        (("--region", "a/b"), "--region 'a/b'"),
+        (("--region", "ok", "--name", "bad name!!"), "--name 'bad name!!'"),
+        (("--region", "ok", "--name", "-x.example"), "--name '-x.example'"),
+        (("--region", "ok", "--name", "a" * 64 + ".example"), "not a DNS name"),
+    ],
+)
+def test_certs_refuses_bad_regions_and_names(tmp_path: Path, args: tuple, needle: str) -> None:
+    res = _certs("--out", str(tmp_path / "ct" / "out"), *args)
+    assert res.exit_code == 2 and needle in res.output, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "ct").exists()
+    assert list(tmp_path.rglob("*.pem")) == []
+
+
+def test_certs_accepts_ip_and_wildcard_names(tmp_path: Path) -> None:
+    res = _certs("--out", str(tmp_path), "--region", "r1", "--name", "10.0.0.1", "--name",
+                 "*.internal.example", "--name", "::1")  # fmt: skip
+    assert res.exit_code == 0, res.output
+
+
+def test_certs_unwritable_out_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for out in ("/proc/x", str(tmp_path / "file" / "sub")):
+        res = _certs("--out", out, "--region", "a")
+        assert res.exit_code == 1, res.output
+        assert res.output.startswith("Error: --out:") and len(res.output.splitlines()) == 1

@@ -5,6 +5,7 @@ events, deliveries, recover, replay, token; see ``regionsync --help``)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from pathlib import Path
 
@@ -15,6 +16,20 @@ from . import manage
 from .config import load_settings
 
 __all__ = ["main"]
+
+
+class CannotRun(click.ClickException):
+    """One ``Error:`` line and exit 2: this install or these files cannot do what was asked
+    (a missing extra, an unusable ``--payloads`` directory)."""
+
+    exit_code = 2
+
+
+def _finite(param: click.Parameter, value: float) -> float:
+    """``value`` unless it is NaN (which every range check lets through)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", param=param)
+    return value
 
 
 def run_async(coro: object) -> object:
@@ -62,6 +77,13 @@ def serve(config_path: str | None) -> None:
             path = getattr(settings.tls, name)
             if not path.is_file():
                 raise click.ClickException(f"tls.{name}: file not found: {path}")
+    if settings.tracing is not None:
+        from .adapters.tracing import OtelMissing, require_otel
+
+        try:
+            require_otel()
+        except OtelMissing as exc:
+            raise CannotRun(str(exc)) from None
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -89,16 +111,21 @@ def serve(config_path: str | None) -> None:
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=click.FloatRange(0, 3600, min_open=True),
+    callback=lambda _ctx, param, v: _finite(param, v),
     default=120.0,
     show_default=True,
     help="Seconds to wait for delivery and convergence.",
 )
 def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> None:
     """Start three regions on loopback, publish, deliver, check convergence."""
-    from .demo import run_demo
+    from .demo import PayloadsError, load_payloads, run_demo
 
-    ok = run_async(run_demo(payloads, as_json=as_json, events=events, timeout_s=timeout))
+    try:
+        items = load_payloads(payloads, events)
+    except PayloadsError as exc:
+        raise CannotRun(f"--payloads: {exc}") from None
+    ok = run_async(run_demo(payloads, as_json=as_json, timeout_s=timeout, items=items))
     sys.exit(0 if ok else 1)
 
 

@@ -164,3 +164,67 @@ def test_certs_unwritable_out_is_one_line(tmp_path: Path) -> None:
         res = _certs("--out", out, "--region", "a")
         assert res.exit_code == 1, res.output
         assert res.output.startswith("Error: --out:") and len(res.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("manifest", "needle"),
+    [
+        (None, "MANIFEST.json: No such file"),
+        ("{bad", "MANIFEST.json: not JSON"),
+        ('{"files": 5}', "'files' must be a non-empty list"),
+        ('{"files": []}', "'files' must be a non-empty list"),
+        ("[1]", "'files' must be a non-empty list"),
+        ('{"files": [5]}', "files[0] must be"),
+        ('{"files": [{"file": "../x.json", "event": "push"}]}', "files[0] must be"),
+        ('{"files": [{"file": "gone.json", "event": "push"}]}', "gone.json: No such file"),
+        ('{"files": [{"file": "p.json", "event": "push"}]}', "p.json: not JSON"),
+    ],
+)
+def test_demo_bad_payloads_dir_is_one_line(
+    tmp_path: Path, manifest: str | None, needle: str
+) -> None:
+    if manifest is not None:
+        (tmp_path / "MANIFEST.json").write_text(manifest)
+    (tmp_path / "p.json").write_text("{nope")
+    res = CliRunner().invoke(main, ["demo", "--payloads", str(tmp_path)])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert res.output.startswith("Error: --payloads: ") and needle in res.output, res.output
+    assert len(res.output.splitlines()) == 1
+
+
+def test_demo_refuses_a_timeout_that_is_not_positive() -> None:
+    for value in ("-1", "0", "nan"):
+        res = CliRunner().invoke(main, ["demo", "--events", "3", "--timeout", value])
+        assert res.exit_code == 2 and "--timeout" in res.output, res.output
+
+
+def test_demo_table_names_no_library_when_nothing_was_verified(capsys) -> None:  # noqa: ANN001
+    from regionsync.demo import _print_table
+
+    _print_table({
+        "regions": {}, "events_accepted": 0, "events_published": 3, "deliveries_received": 0,
+        "deliveries_expected": 3, "duplicates": 0, "verifier": "", "signatures_verified": 0,
+        "signatures_failed": 0, "converged": True, "delivered_all": False, "wall_s": 1,
+        "publish_per_s": None, "events_per_s": None, "ok": False,
+    })  # fmt: skip
+    out = capsys.readouterr().out
+    assert "verified by no library (nothing delivered): 0 ok" in out and "by :" not in out
+
+
+def test_serve_with_tracing_but_no_otel_extra_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    try:
+        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+    except ImportError:
+        pass
+    else:  # pragma: no cover - the dev extra does not install the exporter
+        pytest.skip("the otel extra is installed here")
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(
+        f'data_dir = "{tmp_path}"\n[tracing]\notlp_endpoint = "http://127.0.0.1:4318/v1/traces"\n'
+        'service_name = "regionsync"\nsample_ratio = 1.0\n'
+    )
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg)])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert res.output.startswith("Error: [tracing] needs the otel extra: pip install")
+    assert len(res.output.splitlines()) == 1

@@ -13,7 +13,7 @@ import click
 import pydantic
 
 from . import manage
-from .config import load_settings
+from .config import describe_errors, load_settings
 
 __all__ = ["main"]
 
@@ -69,7 +69,9 @@ def serve(config_path: str | None) -> None:
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
     except pydantic.ValidationError as exc:
-        raise click.ClickException(f"invalid configuration:\n{exc}") from None
+        where = Path(config_path).name if config_path else "configuration"
+        lines = "\n".join(describe_errors(exc, where))
+        raise click.ClickException(f"invalid configuration:\n{lines}") from None
     except ValueError as exc:  # tomllib.TOMLDecodeError
         raise click.ClickException(f"invalid configuration: {exc}") from None
     if settings.tls is not None:

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -31,6 +38,7 @@ __all__ = [
     "TlsSettings",
     "Token",
     "TracingSettings",
+    "describe_errors",
     "load_settings",
 ]
 
@@ -53,7 +61,10 @@ class Peer(_Section):
 class DeliverySettings(_Section):
     allow_private_networks: list[str] = []  # CIDRs exempt from the SSRF guard
     timeout_s: float = Field(15.0, gt=0, le=60)  # total deadline of one attempt
-    retry_schedule_s: list[float] = [5, 300, 1800, 7200, 18000, 36000, 36000]
+    # delays before the 2nd, 3rd, ... attempt: at least one, each > 0 seconds
+    retry_schedule_s: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        [5, 300, 1800, 7200, 18000, 36000, 36000], min_length=1
+    )
     concurrency: int = Field(64, ge=1)  # attempts in flight per node
     poll_interval_s: float = Field(1.0, gt=0)  # longest sleep of an idle worker
     failure_threshold: int = Field(5, ge=1)  # consecutive failures: active -> failing
@@ -151,7 +162,7 @@ class TlsSettings(_Section):
 
 
 class Token(_Section):
-    token: str = Field(min_length=16)
+    token: str = Field(min_length=16)  # at least 16 characters (README, "Running a node")
     # admin | tenant:<id>:manage | tenant:<id>:publish | tenant:<id>:read (GET only)
     scope: str = Field(pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish|read))$")
 
@@ -189,6 +200,34 @@ class Settings(BaseSettings):
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError("must be host:port with a port in 0..65535")
         return v
+
+    @model_validator(mode="after")
+    def _no_contradictions(self) -> Settings:
+        """Each token once (the same secret with two scopes would give whichever came
+        last); no peer with this node's region; each peer region once. The message starts
+        with the location of the second occurrence."""
+        seen: dict[str, int] = {}
+        for i, t in enumerate(self.tokens):
+            if t.token in seen:
+                raise ValueError(
+                    f"tokens[{i}].token: the same token as tokens[{seen[t.token]}] "
+                    "(give each [[tokens]] entry its own token)"
+                )
+            seen[t.token] = i
+        regions: dict[str, int] = {}
+        for i, p in enumerate(self.peers):
+            if p.region == self.region:
+                raise ValueError(
+                    f"peers[{i}].region: {p.region!r} is this node's own region "
+                    "(list the other regions only)"
+                )
+            if p.region in regions:
+                raise ValueError(
+                    f"peers[{i}].region: {p.region!r} is already peers[{regions[p.region]}] "
+                    "(one [[peers]] entry per region)"
+                )
+            regions[p.region] = i
+        return self
 
     @model_validator(mode="after")
     def _one_message_limit(self) -> Settings:
@@ -234,7 +273,7 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
     """Settings from ``path`` (TOML, optional), the environment and ``overrides``.
 
     Raises FileNotFoundError for a missing file, ``tomllib.TOMLDecodeError`` for bad TOML
-    and ``pydantic.ValidationError`` for bad values.
+    and ``pydantic.ValidationError`` for bad values (``describe_errors`` words it).
     """
     if path is not None and not Path(path).is_file():
         raise FileNotFoundError(f"config file not found: {path}")
@@ -251,3 +290,23 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
             **{k: base / getattr(settings.tls, k) for k in ("cert", "key", "ca")}
         )
     return settings
+
+
+def describe_errors(exc: ValidationError, source: str) -> list[str]:
+    """One line per error of ``exc``: ``<source>: <setting path>: <message>``, e.g.
+    ``node.toml: tokens[1].token: String should have at least 16 characters``. The path
+    uses TOML's names (``peers[0].region``); no pydantic type tags, input values or
+    documentation URLs, which would echo secrets and read as internals."""
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ""
+        for part in err["loc"]:
+            if isinstance(part, int):
+                loc += f"[{part}]"
+            elif isinstance(part, str) and (part.isidentifier() or not loc):
+                loc += f".{part}" if loc else part
+        msg = err["msg"]
+        for prefix in ("Value error, ", "Assertion failed, "):
+            msg = msg.removeprefix(prefix)
+        lines.append(f"{source}: {loc}: {msg}" if loc else f"{source}: {msg}")
+    return lines

@@ -228,3 +228,60 @@ def test_serve_with_tracing_but_no_otel_extra_is_one_line(tmp_path: Path) -> Non
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
     assert res.output.startswith("Error: [tracing] needs the otel extra: pip install")
     assert len(res.output.splitlines()) == 1
+
+
+_TOK = 'token = "admin-token-0123456789"\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "line"),
+    [
+        (
+            f'[[tokens]]\n{_TOK}scope = "admin"\n[[tokens]]\n{_TOK}scope = "tenant:a:read"\n',
+            "node.toml: tokens[1].token: the same token as tokens[0]",
+        ),
+        (
+            'region = "x1"\n[[peers]]\nregion = "x1"\naddress = "127.0.0.1:7071"\n',
+            "node.toml: peers[0].region: 'x1' is this node's own region",
+        ),
+        (
+            'region = "x1"\n[[peers]]\nregion = "x2"\naddress = "127.0.0.1:7071"\n'
+            '[[peers]]\nregion = "x2"\naddress = "127.0.0.1:7072"\n',
+            "node.toml: peers[1].region: 'x2' is already peers[0]",
+        ),
+        ("[delivery]\nretry_schedule_s = [-5, 0]\n",
+         "node.toml: delivery.retry_schedule_s[0]: Input should be greater than 0"),
+        ("[delivery]\nretry_schedule_s = [1, 0]\n",
+         "node.toml: delivery.retry_schedule_s[1]: Input should be greater than 0"),
+        ("[delivery]\nretry_schedule_s = [1, inf]\n", "node.toml: delivery.retry_schedule_s[1]:"),
+        ("[delivery]\nretry_schedule_s = []\n",
+         "node.toml: delivery.retry_schedule_s: List should have at least 1 item"),
+        ('[[tokens]]\ntoken = "admin-tok-123"\nscope = "admin"\n',
+         "node.toml: tokens[0].token: String should have at least 16 characters"),
+        ('metrics_token = "short"\n',
+         "node.toml: metrics_token: String should have at least 16 characters"),
+        ('http_listen = "nope"\n', "node.toml: http_listen: must be host:port"),
+    ],
+)  # fmt: skip
+def test_config_contradictions_refused_in_plain_words(tmp_path: Path, toml: str, line: str) -> None:
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(f'data_dir = "{tmp_path}"\n' + toml)
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg)])
+    assert res.exit_code == 1, res.output
+    assert line in res.output, res.output
+    for internal in ("_Loaded", "[type=", "input_value", "errors.pydantic.dev", "validation error"):
+        assert internal not in res.output, res.output
+    assert "admin-tok-123" not in res.output  # a refused token is never echoed
+
+
+def test_config_accepts_distinct_tokens_and_peers(tmp_path: Path) -> None:
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(
+        f'region = "x1"\n[[tokens]]\n{_TOK}scope = "admin"\n[[tokens]]\n'
+        'token = "reader-token-0123456789"\nscope = "tenant:a:read"\n'
+        '[[peers]]\nregion = "x2"\naddress = "127.0.0.1:7071"\n'
+        '[[peers]]\nregion = "x3"\naddress = "127.0.0.1:7072"\n'
+        "[delivery]\nretry_schedule_s = [0.5]\n"
+    )
+    s = load_settings(cfg)
+    assert [p.region for p in s.peers] == ["x2", "x3"] and s.delivery.retry_schedule_s == [0.5]

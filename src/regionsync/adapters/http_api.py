@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -24,7 +24,7 @@ from ..errors import ClientError
 from ..runtime.node import Node
 from .openapi_docs import PROBLEM_RESPONSES, install_docs
 from .routes import cluster, console, deliveries, endpoints, events, sources, tenants, tokens
-from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339
+from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339, strict_query
 
 __all__ = ["create_app", "rfc3339"]
 
@@ -52,6 +52,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         redoc_url=None,
         lifespan=lifespan,
         responses=PROBLEM_RESPONSES,
+        dependencies=[Depends(strict_query)],
     )
     ctx = ApiContext(node, Auth(node), node.settings.ingest.max_payload_bytes)
 

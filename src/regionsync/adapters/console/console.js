@@ -471,7 +471,8 @@ async function eventPage(tenant, eventId) {
   const sections = [];
   for (const d of ev.deliveries) {
     const [attempts, ep] = await Promise.all([
-      api("GET", `/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`),
+      allPages(`/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`, {}, 1000)
+        .then((items) => ({ items })),
       api("GET", `/v1/tenants/${enc(tenant)}/endpoints/${enc(d.endpoint)}`).catch(() => null),
     ]);
     const newest = attempts.items.reduce((m, a) => (m && m.at >= a.at ? m : a), null);

@@ -1,7 +1,8 @@
 """What every route module shares: the API context, body reading with limits, time and
 page parameters, the JSON problem body, bearer-token scopes and the JSON renderers.
 
-Bodies are read with a size limit before parsing (413), must be JSON (415), and must
+Time, page and cursor parameters and the strict query check live in ``paging`` (re-exported
+here). Bodies are read with a size limit before parsing (413), must be JSON (415), and must
 parse (400) under the JSON policy of core.jsontext (422 for what it refuses); numbers from
 request text go through core.numtext (ASCII digits, range-checked). Every error becomes
 the problem body ``{error, detail, field}``.
@@ -9,12 +10,9 @@ the problem body ``{error, detail, field}``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +36,15 @@ from ...errors import (
 )
 from ...runtime.node import Node
 from ...runtime.recovery import Job
+from .paging import (
+    decode_cursor,
+    encode_cursor,
+    open_cursor,
+    page_params,
+    parse_time,
+    seal_cursor,
+    strict_query,
+)
 
 __all__ = [
     "ApiContext",
@@ -54,13 +61,16 @@ __all__ = [
     "event_json",
     "event_summary_json",
     "job_json",
+    "open_cursor",
     "page_params",
     "parse_time",
     "problem",
     "read_body",
     "read_object",
     "rfc3339",
+    "seal_cursor",
     "source_json",
+    "strict_query",
     "tenant_json",
 ]
 
@@ -73,50 +83,6 @@ def rfc3339(ms: int | None) -> str | None:
         return None
     dt = datetime.fromtimestamp(ms / 1000, UTC)
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(value: str, field: str) -> int:
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise Unprocessable("must be an RFC 3339 time", field=field) from None
-    if dt.tzinfo is None:
-        raise Unprocessable("must carry a time zone (e.g. Z)", field=field)
-    return int(dt.timestamp() * 1000)
-
-
-def page_params(limit: int, since: str | None) -> int | None:
-    """Check a list's ``limit`` (1..1000) and parse its ``since``; 422 naming the field."""
-    if not 1 <= limit <= 1000:
-        raise Unprocessable("must be in [1, 1000]", field="limit")
-    return parse_time(since, "since") if since is not None else None
-
-
-def encode_cursor(key: tuple[int, str] | None) -> str | None:
-    """The opaque ``next`` cursor of a newest-first list: base64url of ``"<ms>:<id>"``."""
-    if key is None:
-        return None
-    return base64.urlsafe_b64encode(f"{key[0]}:{key[1]}".encode()).decode().rstrip("=")
-
-
-_B64URL = re.compile(r"[A-Za-z0-9_\-]{1,1400}")
-
-
-def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
-    """``(ms, id)`` of a cursor ``encode_cursor`` made; None stays None. 422 naming
-    ``cursor`` for anything else."""
-    if cursor is None:
-        return None
-    try:
-        if not _B64URL.fullmatch(cursor):
-            raise ValueError
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        ms, sep, ident = text.partition(":")
-        if not sep or not ident or not ms.isascii() or not ms.isdigit() or len(ms) > 18:
-            raise ValueError
-        return int(ms), ident
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise Unprocessable("not a cursor this API returned", field="cursor") from None
 
 
 def delivery_status(status: str | None) -> DeliveryStatus | None:

@@ -10,7 +10,17 @@ from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
 from ..openapi_docs import body
-from .common import ApiContext, attempt_json, endpoint_json, page_params, read_object
+from .common import (
+    ApiContext,
+    attempt_json,
+    decode_cursor,
+    encode_cursor,
+    endpoint_json,
+    open_cursor,
+    page_params,
+    read_object,
+    seal_cursor,
+)
 
 __all__ = ["build"]
 
@@ -26,12 +36,15 @@ def build(ctx: ApiContext) -> APIRouter:
         return endpoint_json(await node.registry_ops.create_endpoint(tenant, body))
 
     @router.get("/v1/tenants/{tenant}/endpoints")
-    async def list_endpoints(request: Request, tenant: str) -> dict[str, Any]:
+    async def list_endpoints(
+        request: Request, tenant: str, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """The tenant's endpoints, newest first; ``{items, next}``, pass ``next`` as
+        ``cursor`` for the following page."""
         ctx.auth.check(request, tenant)
-        return {
-            "items": [endpoint_json(e) for e in node.registry_ops.endpoints(tenant)],
-            "next": None,
-        }
+        page_params(limit, None)
+        rows, nxt = node.listing.endpoints(tenant, decode_cursor(cursor), limit)
+        return {"items": [endpoint_json(e) for e in rows], "next": encode_cursor(nxt)}
 
     @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
     async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
@@ -88,7 +101,7 @@ def build(ctx: ApiContext) -> APIRouter:
             raise Unprocessable("must be succeeded or failed", field="status")
         after = None
         if cursor is not None:
-            at, _, rest = cursor.partition(":")
+            at, _, rest = (open_cursor(cursor) or "").partition(":")
             did, _, n = rest.rpartition(":")
             if not ID_RE.fullmatch(did):
                 raise Unprocessable("not a cursor this API returned", field="cursor")
@@ -96,7 +109,7 @@ def build(ctx: ApiContext) -> APIRouter:
             after = (at_ms, did, n_int)
         ok = None if status is None else status == "succeeded"
         rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
-        nxt = None if last is None else f"{last[0]}:{last[1]}:{last[2]}"
+        nxt = None if last is None else seal_cursor(f"{last[0]}:{last[1]}:{last[2]}")
         return {"items": [attempt_json(a) for a in rows], "next": nxt}
 
     return router

@@ -66,6 +66,7 @@ __all__ = [
     "parse_time",
     "problem",
     "read_body",
+    "read_no_body",
     "read_object",
     "rfc3339",
     "seal_cursor",
@@ -136,6 +137,29 @@ async def read_object(request: Request, max_bytes: int, surrogates: bool = False
     ``surrogates`` (registry fields are stored as strings, which cannot hold them)."""
     raw = await read_body(request, max_bytes)
     return loads_members(decode_utf8(raw), surrogates=surrogates)[0]
+
+
+async def read_no_body(request: Request, max_bytes: int) -> None:
+    """For a route that takes no body (an action such as retry or rotate-secret, or a
+    DELETE): no body or ``{}`` is accepted; anything else is refused before the route acts,
+    as a body route would refuse it: 415 for another content type, 413, 400 ``bad_json``
+    (field ``body``) for text that is not JSON, 422 naming the first member (``unknown
+    field``) or ``body`` for a JSON value that is not an object."""
+    if not _has_body(request):
+        return
+    raw = await read_body(request, max_bytes)
+    if not raw:  # a chunked body of no bytes
+        return
+    members = loads_members(decode_utf8(raw))[0]
+    if members:
+        raise Unprocessable("unknown field (this route takes no body)", field=sorted(members)[0])
+
+
+def _has_body(request: Request) -> bool:
+    """Whether the request declares a body (a non-zero Content-Length or chunked)."""
+    return request.headers.get("content-length", "0") != "0" or (
+        "transfer-encoding" in request.headers
+    )
 
 
 def tenant_json(t: TenantView) -> dict[str, Any]:

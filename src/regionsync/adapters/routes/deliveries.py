@@ -22,6 +22,7 @@ from .common import (
     open_cursor,
     page_params,
     parse_time,
+    read_no_body,
     read_object,
     seal_cursor,
 )
@@ -91,13 +92,20 @@ def build(ctx: ApiContext) -> APIRouter:
         return {"items": [job_json(j) for j in rows], "next": encode_cursor(nxt)}
 
     async def _job_body(request: Request) -> int:
+        """``since`` of a recover/replay body in ms: required, an RFC 3339 time, not in
+        the future (nothing could match); 422 naming the field otherwise."""
         body = await read_object(request, ctx.max_body)
         unknown = sorted(set(body) - {"since"})
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
-        if not isinstance(body.get("since"), str):
+        if "since" not in body:
             raise Unprocessable("is required: an RFC 3339 time", field="since")
-        return parse_time(body["since"], "since")
+        if not isinstance(body["since"], str):
+            raise Unprocessable("must be an RFC 3339 time (a JSON string)", field="since")
+        since = parse_time(body["since"], "since")
+        if since > node.clock.wall_ms():
+            raise Unprocessable("must not be in the future", field="since")
+        return since
 
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",
@@ -129,8 +137,10 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
-        """Re-send one delivery now (a new generation, the same webhook-id)."""
+        """Re-send one delivery now (a new generation, the same webhook-id). No body (or
+        ``{}``)."""
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         d = await node.recovery.retry_delivery(tenant, delivery)
         return delivery_json(d, node.custody.custodian(d))
 

@@ -18,6 +18,7 @@ from .common import (
     endpoint_json,
     open_cursor,
     page_params,
+    read_no_body,
     read_object,
     seal_cursor,
 )
@@ -60,6 +61,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.delete("/v1/tenants/{tenant}/endpoints/{endpoint}", status_code=204)
     async def delete_endpoint(request: Request, tenant: str, endpoint: str) -> Response:
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         await node.registry_ops.delete_endpoint(tenant, endpoint)
         return Response(status_code=204)
 
@@ -77,8 +79,10 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
     async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        """New generated secret; the previous one keeps signing for the overlap period."""
+        """New generated secret; the previous one keeps signing for the overlap period.
+        No body (or ``{}``)."""
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         return endpoint_json(
             await node.registry_ops.patch_endpoint(tenant, endpoint, {"secret": None})
         )

@@ -16,6 +16,7 @@ from .common import (
     encode_cursor,
     page_params,
     parse_time,
+    read_no_body,
     read_object,
     rfc3339,
 )
@@ -82,6 +83,7 @@ def build(ctx: ApiContext) -> APIRouter:
     async def revoke_token(request: Request, token: str) -> Response:
         """Revoke in every region (effective in each once replicated there)."""
         ctx.auth.check(request)
+        await read_no_body(request, ctx.max_body)
         await node.tokens.revoke(token)
         return Response(status_code=204)
 

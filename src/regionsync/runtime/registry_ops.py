@@ -17,7 +17,7 @@ from ..core.registry import EndpointView, TenantView
 from ..core.signing import make_secret
 from ..core.sources import ACK_POLICIES, check_source_fields
 from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
-from ..core.validate import check_endpoint_fields, check_id
+from ..core.validate import check_endpoint_fields, check_id, check_text
 from ..errors import Conflict, Unprocessable
 from .ports import IdSource, Resolver, Rng
 from .state import Catalog, DeliveryQueue
@@ -65,8 +65,7 @@ class RegistryOps:
             raise Unprocessable("must be a number in [0.01, 1000000]", field="publish_rate_per_s")
         if tenant_id is not None:
             check_id(tenant_id, "id")
-        if not isinstance(name, str) or not 1 <= len(name) <= 256:
-            raise Unprocessable("must be a string of 1..256 characters", field="name")
+        check_text(name, "name", 256, min_len=1)
         if ack_policy not in ACK_POLICIES:
             raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
         async with self.writer.local_lock():

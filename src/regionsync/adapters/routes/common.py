@@ -24,6 +24,7 @@ from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
+from ...core.sources import KIND_FIELDS
 from ...core.tokens import Caller, hash_token
 from ...errors import (
     ClientError,
@@ -173,9 +174,15 @@ def tenant_json(t: TenantView) -> dict[str, Any]:
     }
 
 
+_KIND_SPECIFIC = frozenset(f for fields in KIND_FIELDS.values() for f in fields)
+
+
 def source_json(fields: dict[str, Any]) -> dict[str, Any]:
-    """A source without its secret (secrets of sources are never echoed or logged)."""
-    out = {k: v for k, v in fields.items() if k not in ("secret", "created_at")}
+    """A source without its secret (secrets of sources are never echoed or logged) and
+    with only the settings its kind reads (``core.sources.KIND_FIELDS``)."""
+    own = KIND_FIELDS.get(fields.get("kind", ""), ())
+    hidden = {"secret", "created_at"} | {k for k in fields if k in _KIND_SPECIFIC and k not in own}
+    out = {k: v for k, v in fields.items() if k not in hidden}
     out["created_at"] = rfc3339(fields.get("created_at"))
     out["url_path"] = f"/in/{fields['id']}"
     return out

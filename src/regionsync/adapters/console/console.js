@@ -379,7 +379,7 @@ async function endpointPage(tenant, endpointId) {
       h("dt", {}, "failing since"), h("dd", {}, text(ep.failing_since)),
       h("dt", {}, "event types"), h("dd", {}, ep.event_types.join(", ") || "every type"),
       h("dt", {}, "payload format"), h("dd", {}, ep.payload_format),
-      h("dt", {}, "secret"), h("dd", { id: "secret" }, h("code", {}, `${ep.secret.slice(0, 12)}…`)),
+      h("dt", {}, "secret"), h("dd", { id: "secret" }, h("code", {}, ep.secret.endsWith("…") ? ep.secret : `${ep.secret.slice(0, 12)}…`)),
       h("dt", {}, "updated"), h("dd", {}, text(ep.updated_at))),
     actions,
     h("div", { id: "job" }),

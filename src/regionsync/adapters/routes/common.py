@@ -52,6 +52,7 @@ __all__ = [
     "Auth",
     "accepted_json",
     "attempt_json",
+    "can_see_secrets",
     "client_problem",
     "decode_cursor",
     "delivery_json",
@@ -188,7 +189,26 @@ def source_json(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def endpoint_json(e: EndpointView) -> dict[str, Any]:
+MASK = "\u2026"  # what a read-only token sees instead of a secret value
+
+
+def can_see_secrets(caller: Caller) -> bool:
+    """Whether ``caller`` may read endpoint signing secrets and custom header values:
+    admin and ``tenant:<id>:manage`` tokens (which may set them anyway); a
+    ``tenant:<id>:read`` token may not, since the secret signs deliveries (its holder
+    could forge them to the consumer) and header values often carry credentials."""
+    return not caller.scope.endswith(":read")
+
+
+def endpoint_json(e: EndpointView, secrets: bool = True) -> dict[str, Any]:
+    """An endpoint; without ``secrets`` (``can_see_secrets``) its ``secret`` reads
+    ``whsec_…`` and every custom header value ``…`` (the names stay)."""
+    if not secrets:
+        return {
+            **endpoint_json(e),
+            "secret": "whsec_" + MASK,
+            "headers": dict.fromkeys(e.headers or {}, MASK),
+        }
     return {
         "id": e.id,
         "tenant": e.tenant,

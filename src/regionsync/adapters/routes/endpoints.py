@@ -13,6 +13,7 @@ from ..openapi_docs import body
 from .common import (
     ApiContext,
     attempt_json,
+    can_see_secrets,
     decode_cursor,
     encode_cursor,
     endpoint_json,
@@ -42,15 +43,16 @@ def build(ctx: ApiContext) -> APIRouter:
     ) -> dict[str, Any]:
         """The tenant's endpoints, newest first; ``{items, next}``, pass ``next`` as
         ``cursor`` for the following page."""
-        ctx.auth.check(request, tenant)
+        secrets = can_see_secrets(ctx.auth.check(request, tenant))
         page_params(limit, None)
         rows, nxt = node.listing.endpoints(tenant, decode_cursor(cursor), limit)
-        return {"items": [endpoint_json(e) for e in rows], "next": encode_cursor(nxt)}
+        return {"items": [endpoint_json(e, secrets) for e in rows], "next": encode_cursor(nxt)}
 
     @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
     async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        ctx.auth.check(request, tenant)
-        return endpoint_json(node.catalog.endpoint(tenant, endpoint))
+        """One endpoint; a ``read`` token sees its secret and header values masked."""
+        secrets = can_see_secrets(ctx.auth.check(request, tenant))
+        return endpoint_json(node.catalog.endpoint(tenant, endpoint), secrets)
 
     @router.patch("/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=body("endpoint_patch"))
     async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:

@@ -121,3 +121,11 @@ async def test_the_api_refuses_dot_segment_ids(api: Api) -> None:
     resp = await api.client.post("/v1/tenants/acme/endpoints",
                                  json={"id": "..", "url": "http://127.0.0.1:9/x"})  # fmt: skip
     assert resp.status_code == 422 and resp.json()["field"] == "id", resp.text
+
+
+def test_tables_show_control_and_bidi_characters_escaped() -> None:
+    from regionsync.manage.client import table
+
+    text = table([{"id": "t1", "name": "a\u0000b\u202ec\tz"}], ["id", "name"])
+    assert "\u0000" not in text and "\u202e" not in text and "\t" not in text
+    assert "a\\u0000b\\u202ec\\u0009z" in text

@@ -1,10 +1,11 @@
 """Command line: ``regionsync serve``, ``regionsync demo``, and the management commands
 over a node's HTTP API (``regionsync.manage``: status, tenants, endpoints, sources,
-events, deliveries, recover, replay; see ``regionsync --help``)."""
+events, deliveries, recover, replay, token; see ``regionsync --help``)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from pathlib import Path
 
@@ -12,10 +13,23 @@ import click
 import pydantic
 
 from . import manage
-from .cli_tokens import token
-from .config import load_settings
+from .config import describe_errors, load_settings
 
 __all__ = ["main"]
+
+
+class CannotRun(click.ClickException):
+    """One ``Error:`` line and exit 2: this install or these files cannot do what was asked
+    (a missing extra, an unusable ``--payloads`` directory)."""
+
+    exit_code = 2
+
+
+def _finite(param: click.Parameter, value: float) -> float:
+    """``value`` unless it is NaN (which every range check lets through)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", param=param)
+    return value
 
 
 def run_async(coro: object) -> object:
@@ -55,7 +69,9 @@ def serve(config_path: str | None) -> None:
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
     except pydantic.ValidationError as exc:
-        raise click.ClickException(f"invalid configuration:\n{exc}") from None
+        where = Path(config_path).name if config_path else "configuration"
+        lines = "\n".join(describe_errors(exc, where))
+        raise click.ClickException(f"invalid configuration:\n{lines}") from None
     except ValueError as exc:  # tomllib.TOMLDecodeError
         raise click.ClickException(f"invalid configuration: {exc}") from None
     if settings.tls is not None:
@@ -63,6 +79,13 @@ def serve(config_path: str | None) -> None:
             path = getattr(settings.tls, name)
             if not path.is_file():
                 raise click.ClickException(f"tls.{name}: file not found: {path}")
+    if settings.tracing is not None:
+        from .adapters.tracing import OtelMissing, require_otel
+
+        try:
+            require_otel()
+        except OtelMissing as exc:
+            raise CannotRun(str(exc)) from None
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -90,16 +113,21 @@ def serve(config_path: str | None) -> None:
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=click.FloatRange(0, 3600, min_open=True),
+    callback=lambda _ctx, param, v: _finite(param, v),
     default=120.0,
     show_default=True,
     help="Seconds to wait for delivery and convergence.",
 )
 def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> None:
     """Start three regions on loopback, publish, deliver, check convergence."""
-    from .demo import run_demo
+    from .demo import PayloadsError, load_payloads, run_demo
 
-    ok = run_async(run_demo(payloads, as_json=as_json, events=events, timeout_s=timeout))
+    try:
+        items = load_payloads(payloads, events)
+    except PayloadsError as exc:
+        raise CannotRun(f"--payloads: {exc}") from None
+    ok = run_async(run_demo(payloads, as_json=as_json, timeout_s=timeout, items=items))
     sys.exit(0 if ok else 1)
 
 
@@ -123,11 +151,26 @@ def demo(payloads: Path | None, as_json: bool, events: int, timeout: float) -> N
     multiple=True,
     help="An extra DNS name or IP address for every certificate (repeat).",
 )
-def certs(out: Path, regions: tuple[str, ...], names: tuple[str, ...]) -> None:
-    """Make a private CA and per-region certificates for mutual TLS (local use)."""
-    from .certs import make_certs
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing CA in --out (earlier certificates stop chaining to it).",
+)
+def certs(out: Path, regions: tuple[str, ...], names: tuple[str, ...], force: bool) -> None:
+    """Make a private CA (or reuse the one in --out) and per-region certificates for
+    mutual TLS (local use)."""
+    from .certs import CertsError, make_certs
 
-    for path in make_certs(out, regions, names).values():
+    try:
+        written = make_certs(out, regions, names, force=force)
+    except CertsError as exc:
+        raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        where = exc.filename or out
+        raise click.ClickException(f"--out: {where}: {exc.strerror or exc}") from None
+    if "ca.pem" not in written:
+        click.echo(f"signed with the existing CA {out / 'ca.pem'}", err=True)
+    for path in written.values():
         click.echo(str(path))
 
 
@@ -143,9 +186,6 @@ def sim(args: tuple[str, ...]) -> None:
     import subprocess
 
     sys.exit(subprocess.call([sys.executable, "-m", "sim", *args]))
-
-
-main.add_command(token)
 
 
 if __name__ == "__main__":  # pragma: no cover

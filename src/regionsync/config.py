@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,6 +30,7 @@ from pydantic_settings import (
 from .core.wire import ENVELOPE_BYTES, RECORD_OVERHEAD_BYTES, message_budget
 
 __all__ = [
+    "REGION_PATTERN",
     "DeliverySettings",
     "HttpSettings",
     "Peer",
@@ -32,10 +40,12 @@ __all__ = [
     "TlsSettings",
     "Token",
     "TracingSettings",
+    "describe_errors",
     "load_settings",
 ]
 
 _REGION = r"^[a-z0-9][a-z0-9\-]{0,62}$"
+REGION_PATTERN = _REGION  # a region name; `regionsync certs` checks --region with it too
 
 
 class _Section(BaseModel):
@@ -53,7 +63,10 @@ class Peer(_Section):
 class DeliverySettings(_Section):
     allow_private_networks: list[str] = []  # CIDRs exempt from the SSRF guard
     timeout_s: float = Field(15.0, gt=0, le=60)  # total deadline of one attempt
-    retry_schedule_s: list[float] = [5, 300, 1800, 7200, 18000, 36000, 36000]
+    # delays before the 2nd, 3rd, ... attempt: at least one, each > 0 seconds
+    retry_schedule_s: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        [5, 300, 1800, 7200, 18000, 36000, 36000], min_length=1
+    )
     concurrency: int = Field(64, ge=1)  # attempts in flight per node
     # attempts in flight per tenant per node (a tenant's delivery_max_in_flight overrides
     # it): one tenant's flood leaves the rest of `concurrency` to the others
@@ -176,7 +189,7 @@ class SecretsSettings(_Section):
 
 
 class Token(_Section):
-    token: str = Field(min_length=16)
+    token: str = Field(min_length=16)  # at least 16 characters (README, "Running a node")
     # admin | tenant:<id>:manage | tenant:<id>:publish | tenant:<id>:read (GET only)
     scope: str = Field(pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish|read))$")
 
@@ -229,6 +242,34 @@ class Settings(BaseSettings):
         return v
 
     @model_validator(mode="after")
+    def _no_contradictions(self) -> Settings:
+        """Each token once (the same secret with two scopes would give whichever came
+        last); no peer with this node's region; each peer region once. The message starts
+        with the location of the second occurrence."""
+        seen: dict[str, int] = {}
+        for i, t in enumerate(self.tokens):
+            if t.token in seen:
+                raise ValueError(
+                    f"tokens[{i}].token: the same token as tokens[{seen[t.token]}] "
+                    "(give each [[tokens]] entry its own token)"
+                )
+            seen[t.token] = i
+        regions: dict[str, int] = {}
+        for i, p in enumerate(self.peers):
+            if p.region == self.region:
+                raise ValueError(
+                    f"peers[{i}].region: {p.region!r} is this node's own region "
+                    "(list the other regions only)"
+                )
+            if p.region in regions:
+                raise ValueError(
+                    f"peers[{i}].region: {p.region!r} is already peers[{regions[p.region]}] "
+                    "(one [[peers]] entry per region)"
+                )
+            regions[p.region] = i
+        return self
+
+    @model_validator(mode="after")
     def _one_message_limit(self) -> Settings:
         # every record and every chunk fits replication.max_message_bytes (core/wire.py)
         limit = self.replication.max_message_bytes
@@ -272,7 +313,7 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
     """Settings from ``path`` (TOML, optional), the environment and ``overrides``.
 
     Raises FileNotFoundError for a missing file, ``tomllib.TOMLDecodeError`` for bad TOML
-    and ``pydantic.ValidationError`` for bad values.
+    and ``pydantic.ValidationError`` for bad values (``describe_errors`` words it).
     """
     if path is not None and not Path(path).is_file():
         raise FileNotFoundError(f"config file not found: {path}")
@@ -294,3 +335,23 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
             key_file=base / settings.secrets.key_file, keys=settings.secrets.keys
         )
     return settings
+
+
+def describe_errors(exc: ValidationError, source: str) -> list[str]:
+    """One line per error of ``exc``: ``<source>: <setting path>: <message>``, e.g.
+    ``node.toml: tokens[1].token: String should have at least 16 characters``. The path
+    uses TOML's names (``peers[0].region``); no pydantic type tags, input values or
+    documentation URLs, which would echo secrets and read as internals."""
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ""
+        for part in err["loc"]:
+            if isinstance(part, int):
+                loc += f"[{part}]"
+            elif isinstance(part, str) and (part.isidentifier() or not loc):
+                loc += f".{part}" if loc else part
+        msg = err["msg"]
+        for prefix in ("Value error, ", "Assertion failed, "):
+            msg = msg.removeprefix(prefix)
+        lines.append(f"{source}: {loc}: {msg}" if loc else f"{source}: {msg}")
+    return lines

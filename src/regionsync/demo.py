@@ -34,7 +34,14 @@ from starlette.routing import Route
 
 from .core.signing import parse_secret, sign
 
-__all__ = ["REGIONS", "Receiver", "load_payloads", "run_demo", "start_cluster"]
+__all__ = [
+    "REGIONS",
+    "PayloadsError",
+    "Receiver",
+    "load_payloads",
+    "run_demo",
+    "start_cluster",
+]
 
 REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1")
 
@@ -238,19 +245,50 @@ async def start_cluster(
         shutil.rmtree(root, ignore_errors=True)
 
 
+class PayloadsError(ValueError):
+    """A ``--payloads`` directory that cannot be used; the message names the file."""
+
+
 def load_payloads(directory: Path | None, count: int) -> list[tuple[str, Any]]:
     """``(event_type, payload)`` pairs: from a MANIFEST.json directory (type = ``event`` or
-    ``event.action``), or ``count`` generated events."""
+    ``event.action``), or ``count`` generated events.
+
+    MANIFEST.json is an object whose ``files`` is a non-empty list of
+    ``{"file": name in the directory, "event": str, "action": str (optional)}``; each file
+    holds one JSON payload. Raises PayloadsError naming what is missing or malformed.
+    """
     if directory is None:
         return [
             (f"demo.{('created', 'updated', 'deleted')[i % 3]}", {"n": i, "note": "generated"})
             for i in range(count)
         ]
-    manifest = json.loads((directory / "MANIFEST.json").read_text())
+    where = directory / "MANIFEST.json"
+
+    def read_json(path: Path) -> Any:
+        try:
+            return json.loads(path.read_bytes())
+        except OSError as exc:
+            raise PayloadsError(f"{path}: {exc.strerror or exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise PayloadsError(f"{path}: not JSON: {exc}") from None
+
+    manifest = read_json(where)
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not files:
+        raise PayloadsError(f"{where}: 'files' must be a non-empty list")
     out = []
-    for f in manifest["files"]:
+    for i, f in enumerate(files):
+        ok = isinstance(f, dict) and all(
+            isinstance(f.get(k), str) and f.get(k) for k in ("file", "event")
+        ) and isinstance(f.get("action", ""), str | type(None))  # fmt: skip
+        name = f.get("file") if ok else None
+        if not ok or Path(name).name != name or name in (".", ".."):
+            raise PayloadsError(
+                f"{where}: files[{i}] must be {{file: a name in the directory, event: str, "
+                "action: str (optional)}"
+            )
         etype = f["event"] if not f.get("action") else f"{f['event']}.{f['action']}"
-        out.append((etype, json.loads((directory / f["file"]).read_bytes())))
+        out.append((etype, read_json(directory / name)))
     return out
 
 
@@ -270,10 +308,16 @@ async def _until(check: Any, deadline: float, interval: float = 0.05) -> bool:
 
 
 async def run_demo(
-    payloads: Path | None, as_json: bool = False, events: int = 300, timeout_s: float = 120.0
+    payloads: Path | None,
+    as_json: bool = False,
+    events: int = 300,
+    timeout_s: float = 120.0,
+    items: list[tuple[str, Any]] | None = None,
 ) -> bool:
-    """Run the main job; prints the result and returns True only if everything held."""
-    items = load_payloads(payloads, events)
+    """Run the main job; prints the result and returns True only if everything held.
+    ``items`` (from ``load_payloads``) replaces ``payloads``/``events`` when given."""
+    if items is None:
+        items = load_payloads(payloads, events)
     t0 = time.monotonic()
     receiver = Receiver()
     async with receiver.running(), start_cluster(retry_schedule_s=[0.2, 0.5, 1, 2, 5]) as c:
@@ -408,7 +452,8 @@ def _print_table(result: dict[str, Any]) -> None:
     print(
         f"\nevents: {result['events_accepted']}/{result['events_published']} accepted, "
         f"{result['deliveries_received']}/{result['deliveries_expected']} deliveries received "
-        f"({result['duplicates']} duplicates), signatures verified by {result['verifier']}: "
+        f"({result['duplicates']} duplicates), signatures verified by "
+        f"{result['verifier'] or 'no library (nothing delivered)'}: "
         f"{result['signatures_verified']} ok, {result['signatures_failed']} bad"
     )
     print(

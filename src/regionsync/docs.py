@@ -8,6 +8,7 @@ or network is touched), so it is the same on every machine.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -127,11 +128,23 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render_markdown(openapi_document())
-    if "--json" in argv:
+    """``python -m regionsync.docs [--check | --json]``: rewrite docs/api.md, compare it
+    (exit 1 when it differs), or print the OpenAPI document. argparse handles ``--help``
+    and refuses an unknown argument (exit 2) before anything is written."""
+    parser = argparse.ArgumentParser(
+        prog="python -m regionsync.docs",
+        description=f"Generate {DOC_PATH.name} (the HTTP API reference) from /openapi.json.",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help=f"exit 1 if {DOC_PATH} differs from what would be written")  # fmt: skip
+    mode.add_argument("--json", action="store_true", help="print the OpenAPI document")
+    args = parser.parse_args(argv)
+    if args.json:
         sys.stdout.write(json.dumps(openapi_document(), indent=1, sort_keys=True) + "\n")
         return 0
-    if "--check" in argv:
+    text = render_markdown(openapi_document())
+    if args.check:
         same = DOC_PATH.is_file() and DOC_PATH.read_text() == text
         if not same:
             print(f"{DOC_PATH} is out of date: run python -m regionsync.docs", file=sys.stderr)

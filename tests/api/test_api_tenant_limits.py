@@ -24,7 +24,7 @@ async def test_tenant_override_limits_only_that_tenant(api: Api) -> None:
     assert (await c.post("/v1/tenants/slow/events", json=EVENT)).status_code == 202
     resp = await c.post("/v1/tenants/slow/events", json=EVENT)
     body = assert_problem(resp, 429)
-    assert body["error"] == "tenant_rate_limited"
+    assert body["error"] == "tenant_rate_limited" and body["field"] == "tenant"
     assert int(resp.headers["retry-after"]) >= 1
     for _ in range(20):  # the default (unlimited) for every other tenant
         assert (await c.post("/v1/tenants/free/events", json=EVENT)).status_code == 202

@@ -88,6 +88,19 @@ async def test_events_list_and_show(api: Api, tenant: str) -> None:
     assert shown["payload"] == {"n": 1.1} and shown["id"] == a
 
 
+async def test_events_show_prints_the_payload_text_exactly(api: Api, tenant: str) -> None:
+    text = '{"amount":1.10,"big":12345678901234567890,"e":1E2,"z":-0}'
+    resp = await api.client.post(
+        f"/v1/tenants/{tenant}/events",
+        content='{"event_type":"t","payload":' + text + "}",
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 202, resp.text
+    for mode in ((), ("--json",)):
+        out = ok(await cli(api, *mode, "events", "show", "--tenant", tenant, resp.json()["id"]))
+        assert '"payload":' + text in out, out
+
+
 async def _dead_endpoint(api: Api, tenant: str, receiver: RecordingReceiver) -> tuple[str, str]:
     resp = await api.client.post(
         f"/v1/tenants/{tenant}/endpoints", json={"id": "r", "url": receiver.url("r")}
@@ -151,3 +164,15 @@ async def test_unreachable_node_exits_2_without_traceback() -> None:
     res = await cli(f"http://127.0.0.1:{free_port()}", "status")
     assert res.exit_code == 2 and "cannot reach" in res.output
     assert "Traceback" not in res.output
+
+
+async def test_status_peer_url_that_cannot_be_asked_shows_a_row_and_exits_3(api: Api) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    for url in ("notaurl", dead, "http://[::1"):
+        res = await cli(api, "status", "--peer-url", url)
+        assert res.exit_code == 3, (res.exit_code, res.output)
+        assert "Traceback" not in res.output and f"could not ask {url}" in res.output
+        rows = {line.split()[0]: line for line in res.output.splitlines()[1:]}
+        assert url in rows and "no:" in rows[url], res.output
+    res = await cli(api, "status", "--peer-url", api.base)  # itself: reached, no failure
+    assert res.exit_code == 0, res.output

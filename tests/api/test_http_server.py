@@ -237,10 +237,15 @@ MALFORMED = {
         b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
         "content-length",
     ),
-    "bad-request-line": (b"GARBAGE\r\n\r\n", None),
-    "space-in-target": (b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", None),
-    "control-char-in-header-name": (b"GET /healthz HTTP/1.1\r\nHo\x01st: x\r\n\r\n", None),
-    "control-char-in-header-value": (b"GET /healthz HTTP/1.1\r\nHost: x\x7f\r\n\r\n", None),
+    "bad-request-line": (b"GARBAGE\r\n\r\n", "method"),
+    "space-in-target": (b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", "request"),
+    "control-char-in-header-name": (b"GET /healthz HTTP/1.1\r\nHo\x01st: x\r\n\r\n", "headers"),
+    "control-char-in-header-value": (
+        b"GET /healthz HTTP/1.1\r\nHost: x\x7f\r\n\r\n",
+        "headers",
+    ),
+    "control-char-in-path": (b"GET /x\x01y HTTP/1.1\r\nHost: x\r\n\r\n", "path"),
+    "bad-version": (b"GET / HTTP/9.9\r\nHost: x\r\n\r\n", "version"),
 }
 
 
@@ -262,6 +267,7 @@ async def test_oversized_head_gets_json_431(served: Served) -> None:
     answer = await exchange(served.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + big + b"\r\n")
     assert answer.status == 431, answer
     assert answer.problem()["error"] == "headers_too_large"
+    assert answer.problem()["field"] == "headers"
 
 
 async def test_unterminated_head_is_cut_at_the_bound(served: Served) -> None:
@@ -280,6 +286,7 @@ async def test_unterminated_head_is_cut_at_the_bound(served: Served) -> None:
         writer.close()
     assert answer.status == 431, answer
     assert answer.problem()["error"] == "headers_too_large"
+    assert answer.problem()["field"] == "headers"
     assert time.monotonic() - started < READ_TIMEOUT_S
 
 
@@ -348,3 +355,22 @@ def test_uvicorn_internals_still_there() -> None:
     for attr in ("response_started", "response_complete", "disconnected", "message_event"):
         assert f"self.{attr}" in cycle, attr
     assert "read_paused" in inspect.getsource(httptools_impl.FlowControl.__init__)
+
+
+async def test_unrecognised_method_gets_json_501(served: Served) -> None:
+    for target in (b"/v1/tenants", b"/nowhere"):
+        answer = await exchange(served.port, b"FOO " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.status == 501, answer
+        assert answer.problem() == {"error": "method_not_implemented", "field": "method",
+                                    "detail": "unrecognised request method"}  # fmt: skip
+
+
+async def test_unknown_route_and_wrong_method_name_the_field(served: Served) -> None:
+    answer = await exchange(
+        served.port, b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    assert answer.status == 404 and answer.problem()["field"] == "path", answer
+    raw = b"PUT /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    answer = await exchange(served.port, raw)
+    assert answer.status == 405 and answer.problem()["field"] == "method", answer
+    assert set(answer.headers["allow"].replace(" ", "").split(",")) == {"GET", "POST"}

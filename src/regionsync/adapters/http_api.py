@@ -15,7 +15,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -36,7 +36,7 @@ from .routes import (
     tenants,
     tokens,
 )
-from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339
+from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339, strict_query
 
 __all__ = ["create_app", "rfc3339"]
 
@@ -70,6 +70,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         redoc_url=None,
         lifespan=lifespan,
         responses=PROBLEM_RESPONSES,
+        dependencies=[Depends(strict_query)],
     )
 
     @app.exception_handler(ClientError)
@@ -78,8 +79,20 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return problem(exc.status_code, code, str(exc.detail))
+        # no route for the path: field ``path``; a route without this method: ``method``
+        # (with Starlette's Allow header, RFC 9110 section 15.5.6)
+        code, field = {404: ("not_found", "path"), 405: ("method_not_allowed", "method")}.get(
+            exc.status_code, ("http_error", None)
+        )
+        detail = {404: f"no route {request.url.path}",
+                  405: f"{request.method} is not allowed on {request.url.path}"}.get(
+            exc.status_code, str(exc.detail))  # fmt: skip
+        resp = problem(exc.status_code, code, detail, field)
+        for name, value in (exc.headers or {}).items():
+            resp.headers[name] = value
+        if exc.status_code == 405:  # every method of every route on this path
+            resp.headers["Allow"] = ", ".join(_allowed_methods(app, request))
+        return resp
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -101,6 +114,18 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         app.include_router(module.build(ctx))
     install_docs(app)
     return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """The methods of every route whose path matches ``request``'s, from the OpenAPI
+    document (the Allow header of a 405, RFC 9110 section 10.2.1; Starlette names only
+    the first route's)."""
+    methods: set[str] = set()
+    for template, ops in app.openapi()["paths"].items():
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            methods |= {m.upper() for m in ops}
+    return sorted(methods)
 
 
 class _FastLane:

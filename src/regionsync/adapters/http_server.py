@@ -10,7 +10,8 @@ does not do on its own (settings ``[http]``, ``config.HttpSettings``):
 - **Parser rejections as problem bodies**: what httptools refuses (bad request line,
   invalid header characters, a Content-Length that is not digits or comes with
   ``Transfer-Encoding``, RFC 9112 §6.3) gets 400 with the JSON problem body
-  ``{"error", "detail", "field"}`` of every other error instead of uvicorn's plain text;
+  ``{"error", "detail", "field"}`` of every other error instead of uvicorn's plain text
+  (an unrecognised method gets 501, RFC 9110 §9.1);
   a head (request line and headers) over ``max_header_bytes`` gets 431 (RFC 6585 §5),
   which httptools alone never sends. Then the connection is closed.
 - **Connection bound**: a request on a connection beyond ``max_connections`` open ones
@@ -29,6 +30,7 @@ import asyncio
 import http
 import json
 import logging
+import re
 import sys
 from typing import Any
 
@@ -68,10 +70,17 @@ def problem_bytes(
     return b"\r\n".join(lines) + b"\r\n\r\n" + payload
 
 
-def _problem_app(status: int, code: str, detail: str, retry_after_s: int | None = None) -> Any:
+def _problem_app(
+    status: int,
+    code: str,
+    detail: str,
+    retry_after_s: int | None = None,
+    field: str | None = None,
+) -> Any:
     """An ASGI app answering every request with ``status`` and the problem body, then
     closing the connection (it reads no body)."""
-    payload = json.dumps({"error": code, "detail": detail}, separators=(",", ":")).encode()
+    body = {"error": code, "detail": detail, **({"field": field} if field else {})}
+    payload = json.dumps(body, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),
@@ -90,12 +99,23 @@ def _problem_app(status: int, code: str, detail: str, retry_after_s: int | None 
 _OVERLOADED = _problem_app(503, "unavailable", "too many open connections; retry shortly", 1)
 
 
-def _parser_field(detail: str) -> str | None:
+def _parser_field(detail: str) -> str:
+    """The part of the request a parser rejection is about (its problem body's ``field``):
+    ``content-length``/``transfer-encoding`` when named, else ``method``, ``path``
+    (the request target), ``version``, ``headers``, or ``request`` (the framing)."""
     lowered = detail.lower()
     for name in ("content-length", "transfer-encoding"):
         if name in lowered:
             return name
-    return None
+    for words, name in ((("method",), "method"), (("url", "path", "uri"), "path"),
+                        (("version",), "version"), (("header",), "headers")):  # fmt: skip
+        if any(w in lowered for w in words):
+            return name
+    return "request"
+
+
+# method SP request-target SP HTTP-version CRLF (RFC 9112 section 3), the method a token
+_REQUEST_LINE = re.compile(rb"(?:^|\n)[!#$%&'*+.^_`|~0-9A-Za-z-]+ [^ \r\n]+ HTTP/\d\.\d\r\n")
 
 
 class ProblemHttpProtocol(HttpToolsProtocol):
@@ -116,6 +136,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # head bytes counted so far (see data_received)
         self._completed_in_chunk = False
         self._lingering = False  # answered with an error: the rest is dropped
+        self._chunk = b""
 
     # -- the read deadline ---------------------------------------------------------------
 
@@ -184,6 +205,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         if self._lingering:
             return
         self._completed_in_chunk = False
+        self._chunk = data  # what the parser is reading (send_400_response looks at it)
         super().data_received(data)
         if self.transport.is_closing() or not self._begun or self._head_done:
             return
@@ -193,7 +215,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         if self._head_bytes > self.max_header_bytes:
             detail = f"request line and headers exceed {self.max_header_bytes} bytes"
-            self._reject(431, "headers_too_large", detail)
+            self._reject(431, "headers_too_large", detail, "headers")
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except httptools.HttpParserError`` block only
@@ -203,6 +225,12 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             exc, httptools.HttpParserCallbackError
         ):
             detail = str(exc) or msg
+        if detail == "Invalid method encountered" and _REQUEST_LINE.search(self._chunk):
+            # a well-formed request line with a method the parser does not know: RFC 9110
+            # section 9.1 answers 501 (a known method a route lacks is 405)
+            self._reject(501, "method_not_implemented", "unrecognised request method",
+                         "method")  # fmt: skip
+            return
         self._reject(400, "bad_request", detail, _parser_field(detail))
 
     def on_message_begin(self) -> None:
@@ -217,7 +245,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         limit = self.max_connections
         if head > self.max_header_bytes:
             detail = f"request line and headers exceed {self.max_header_bytes} bytes"
-            app = _problem_app(431, "headers_too_large", detail)
+            app = _problem_app(431, "headers_too_large", detail, field="headers")
         elif limit is not None and (len(self.connections) > limit or len(self.tasks) >= limit):
             log.warning("over %d connections: 503", limit)
             app = _OVERLOADED

@@ -18,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from .validate import EVENT_TYPE_RE
 
 __all__ = [
     "KINDS",
+    "KIND_FIELDS",
     "PRIORITIES",
     "Inbound",
     "SourceConfig",
@@ -89,15 +91,37 @@ def event_id_for(source_id: str, delivery_id: str) -> str:
     return "evt_" + "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 
+# The settings each kind reads (``verify``); every kind also has id, tenant, kind, secret,
+# priority and ack_policy. A source is shown with its kind's settings only.
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    "github": (),
+    "stripe": (),
+    "standard-webhooks": ("event_type_from", "default_event_type"),
+    "hmac": ("header", "algorithm", "encoding", "prefix", "event_type_from", "id_from",
+             "default_event_type"),
+}  # fmt: skip
+_KIND_SPECIFIC = frozenset(f for fields in KIND_FIELDS.values() for f in fields)
+# a header name is an RFC 9110 token (section 5.1, 5.6.2)
+_TOKEN_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
+
+
 def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a ``POST /v1/sources`` body; returns the fields. Raises Unprocessable."""
-    allowed = {
-        "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
-        "encoding", "prefix", "event_type_from", "id_from", "default_event_type",
-    }  # fmt: skip
+    """Validate a ``POST /v1/sources`` body; returns the fields. Raises Unprocessable:
+    an unknown member, a setting another kind reads (``KIND_FIELDS``: e.g. ``header`` on a
+    github source, which would be ignored), an hmac ``header`` or a ``header:<name>``
+    lookup that is not an RFC 9110 token (section 5.6.2: no request could carry it)."""
+    allowed = {"id", "tenant", "kind", "secret", "priority", "ack_policy", *_KIND_SPECIFIC}
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise Unprocessable("unknown field", field=unknown[0])
+    if body.get("kind") in KIND_FIELDS:
+        foreign = sorted(set(body) & _KIND_SPECIFIC - set(KIND_FIELDS[body["kind"]]))
+        if foreign:
+            raise Unprocessable(
+                f"does not apply to kind {body['kind']!r} (it reads "
+                f"{list(KIND_FIELDS[body['kind']]) or 'none of the optional settings'})",
+                field=foreign[0],
+            )
     for name in ("tenant", "kind", "secret"):
         if name not in body:
             raise Unprocessable("is required", field=name)
@@ -138,6 +162,10 @@ def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
             and not value.startswith(("header:", "payload:"))
         ):
             raise Unprocessable("must start with 'header:' or 'payload:'", field=name)
+        if name == "header" and not _TOKEN_RE.fullmatch(value):
+            raise Unprocessable("must be a header name (an RFC 9110 token)", field=name)
+        if value.startswith("header:") and not _TOKEN_RE.fullmatch(value[7:]):
+            raise Unprocessable("'header:' must name a header (an RFC 9110 token)", field=name)
         out[name] = value.lower() if name == "header" else value
     default_type = body.get("default_event_type", DEFAULT_EVENT_TYPE)
     if not isinstance(default_type, str) or not EVENT_TYPE_RE.fullmatch(default_type):
@@ -231,8 +259,11 @@ def _verify_github(src: SourceConfig, headers: Mapping[str, str], body: bytes) -
     action = payload.get("action") if isinstance(payload, dict) else None
     etype = f"{event}.{action}" if isinstance(action, str) and action else event
     delivery = headers.get("x-github-delivery")
-    if not delivery or len(delivery) > 256:
+    if not delivery:
         raise BadRequest("missing X-GitHub-Delivery header", field="X-GitHub-Delivery")
+    if len(delivery) > 256:
+        raise BadRequest("X-GitHub-Delivery is too long (over 256 characters)",
+                         field="X-GitHub-Delivery")  # fmt: skip
     return Inbound(_check_event_type(etype, "X-GitHub-Event"), delivery, payload, text)
 
 

@@ -7,6 +7,7 @@ names or touches state. Raises ``regionsync.errors.Unprocessable`` (422) with ``
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "RESERVED_HEADERS",
     "check_event_type",
     "check_id",
+    "check_text",
     "check_endpoint_fields",
     "json_integer",
 ]
@@ -56,9 +58,39 @@ def json_integer(value: Any) -> Any:
 
 
 def check_id(value: Any, field: str) -> str:
-    """A user-supplied id: ``[A-Za-z0-9_.-]{1,64}``."""
+    """A user-supplied id: ``[A-Za-z0-9_.-]{1,64}``, not ``.`` or ``..`` (RFC 3986 dot
+    segments: clients and proxies resolve them as path navigation, so such an id could
+    not be addressed in a URL). Raises Unprocessable naming ``field``."""
     if not isinstance(value, str) or not ID_RE.fullmatch(value):
         raise Unprocessable("must match [A-Za-z0-9_.-]{1,64}", field=field)
+    if value in (".", ".."):
+        raise Unprocessable("must not be '.' or '..'", field=field)
+    return value
+
+
+# Characters refused in display text (names, descriptions): controls (Cc; a description
+# may hold tab and newline), format characters (Cf) such as the bidi overrides U+202A-E
+# and U+2066-9, which reorder a terminal or web line, except the joiners ZWNJ/ZWJ that
+# some scripts and emoji need, line/paragraph separators (Zl, Zp) and surrogates (Cs).
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def check_text(value: Any, field: str, max_len: int, min_len: int = 0, lines: bool = False) -> str:
+    """Display text of ``min_len..max_len`` characters without control, format (but the
+    joiners U+200C/U+200D), separator or surrogate characters (Unicode general categories
+    Cc, Cf, Zl, Zp, Cs; ``lines``: tab and newline allowed). Raises Unprocessable naming
+    ``field`` and the first refused character."""
+    if not isinstance(value, str) or not min_len <= len(value) <= max_len:
+        raise Unprocessable(f"must be a string of {min_len}..{max_len} characters", field=field)
+    for i, c in enumerate(value):
+        if lines and c in "\t\n":
+            continue
+        if c not in _JOINERS and unicodedata.category(c) in _REFUSED_CATEGORIES:
+            raise Unprocessable(
+                f"must not contain control or format characters (U+{ord(c):04X} at {i})",
+                field=field,
+            )
     return value
 
 
@@ -88,8 +120,8 @@ def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         d = out["description"]
         if d is None:
             out["description"] = ""
-        elif not isinstance(d, str) or len(d) > 1024:
-            raise Unprocessable("must be a string of at most 1024 chars", field="description")
+        else:
+            check_text(d, "description", 1024, lines=True)
     if "rate_limit_per_s" in out:
         r = out["rate_limit_per_s"]
         # at least one delivery per 100 s: a slower lane could not send within the

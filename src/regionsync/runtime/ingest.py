@@ -117,6 +117,7 @@ class Ingest:
                 f"tenant {tenant_id!r} is over its publish rate of {rate:g}/s in this region",
                 retry_after_s=max(1, math.ceil(bucket.wait_s(now))),
                 code="tenant_rate_limited",
+                field="tenant",
             )
 
     def _admit_or_raise(self, priority: str) -> None:

@@ -1,4 +1,5 @@
-"""Listing: newest-first pages of tenants, sources, events, deliveries and jobs.
+"""Listing: newest-first pages of tenants, endpoints, tokens, sources, events, deliveries
+and jobs.
 
 Every list is ordered by ``(created time ms, id)`` descending and paged by a cursor
 ``(ms, id)``: the key of the last item of the previous page (strictly below it comes
@@ -13,7 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from ..core.model import AuditEntry, Delivery, DeliveryQuery, Event, EventQuery
-from ..core.registry import TenantView
+from ..core.registry import EndpointView, TenantView
+from ..core.tokens import TokenView
 from .ports import Store
 from .recovery import Job
 from .state import Catalog
@@ -65,6 +67,19 @@ class Listing:
         reg = self.catalog.registry
         views = [v for t in reg.tenant_ids() if (v := reg.tenant(t)) is not None]
         return _page(views, lambda v: (v.created_at_ms, v.id), before, limit)
+
+    def endpoints(
+        self, tenant: str, before: Cursor | None, limit: int
+    ) -> tuple[list[EndpointView], Cursor | None]:
+        """The live tenant's endpoints, newest first. NotFound for a missing tenant."""
+        self.catalog.tenant(tenant)
+        views = self.catalog.registry.endpoints(tenant)
+        return _page(views, lambda v: (v.created_at_ms or 0, v.id), before, limit)
+
+    def tokens(self, before: Cursor | None, limit: int) -> tuple[list[TokenView], Cursor | None]:
+        """Live registry tokens (expired ones included), newest first."""
+        views = self.catalog.token_hashes.values()
+        return _page(views, lambda t: (t.created_at_ms, t.id), before, limit)
 
     def sources(
         self, tenant: str | None, before: Cursor | None, limit: int

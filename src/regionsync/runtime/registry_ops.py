@@ -18,7 +18,7 @@ from ..core.registry import EndpointView, TenantView
 from ..core.signing import make_secret
 from ..core.sources import ACK_POLICIES, check_source_fields
 from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
-from ..core.validate import check_endpoint_fields, check_id, json_integer
+from ..core.validate import check_endpoint_fields, check_id, check_text, json_integer
 from ..errors import Conflict, Unprocessable
 from .audit import audit_section
 from .ports import IdSource, Resolver, Rng
@@ -93,6 +93,9 @@ class RegistryOps:
         )  # fmt: skip
         if tenant_id is not None:
             check_id(tenant_id, "id")
+        check_text(name, "name", 256, min_len=1)
+        if ack_policy not in ACK_POLICIES:
+            raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
         async with self.writer.local_lock():
             tid = tenant_id or self.ids.new("ten")
             if self.catalog.registry.tenant(tid) is not None:

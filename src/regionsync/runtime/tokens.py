@@ -19,6 +19,7 @@ from ..core.tokens import (
     revoke_token,
     token,
 )
+from ..core.validate import check_text
 from ..errors import NotFound, Unprocessable
 from .audit import audit_section
 from .ports import Clock, IdSource, Rng
@@ -52,8 +53,7 @@ class TokenOps:
         """
         if not isinstance(scope, str) or not SCOPE_RE.fullmatch(scope):
             raise Unprocessable("must be admin or tenant:<id>:manage|publish|read", field="scope")
-        if not isinstance(name, str) or not 1 <= len(name) <= 128:
-            raise Unprocessable("must be a string of 1..128 characters", field="name")
+        check_text(name, "name", 128, min_len=1)
         if expires_at_ms is not None and expires_at_ms <= self.clock.wall_ms():
             raise Unprocessable("must be in the future", field="expires_at")
         secret = make_token(self.rng.randbytes(32))

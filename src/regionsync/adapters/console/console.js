@@ -379,7 +379,7 @@ async function endpointPage(tenant, endpointId) {
       h("dt", {}, "failing since"), h("dd", {}, text(ep.failing_since)),
       h("dt", {}, "event types"), h("dd", {}, ep.event_types.join(", ") || "every type"),
       h("dt", {}, "payload format"), h("dd", {}, ep.payload_format),
-      h("dt", {}, "secret"), h("dd", { id: "secret" }, h("code", {}, `${ep.secret.slice(0, 12)}…`)),
+      h("dt", {}, "secret"), h("dd", { id: "secret" }, h("code", {}, ep.secret.endsWith("…") ? ep.secret : `${ep.secret.slice(0, 12)}…`)),
       h("dt", {}, "updated"), h("dd", {}, text(ep.updated_at))),
     actions,
     h("div", { id: "job" }),
@@ -471,7 +471,8 @@ async function eventPage(tenant, eventId) {
   const sections = [];
   for (const d of ev.deliveries) {
     const [attempts, ep] = await Promise.all([
-      api("GET", `/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`),
+      allPages(`/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`, {}, 1000)
+        .then((items) => ({ items })),
       api("GET", `/v1/tenants/${enc(tenant)}/endpoints/${enc(d.endpoint)}`).catch(() => null),
     ]);
     const newest = attempts.items.reduce((m, a) => (m && m.at >= a.at ? m : a), null);

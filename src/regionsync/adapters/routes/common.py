@@ -1,7 +1,8 @@
 """What every route module shares: the API context, body reading with limits, time and
 page parameters, the JSON problem body, bearer-token scopes and the JSON renderers.
 
-Bodies are read with a size limit before parsing (413), must be JSON (415), and must
+Time, page and cursor parameters and the strict query check live in ``paging`` (re-exported
+here). Bodies are read with a size limit before parsing (413), must be JSON (415), and must
 parse (400) under the JSON policy of core.jsontext (422 for what it refuses); numbers from
 request text go through core.numtext (ASCII digits, range-checked). Every error becomes
 the problem body ``{error, detail, field}``.
@@ -9,12 +10,9 @@ the problem body ``{error, detail, field}``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +25,7 @@ from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
+from ...core.sources import KIND_FIELDS
 from ...core.tokens import Caller, hash_token
 from ...errors import (
     ClientError,
@@ -41,6 +40,15 @@ from ...runtime.audit import acting_as
 from ...runtime.node import Node
 from ...runtime.recovery import Job
 from ..usage_rates import UsageRates
+from .paging import (
+    decode_cursor,
+    encode_cursor,
+    open_cursor,
+    page_params,
+    parse_time,
+    seal_cursor,
+    strict_query,
+)
 
 __all__ = [
     "ApiContext",
@@ -48,6 +56,7 @@ __all__ = [
     "accepted_json",
     "accepted_response",
     "attempt_json",
+    "can_see_secrets",
     "client_problem",
     "decode_cursor",
     "delivery_json",
@@ -59,13 +68,17 @@ __all__ = [
     "event_summary_json",
     "event_type_json",
     "job_json",
+    "open_cursor",
     "page_params",
     "parse_time",
     "problem",
     "read_body",
+    "read_no_body",
     "read_object",
     "rfc3339",
+    "seal_cursor",
     "source_json",
+    "strict_query",
     "tenant_json",
 ]
 
@@ -78,51 +91,6 @@ def rfc3339(ms: int | None) -> str | None:
         return None
     dt = datetime.fromtimestamp(ms / 1000, UTC)
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(value: str, field: str) -> int:
-    try:
-        # RFC 3339 section 5.6 allows a lower-case "t" and "z"
-        dt = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
-        raise Unprocessable("must be an RFC 3339 time", field=field) from None
-    if dt.tzinfo is None:
-        raise Unprocessable("must carry a time zone (e.g. Z)", field=field)
-    return int(dt.timestamp() * 1000)
-
-
-def page_params(limit: int, since: str | None) -> int | None:
-    """Check a list's ``limit`` (1..1000) and parse its ``since``; 422 naming the field."""
-    if not 1 <= limit <= 1000:
-        raise Unprocessable("must be in [1, 1000]", field="limit")
-    return parse_time(since, "since") if since is not None else None
-
-
-def encode_cursor(key: tuple[int, str] | None) -> str | None:
-    """The opaque ``next`` cursor of a newest-first list: base64url of ``"<ms>:<id>"``."""
-    if key is None:
-        return None
-    return base64.urlsafe_b64encode(f"{key[0]}:{key[1]}".encode()).decode().rstrip("=")
-
-
-_B64URL = re.compile(r"[A-Za-z0-9_\-]{1,1400}")
-
-
-def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
-    """``(ms, id)`` of a cursor ``encode_cursor`` made; None stays None. 422 naming
-    ``cursor`` for anything else."""
-    if cursor is None:
-        return None
-    try:
-        if not _B64URL.fullmatch(cursor):
-            raise ValueError
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        ms, sep, ident = text.partition(":")
-        if not sep or not ident or not ms.isascii() or not ms.isdigit() or len(ms) > 18:
-            raise ValueError
-        return int(ms), ident
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise Unprocessable("not a cursor this API returned", field="cursor") from None
 
 
 def delivery_status(status: str | None) -> DeliveryStatus | None:
@@ -184,6 +152,29 @@ async def read_object(request: Request, max_bytes: int, surrogates: bool = False
     return loads_members(decode_utf8(raw), surrogates=surrogates)[0]
 
 
+async def read_no_body(request: Request, max_bytes: int) -> None:
+    """For a route that takes no body (an action such as retry or rotate-secret, or a
+    DELETE): no body or ``{}`` is accepted; anything else is refused before the route acts,
+    as a body route would refuse it: 415 for another content type, 413, 400 ``bad_json``
+    (field ``body``) for text that is not JSON, 422 naming the first member (``unknown
+    field``) or ``body`` for a JSON value that is not an object."""
+    if not _has_body(request):
+        return
+    raw = await read_body(request, max_bytes)
+    if not raw:  # a chunked body of no bytes
+        return
+    members = loads_members(decode_utf8(raw))[0]
+    if members:
+        raise Unprocessable("unknown field (this route takes no body)", field=sorted(members)[0])
+
+
+def _has_body(request: Request) -> bool:
+    """Whether the request declares a body (a non-zero Content-Length or chunked)."""
+    return request.headers.get("content-length", "0") != "0" or (
+        "transfer-encoding" in request.headers
+    )
+
+
 def tenant_json(t: TenantView, cluster_rate: float | None = None) -> dict[str, Any]:
     """A tenant body; ``cluster_rate``: events/s all regions accepted over about the last
     minute, from the replicated usage counter (adapters.usage_rates), or None."""
@@ -213,15 +204,40 @@ def event_type_json(v: EventTypeView) -> dict[str, Any]:
     }
 
 
+_KIND_SPECIFIC = frozenset(f for fields in KIND_FIELDS.values() for f in fields)
+
+
 def source_json(fields: dict[str, Any]) -> dict[str, Any]:
-    """A source without its secret (secrets of sources are never echoed or logged)."""
-    out = {k: v for k, v in fields.items() if k not in ("secret", "created_at")}
+    """A source without its secret (secrets of sources are never echoed or logged) and
+    with only the settings its kind reads (``core.sources.KIND_FIELDS``)."""
+    own = KIND_FIELDS.get(fields.get("kind", ""), ())
+    hidden = {"secret", "created_at"} | {k for k in fields if k in _KIND_SPECIFIC and k not in own}
+    out = {k: v for k, v in fields.items() if k not in hidden}
     out["created_at"] = rfc3339(fields.get("created_at"))
     out["url_path"] = f"/in/{fields['id']}"
     return out
 
 
-def endpoint_json(e: EndpointView) -> dict[str, Any]:
+MASK = "\u2026"  # what a read-only token sees instead of a secret value
+
+
+def can_see_secrets(caller: Caller) -> bool:
+    """Whether ``caller`` may read endpoint signing secrets and custom header values:
+    admin and ``tenant:<id>:manage`` tokens (which may set them anyway); a
+    ``tenant:<id>:read`` token may not, since the secret signs deliveries (its holder
+    could forge them to the consumer) and header values often carry credentials."""
+    return not caller.scope.endswith(":read")
+
+
+def endpoint_json(e: EndpointView, secrets: bool = True) -> dict[str, Any]:
+    """An endpoint; without ``secrets`` (``can_see_secrets``) its ``secret`` reads
+    ``whsec_…`` and every custom header value ``…`` (the names stay)."""
+    if not secrets:
+        return {
+            **endpoint_json(e),
+            "secret": "whsec_" + MASK,
+            "headers": dict.fromkeys(e.headers or {}, MASK),
+        }
     return {
         "id": e.id,
         "tenant": e.tenant,

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from ...core.model import DeliveryQuery
+from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
 from ..openapi_docs import body
@@ -18,9 +19,12 @@ from .common import (
     delivery_status,
     encode_cursor,
     job_json,
+    open_cursor,
     page_params,
     parse_time,
+    read_no_body,
     read_object,
+    seal_cursor,
 )
 
 __all__ = ["build"]
@@ -44,12 +48,16 @@ def build(ctx: ApiContext) -> APIRouter:
         node.catalog.endpoint(tenant, endpoint)
         since_ms = page_params(limit, since)
         st = delivery_status(status)
-        if cursor is not None and not ID_RE.fullmatch(cursor):
+        after = open_cursor(cursor)
+        if after is not None and not ID_RE.fullmatch(after):
             raise Unprocessable("not a cursor this API returned", field="cursor")
         rows, nxt = await node.recovery.deliveries_page(
-            tenant, endpoint, st, since_ms, cursor, limit
+            tenant, endpoint, st, since_ms, after, limit
         )
-        return {"items": [delivery_json(d, node.custody.custodian(d)) for d in rows], "next": nxt}
+        return {
+            "items": [delivery_json(d, node.custody.custodian(d)) for d in rows],
+            "next": None if nxt is None else seal_cursor(nxt),
+        }
 
     @router.get("/v1/tenants/{tenant}/deliveries")
     async def list_tenant_deliveries(
@@ -84,13 +92,20 @@ def build(ctx: ApiContext) -> APIRouter:
         return {"items": [job_json(j) for j in rows], "next": encode_cursor(nxt)}
 
     async def _job_body(request: Request) -> int:
+        """``since`` of a recover/replay body in ms: required, an RFC 3339 time, not in
+        the future (nothing could match); 422 naming the field otherwise."""
         body = await read_object(request, ctx.max_body)
         unknown = sorted(set(body) - {"since"})
         if unknown:
             raise Unprocessable("unknown field", field=unknown[0])
-        if not isinstance(body.get("since"), str):
+        if "since" not in body:
             raise Unprocessable("is required: an RFC 3339 time", field="since")
-        return parse_time(body["since"], "since")
+        if not isinstance(body["since"], str):
+            raise Unprocessable("must be an RFC 3339 time (a JSON string)", field="since")
+        since = parse_time(body["since"], "since")
+        if since > node.clock.wall_ms():
+            raise Unprocessable("must not be in the future", field="since")
+        return since
 
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",
@@ -122,16 +137,35 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
-        """Re-send one delivery now (a new generation, the same webhook-id)."""
+        """Re-send one delivery now (a new generation, the same webhook-id). No body (or
+        ``{}``)."""
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         d = await node.recovery.retry_delivery(tenant, delivery)
         return delivery_json(d, node.custody.custodian(d))
 
     @router.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
-    async def list_attempts(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
+    async def list_attempts(
+        request: Request, tenant: str, delivery: str, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """One delivery's attempts, oldest first (every generation); ``{items, next}``."""
         ctx.auth.check(request, tenant)
+        page_params(limit, None)
+        after: tuple[int, int, int] | None = None
+        if cursor is not None:
+            parts = (open_cursor(cursor) or "").split(":")
+            if len(parts) != 3:
+                raise Unprocessable("not a cursor this API returned", field="cursor")
+            at, gen, n = (parse_uint(v, "cursor", error=Unprocessable) for v in parts)
+            after = (at, gen, n)
         await node.recovery.delivery(tenant, delivery)
-        attempts = await node.store.attempts_of(delivery)
-        return {"items": [attempt_json(a) for a in attempts], "next": None}
+        attempts = [a for a in await node.store.attempts_of(delivery)
+                    if after is None or (a.at_ms, a.generation, a.n) > after]  # fmt: skip
+        page = attempts[:limit]
+        nxt = None
+        if len(attempts) > limit:
+            last = page[-1]
+            nxt = seal_cursor(f"{last.at_ms}:{last.generation}:{last.n}")
+        return {"items": [attempt_json(a) for a in page], "next": nxt}
 
     return router

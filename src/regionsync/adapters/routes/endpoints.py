@@ -10,7 +10,19 @@ from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
 from ..openapi_docs import body
-from .common import ApiContext, attempt_json, endpoint_json, page_params, read_object
+from .common import (
+    ApiContext,
+    attempt_json,
+    can_see_secrets,
+    decode_cursor,
+    encode_cursor,
+    endpoint_json,
+    open_cursor,
+    page_params,
+    read_no_body,
+    read_object,
+    seal_cursor,
+)
 
 __all__ = ["build"]
 
@@ -26,17 +38,21 @@ def build(ctx: ApiContext) -> APIRouter:
         return endpoint_json(await node.registry_ops.create_endpoint(tenant, body))
 
     @router.get("/v1/tenants/{tenant}/endpoints")
-    async def list_endpoints(request: Request, tenant: str) -> dict[str, Any]:
-        ctx.auth.check(request, tenant)
-        return {
-            "items": [endpoint_json(e) for e in node.registry_ops.endpoints(tenant)],
-            "next": None,
-        }
+    async def list_endpoints(
+        request: Request, tenant: str, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """The tenant's endpoints, newest first; ``{items, next}``, pass ``next`` as
+        ``cursor`` for the following page."""
+        secrets = can_see_secrets(ctx.auth.check(request, tenant))
+        page_params(limit, None)
+        rows, nxt = node.listing.endpoints(tenant, decode_cursor(cursor), limit)
+        return {"items": [endpoint_json(e, secrets) for e in rows], "next": encode_cursor(nxt)}
 
     @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
     async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        ctx.auth.check(request, tenant)
-        return endpoint_json(node.catalog.endpoint(tenant, endpoint))
+        """One endpoint; a ``read`` token sees its secret and header values masked."""
+        secrets = can_see_secrets(ctx.auth.check(request, tenant))
+        return endpoint_json(node.catalog.endpoint(tenant, endpoint), secrets)
 
     @router.patch("/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=body("endpoint_patch"))
     async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
@@ -47,6 +63,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.delete("/v1/tenants/{tenant}/endpoints/{endpoint}", status_code=204)
     async def delete_endpoint(request: Request, tenant: str, endpoint: str) -> Response:
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         await node.registry_ops.delete_endpoint(tenant, endpoint)
         return Response(status_code=204)
 
@@ -64,8 +81,10 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
     async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
-        """New generated secret; the previous one keeps signing for the overlap period."""
+        """New generated secret; the previous one keeps signing for the overlap period.
+        No body (or ``{}``)."""
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         return endpoint_json(
             await node.registry_ops.patch_endpoint(tenant, endpoint, {"secret": None})
         )
@@ -88,7 +107,7 @@ def build(ctx: ApiContext) -> APIRouter:
             raise Unprocessable("must be succeeded or failed", field="status")
         after = None
         if cursor is not None:
-            at, _, rest = cursor.partition(":")
+            at, _, rest = (open_cursor(cursor) or "").partition(":")
             did, _, n = rest.rpartition(":")
             if not ID_RE.fullmatch(did):
                 raise Unprocessable("not a cursor this API returned", field="cursor")
@@ -96,7 +115,7 @@ def build(ctx: ApiContext) -> APIRouter:
             after = (at_ms, did, n_int)
         ok = None if status is None else status == "succeeded"
         rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
-        nxt = None if last is None else f"{last[0]}:{last[1]}:{last[2]}"
+        nxt = None if last is None else seal_cursor(f"{last[0]}:{last[1]}:{last[2]}")
         return {"items": [attempt_json(a) for a in rows], "next": nxt}
 
     return router

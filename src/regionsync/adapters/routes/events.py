@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from ...core.jsontext import decode_utf8, loads_members
+from ...core.matching import check_event_pattern
 from ...core.model import EventQuery
 from ...errors import Unprocessable
 from ..openapi_docs import body
@@ -84,9 +85,12 @@ def build(ctx: ApiContext) -> APIRouter:
             endpoint_id=endpoint,
             status=delivery_status(status),
         )
+        if q.since_ms is not None and q.until_ms is not None and q.since_ms > q.until_ms:
+            raise Unprocessable("must not be after until", field="since")
         if event_type is not None:
-            if not 1 <= len(event_type) <= 256:
-                raise Unprocessable("must be 1..256 characters", field="event_type")
+            # the rule of endpoint patterns: an event type as publish takes it, '<prefix>.*'
+            # or '*' (core.matching)
+            check_event_pattern(event_type, "event_type")
             if event_type.endswith(".*"):
                 q = replace(q, type_prefix=event_type[:-1])
             elif event_type != "*":

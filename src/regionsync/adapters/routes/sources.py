@@ -15,6 +15,7 @@ from .common import (
     encode_cursor,
     page_params,
     read_body,
+    read_no_body,
     read_object,
     source_json,
 )
@@ -50,6 +51,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.delete("/v1/sources/{source}", status_code=204)
     async def delete_source(request: Request, source: str) -> Response:
         ctx.auth.check(request)
+        await read_no_body(request, ctx.max_body)
         await node.registry_ops.delete_source(source)
         return Response(status_code=204)
 

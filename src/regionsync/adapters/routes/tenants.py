@@ -13,6 +13,7 @@ from .common import (
     decode_cursor,
     encode_cursor,
     page_params,
+    read_no_body,
     read_object,
     tenant_json,
 )
@@ -85,6 +86,7 @@ def build(ctx: ApiContext) -> APIRouter:
         # another tenant's token gets 404 like on every tenant route; its own gets 403
         if ctx.auth.check(request, tenant).scope != "admin":
             raise Forbidden("deleting a tenant takes an admin token", field="authorization")
+        await read_no_body(request, ctx.max_body)
         await node.registry_ops.delete_tenant(tenant)
         return Response(status_code=204)
 

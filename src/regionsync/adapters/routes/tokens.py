@@ -10,7 +10,16 @@ from fastapi import APIRouter, Request, Response
 from ...core.tokens import TokenView
 from ...errors import Unprocessable
 from ..openapi_docs import body
-from .common import ApiContext, parse_time, read_object, rfc3339
+from .common import (
+    ApiContext,
+    decode_cursor,
+    encode_cursor,
+    page_params,
+    parse_time,
+    read_no_body,
+    read_object,
+    rfc3339,
+)
 
 __all__ = ["build", "token_json"]
 
@@ -61,14 +70,20 @@ def build(ctx: ApiContext) -> APIRouter:
         return {"scope": caller.scope, "name": caller.name, "tenant": tenant, "right": right}
 
     @router.get("/v1/tokens")
-    async def list_tokens(request: Request) -> dict[str, Any]:
+    async def list_tokens(
+        request: Request, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Live tokens (never their secrets), newest first; ``{items, next}``."""
         ctx.auth.check(request)
-        return {"items": [token_json(t) for t in node.tokens.list()], "next": None}
+        page_params(limit, None)
+        rows, nxt = node.listing.tokens(decode_cursor(cursor), limit)
+        return {"items": [token_json(t) for t in rows], "next": encode_cursor(nxt)}
 
     @router.delete("/v1/tokens/{token}", status_code=204)
     async def revoke_token(request: Request, token: str) -> Response:
         """Revoke in every region (effective in each once replicated there)."""
         ctx.auth.check(request)
+        await read_no_body(request, ctx.max_body)
         await node.tokens.revoke(token)
         return Response(status_code=204)
 

@@ -1,0 +1,132 @@
+"""``regionsync status``: one row per region, each peer asked at its own HTTP API."""
+
+from __future__ import annotations
+
+import click
+
+from .client import ApiClient, ManageError, client_of, json_mode, out
+
+__all__ = ["status", "status_rows"]
+
+
+def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> list[dict]:
+    """One row per region: the node asked (``cluster``, its ``/v1/cluster`` body) first,
+    then its peers, then any region in ``others`` that is not one of its peers (asked with
+    ``--peer-url``). ``connected``, ``records_behind`` and ``last_contact`` are the asked
+    node's links; ``others`` maps a region (or, for a ``--peer-url`` that could not be
+    asked, the URL) to its own ``/v1/cluster`` body, or to why it could not be asked (a
+    string): a reached region shows its own registry hash, whether it equals the asked
+    node's (``agrees``) and how many of its own links are up (``peers_up``); an unreached
+    peer shows the asked node's state-digest verdict."""
+    others = others or {}
+    custody = cluster.get("custody", {})
+    records = custody.get("records", {})
+    suspected = set(custody.get("suspected", []))
+    mine = cluster["registry_hash"]
+
+    def custody_of(region: str) -> str:
+        rec = records.get(region)
+        state = "own" if rec is None or rec["state"] == "own" else (
+            "adopted by " + ",".join(rec["live"])
+        )  # fmt: skip
+        return state + (" (suspected)" if region in suspected else "")
+
+    def peers_up(c: dict) -> str:
+        peers = c.get("peers", [])
+        return f"{sum(1 for p in peers if p['connected'])}/{len(peers)}"
+
+    def reached(row: dict, other: dict) -> None:
+        same = other["registry_hash"] == mine
+        row.update(reached="yes", registry=other["registry_hash"][:12],
+                   agrees="yes" if same else "DIFFERS", peers_up=peers_up(other))  # fmt: skip
+
+    rows = [{
+        "region": cluster["region"], "reached": "self", "connected": "self",
+        "records_behind": 0, "last_contact": "-", "registry": mine[:12], "agrees": "-",
+        "peers_up": peers_up(cluster), "custody": custody_of(cluster["region"]),
+    }]  # fmt: skip
+    peer_regions = {cluster["region"]}
+    for p in cluster.get("peers", []):
+        peer_regions.add(p["region"])
+        since = p.get("seconds_since_contact")
+        row = {
+            "region": p["region"], "connected": "yes" if p["connected"] else "NO",
+            "records_behind": p["records_behind"],
+            "last_contact": "never" if since is None else f"{since:.1f}s ago",
+            "custody": custody_of(p["region"]),
+        }  # fmt: skip
+        other = others.get(p["region"], "no http_url")
+        if isinstance(other, dict):
+            reached(row, other)
+        else:
+            verdict = {True: "agrees (digest)", False: "DIFFERS (digest)",
+                       None: "not compared"}[p.get("state_agrees")]  # fmt: skip
+            row.update(reached=f"no: {other}", registry="-", agrees=verdict, peers_up="-")
+        rows.append(row)
+    for key, other in others.items():
+        if key in peer_regions:
+            continue
+        row = {"region": key, "connected": "not a peer", "records_behind": "-",
+               "last_contact": "-", "custody": "-"}  # fmt: skip
+        if isinstance(other, dict):
+            row["region"] = other["region"]
+            reached(row, other)
+        else:
+            row.update(reached=f"no: {other}", registry="-", agrees="-", peers_up="-")
+        rows.append(row)
+    return rows
+
+
+def peer_clusters(client: ApiClient, cluster: dict, extra_urls: tuple[str, ...]) -> dict:
+    """Every peer's own ``/v1/cluster`` (region -> body), or why it could not be had
+    (region -> message): asked at its ``http_url`` from the cluster view, or at one of
+    ``extra_urls`` (matched to regions by their answer; one that cannot be asked is
+    keyed by its URL)."""
+    out_: dict[str, dict | str] = {}
+    urls = [p["http_url"] for p in cluster.get("peers", []) if p.get("http_url")]
+    for url in [*urls, *extra_urls]:
+        try:
+            peer = ApiClient(url, client.token)
+        except ManageError as exc:
+            out_[url] = exc.message
+            continue
+        try:
+            body = peer.call("GET", "/v1/cluster")
+            out_[body["region"]] = body
+        except ManageError as exc:
+            region = next((p["region"] for p in cluster.get("peers", [])
+                           if p.get("http_url") == url), None)  # fmt: skip
+            out_[url if region is None else region] = exc.message.split(";")[0]
+        finally:
+            peer.close()
+    return out_
+
+
+@click.command()
+@click.option(
+    "--peer-url",
+    "peer_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also ask this node (repeat; for peers configured without http_url).",
+)
+@click.pass_context
+def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
+    """Every region: the asked node's links to it (connected, records behind, last
+    contact), its own registry hash and whether it agrees, its links up, custody. Peers
+    are asked at the ``http_url`` of their ``[[peers]]`` entry (or ``--peer-url``) with
+    the same token; a peer that cannot be asked shows the state-digest verdict. Exits 3
+    after printing when a region asked over HTTP (an ``http_url`` or a ``--peer-url``)
+    could not be asked (its row says why)."""
+    client = client_of(ctx)
+    cluster = client.call("GET", "/v1/cluster")
+    others = peer_clusters(client, cluster, peer_urls)
+    if json_mode(ctx):
+        out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})
+    else:
+        cols = ["region", "reached", "connected", "records_behind", "last_contact",
+                "registry", "agrees", "peers_up", "custody"]  # fmt: skip
+        out(ctx, status_rows(cluster, others), cols)
+    failed = sorted(k for k, v in others.items() if not isinstance(v, dict))
+    if failed:
+        raise ManageError(f"could not ask {', '.join(failed)}", exit_code=3)

@@ -51,7 +51,7 @@ from .sender import (
     check_destination,
     head_text,
     host_literal,
-    retry_after,
+    response_outcome,
 )
 
 __all__ = ["RCVBUF_BYTES", "AiohttpSender", "BoundedHandler", "PinnedResolver"]
@@ -338,23 +338,7 @@ class AiohttpSender:
             )  # fmt: skip
         except (ValueError, TypeError) as exc:  # aiohttp cannot encode it
             return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
-        latency = ms()
-        text = bytes(body[:EXCERPT_BYTES]).decode("utf-8", "replace")
-        head = head_text(resp.raw_headers)
-        code = resp.status
-        if 200 <= code < 300:
-            return AttemptOutcome(
-                OutcomeKind.SUCCEEDED, status_code=code, latency_ms=latency,
-                response_excerpt=text, response_headers=head,
-            )  # fmt: skip
-        return AttemptOutcome(
-            OutcomeKind.FAILED,
-            status_code=code,
-            reason="redirect" if 300 <= code < 400 else f"http_{code}",
-            latency_ms=latency,
-            response_excerpt=text,
-            retry_after_s=retry_after(resp.headers.get("retry-after"), self.wall())
-            if code == 429 or code >= 500
-            else None,
-            response_headers=head,
-        )
+        return response_outcome(
+            resp.status, ms(), body, head_text(resp.raw_headers),
+            resp.headers.get("retry-after"), self.wall(),
+        )  # fmt: skip

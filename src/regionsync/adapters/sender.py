@@ -57,6 +57,7 @@ __all__ = [
     "ResponseHeadTooLarge",
     "check_destination",
     "head_text",
+    "response_outcome",
     "host_literal",
     "retry_after",
 ]
@@ -482,6 +483,30 @@ def retry_after(value: str | None, now: float) -> float | None:
     return max(when.timestamp() - now, 0.0)
 
 
+def response_outcome(
+    code: int, latency_ms: float, body: bytes, head: str, retry_after_value: str | None, now: float
+) -> AttemptOutcome:
+    """The outcome of an attempt answered with status ``code``: 2xx succeeded, anything
+    else failed (``redirect`` for 3xx: never followed, else ``http_<code>``), with the
+    first ``EXCERPT_BYTES`` of ``body`` as text, the captured ``head`` and, for 429 and
+    5xx, the ``Retry-After`` delay (seconds; ``now`` is wall time in seconds)."""
+    text = bytes(body[:EXCERPT_BYTES]).decode("utf-8", "replace")
+    if 200 <= code < 300:
+        return AttemptOutcome(
+            OutcomeKind.SUCCEEDED, status_code=code, latency_ms=latency_ms,
+            response_excerpt=text, response_headers=head,
+        )  # fmt: skip
+    return AttemptOutcome(
+        OutcomeKind.FAILED,
+        status_code=code,
+        reason="redirect" if 300 <= code < 400 else f"http_{code}",
+        latency_ms=latency_ms,
+        response_excerpt=text,
+        retry_after_s=retry_after(retry_after_value, now) if code == 429 or code >= 500 else None,
+        response_headers=head,
+    )
+
+
 def head_text(raw: Sequence[tuple[bytes, bytes]]) -> str:
     """A response head as ``name: value`` lines, at most ``HEADERS_BYTES`` characters."""
     text = "\n".join(f"{k.decode('latin-1')}: {v.decode('latin-1')}" for k, v in raw)
@@ -596,23 +621,7 @@ class HttpxSender:
             )  # fmt: skip
         except (httpx.InvalidURL, ValueError, TypeError) as exc:  # httpx cannot encode it
             return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
-        latency = ms()
-        text = bytes(body[:EXCERPT_BYTES]).decode("utf-8", "replace")
-        head = head_text(resp.headers.raw)
-        code = resp.status_code
-        if 200 <= code < 300:
-            return AttemptOutcome(
-                OutcomeKind.SUCCEEDED, status_code=code, latency_ms=latency,
-                response_excerpt=text, response_headers=head,
-            )  # fmt: skip
-        return AttemptOutcome(
-            OutcomeKind.FAILED,
-            status_code=code,
-            reason="redirect" if 300 <= code < 400 else f"http_{code}",
-            latency_ms=latency,
-            response_excerpt=text,
-            retry_after_s=retry_after(resp.headers.get("retry-after"), self.wall())
-            if code == 429 or code >= 500
-            else None,
-            response_headers=head,
-        )
+        return response_outcome(
+            resp.status_code, ms(), body, head_text(resp.headers.raw),
+            resp.headers.get("retry-after"), self.wall(),
+        )  # fmt: skip

@@ -123,8 +123,42 @@ def render_markdown(doc: dict[str, Any]) -> str:
                     out.append(f"| `{name}` | {req} | {_cell(_type(prop))} | {desc} |")
                 out.append("")
             ok = sorted(c for c in op.get("responses", {}) if int(c) < 400)
-            out += [f"Success: {', '.join(ok)}; errors: the problem body.", ""]
+            shown = []
+            for c in ok:
+                ref = (op["responses"][c].get("content", {}).get("application/json", {})
+                       .get("schema", {}).get("$ref", ""))  # fmt: skip
+                shown.append(f"{c} (`{ref.rsplit('/', 1)[1]}`)" if ref else c)
+            out += [f"Success: {', '.join(shown)}; errors: the problem body.", ""]
+    out += _response_bodies(doc)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _response_bodies(doc: dict[str, Any]) -> list[str]:
+    """A section per success-body schema the operations reference: members and types."""
+    schemas = doc.get("components", {}).get("schemas", {})
+    used = sorted(
+        {
+            body["schema"]["$ref"].rsplit("/", 1)[1]
+            for ops in doc["paths"].values()
+            for op in ops.values()
+            for resp in op.get("responses", {}).values()
+            if (body := resp.get("content", {}).get("application/json"))
+            and "$ref" in body.get("schema", {})
+            and body["schema"]["$ref"].rsplit("/", 1)[1] != "Problem"
+        }
+    )
+    out = ["## Response bodies", ""]
+    for name in used:
+        schema = schemas.get(name, {})
+        parts = schema.get("allOf", [schema])
+        out += [f"### `{name}`", "", "| member | type |", "|---|---|"]
+        for part in parts:
+            if "$ref" in part:
+                out.append(f"| (all of `{part['$ref'].rsplit('/', 1)[1]}`) | |")
+            for member, prop in part.get("properties", {}).items():
+                out.append(f"| `{member}` | {_cell(_type(prop))} |")
+        out.append("")
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -343,6 +343,7 @@ def install_docs(app: FastAPI) -> None:
             }
             doc["security"] = [{"bearerAuth": []}]
             _constrain_query(doc)
+            _type_responses(doc)
             for path in _UNAUTHENTICATED:
                 for op in doc["paths"].get(path, {}).values():
                     op["security"] = []
@@ -350,3 +351,231 @@ def install_docs(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+# -- success responses ------------------------------------------------------------------
+# JSON Schemas of the success bodies (OpenAPI 3.1: JSON Schema 2020-12 types), attached to
+# every operation by ``_type_responses``; members beyond those named may be added later,
+# so objects stay open. The route modules' ``*_json`` functions build these bodies.
+
+_STR, _INT, _NUM, _BOOL = (
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+)
+_TIME = {"type": "string", "format": "date-time"}
+
+
+def _null(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _obj(**props: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": sorted(props)}
+
+
+def _page(item: str) -> dict[str, Any]:
+    return _obj(items={"type": "array", "items": {"$ref": f"#/components/schemas/{item}"}},
+                next=_null(_STR))  # fmt: skip
+
+
+_DELIVERY_STATUSES = ["pending", "delivered", "dead", "skipped", "cancelled"]
+
+RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Tenant": _obj(
+        id=_STR,
+        name=_STR,
+        ack_policy={"enum": ["local", "one-remote"]},
+        publish_rate_per_s=_null(_NUM),
+        strict_event_types=_BOOL,
+        delivery_max_in_flight=_null(_INT),
+        created_at=_null(_TIME),
+        usage={"type": "object", "additionalProperties": _INT},
+        publish_rate_cluster_per_s=_null(_NUM),
+    ),  # fmt: skip
+    "Endpoint": _obj(
+        id=_STR,
+        tenant=_STR,
+        url=_STR,
+        event_types={"type": "array", "items": _STR},
+        filter={},
+        description=_null(_STR),
+        rate_limit_per_s=_NUM,
+        max_in_flight=_INT,
+        headers=_null({"type": "object", "additionalProperties": _STR}),
+        paused=_BOOL,
+        payload_format=_STR,
+        state=_STR,
+        failing_since=_null(_TIME),
+        secret=_STR,
+        created_at=_null(_TIME),
+        updated_at=_null(_TIME),
+    ),  # fmt: skip
+    "EventType": _obj(
+        name=_STR,
+        description=_STR,
+        schema={},
+        deprecated=_BOOL,
+        deprecated_at=_null(_TIME),
+        created_at=_null(_TIME),
+        updated_at=_null(_TIME),
+    ),  # fmt: skip
+    "Source": {**_obj(id=_STR, tenant=_STR, kind=_STR, url_path=_STR, created_at=_null(_TIME))},
+    "Token": _obj(
+        id=_STR,
+        name=_null(_STR),
+        scope=_STR,
+        expires_at=_null(_TIME),
+        created_at=_null(_TIME),
+        created_by=_null(_STR),
+    ),  # fmt: skip
+    "Accepted": _obj(id=_STR, event_type=_STR, region=_STR, received_at=_null(_TIME)),
+    "Delivery": _obj(
+        id=_STR,
+        event=_STR,
+        endpoint=_STR,
+        status={"enum": _DELIVERY_STATUSES},
+        attempts=_INT,
+        next_attempt_at=_null(_TIME),
+        region=_STR,
+        custodian=_null(_STR),
+        generation=_INT,
+        created_at=_null(_TIME),
+        updated_at=_null(_TIME),
+    ),  # fmt: skip
+    "EventSummary": _obj(
+        id=_STR,
+        tenant=_STR,
+        event_type=_STR,
+        region=_STR,
+        received_at=_null(_TIME),
+        deliveries={"type": "object", "additionalProperties": _INT},
+    ),  # fmt: skip
+    "Event": {
+        **_obj(
+            id=_STR,
+            tenant=_STR,
+            event_type=_STR,
+            region=_STR,
+            received_at=_null(_TIME),
+            payload={},
+            deliveries={"type": "array", "items": {"$ref": "#/components/schemas/Delivery"}},
+        ),  # fmt: skip
+        "description": "payload: the published JSON exactly as written",
+    },
+    "Job": _obj(
+        id=_STR,
+        kind=_STR,
+        endpoint=_STR,
+        since=_null(_TIME),
+        status=_STR,
+        done=_INT,
+        error=_null(_STR),
+        started_at=_null(_TIME),
+        finished_at=_null(_TIME),
+    ),  # fmt: skip
+    "Attempt": _obj(
+        n=_INT,
+        generation=_INT,
+        delivery=_STR,
+        at=_null(_TIME),
+        region=_STR,
+        status_code=_null(_INT),
+        latency_ms=_NUM,
+        error=_null(_STR),
+        response_headers=_null(_STR),
+        response_excerpt=_null(_STR),
+    ),  # fmt: skip
+    "AuditEntry": _obj(
+        id=_STR,
+        at=_null(_TIME),
+        hlc=_STR,
+        region=_STR,
+        who=_STR,
+        op=_STR,
+        object=_STR,
+        tenant=_null(_STR),
+        detail=_STR,
+    ),  # fmt: skip
+    "Cluster": _obj(
+        region=_STR,
+        actor=_STR,
+        incarnation=_INT,
+        version_vector={"type": "object", "additionalProperties": _INT},
+        log_floor={"type": "object", "additionalProperties": _INT},
+        registry_hash=_STR,
+        peers={"type": "array", "items": {"type": "object"}},
+        custody={},
+    ),  # fmt: skip
+    "RegionRow": {
+        "type": "object",
+        "properties": {"region": _STR, "reached": _BOOL, "error": _null(_STR)},
+        "required": ["region", "reached"],
+    },  # fmt: skip
+    "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),
+    "FilterTest": _obj(matches=_BOOL, failed_clause={}),
+    "Status": _obj(status=_STR),
+}
+RESPONSE_SCHEMAS["TokenCreated"] = {
+    "allOf": [{"$ref": "#/components/schemas/Token"}, _obj(token=_STR)]
+}
+for _name in ("Tenant", "Endpoint", "EventType", "Source", "Token", "Delivery", "Job",
+              "Attempt", "AuditEntry", "EventSummary", "RegionRow"):  # fmt: skip
+    RESPONSE_SCHEMAS[_name + "Page"] = _page(_name)
+
+# (method, path) -> schema name of its 2xx JSON body
+_RESPONSES: dict[tuple[str, str], str] = {
+    ("post", "/v1/tenants"): "Tenant",
+    ("get", "/v1/tenants"): "TenantPage",
+    ("get", "/v1/tenants/{tenant}"): "Tenant",
+    ("patch", "/v1/tenants/{tenant}"): "Tenant",
+    ("post", "/v1/tenants/{tenant}/endpoints"): "Endpoint",
+    ("get", "/v1/tenants/{tenant}/endpoints"): "EndpointPage",
+    ("get", "/v1/tenants/{tenant}/endpoints/{endpoint}"): "Endpoint",
+    ("patch", "/v1/tenants/{tenant}/endpoints/{endpoint}"): "Endpoint",
+    ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter"): "FilterTest",
+    ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret"): "Endpoint",
+    ("get", "/v1/tenants/{tenant}/endpoints/{endpoint}/attempts"): "AttemptPage",
+    ("post", "/v1/tenants/{tenant}/event-types"): "EventType",
+    ("get", "/v1/tenants/{tenant}/event-types"): "EventTypePage",
+    ("get", "/v1/tenants/{tenant}/event-types/{name}"): "EventType",
+    ("patch", "/v1/tenants/{tenant}/event-types/{name}"): "EventType",
+    ("get", "/v1/tenants/{tenant}/endpoints/{endpoint}/deliveries"): "DeliveryPage",
+    ("get", "/v1/tenants/{tenant}/deliveries"): "DeliveryPage",
+    ("get", "/v1/tenants/{tenant}/jobs"): "JobPage",
+    ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/recover"): "Job",
+    ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing"): "Job",
+    ("get", "/v1/tenants/{tenant}/jobs/{job}"): "Job",
+    ("post", "/v1/tenants/{tenant}/deliveries/{delivery}/retry"): "Delivery",
+    ("get", "/v1/tenants/{tenant}/deliveries/{delivery}/attempts"): "AttemptPage",
+    ("post", "/v1/tenants/{tenant}/events"): "Accepted",
+    ("get", "/v1/tenants/{tenant}/events"): "EventSummaryPage",
+    ("get", "/v1/tenants/{tenant}/events/{event}"): "Event",
+    ("post", "/v1/sources"): "Source",
+    ("get", "/v1/sources"): "SourcePage",
+    ("get", "/v1/sources/{source}"): "Source",
+    ("post", "/in/{source}"): "Accepted",
+    ("get", "/v1/cluster"): "Cluster",
+    ("get", "/v1/cluster/regions"): "RegionRowPage",
+    ("get", "/healthz"): "Status",
+    ("get", "/readyz"): "Status",
+    ("post", "/v1/tokens"): "TokenCreated",
+    ("get", "/v1/tokens"): "TokenPage",
+    ("get", "/v1/whoami"): "WhoAmI",
+    ("get", "/v1/audit"): "AuditEntryPage",
+}
+
+
+def _type_responses(doc: dict[str, Any]) -> None:
+    """Attach the JSON Schema of each operation's 2xx JSON body (``RESPONSE_SCHEMAS``) to
+    ``doc`` in place; raises KeyError for a JSON operation without one (so a new route
+    cannot go untyped)."""
+    doc.setdefault("components", {}).setdefault("schemas", {}).update(RESPONSE_SCHEMAS)
+    for path, ops in doc.get("paths", {}).items():
+        for method, op in ops.items():
+            for code, resp in op.get("responses", {}).items():
+                content = resp.get("content", {})
+                if str(code).startswith("2") and "application/json" in content:
+                    name = _RESPONSES[(method, path)]
+                    content["application/json"]["schema"] = {"$ref": f"#/components/schemas/{name}"}

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 from starlette.staticfiles import StaticFiles
 
+from ..core.model import DeliveryStatus
+
 __all__ = ["PROBLEM_RESPONSES", "body", "install_docs"]
 
 
@@ -380,7 +382,7 @@ def _page(item: str) -> dict[str, Any]:
                 next=_null(_STR))  # fmt: skip
 
 
-_DELIVERY_STATUSES = ["pending", "delivered", "dead", "skipped", "cancelled"]
+_DELIVERY_STATUSES = [s.value for s in DeliveryStatus]
 
 RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "Tenant": _obj(
@@ -421,7 +423,7 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         created_at=_null(_TIME),
         updated_at=_null(_TIME),
     ),  # fmt: skip
-    "Source": {**_obj(id=_STR, tenant=_STR, kind=_STR, url_path=_STR, created_at=_null(_TIME))},
+    "Source": _obj(id=_STR, tenant=_STR, kind=_STR, url_path=_STR, created_at=_null(_TIME)),
     "Token": _obj(
         id=_STR,
         name=_null(_STR),

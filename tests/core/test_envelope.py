@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from regionsync.core.envelope import EVENT_TYPE_HEADER, delivery_body, delivery_headers
+from regionsync.core.envelope import (
+    EVENT_TYPE_HEADER,
+    REDACTED,
+    REQUEST_HEADERS_MAX_BYTES,
+    delivery_body,
+    delivery_headers,
+    recorded_headers,
+)
 from regionsync.core.signing import make_secret
 
 
@@ -37,3 +44,39 @@ def test_headers_name_the_event_type_and_endpoint_headers_do_not_override() -> N
     h = delivery_headers({"x-a": "1"}, "ua", "evt_1", "a.b", [secret], 5, b"{}")
     assert h[EVENT_TYPE_HEADER] == "a.b" and h["x-a"] == "1" and h["webhook-id"] == "evt_1"
     assert h["webhook-signature"].startswith("v1,")
+
+
+def _lines(text: str) -> list[tuple[str, str]]:
+    return [tuple(line.split(": ", 1)) for line in text.split("\n")]  # type: ignore[misc]
+
+
+def test_recorded_headers_ours_first_credentials_redacted() -> None:
+    secret = make_secret(b"k" * 32)
+    own = {"Authorization": "Bearer s3cr3t", "X-Api-Key": "k-123", "Cookie": "sid=1",
+           "X-Auth-Token": "t", "X-Client-Secret": "s", "X-Team": "blue"}  # fmt: skip
+    sent = delivery_headers(own, "regionsync/1", "evt_1", "order.paid", [secret], 1700, b"{}")
+    got = _lines(recorded_headers(sent))
+    assert [k for k, _ in got[:6]] == ["webhook-id", "webhook-timestamp", "webhook-signature",
+                                       EVENT_TYPE_HEADER, "content-type", "user-agent"]  # fmt: skip
+    assert dict(got[:6]) == {k: sent[k] for k, _ in got[:6]}
+    assert dict(got[6:]) == {"Authorization": REDACTED, "X-Api-Key": REDACTED,
+                             "Cookie": REDACTED, "X-Auth-Token": REDACTED,
+                             "X-Client-Secret": REDACTED, "X-Team": "blue"}  # fmt: skip
+    text = recorded_headers(sent)
+    assert "s3cr3t" not in text and "k-123" not in text and secret not in text
+
+
+def test_recorded_headers_are_bounded_and_say_what_was_left_out() -> None:
+    own = {f"X-Pad-{i:02}": "v" * 1000 for i in range(10)}
+    sent = delivery_headers(own, "ua", "evt_1", "t", [make_secret(b"k" * 32)], 1, b"{}")
+    text = recorded_headers(sent)
+    assert len(text.encode()) <= REQUEST_HEADERS_MAX_BYTES
+    lines = text.split("\n")
+    assert lines[0].startswith("webhook-id: ") and lines[2].startswith("webhook-signature: v1,")
+    kept = [line for line in lines if line.startswith("X-Pad-")]
+    assert len(kept) == 3  # 6 of ours (~150 bytes) + 3 x 1008 bytes fit in 4096
+    assert lines[-1] == f"... {10 - len(kept)} more headers not recorded"
+    # everything fits: no note; a tiny bound keeps whole lines only
+    assert "more headers" not in recorded_headers({"a": "b"})
+    assert recorded_headers({"webhook-id": "evt_1", "x": "y"}, 18) == "webhook-id: evt_1"
+    assert recorded_headers({"webhook-id": "evt_1"}, 5) == ""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgpack
 import pytest
 
+from regionsync.core.envelope import REQUEST_HEADERS_MAX_BYTES
 from regionsync.core.model import Attempt, Delivery, DeliveryStatus
 from regionsync.core.records import decode_body, encode_body
 
@@ -28,5 +31,28 @@ def test_attempt_round_trips_and_old_bodies_still_decode() -> None:
 def test_malformed_attempt_is_refused(change: dict, reason: str) -> None:
     body = msgpack.unpackb(encode_body(delivery=D, attempt=A))
     body["attempt"].update(change)
+    with pytest.raises(ValueError, match=reason):
+        decode_body("delivery", msgpack.packb(body, use_bin_type=True))
+
+
+def test_request_headers_round_trip_and_bodies_without_them_decode() -> None:
+    sent = replace(A, request_headers="webhook-id: evt_1\nwebhook-timestamp: 3")
+    body = encode_body(delivery=D, attempt=sent)
+    assert decode_body("delivery", body).attempt == sent
+    assert msgpack.unpackb(body)["attempt"]["request_headers"] == sent.request_headers
+    # an attempt recorded before request headers were (or without any): no such key, ""
+    old = msgpack.unpackb(encode_body(delivery=D, attempt=A))
+    assert "request_headers" not in old["attempt"]
+    assert decode_body("delivery", msgpack.packb(old)).attempt.request_headers == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [(5, "attempt.request_headers: wrong type"),
+     ("x" * (REQUEST_HEADERS_MAX_BYTES + 1), "attempt.request_headers: longer")],
+)  # fmt: skip
+def test_bad_request_headers_are_refused(value: object, reason: str) -> None:
+    body = msgpack.unpackb(encode_body(delivery=D, attempt=A))
+    body["attempt"]["request_headers"] = value
     with pytest.raises(ValueError, match=reason):
         decode_body("delivery", msgpack.packb(body, use_bin_type=True))

@@ -12,7 +12,14 @@ from pgserver import PgServer
 
 from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
 from regionsync.adapters.postgres_store import PostgresStore
-from regionsync.core.model import Delivery, DeliveryStatus, Event, EventQuery, WriteBatch
+from regionsync.core.model import (
+    Attempt,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    EventQuery,
+    WriteBatch,
+)
 
 REGION = "eu-central-1"
 
@@ -99,6 +106,32 @@ async def test_migrations_are_versioned_and_applied_once(pg_url: str) -> None:
         # code older than the database refuses to run on it
         with pytest.raises(RuntimeError, match="newer"):
             await migrate(conn)
+
+
+async def test_attempts_of_a_version_3_database_read_back_after_migration_4(
+    pg_url: str,
+) -> None:
+    """Migration 4 (issue 15) adds attempts.request_headers to a database that has
+    attempts already: they read back with ``""``, new ones with their headers."""
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        assert await migrate(conn, MIGRATIONS[:3]) == 3
+        await conn.execute(
+            "INSERT INTO attempts(delivery_id, n, at_ms, region, status_code, latency_ms, "
+            "error, response_excerpt, endpoint_id) "
+            "VALUES ('dlv_1', 1, 5, %s, 500, 1.5, 'http_500', 'oops', 'ep_1')",
+            (REGION,),
+        )
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    try:
+        old = Attempt("dlv_1", 1, 5, REGION, 500, 1.5, "http_500", "oops", "ep_1")
+        assert await s.attempts_of("dlv_1") == [old]
+        new = Attempt("dlv_1", 2, 6, REGION, 204, 1.0, None, "", "ep_1",
+                      request_headers="webhook-id: evt_1\nwebhook-timestamp: 6")  # fmt: skip
+        await s.commit(WriteBatch(attempts=[new]))
+        assert await s.attempts_of("dlv_1") == [old, new]
+    finally:
+        await s.close()
 
 
 async def test_commits_are_synchronous_whatever_the_server_default(pg_url: str) -> None:

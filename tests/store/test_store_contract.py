@@ -72,6 +72,9 @@ async def test_commit_and_read_back(store) -> None:
         attempts=[Attempt("dlv_001", 1, 11, REGION, 500, 1.5, "http_500", "oops")],
         idempotency=[("acme", "k1", "evt_001", "abc", 10, REGION)],
     )
+    sent = Attempt("dlv_001", 2, 12, REGION, 204, 2.0, None, "", "ep_1", 0, "", "g1",
+                   "webhook-id: evt_001\nwebhook-signature: v1,abc=\nx-team: blue")  # fmt: skip
+    batch.attempts.append(sent)
     await store.commit(batch)
     assert await store.load_registry() == {"tenants": b"x"}
     assert await store.load_version_vector() == {"eu-central-1:7": 1}
@@ -81,7 +84,11 @@ async def test_commit_and_read_back(store) -> None:
     assert await store.deliveries_of_event("evt_001") == [d]
     assert await store.load_idempotency() == [("acme", "k1", "evt_001", "abc", 10, REGION)]
     attempts = await store.attempts_of("dlv_001")
-    assert [(a.n, a.status_code, a.error) for a in attempts] == [(1, 500, "http_500")]
+    assert [(a.n, a.status_code, a.error) for a in attempts] == [
+        (1, 500, "http_500"), (2, 204, None)
+    ]  # fmt: skip
+    assert attempts[0].request_headers == "" and attempts[1] == sent
+    assert await store.list_attempts("ep_1", True, None, None, 10) == [sent]
     assert await store.records_after({}, 10) == [rec]
     counts = await store.counts(REGION)
     assert counts["events"] == 1 and counts["events_accepted"] == 1
@@ -219,6 +226,31 @@ async def test_sqlite_list_indexes_added_to_an_existing_file(tmp_path: Path) -> 
     )  # fmt: skip
     assert "events_tenant" in str(plan), plan
     await s.close()
+
+
+async def test_sqlite_attempt_request_headers_added_to_an_existing_file(tmp_path: Path) -> None:
+    """A file from before attempts kept their request headers (issue 15) gets the column
+    on open; its attempts read back with ``""``, new ones with theirs."""
+    s = SqliteStore(tmp_path / "old.db")
+    await s.open(REGION, new_incarnation=1)
+    old = Attempt("dlv_001", 1, 11, REGION, 500, 1.5, "http_500", "oops", "ep_1")
+    await s.commit(WriteBatch(attempts=[old]))
+    await s.close()
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "old.db")
+    db.execute("ALTER TABLE attempts DROP COLUMN request_headers")
+    db.commit()
+    db.close()
+    await s.open(REGION, new_incarnation=2)
+    try:
+        assert await s.attempts_of("dlv_001") == [old]
+        new = Attempt("dlv_001", 2, 12, REGION, 204, 1.0, None, "", "ep_1",
+                      request_headers="webhook-id: evt_001")  # fmt: skip
+        await s.commit(WriteBatch(attempts=[new]))
+        assert await s.attempts_of("dlv_001") == [old, new]
+    finally:
+        await s.close()
 
 
 async def test_upsert_replaces_delivery(store) -> None:

@@ -486,6 +486,7 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         status_code=_null(_INT),
         latency_ms=_NUM,
         error=_null(_STR),
+        request_headers=_STR,
         response_headers=_null(_STR),
         response_excerpt=_null(_STR),
     ),  # fmt: skip

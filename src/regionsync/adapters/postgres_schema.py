@@ -79,6 +79,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
     CREATE INDEX audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
     """,
+    # 4: the request headers each attempt sent (core.envelope.recorded_headers, issue 15)
+    """
+    ALTER TABLE attempts ADD COLUMN request_headers TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

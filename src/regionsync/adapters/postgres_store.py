@@ -247,12 +247,12 @@ class PostgresStore:
             if b.attempts:
                 await cur.executemany(
                     f"INSERT INTO attempts({_ATTEMPT_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT DO NOTHING",
                     [
                         (a.delivery_id, a.n, a.at_ms, a.region, a.status_code, a.latency_ms,
                          a.error, a.response_excerpt, a.endpoint_id, a.generation,
-                         a.response_headers, a.owner_gen)
+                         a.response_headers, a.owner_gen, a.request_headers)
                         for a in b.attempts
                     ],
                 )  # fmt: skip

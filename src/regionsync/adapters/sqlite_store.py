@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS attempts(
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,
   endpoint_id TEXT NOT NULL DEFAULT '', generation INTEGER NOT NULL DEFAULT 0,
   response_headers TEXT NOT NULL DEFAULT '', owner_gen TEXT NOT NULL DEFAULT '',
-  PRIMARY KEY(delivery_id, region, generation, n)
+  request_headers TEXT NOT NULL DEFAULT '', PRIMARY KEY(delivery_id, region, generation, n)
 );
 CREATE INDEX IF NOT EXISTS attempts_endpoint ON attempts(endpoint_id, at_ms);
 CREATE INDEX IF NOT EXISTS attempts_age ON attempts(at_ms);
@@ -96,11 +96,12 @@ CREATE TABLE IF NOT EXISTS idempotency(
 
 # columns added after the first schema: a store created before them gets them on open
 _ADDED_COLUMNS = [
-    (table, "owner_gen TEXT NOT NULL DEFAULT ''") for table in ("events", "deliveries", "attempts")
+    *((t, "owner_gen TEXT NOT NULL DEFAULT ''") for t in ("events", "deliveries", "attempts")),
+    ("attempts", "request_headers TEXT NOT NULL DEFAULT ''"),  # issue 15
 ]
 _ATTEMPT_COLS = (
     "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, "
-    "endpoint_id, generation, response_headers, owner_gen"
+    "endpoint_id, generation, response_headers, owner_gen, request_headers"
 )
 _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
@@ -344,7 +345,7 @@ class SqliteStore:
             if batch.attempts:
                 db.executemany(
                     f"INSERT OR IGNORE INTO attempts({_ATTEMPT_COLS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             a.delivery_id,
@@ -359,6 +360,7 @@ class SqliteStore:
                             a.generation,
                             a.response_headers,
                             a.owner_gen,
+                            a.request_headers,
                         )
                         for a in batch.attempts
                     ],

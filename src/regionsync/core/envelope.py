@@ -13,11 +13,19 @@ Pure: the caller passes the time and the secrets that sign now. Rules:
   Svix puts the type in the body only; we use the spec's ``webhook-`` header namespace so
   receivers can route before parsing the body.
 - The signature covers the body actually sent (core.signing).
+- What an attempt sent is recorded with it (``recorded_headers``, issue 15): its headers
+  as ``name: value`` lines, ours first (``webhook-*``, content type, user agent) then the
+  endpoint's own, at most ``REQUEST_HEADERS_MAX_BYTES``. The signature is recorded (a
+  per-message HMAC: it proves nothing about other messages and reveals no key); the value
+  of an endpoint header whose name looks like a credential (``SENSITIVE_HEADER_RE``:
+  authorization, cookie, token, secret, key, password, auth) is replaced by
+  ``REDACTED``, as Svix and Hook0 hide such headers in their logs.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -26,14 +34,24 @@ from .signing import signature_headers
 __all__ = [
     "EVENT_TYPE_HEADER",
     "PAYLOAD_FORMATS",
+    "REDACTED",
+    "REQUEST_HEADERS_MAX_BYTES",
+    "SENSITIVE_HEADER_RE",
     "delivery_body",
     "delivery_headers",
+    "recorded_headers",
     "rfc3339_ms",
 ]
 
 EVENT_TYPE_HEADER = "webhook-event-type"
 PAYLOAD_FORMATS = ("raw", "standard-webhooks")
 _JSON_WS = b" \t\n\r"
+# the recorded request headers of one attempt, in bytes (UTF-8; header values are ASCII)
+REQUEST_HEADERS_MAX_BYTES = 4096
+SENSITIVE_HEADER_RE = re.compile(r"auth|cookie|token|secret|key|passw", re.IGNORECASE)
+REDACTED = "[redacted]"
+_OURS = ("webhook-id", "webhook-timestamp", "webhook-signature", EVENT_TYPE_HEADER,
+         "content-type", "user-agent")  # fmt: skip
 
 
 def rfc3339_ms(ms: int) -> str:
@@ -78,3 +96,39 @@ def delivery_headers(
         EVENT_TYPE_HEADER: event_type,
         **signature_headers(secrets, event_id, timestamp_s, body),
     }
+
+
+def recorded_headers(headers: Mapping[str, str], max_bytes: int = REQUEST_HEADERS_MAX_BYTES) -> str:
+    """The request headers of one attempt as recorded with it: ``name: value`` lines
+    joined by newlines, the headers ``delivery_headers`` sets first (in ``_OURS`` order),
+    then the endpoint's own in their order, each of those whose name matches
+    ``SENSITIVE_HEADER_RE`` with its value replaced by ``REDACTED``.
+
+    At most ``max_bytes`` bytes (UTF-8): whole lines are kept in that order while they
+    fit; when some are left out the last line says how many (``... 3 more headers not
+    recorded``) if it fits (an endpoint header may make room for it, never one of ours).
+    Ours come first, so the Standard Webhooks headers are kept unless ``max_bytes`` is
+    tiny.
+    """
+    ours = [k for k in _OURS if k in headers]
+    names = ours + [k for k in headers if k not in _OURS]
+    lines = []
+    for k in names:
+        v = headers[k]
+        if k not in _OURS and SENSITIVE_HEADER_RE.search(k):
+            v = REDACTED
+        lines.append(f"{k}: {v}")
+    out: list[str] = []
+    for line in lines:  # whole lines, in order, while they fit
+        if len("\n".join([*out, line]).encode()) > max_bytes:
+            break
+        out.append(line)
+    while len(out) < len(lines):  # some left out: say so, dropping endpoint lines for it
+        note = f"... {len(lines) - len(out)} more headers not recorded"
+        if len("\n".join([*out, note]).encode()) <= max_bytes:
+            out.append(note)
+            break
+        if len(out) <= len(ours):  # never drop one of ours for the note
+            break
+        out.pop()
+    return "\n".join(out)

@@ -130,6 +130,9 @@ class Attempt:
     generation: int = 0  # attempts count from 1 again in each delivery generation
     response_headers: str = ""  # at most 8 KiB of the response head
     owner_gen: str = ""  # the delivery's endpoint generation (Delivery.owner_gen)
+    # the request's headers, "name: value" lines, credentials redacted, at most 4 KiB
+    # (core.envelope.recorded_headers); "" for attempts recorded before it existed
+    request_headers: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ merges anything itself, never reads time. A body is canonical msgpack of a map w
 the sections ``registry`` ({key: CRDT bytes}), ``event``, ``delivery``, ``deliveries`` (an
 event's fan-out snapshot: the deliveries decided at accept time, so every region can take
 them over), ``attempt`` (the attempt row an outcome came from, so every region can show a
-delivery's attempts; absent from records written before it existed) and ``idempotency``
+delivery's attempts; absent from records written before it existed; its
+``request_headers``, at most ``REQUEST_HEADERS_MAX_BYTES``, only when not empty, so
+attempts recorded before it decode with ``""``) and ``idempotency``
 (an Idempotency-Key, replicated so a retry to any region finds it) and ``audit`` (who
 made a registry change and what it was: ``AUDIT_FIELDS``, each a string of at most
 ``AUDIT_MAX_CHARS``; the record's origin and HLC stamp say where and when); the record ``kind``
@@ -22,6 +24,7 @@ import msgpack
 
 from crdt import CRDT, DecodeError, decode
 
+from .envelope import REQUEST_HEADERS_MAX_BYTES
 from .model import Attempt, Delivery, DeliveryStatus, Event
 from .registry import key_type
 
@@ -77,6 +80,8 @@ _ATTEMPT_FIELDS = {
 }
 # fields a record may leave out (written before they existed): name -> (type, default)
 _OPTIONAL = {"owner_gen": (str, "")}
+# attempt fields written only when not empty (records from before them decode as "")
+_ATTEMPT_OPTIONAL = {"request_headers": str}
 
 
 @dataclass(slots=True)
@@ -108,6 +113,8 @@ def encode_body(
         body["audit"] = {k: audit[k] for k in sorted(AUDIT_FIELDS)}
     if attempt is not None:
         body["attempt"] = {k: getattr(attempt, k) for k in _sorted_keys(_ATTEMPT_FIELDS)}
+        if attempt.request_headers:
+            body["attempt"]["request_headers"] = attempt.request_headers
     if deliveries:
         body["deliveries"] = [_delivery_fields(d) for d in deliveries]
     if idempotency is not None:
@@ -212,9 +219,16 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         out.deliveries = [_delivery(r, f"deliveries[{i}]") for i, r in enumerate(rows)]
     if "attempt" in obj:
         a = obj["attempt"]
-        if not isinstance(a, dict) or set(a) != set(_ATTEMPT_FIELDS):
+        if not isinstance(a, dict) or not (
+            set(_ATTEMPT_FIELDS) <= set(a) <= set(_ATTEMPT_FIELDS) | set(_ATTEMPT_OPTIONAL)
+        ):
             raise ValueError(f"attempt: expected fields {sorted(_ATTEMPT_FIELDS)}")
-        _fields(a, _ATTEMPT_FIELDS, "attempt")
+        present = {k: t for k, t in _ATTEMPT_OPTIONAL.items() if k in a}
+        _fields(a, {**_ATTEMPT_FIELDS, **present}, "attempt")
+        if len(a.get("request_headers", "").encode()) > REQUEST_HEADERS_MAX_BYTES:
+            raise ValueError(
+                f"attempt.request_headers: longer than {REQUEST_HEADERS_MAX_BYTES} bytes"
+            )
         out.attempt = Attempt(**{**a, "latency_ms": float(a["latency_ms"])})
     if "idempotency" in obj:
         i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")

@@ -101,8 +101,17 @@ def next_step(
     return Decision(DeliveryStatus.PENDING, at)
 
 
-def attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptOutcome) -> Attempt:
-    """The attempt log row of try ``n`` of ``d`` at ``now_ms`` in ``region``."""
+def attempt_row(
+    d: Delivery,
+    n: int,
+    now_ms: int,
+    region: str,
+    outcome: AttemptOutcome,
+    request_headers: str = "",
+) -> Attempt:
+    """The attempt log row of try ``n`` of ``d`` at ``now_ms`` in ``region``;
+    ``request_headers``: what the request sent, as ``core.envelope.recorded_headers``
+    renders it."""
     error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
     return Attempt(
         owner_gen=d.owner_gen,
@@ -117,4 +126,5 @@ def attempt_row(d: Delivery, n: int, now_ms: int, region: str, outcome: AttemptO
         error=error,
         response_excerpt=outcome.response_excerpt,
         response_headers=outcome.response_headers,
+        request_headers=request_headers,
     )

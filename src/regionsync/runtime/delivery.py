@@ -18,7 +18,7 @@ import logging
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
-from ..core.envelope import delivery_body, delivery_headers
+from ..core.envelope import delivery_body, delivery_headers, recorded_headers
 from ..core.health import HealthPolicy
 from ..core.lanes import Lane, TenantSlots, TokenBucket
 from ..core.lanes import tenant_cap as cap_rule
@@ -343,7 +343,7 @@ class DeliveryWorker:
                 self.opts.retry_schedule_s,
             )
             status, next_at = decision.status, decision.next_attempt_at_ms
-            attempt = attempt_row(d, attempts, now, self.region, outcome)
+            attempt = attempt_row(d, attempts, now, self.region, outcome, recorded_headers(headers))
             if outcome.kind is OutcomeKind.SUCCEEDED:
                 health_event = "success"
             elif outcome.status_code == 410:

@@ -257,8 +257,9 @@ async function endpointsPage(tenant) {
 }
 
 function requestHeaders(eventId, eventType, endpoint) {
-  // What every attempt of a delivery sends (core/envelope.py); the timestamp and the
-  // signatures differ per attempt and are not recorded.
+  // What every attempt of a delivery sends (core/envelope.py), from the endpoint's
+  // settings: for a delivery without attempts, and attempts recorded before each attempt
+  // kept its own request headers (attempt.request_headers, with timestamp and signature).
   const lines = Object.entries((endpoint && endpoint.headers) || {}).map(([k, v]) => `${k}: ${v}`);
   lines.push("content-type: application/json");
   if (eventType) lines.push(`webhook-event-type: ${eventType}`);
@@ -277,7 +278,9 @@ function attemptDetails(a, eventId, eventType, endpoint) {
       h("dt", {}, "status"), h("dd", { class: "attempt-status" }, text(a.status_code)),
       h("dt", {}, "latency"), h("dd", {}, `${a.latency_ms.toFixed(1)} ms`),
       h("dt", {}, "error"), h("dd", {}, text(a.error))),
-    h("h3", {}, "Request headers"), h("pre", {}, requestHeaders(eventId, eventType, endpoint)),
+    h("h3", {}, "Request headers"),
+    h("pre", { class: "request-headers" },
+      a.request_headers || requestHeaders(eventId, eventType, endpoint)),
     h("h3", {}, "Response headers"), h("pre", {}, a.response_headers || "(none)"),
     h("h3", {}, "Response excerpt"),
     h("pre", { class: "response-excerpt" }, a.response_excerpt || "(empty)"));
@@ -290,6 +293,8 @@ function attemptSummary(a, open) {
     h("summary", {}, `#${a.n}${a.generation ? ` (generation ${a.generation})` : ""} · `,
       h("span", { class: `attempt-status ${ok ? "ok" : "bad"}` }, text(a.status_code)),
       ` · ${a.latency_ms.toFixed(1)} ms · ${a.region} · ${a.at}`, a.error ? ` · ${a.error}` : ""),
+    h("h3", {}, "Request headers"),
+    h("pre", { class: "request-headers" }, a.request_headers || "(not recorded)"),
     h("h3", {}, "Response headers"), h("pre", {}, a.response_headers || "(none)"),
     h("h3", {}, "Response excerpt"),
     h("pre", { class: "response-excerpt" }, a.response_excerpt || "(empty)"));
@@ -483,10 +488,11 @@ async function eventPage(tenant, eventId) {
         ` · ${d.attempts} attempt(s) · owned by ${d.region} · delivered by ${d.custodian}`,
         ` · next ${text(d.next_attempt_at)} `,
         retryButton(tenant, d, () => eventPage(tenant, eventId))),
-      h("h3", {}, "Request headers (every attempt)"),
-      h("pre", {}, requestHeaders(ev.id, ev.event_type, ep)),
       attempts.items.map((a) => attemptSummary(a, a === newest)),
-      attempts.items.length ? null : h("p", { class: "muted" }, "no attempts yet")));
+      attempts.items.length ? null : [
+        h("h3", {}, "Request headers (every attempt)"),
+        h("pre", {}, requestHeaders(ev.id, ev.event_type, ep)),
+        h("p", { class: "muted" }, "no attempts yet")]));
   }
   show(
     h("h1", {}, `Event ${ev.id}`),

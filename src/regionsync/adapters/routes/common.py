@@ -356,6 +356,7 @@ def attempt_json(a: Attempt) -> dict[str, Any]:
         "status_code": a.status_code,
         "latency_ms": a.latency_ms,
         "error": a.error,
+        "request_headers": a.request_headers,
         "response_headers": a.response_headers,
         "response_excerpt": a.response_excerpt,
     }

@@ -94,3 +94,67 @@ async def test_500_then_204_is_retried_with_the_same_webhook_id(
     assert rows[0]["at"] <= rows[1]["at"]
     assert all(a["region"] == "us-east-1" for a in rows)
     assert len(receiver.of("flaky")) == 2  # nothing more once delivered
+
+
+def _header_lines(text: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in text.split("\n"))
+
+
+async def test_attempts_record_the_request_headers_they_sent(
+    api: Api, tenant: str, receiver: RecordingReceiver
+) -> None:
+    """Each attempt keeps the headers it sent (issue 15): the Standard Webhooks ones, whose
+    recorded signature verifies with the official library against the recorded timestamp
+    and the payload, and the endpoint's own, credential-named ones redacted."""
+    c = api.client
+    own = {"X-Team": "blue", "Authorization": "Bearer s3cr3t-value", "X-Api-Key": "key-123"}
+    ep = (
+        await c.post(
+            f"/v1/tenants/{tenant}/endpoints", json={"url": receiver.url("rh"), "headers": own}
+        )
+    ).json()
+    receiver.secrets["rh"] = ep["secret"]
+    receiver.fail_first["rh"] = 1
+    payload = b'{"total":1.10,"n":7}'  # delivered as written (raw payload format)
+    resp = await c.post(
+        f"/v1/tenants/{tenant}/events",
+        content=b'{"event_type":"order.paid","payload":' + payload + b"}",
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 202, resp.text
+    event_id = resp.json()["id"]
+    hits = await eventually(lambda: _hits(receiver, "rh", 2))
+    assert [h.status for h in hits] == [500, 204] and hits[1].body == payload
+
+    async def both_attempts() -> list | None:
+        ev = (await c.get(f"/v1/tenants/{tenant}/events/{event_id}")).json()
+        (d,) = ev["deliveries"]
+        url = f"/v1/tenants/{tenant}/deliveries/{d['id']}/attempts"
+        rows = (await c.get(url)).json()["items"]
+        return rows if len(rows) == 2 else None
+
+    rows = await eventually(both_attempts)
+    for a, hit in zip(rows, hits, strict=True):
+        sent = _header_lines(a["request_headers"])
+        assert sent["webhook-id"] == event_id
+        assert sent["webhook-timestamp"].isdigit()
+        assert sent["webhook-signature"].startswith("v1,")
+        # what was recorded is what the receiver got, credentials aside
+        for name in ("webhook-id", "webhook-timestamp", "webhook-signature",
+                     "webhook-event-type", "content-type", "user-agent", "X-Team"):  # fmt: skip
+            assert sent[name] == hit.headers[name.lower()], name
+        assert sent["Authorization"] == sent["X-Api-Key"] == "[redacted]"
+        assert hit.headers["authorization"] == "Bearer s3cr3t-value"
+        text = a["request_headers"]
+        assert "s3cr3t" not in text and "key-123" not in text and ep["secret"] not in text
+        # the recorded signature verifies against the recorded timestamp and the payload
+        std = {k: sent[k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")}
+        assert Webhook(ep["secret"]).verify(payload, std) == json.loads(payload)
+        with pytest.raises(WebhookVerificationError):
+            Webhook(ep["secret"]).verify(payload.replace(b"7", b"8"), std)
+        with pytest.raises(WebhookVerificationError):  # another timestamp: another signature
+            Webhook(ep["secret"]).verify(
+                payload, {**std, "webhook-timestamp": str(int(std["webhook-timestamp"]) - 1)}
+            )
+    log = (await c.get(f"/v1/tenants/{tenant}/endpoints/{ep['id']}/attempts")).json()
+    assert [a["request_headers"] for a in log["items"]] == [a["request_headers"] for a in rows]

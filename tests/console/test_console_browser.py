@@ -7,6 +7,7 @@ own tenant only (the consumer portal). Screenshots go to test-artifacts/console/
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -72,8 +73,10 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
                      headers=auth)  # fmt: skip
         for tenant, ep, name in (("acme", "orders", "acme-orders"),
                                  ("globex", "hooks", "globex-hooks")):  # fmt: skip
+            own = {"Authorization": "Bearer console-s3cr3t", "X-Team": "payments"}
             made = await ok(c, "POST", f"{base}/v1/tenants/{tenant}/endpoints", 201,
-                            json={"id": ep, "url": receiver.url(name)}, headers=auth)  # fmt: skip
+                            json={"id": ep, "url": receiver.url(name), "headers": own},
+                            headers=auth)  # fmt: skip
             receiver.secrets[name] = made["secret"]
         receiver.broken.add("acme-orders")
 
@@ -145,12 +148,25 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     await expect(details.locator(".attempt-status")).to_have_text("500")
     await expect(details.locator(".response-excerpt")).to_contain_text("NullPointerException")
     await expect(details).to_contain_text("webhook-id: evt_")
+    # the request headers that attempt sent, as recorded with it (issue 15): its own
+    # timestamp and signature, the endpoint's headers with the credential redacted
+    sent = details.locator(".request-headers")
+    await expect(sent).to_contain_text("webhook-id: evt_")
+    await expect(sent).to_contain_text(re.compile(r"webhook-timestamp: \d{10}\n"))
+    await expect(sent).to_contain_text(re.compile(r"webhook-signature: v1,[A-Za-z0-9+/=]{44}"))
+    await expect(sent).to_contain_text("X-Team: payments")
+    await expect(sent).to_contain_text("Authorization: [redacted]")
+    await expect(sent).not_to_contain_text("console-s3cr3t")
     await page.screenshot(path=shots / "4-endpoint-last-attempt.png", full_page=True)
 
     # the event it belongs to: every delivery with its attempts and their regions
     await details.locator("a.event-link").click()
     await expect(page.locator("section.delivery")).to_have_count(1)
     await expect(page.locator("section.delivery .attempt-details")).to_have_count(4)
+    each = page.locator("section.delivery .attempt-details .request-headers")
+    await expect(each).to_have_count(4)
+    for i in range(4):
+        await expect(each.nth(i)).to_contain_text(re.compile(r"webhook-signature: v1,"))
     await expect(page.locator("section.delivery .attempt-status").first).to_have_text("500")
     await page.screenshot(path=shots / "5-event.png", full_page=True)
 

@@ -1,5 +1,5 @@
-"""Issue 15 item 2: any region answers for the attempts of a delivery it has replicated,
-and says which region delivers it (the custodian)."""
+"""Issue 15 item 2: any region answers for the attempts of a delivery it has replicated
+(with the request headers each sent), and says which region delivers it (the custodian)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
     (d,) = await a.store.deliveries_of_event(event.id)
     want = await a.store.attempts_of(d.id)
     assert [(x.region, x.n, x.status_code, x.error) for x in want] == [("a", 1, 204, None)]
+    # with the request headers it sent (issue 15), compared whole in every region below
+    sent = dict(line.split(": ", 1) for line in want[0].request_headers.split("\n"))
+    assert sent["webhook-id"] == event.id and sent["webhook-timestamp"].isdigit()
+    assert sent["webhook-signature"].startswith("v1,")
 
     for other in (b, c):
 
@@ -34,6 +38,8 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
             return await node.store.attempts_of(d.id) == want
 
         await eventually(has_attempts)
+        (theirs,) = await other.store.attempts_of(d.id)
+        assert theirs.request_headers == want[0].request_headers != ""
         got = await other.recovery.delivery("acme", d.id)
         assert got.status.value == "delivered" and other.custody.custodian(got) == "a"
         # and in the endpoint's attempt log of that region

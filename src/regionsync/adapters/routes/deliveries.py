@@ -148,7 +148,10 @@ def build(ctx: ApiContext) -> APIRouter:
     async def list_attempts(
         request: Request, tenant: str, delivery: str, limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
-        """One delivery's attempts, oldest first (every generation); ``{items, next}``."""
+        """One delivery's attempts, oldest first (every generation); ``{items, next}``.
+        Each says what it sent (``request_headers``: ``name: value`` lines, the
+        ``webhook-*`` ones first, endpoint headers named like a credential redacted, at
+        most 4 KiB; ``""`` for attempts recorded before) and what came back."""
         ctx.auth.check(request, tenant)
         page_params(limit, None)
         after: tuple[int, int, int] | None = None

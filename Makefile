@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov sim-hashes sim-hashes-write system-deps
+.PHONY: venv demo test lint proto clean checkov tf-test sim-hashes sim-hashes-write system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -56,6 +56,14 @@ checkov: $(CHECKOV_STAMP)
 	BC_SKIP_MAPPING=TRUE \
 	$(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download \
 		--download-external-modules false --quiet --compact
+
+# `terraform test` of modules/region-node with a mocked AWS provider (no account, no
+# network past the provider download; TF_PLUGIN_DIR=/path uses a local provider mirror)
+TF_PLUGIN_DIR ?=
+tf-test:
+	cd terraform/modules/region-node && \
+	terraform init -backend=false -input=false $(if $(TF_PLUGIN_DIR),-plugin-dir=$(TF_PLUGIN_DIR),) >/dev/null && \
+	terraform test
 
 # trace hashes of seeds 1..100 of every simulator scenario against tests/sim/trace_hashes.json
 sim-hashes: $(STAMP)

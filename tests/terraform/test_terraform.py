@@ -233,6 +233,8 @@ def template_values(region: str) -> dict[str, Any]:
         volume_id="vol-0123456789abcdef0",
         volume_serial="vol0123456789abcdef0",
         package_spec="regionsync==0.1.0",
+        postgres=[],  # the PostgreSQL option off (the default)
+        db_secret_args="",
     )
     return values
 
@@ -326,7 +328,9 @@ def test_volumes_are_encrypted_with_the_nodes_key() -> None:
 def test_data_volume_outlives_the_instance_and_holds_data_dir() -> None:
     res = {(t, n): b for t, n, b in module_resources(NODE)}
     attachment = res[("aws_volume_attachment", "data")]
-    assert attachment["volume_id"] == "${aws_ebs_volume.data.id}"
+    # one volume per instance, attached to it
+    assert attachment["volume_id"] == "${aws_ebs_volume.data[count.index].id}"
+    assert attachment["instance_id"] == "${aws_instance.node[count.index].id}"
     assert res[("aws_ebs_volume", "data")]["type"] in {"gp3", "io2"}  # a real block device
     boot = rendered("bootstrap.sh.tftpl")
     assert "nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0" in boot
@@ -383,17 +387,22 @@ def test_no_rule_opens_grpc_to_the_world() -> None:
                 grpc_rules += 1
                 assert not cidrs & WORLD, f"{where} opens gRPC to the world"
                 assert cidrs == {"${each.value.cidr}"}, f"{where}: gRPC only from peers"
-                assert "var.peers" in rule["for_each"], where
+                # one rule per peer instance address, every one of them from var.peers
+                assert rule["for_each"] == "${local.peer_sources}", where
+                sources = locals_of(directory)["peer_sources"]
+                assert "for p in var.peers" in sources and "p.cidrs" in sources, sources
     assert grpc_rules == 1
 
 
 def test_peer_cidrs_are_single_addresses_of_the_peers() -> None:
     outputs = dict(x for doc in module_docs(NODE) for x in blocks(doc, "output"))
     peer = outputs["peer"]["value"]
-    assert peer["cidr"] == "${aws_eip.node.public_ip}/32"
-    assert set(peer) == {"region", "address", "cidr"}
+    # every instance's Elastic IP (node_count of them), each a /32
+    assert peer["cidrs"] == '${[for eip in aws_eip.node : "${eip.public_ip}/32"]}'
+    assert set(peer) == {"region", "address", "cidrs"}
     peers_var = dict(x for doc in module_docs(NODE) for x in blocks(doc, "variable"))["peers"]
-    assert "/32" in one(peers_var["validation"])["condition"]
+    condition = one(peers_var["validation"])["condition"]
+    assert "/32" in condition and "p.cidrs" in condition
 
 
 def test_http_port_is_open_to_the_load_balancer_only() -> None:
@@ -555,7 +564,9 @@ print(store[secret])
 PEM = "-----BEGIN {0}-----\nMIIBexample\n-----END {0}-----"
 
 
-def _boot(tmp_path: Path, secrets: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _boot(
+    tmp_path: Path, secrets: dict[str, str], extra: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     store = tmp_path / "store.json"
     store.write_text(json.dumps(secrets), encoding="utf-8")
     script = tmp_path / "fake_aws.py"
@@ -582,6 +593,7 @@ def _boot(tmp_path: Path, secrets: dict[str, str]) -> subprocess.CompletedProces
         str(tmp_path / "node.toml"),
         "--tls-dir",
         str(tmp_path / "tls"),
+        *(extra or []),
     ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
 
@@ -651,3 +663,179 @@ def test_user_data_stays_under_the_ec2_limit() -> None:
     parts = [rendered(p.name) for p in (NODE / "templates").glob("*.tftpl")]
     parts.append((NODE / "files" / "regionsync-secrets").read_text(encoding="utf-8"))
     assert sum(len(p.encode()) for p in parts) < 12 * 1024
+
+
+# -- the PostgreSQL option and node_count (issue 16) -----------------------------------------
+
+PG_URL = "postgresql://regionsync@rs-us-east-1-db.abc.us-east-1.rds.amazonaws.com:5432/regionsync?sslmode=require"
+PG = [{"url": PG_URL, "pool_max": 10, "key_file": "/etc/regionsync/secrets.keys"}]
+
+
+def test_postgres_option_renders_a_store_the_node_loads(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(rendered("node.toml.tftpl", postgres=PG), encoding="utf-8")
+    settings = load_settings(path)
+    assert settings.store == PG_URL and settings.store_pool_max == 10
+    assert settings.secrets.key_file == Path("/etc/regionsync/secrets.keys")
+    assert settings.tls is not None and len(settings.peers) == 2
+    # off (the default): SQLite on the data volume, the key ring generated there
+    path.write_text(rendered("node.toml.tftpl"), encoding="utf-8")
+    settings = load_settings(path)
+    assert settings.store == "sqlite" and settings.secrets.key_file is None
+    # what terraform passes: a URL without a password (libpq reads PGPASSFILE), TLS required
+    url = one(re.findall(r'url\s*=\s*"([^"]+)"', locals_of(NODE)["postgres_toml"]))
+    assert url.startswith("postgresql://${db.username}@${db.address}:${db.port}/")
+    assert url.endswith("?sslmode=require") and "password" not in url
+    unit = rendered("regionsync.service.tftpl")
+    assert re.search(r"^Environment=PGPASSFILE=/etc/regionsync/pgpass$", unit, re.M)
+
+
+def _node_and_db_resources() -> dict[tuple[str, str], dict[str, Any]]:
+    return {(t, n): b for t, n, b in module_resources(NODE)}
+
+
+def test_database_is_encrypted_private_and_open_to_the_node_instances_only() -> None:
+    res = _node_and_db_resources()
+    db = res[("aws_db_instance", "pg")]
+    assert db["count"] == "${local.pg_count}"
+    assert locals_of(NODE)["pg_count"] == "${var.postgres_enabled ? 1 : 0}"
+    assert db["storage_encrypted"] is True and db["kms_key_id"] == "${aws_kms_key.node.arn}"
+    assert db["publicly_accessible"] is False
+    assert db["db_subnet_group_name"] == "${aws_db_subnet_group.pg[0].name}"
+    # the password: generated by RDS into a secret encrypted with the node key, never here
+    assert db["manage_master_user_password"] is True
+    assert db["master_user_secret_kms_key_id"] == "${aws_kms_key.node.arn}"
+    assert "password" not in db and "skip_final_snapshot" in db and not db["skip_final_snapshot"]
+    group = res[("aws_db_subnet_group", "pg")]
+    assert group["subnet_ids"] == "${var.postgres_subnet_ids}"
+    assert (
+        "length(var.postgres_subnet_ids) >= 2"
+        in one(one(group["lifecycle"])["precondition"])["condition"]
+    )
+    assert db["vpc_security_group_ids"] == ["${aws_security_group.db[0].id}"]
+    rules = [
+        (n, b)
+        for (t, n), b in res.items()
+        if t == "aws_vpc_security_group_ingress_rule"
+        and b["security_group_id"] == "${aws_security_group.db[0].id}"
+    ]
+    assert len(rules) == 1
+    _, rule = rules[0]
+    assert rule["referenced_security_group_id"] == "${aws_security_group.node.id}"
+    assert (rule["from_port"], rule["to_port"]) == ("${local.db_port}", "${local.db_port}")
+    assert not _cidrs(rule)
+    params = {p["name"]: p["value"] for p in res[("aws_db_parameter_group", "pg")]["parameter"]}
+    assert params["rds.force_ssl"] == "1"
+
+
+def test_instance_role_reads_the_key_ring_and_database_secrets_of_the_option() -> None:
+    docs = {
+        n: b
+        for t, n, b in (r for d in module_docs(NODE) for r in resources(d, "data"))
+        if t == "aws_iam_policy_document"
+    }
+    (read,) = [s for s in docs["node"]["statement"] if s["sid"] == "ReadOwnSecrets"]
+    assert "aws_secretsmanager_secret.keys" in read["resources"]
+    assert "db.master_user_secret[0].secret_arn" in read["resources"]
+    keys = _node_and_db_resources()[("aws_secretsmanager_secret", "keys")]
+    assert keys["count"] == "${var.postgres_enabled ? 1 : 0}"
+    assert keys["kms_key_id"] == "${aws_kms_key.node.arn}"
+    args = locals_of(NODE)["db_secret_args"]
+    for flag in ("--keys-secret", "--keys-file", "--db-secret", "--pgpass"):
+        assert f'"{flag}"' in args, flag
+
+
+PER_INSTANCE = [
+    ("aws_instance", "node"),
+    ("aws_ebs_volume", "data"),
+    ("aws_volume_attachment", "data"),
+    ("aws_eip", "node"),
+    ("aws_eip_association", "node"),
+    ("aws_lb_target_group_attachment", "node"),
+]
+
+
+def test_node_count_needs_postgres_and_scales_every_per_instance_resource() -> None:
+    variables = dict(x for doc in module_docs(NODE) for x in blocks(doc, "variable"))
+    assert variables["node_count"]["default"] == 1
+    assert variables["postgres_enabled"]["default"] is False
+    assert "var.node_count >= 1" in one(variables["node_count"]["validation"])["condition"]
+    res = _node_and_db_resources()
+    (check,) = one(res[("aws_instance", "node")]["lifecycle"])["precondition"]
+    assert check["condition"] == "${var.node_count == 1 || var.postgres_enabled}"
+    assert "postgres_enabled" in check["error_message"]
+    for key in PER_INSTANCE:
+        assert res[key]["count"] == "${var.node_count}", key
+    # spread over the subnets, the volume in its instance's zone
+    assert res[("aws_instance", "node")]["subnet_id"] == (
+        "${data.aws_subnet.node[count.index % length(var.subnet_ids)].id}"
+    )
+    assert res[("aws_ebs_volume", "data")]["availability_zone"] == (
+        "${data.aws_subnet.node[count.index % length(var.subnet_ids)].availability_zone}"
+    )
+    # peers dial one name that resolves to every instance
+    assert res[("aws_route53_record", "peer")]["records"] == "${aws_eip.node[*].public_ip}"
+
+
+def test_example_passes_the_option_and_the_private_subnets_to_every_region() -> None:
+    _, modules, _ = _example()
+    nodes = {n: b for n, b in modules.items() if b["source"].endswith("modules/region-node")}
+    for name, body in nodes.items():
+        assert body["postgres_enabled"] == "${var.postgres_enabled}", name
+        assert body["node_count"] == "${var.node_count}", name
+        network = re.fullmatch(r"\$\{module\.(\w+)\.vpc_id\}", body["vpc_id"]).group(1)
+        assert body["postgres_subnet_ids"] == f"${{module.{network}.private_subnet_ids}}"
+    net = {(t, n): b for t, n, b in module_resources(TF / "modules" / "network")}
+    assert ("aws_route_table", "private") in net
+    # the private subnets' route table has no route out of the VPC
+    routes = [b for (t, _), b in net.items() if t == "aws_route"]
+    assert all(r["route_table_id"] != "${aws_route_table.private.id}" for r in routes)
+    assert "route" not in net[("aws_route_table", "private")]
+
+
+KEY = "k1:" + "A" * 43 + "="
+DB_SECRET = json.dumps({"username": "regionsync", "password": r"p:a\ss"})
+
+
+def _boot_db(tmp_path: Path, secrets: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+    flags = ["--keys-secret", "rs/keys", "--keys-file", str(tmp_path / "secrets.keys"),
+             "--db-secret", "rs/db", "--pgpass", str(tmp_path / "pgpass"), *extra]  # fmt: skip
+    return _boot(tmp_path, secrets, flags)
+
+
+def test_boot_script_writes_the_key_ring_and_the_password_file(tmp_path: Path) -> None:
+    base = {"rs/tls": TLS_SECRET, "rs/tokens": json.dumps([{"token": "t" * 20, "scope": "admin"}])}
+    done = _boot_db(
+        tmp_path, {**base, "rs/keys": KEY + "\nk0:" + "B" * 43 + "=", "rs/db": DB_SECRET}
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "secrets.keys").read_text() == KEY + "\nk0:" + "B" * 43 + "=\n"
+    # libpq's password file format: ':' and '\' in a field escaped with '\'
+    assert (tmp_path / "pgpass").read_text() == "*:*:*:regionsync:p\\:a\\\\ss\n"
+    for name in ("secrets.keys", "pgpass"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    # the timer's refresh: the password file only
+    (tmp_path / "pgpass").unlink()
+    (tmp_path / "node.toml").unlink()
+    done = _boot_db(tmp_path, {"rs/db": DB_SECRET}, "--only-db")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pgpass").is_file() and not (tmp_path / "node.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("secrets", "message"),
+    [
+        ({"rs/keys": "k1:short", "rs/db": DB_SECRET}, "keys secret"),
+        ({"rs/keys": KEY}, "cannot read rs/db"),
+        ({"rs/keys": KEY, "rs/db": '{"username": "u"}'}, "database secret"),
+        ({"rs/keys": KEY, "rs/db": "not json"}, "database secret"),
+    ],
+)
+def test_boot_script_refuses_bad_database_secrets(
+    tmp_path: Path, secrets: dict[str, str], message: str
+) -> None:
+    base = {"rs/tls": TLS_SECRET, "rs/tokens": json.dumps([{"token": "t" * 20, "scope": "admin"}])}
+    done = _boot_db(tmp_path, {**base, **secrets})
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr
+    assert not (tmp_path / "node.toml").exists()

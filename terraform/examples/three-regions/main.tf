@@ -45,6 +45,9 @@ module "us_east_1" {
   name                   = var.name
   vpc_id                 = module.network_us_east_1.vpc_id
   subnet_ids             = module.network_us_east_1.public_subnet_ids
+  node_count             = var.node_count
+  postgres_enabled       = var.postgres_enabled
+  postgres_subnet_ids    = module.network_us_east_1.private_subnet_ids
   domain_name            = var.domain_name
   zone_id                = var.zone_id
   package_spec           = var.package_spec
@@ -70,6 +73,9 @@ module "eu_central_1" {
   name                   = var.name
   vpc_id                 = module.network_eu_central_1.vpc_id
   subnet_ids             = module.network_eu_central_1.public_subnet_ids
+  node_count             = var.node_count
+  postgres_enabled       = var.postgres_enabled
+  postgres_subnet_ids    = module.network_eu_central_1.private_subnet_ids
   domain_name            = var.domain_name
   zone_id                = var.zone_id
   package_spec           = var.package_spec
@@ -95,6 +101,9 @@ module "ap_southeast_1" {
   name                   = var.name
   vpc_id                 = module.network_ap_southeast_1.vpc_id
   subnet_ids             = module.network_ap_southeast_1.public_subnet_ids
+  node_count             = var.node_count
+  postgres_enabled       = var.postgres_enabled
+  postgres_subnet_ids    = module.network_ap_southeast_1.private_subnet_ids
   domain_name            = var.domain_name
   zone_id                = var.zone_id
   package_spec           = var.package_spec

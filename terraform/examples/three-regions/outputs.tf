@@ -15,10 +15,14 @@ output "regions" {
       url                = node.http_endpoint
       peer_address       = node.peer_address
       public_ip          = node.public_ip
+      public_ips         = node.public_ips
       instance_id        = node.instance_id
+      instance_ids       = node.instance_ids
       data_volume_id     = node.data_volume_id
       tls_secret_name    = node.tls_secret_name
       tokens_secret_name = node.tokens_secret_name
+      keys_secret_name   = node.keys_secret_name
+      postgres_endpoint  = node.postgres_endpoint
     }
   }
 }

@@ -48,6 +48,18 @@ variable "lb_deletion_protection" {
   default     = true
 }
 
+variable "postgres_enabled" {
+  type        = bool
+  description = "Give every region a managed PostgreSQL database (RDS in the network's private subnets) as its store instead of SQLite on the data volume (region-node's postgres_enabled)."
+  default     = false
+}
+
+variable "node_count" {
+  type        = number
+  description = "Node instances per region (more than 1 needs postgres_enabled)."
+  default     = 1
+}
+
 variable "tags" {
   type        = map(string)
   description = "Tags added to every resource in every region."

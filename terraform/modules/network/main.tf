@@ -1,6 +1,7 @@
 # A small VPC for one regionsync region: public subnets in two availability zones
-# (the load balancer needs two; the node runs in the first), an internet gateway, flow
-# logs, and a default security group that allows nothing. Bring your own VPC instead by
+# (the load balancer needs two; the nodes run in them), private subnets in the same zones
+# without any route out (for the optional PostgreSQL database of modules/region-node),
+# an internet gateway, flow logs, and a default security group that allows nothing. Bring your own VPC instead by
 # passing its ids to modules/region-node directly.
 
 # Zones pinned by name, so the subnets never move when AWS adds or impairs a zone.
@@ -60,6 +61,27 @@ resource "aws_route_table_association" "public" {
   count          = length(aws_subnet.public)
   subnet_id      = aws_subnet.public[count.index].id
   route_table_id = aws_route_table.public.id
+}
+
+# Private subnets: reachable inside the VPC only (their route table has no route out).
+resource "aws_subnet" "private" {
+  count                   = length(var.availability_zone_suffixes)
+  vpc_id                  = aws_vpc.this.id
+  availability_zone       = local.azs[count.index]
+  cidr_block              = cidrsubnet(var.cidr_block, 4, 8 + count.index)
+  map_public_ip_on_launch = false
+  tags                    = merge(var.tags, { Name = "${var.name}-private-${local.azs[count.index]}" })
+}
+
+resource "aws_route_table" "private" {
+  vpc_id = aws_vpc.this.id
+  tags   = merge(var.tags, { Name = "${var.name}-private" })
+}
+
+resource "aws_route_table_association" "private" {
+  count          = length(aws_subnet.private)
+  subnet_id      = aws_subnet.private[count.index].id
+  route_table_id = aws_route_table.private.id
 }
 
 # -- flow logs -------------------------------------------------------------------------

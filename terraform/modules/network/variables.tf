@@ -17,7 +17,7 @@ variable "cidr_block" {
 
 variable "availability_zone_suffixes" {
   type        = list(string)
-  description = "Availability zones of the public subnets, as suffixes of the region name (\"a\", \"b\" -> us-east-1a, us-east-1b). The load balancer needs two; the node runs in the first."
+  description = "Availability zones of the public subnets, as suffixes of the region name (\"a\", \"b\" -> us-east-1a, us-east-1b); the private subnets use the same zones. The load balancer and a PostgreSQL subnet group need two."
   default     = ["a", "b"]
 
   validation {

@@ -1,15 +1,19 @@
-# One regionsync node in one region: an EC2 instance with an Elastic IP, an encrypted EBS
-# volume for data_dir that outlives the instance, an HTTPS application load balancer in
-# front of the HTTP API (health check /readyz), security groups (HTTP from the load
-# balancer only, gRPC from the peer regions' /32s only), two Secrets Manager secrets (TLS
-# material, API tokens) whose values terraform never sees, and a minimal instance role.
+# One regionsync region: node_count EC2 instances (default 1), each with an Elastic IP
+# and an encrypted EBS volume for data_dir that outlives it, an HTTPS application load
+# balancer in front of the HTTP API (health check /readyz), security groups (HTTP from
+# the load balancer only, gRPC from the peer regions' /32s only), two Secrets Manager
+# secrets (TLS material, API tokens) whose values terraform never sees, a minimal
+# instance role, and optionally (postgres_enabled) a managed PostgreSQL database (RDS)
+# that the region's instances share, whose password RDS generates into a secret.
 
 data "aws_caller_identity" "current" {}
 
 data "aws_partition" "current" {}
 
+# Instance i runs in subnet_ids[i % length(subnet_ids)].
 data "aws_subnet" "node" {
-  id = var.subnet_ids[0]
+  count = length(var.subnet_ids)
+  id    = var.subnet_ids[count.index]
 }
 
 data "aws_ssm_parameter" "ami" {
@@ -25,9 +29,32 @@ locals {
   peer_fqdn   = "${var.region}.${local.peer_domain}"
   ami_id      = var.ami_id != null ? var.ami_id : nonsensitive(data.aws_ssm_parameter.ami[0].value)
 
+  # one gRPC ingress rule per peer instance address, keyed by region and index (known at
+  # plan time, unlike the addresses): { "eu-central-1/0" = { region, cidr } }
+  peer_sources = merge([for p in var.peers : {
+    for i, cidr in p.cidrs : "${p.region}/${i}" => { region = p.region, cidr = cidr }
+  }]...)
+
   venv       = "/opt/regionsync/venv"
   config_dir = "/etc/regionsync"
   tls_dir    = "/etc/regionsync/tls"
+  pgpass     = "/etc/regionsync/pgpass"
+  keys_file  = "/etc/regionsync/secrets.keys"
+  db_port    = 5432
+
+  # the node.toml lines of the PostgreSQL option: one entry when enabled, none otherwise.
+  # No password: libpq reads it from PGPASSFILE (written from the RDS secret at start).
+  postgres_toml = [for db in aws_db_instance.pg : {
+    url      = "postgresql://${db.username}@${db.address}:${db.port}/${db.db_name}?sslmode=require"
+    pool_max = var.postgres_pool_max
+    key_file = local.keys_file
+  }]
+  # regionsync-secrets arguments of the PostgreSQL option: the signing-secret key ring all
+  # instances of the region share, and the database password
+  db_secret_args = join("", [for db in aws_db_instance.pg : join(" ", [
+    "", "--keys-secret", aws_secretsmanager_secret.keys[0].name, "--keys-file", local.keys_file,
+    "--db-secret", db.master_user_secret[0].secret_arn, "--pgpass", local.pgpass,
+  ])])
 
   node_toml = templatefile("${path.module}/templates/node.toml.tftpl", {
     region             = var.region
@@ -38,6 +65,7 @@ locals {
     delivery_timeout_s = var.delivery_timeout_s
     tls_dir            = local.tls_dir
     peers              = [for p in var.peers : { region = p.region, address = p.address }]
+    postgres           = local.postgres_toml
   })
 
   service_unit = templatefile("${path.module}/templates/regionsync.service.tftpl", {
@@ -48,28 +76,63 @@ locals {
     tls_dir          = local.tls_dir
     tls_secret_id    = aws_secretsmanager_secret.tls.name
     tokens_secret_id = aws_secretsmanager_secret.tokens.name
+    db_secret_args   = local.db_secret_args
+    pgpass           = local.pgpass
   })
 
-  bootstrap = templatefile("${path.module}/templates/bootstrap.sh.tftpl", {
+  # one boot script per instance: each mounts its own data volume
+  bootstrap = [for v in aws_ebs_volume.data : templatefile("${path.module}/templates/bootstrap.sh.tftpl", {
     data_dir      = var.data_dir
-    volume_id     = aws_ebs_volume.data.id
-    volume_serial = replace(aws_ebs_volume.data.id, "-", "")
+    volume_id     = v.id
+    volume_serial = replace(v.id, "-", "")
     venv          = local.venv
     config_dir    = local.config_dir
     tls_dir       = local.tls_dir
     package_spec  = var.package_spec
-  })
+  })]
 
-  # cloud-init user data: files and one command, no secret anywhere.
-  user_data = join("\n", ["#cloud-config", yamlencode({
-    write_files = [
+  # RDS rotates the password it generated (every 7 days by default): a timer writes it to
+  # PGPASSFILE again every 5 minutes, and libpq reads that file at every new connection.
+  pgpass_units = var.postgres_enabled ? [
+    {
+      path        = "/etc/systemd/system/regionsync-pgpass.service"
+      permissions = "0644"
+      content     = <<-EOT
+        [Unit]
+        Description=regionsync: refresh the PostgreSQL password file from Secrets Manager
+        [Service]
+        Type=oneshot
+        ExecStart=${local.venv}/bin/python /usr/local/libexec/regionsync-secrets --region ${var.region} --only-db${local.db_secret_args} --owner regionsync
+      EOT
+    },
+    {
+      path        = "/etc/systemd/system/regionsync-pgpass.timer"
+      permissions = "0644"
+      content     = <<-EOT
+        [Unit]
+        Description=regionsync: refresh the PostgreSQL password file every 5 minutes
+        [Timer]
+        OnBootSec=5min
+        OnUnitActiveSec=5min
+        [Install]
+        WantedBy=timers.target
+      EOT
+    },
+  ] : []
+
+  # cloud-init user data per instance: files and commands, no secret anywhere.
+  user_data = [for boot in local.bootstrap : join("\n", ["#cloud-config", yamlencode({
+    write_files = concat([
       { path = "${local.config_dir}/node.base.toml", permissions = "0644", content = local.node_toml },
       { path = "/etc/systemd/system/regionsync.service", permissions = "0644", content = local.service_unit },
       { path = "/usr/local/libexec/regionsync-secrets", permissions = "0755", content = file("${path.module}/files/regionsync-secrets") },
-      { path = "/usr/local/libexec/regionsync-bootstrap", permissions = "0700", content = local.bootstrap },
-    ]
-    runcmd = [["/usr/local/libexec/regionsync-bootstrap"]]
-  })])
+      { path = "/usr/local/libexec/regionsync-bootstrap", permissions = "0700", content = boot },
+    ], local.pgpass_units)
+    runcmd = concat(
+      [["/usr/local/libexec/regionsync-bootstrap"]],
+      var.postgres_enabled ? [["systemctl", "enable", "--now", "regionsync-pgpass.timer"]] : [],
+    )
+  })])]
 }
 
 # -- encryption key ----------------------------------------------------------------------
@@ -113,6 +176,16 @@ resource "aws_secretsmanager_secret" "tls" {
   tags                    = var.tags
 }
 
+resource "aws_secretsmanager_secret" "keys" {
+  #checkov:skip=CKV2_AWS_57:The key ring is rotated by the operator (terraform/README.md): a new key is put first in the list and the old ones stay to read what they sealed.
+  count                   = var.postgres_enabled ? 1 : 0
+  name                    = "${var.name}/${var.region}/keys"
+  description             = "regionsync ${var.region}: key ring sealing signing secrets at rest, shared by the region's instances; lines <id>:<base64 of 32 bytes>, current first"
+  kms_key_id              = aws_kms_key.node.arn
+  recovery_window_in_days = var.secret_recovery_window_days
+  tags                    = var.tags
+}
+
 resource "aws_secretsmanager_secret" "tokens" {
   #checkov:skip=CKV2_AWS_57:API tokens are issued to clients and rotated by the operator (terraform/README.md), not by a Lambda.
   name                    = "${var.name}/${var.region}/tokens"
@@ -136,9 +209,14 @@ data "aws_iam_policy_document" "assume" {
 
 data "aws_iam_policy_document" "node" {
   statement {
-    sid       = "ReadOwnSecrets"
-    actions   = ["secretsmanager:GetSecretValue"]
-    resources = [aws_secretsmanager_secret.tls.arn, aws_secretsmanager_secret.tokens.arn]
+    sid     = "ReadOwnSecrets"
+    actions = ["secretsmanager:GetSecretValue"]
+    # TLS, tokens and, with the PostgreSQL option, the key ring and the database password
+    resources = concat(
+      [aws_secretsmanager_secret.tls.arn, aws_secretsmanager_secret.tokens.arn],
+      [for k in aws_secretsmanager_secret.keys : k.arn],
+      [for db in aws_db_instance.pg : db.master_user_secret[0].secret_arn],
+    )
   }
   statement {
     sid       = "DecryptOwnSecrets"
@@ -229,9 +307,9 @@ resource "aws_vpc_security_group_ingress_rule" "node_http_from_lb" {
 }
 
 resource "aws_vpc_security_group_ingress_rule" "node_grpc_from_peers" {
-  for_each          = { for p in var.peers : p.region => p }
+  for_each          = local.peer_sources
   security_group_id = aws_security_group.node.id
-  description       = "gRPC replication from ${each.key}"
+  description       = "gRPC replication from ${each.value.region}"
   ip_protocol       = "tcp"
   from_port         = var.grpc_port
   to_port           = var.grpc_port
@@ -249,7 +327,8 @@ resource "aws_vpc_security_group_egress_rule" "node_out" {
 # -- the node ----------------------------------------------------------------------------
 
 resource "aws_ebs_volume" "data" {
-  availability_zone = data.aws_subnet.node.availability_zone
+  count             = var.node_count
+  availability_zone = data.aws_subnet.node[count.index % length(var.subnet_ids)].availability_zone
   type              = "gp3"
   size              = var.data_volume_size_gb
   iops              = var.data_volume_iops
@@ -257,20 +336,28 @@ resource "aws_ebs_volume" "data" {
   encrypted         = true
   kms_key_id        = aws_kms_key.node.arn
   final_snapshot    = true
-  tags              = merge(var.tags, { Name = "${local.id}-data" })
+  tags              = merge(var.tags, { Name = "${local.id}-data-${count.index}" })
 }
 
 resource "aws_instance" "node" {
+  count                       = var.node_count
   ami                         = local.ami_id
   instance_type               = var.instance_type
-  subnet_id                   = data.aws_subnet.node.id
+  subnet_id                   = data.aws_subnet.node[count.index % length(var.subnet_ids)].id
   vpc_security_group_ids      = [aws_security_group.node.id]
   iam_instance_profile        = aws_iam_instance_profile.node.name
   associate_public_ip_address = false # public address: the Elastic IP below
   ebs_optimized               = true
   monitoring                  = true
-  user_data                   = local.user_data
+  user_data                   = local.user_data[count.index]
   user_data_replace_on_change = true
+
+  lifecycle {
+    precondition {
+      condition     = var.node_count == 1 || var.postgres_enabled
+      error_message = "node_count > 1 needs postgres_enabled = true: the instances of a region share one PostgreSQL database, while a SQLite file belongs to one instance."
+    }
+  }
 
   metadata_options {
     http_endpoint               = "enabled"
@@ -286,26 +373,29 @@ resource "aws_instance" "node" {
     delete_on_termination = true
   }
 
-  tags = merge(var.tags, { Name = local.id })
+  tags = merge(var.tags, { Name = var.node_count == 1 ? local.id : "${local.id}-${count.index}" })
 }
 
 resource "aws_volume_attachment" "data" {
+  count                          = var.node_count
   device_name                    = "/dev/sdf"
-  volume_id                      = aws_ebs_volume.data.id
-  instance_id                    = aws_instance.node.id
+  volume_id                      = aws_ebs_volume.data[count.index].id
+  instance_id                    = aws_instance.node[count.index].id
   stop_instance_before_detaching = true # SQLite sees a clean shutdown before the disk goes
 }
 
 # Allocated independently of the instance, so peers can be wired to it before the
 # instance exists and it survives instance replacement.
 resource "aws_eip" "node" {
+  count  = var.node_count
   domain = "vpc"
-  tags   = merge(var.tags, { Name = local.id })
+  tags   = merge(var.tags, { Name = var.node_count == 1 ? local.id : "${local.id}-${count.index}" })
 }
 
 resource "aws_eip_association" "node" {
-  allocation_id = aws_eip.node.id
-  instance_id   = aws_instance.node.id
+  count         = var.node_count
+  allocation_id = aws_eip.node[count.index].id
+  instance_id   = aws_instance.node[count.index].id
 }
 
 # -- DNS and certificate -----------------------------------------------------------------
@@ -315,7 +405,7 @@ resource "aws_route53_record" "peer" {
   name    = local.peer_fqdn
   type    = "A"
   ttl     = 60
-  records = [aws_eip.node.public_ip]
+  records = aws_eip.node[*].public_ip # every instance of the region
 }
 
 resource "aws_acm_certificate" "lb" {
@@ -395,8 +485,9 @@ resource "aws_lb_target_group" "node" {
 }
 
 resource "aws_lb_target_group_attachment" "node" {
+  count            = var.node_count
   target_group_arn = aws_lb_target_group.node.arn
-  target_id        = aws_instance.node.id
+  target_id        = aws_instance.node[count.index].id
   port             = var.http_port
 }
 

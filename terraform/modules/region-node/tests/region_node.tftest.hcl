@@ -110,6 +110,10 @@ run "postgres_two_nodes" {
     error_message = "one user data per instance, with the password refresh timer"
   }
   assert {
+    condition     = alltrue([for u in local.user_data : length(u) < 16384])
+    error_message = "EC2 refuses user data over 16 KB"
+  }
+  assert {
     condition     = strcontains(local.service_unit, "--db-secret arn:aws:secretsmanager:us-east-1::secret:rds --pgpass /etc/regionsync/pgpass")
     error_message = local.service_unit
   }

@@ -109,6 +109,33 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
 
         await eventually(all_dead_and_failing)
 
+        # every attempt, with the request headers it sent, is readable in every region
+        # (real gRPC replication): the same rows from us-east-1, eu-central-1, ap-southeast-1
+        ds = (await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders/deliveries",
+                       200, headers=auth))["items"]  # fmt: skip
+
+        async def same_attempts_everywhere(d: dict) -> list | None:
+            rows = [
+                (
+                    await ok(
+                        c,
+                        "GET",
+                        f"{cluster.http[r]}/v1/tenants/acme/deliveries/{d['id']}/attempts",
+                        200,
+                        headers=auth,
+                    )
+                )["items"]  # fmt: skip
+                for r in (US, EU, AP)
+            ]
+            done = len(rows[0]) == 4 and rows[0] == rows[1] == rows[2]
+            return rows[0] if done else None
+
+        for d in ds:
+            for a in await eventually(lambda d=d: same_attempts_everywhere(d)):
+                assert a["region"] == d["region"]
+                assert f"webhook-id: {d['event']}\n" in a["request_headers"]
+                assert "webhook-signature: v1," in a["request_headers"]
+
     page = await login(browser, base, admin)
     # the cluster page: this region and its two peers, connected, registry digests agree
     regions = page.locator("#regions tbody tr")

@@ -19,7 +19,8 @@ Pure: the caller passes the time and the secrets that sign now. Rules:
   per-message HMAC: it proves nothing about other messages and reveals no key); the value
   of an endpoint header whose name looks like a credential (``SENSITIVE_HEADER_RE``:
   authorization, cookie, token, secret, key, password, auth) is replaced by
-  ``REDACTED``, as Svix and Hook0 hide such headers in their logs.
+  ``REDACTED``: the attempt log is readable by tenant tokens and replicated to every
+  region, the endpoint's credentials must not be.
 """
 
 from __future__ import annotations

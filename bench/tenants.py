@@ -19,7 +19,11 @@ noisy's ``delivery_max_in_flight`` = 10000). Quiet's publish latency is the load
 event's ``received_at``. Goal: quiet's p99 of both with the noisy neighbour within 1.2x of
 alone.
 
+``--profile DIR`` attaches ``py-spy record`` to the node while quiet publishes in the
+``noisy`` phase and writes ``DIR/tenants_noisy.txt`` (a top table, as bench/delivery_rate.py).
+
     .venv/bin/python bench/tenants.py [--seconds 15] [--quiet-limit 40] [--noisy-limit 20]
+        [--profile DIR]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from delivery import Receivers, _pct  # noqa: E402
+from delivery_rate import Profiler  # noqa: E402
 
 from regionsync.demo import free_port, wait_ready  # noqa: E402
 
@@ -100,9 +105,15 @@ async def phase(name: str, args: argparse.Namespace, flood: bool, noisy_cap: int
                                      10 * args.noisy_limit, args.seconds + 6, 16)  # fmt: skip
                 await asyncio.sleep(4)
             started_ms = time.time() * 1000
+            prof = None
+            if args.profile is not None and flood and noisy_cap is None:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                prof = Profiler(node.pid, args.profile / "tenants_noisy.txt")
             quiet_gen = _loadgen(f"{base}/v1/tenants/quiet/events", 0.5 * args.quiet_limit,
                                  args.seconds, 4)  # fmt: skip
             out, _ = await asyncio.to_thread(quiet_gen.communicate)
+            if prof is not None:
+                prof.stop()
             publish = json.loads(out)
             events: dict[str, float] = {}
             cursor = None
@@ -154,6 +165,7 @@ async def main() -> int:
     ap.add_argument("--quiet-limit", type=float, default=40.0, help="quiet's events/s limit")
     ap.add_argument("--noisy-limit", type=float, default=20.0, help="noisy's events/s limit")
     ap.add_argument("--noisy-delay", type=float, default=2.0, help="noisy receiver's answer, s")
+    ap.add_argument("--profile", type=Path, help="write a py-spy table of the noisy phase here")
     args = ap.parse_args()
     print(f"bench/tenants.py: {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     print(

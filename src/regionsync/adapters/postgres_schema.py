@@ -79,6 +79,12 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
     CREATE INDEX audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
     """,
+    # 4: per-endpoint due heads (PostgresStore.due_deliveries): a claim reads the due rows
+    # of the endpoints it may start, never the backlog of a blocked one
+    """
+    CREATE INDEX deliveries_due_endpoint ON deliveries(region, endpoint_id, next_attempt_at_ms, id)
+      WHERE status = 'pending';
+    """,
 ]
 
 

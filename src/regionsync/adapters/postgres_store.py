@@ -496,12 +496,23 @@ class PostgresStore:
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
     ) -> list[Delivery]:
+        # per-endpoint due heads (index deliveries_due_endpoint, migration 4): the
+        # endpoints with pending rows by a skip scan, then at most ``limit`` rows of each
+        # one not excluded (LATERAL), merged; a blocked endpoint's backlog is never read
         rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending' "
-            "AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s)) "
-            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s",
-            (region, now_ms, list(exclude), list(exclude_endpoints), limit),
-        )
+            "WITH RECURSIVE e(ep) AS ("
+            " SELECT min(endpoint_id) FROM deliveries WHERE region = %s AND status = 'pending'"
+            " UNION ALL SELECT (SELECT min(endpoint_id) FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id > e.ep) FROM e WHERE e.ep IS NOT NULL) "
+            f"SELECT {_D_COLS} FROM e CROSS JOIN LATERAL ("
+            f" SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending'"
+            " AND endpoint_id = e.ep AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s))"
+            " ORDER BY next_attempt_at_ms, id LIMIT %s) d "
+            "WHERE e.ep IS NOT NULL AND NOT (e.ep = ANY(%s)) "
+            "ORDER BY d.next_attempt_at_ms, d.id LIMIT %s",
+            (region, region, region, now_ms, list(exclude), limit, list(exclude_endpoints),
+             limit),
+        )  # fmt: skip
         return [_delivery(r) for r in rows]
 
     async def claim_due(

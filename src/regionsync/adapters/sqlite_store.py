@@ -38,9 +38,8 @@ from ..core.model import (
     Record,
     WriteBatch,
 )  # fmt: skip
-from ..core.registry import is_secret_key, may_hold_secret
 from ..runtime.ports import StoreInfo
-from .secretbox import NodeKeys, is_sealed
+from .secretbox import AtRest, NodeKeys
 
 __all__ = ["SqliteStore"]
 
@@ -113,14 +112,6 @@ _AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, deta
 _EVENT_COLS = "id, tenant, event_type, payload, region, received_at_ms, owner_gen"
 
 
-def _registry_aad(key: str) -> bytes:
-    return b"registry\0" + key.encode()
-
-
-def _log_aad(origin: str, seq: int) -> bytes:
-    return b"log\0" + origin.encode() + b"\0" + str(seq).encode()
-
-
 def _delivery(row: Sequence) -> Delivery:
     return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:12])
 
@@ -133,6 +124,7 @@ class SqliteStore:
     def __init__(self, path: str | Path, keys: NodeKeys | None = None):
         self.path = Path(path)
         self.keys = keys
+        self.at_rest = AtRest(keys, str(self.path))
         self._db: sqlite3.Connection | None = None
         self._rdb: aiosqlite.Connection | None = None
         # every write runs as one call on this one thread: a group commit costs one
@@ -202,17 +194,16 @@ class SqliteStore:
     def _seal_plaintext_rows(self) -> None:
         """Seal secret rows written before encryption (or without a key ring); the freed
         pages are zeroed (secure_delete), the file rebuilt (VACUUM) and the WAL emptied."""
-        db, keys = self.db, self.keys
-        assert keys is not None
+        db, seal = self.db, self.at_rest
         regs = [
-            (keys.seal(state, _registry_aad(key)), key)
+            (sealed, key)
             for key, state in db.execute("SELECT key, state FROM registry")
-            if is_secret_key(key) and not is_sealed(state)
+            if (sealed := seal.seal_state(key, state)) != state
         ]
         logs = [
-            (keys.seal(body, _log_aad(origin, seq)), origin, seq)
+            (sealed, origin, seq)
             for origin, seq, body in db.execute("SELECT origin, seq, body FROM log")
-            if may_hold_secret(body) and not is_sealed(body)
+            if (sealed := seal.seal_body(origin, seq, body)) != body
         ]
         if not regs and not logs:
             return
@@ -230,23 +221,6 @@ class SqliteStore:
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         db.execute("PRAGMA secure_delete=OFF")
-
-    def _seal_state(self, key: str, state: bytes) -> bytes:
-        if self.keys is None or not is_secret_key(key):
-            return state
-        return self.keys.seal(state, _registry_aad(key))
-
-    def _seal_body(self, origin: str, seq: int, body: bytes) -> bytes:
-        if self.keys is None or not may_hold_secret(body):
-            return body
-        return self.keys.seal(body, _log_aad(origin, seq))
-
-    def _open(self, blob: bytes, aad: bytes) -> bytes:
-        if not is_sealed(blob):
-            return blob
-        if self.keys is None:
-            raise ValueError(f"store {self.path} holds encrypted rows but has no key ring")
-        return self.keys.open(blob, aad)
 
     def _in_transaction(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         db = self.db
@@ -294,13 +268,19 @@ class SqliteStore:
                 db.executemany(
                     "INSERT INTO registry(key, state) VALUES (?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET state = excluded.state",
-                    [(k, self._seal_state(k, v)) for k, v in batch.registry.items()],
+                    [(k, self.at_rest.seal_state(k, v)) for k, v in batch.registry.items()],
                 )
             if batch.records:
                 db.executemany(
                     "INSERT OR IGNORE INTO log VALUES (?, ?, ?, ?, ?, ?)",
                     [
-                        (r.origin, r.seq, r.kind, self._seal_body(r.origin, r.seq, r.body), *r.hlc)
+                        (
+                            r.origin,
+                            r.seq,
+                            r.kind,
+                            self.at_rest.seal_body(r.origin, r.seq, r.body),
+                            *r.hlc,
+                        )
                         for r in batch.records
                     ],
                 )
@@ -398,7 +378,7 @@ class SqliteStore:
 
     async def load_registry(self) -> dict[str, bytes]:
         rows = await self.rdb.execute_fetchall("SELECT key, state FROM registry")
-        return {k: self._open(v, _registry_aad(k)) for k, v in rows}
+        return {k: self.at_rest.open_state(k, v) for k, v in rows}
 
     async def load_version_vector(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM version_vector"))
@@ -414,7 +394,7 @@ class SqliteStore:
                 (origin, after.get(origin, 0), limit - len(out)),
             )
             out.extend(
-                Record(r[0], r[1], r[2], self._open(r[3], _log_aad(r[0], r[1])), (r[4], r[5]))
+                Record(r[0], r[1], r[2], self.at_rest.open_body(r[0], r[1], r[3]), (r[4], r[5]))
                 for r in rows
             )
         return out

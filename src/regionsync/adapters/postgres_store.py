@@ -560,10 +560,14 @@ class PostgresStore:
         # endpoints with pending rows by a skip scan, then at most ``limit`` rows of each
         # one not excluded (LATERAL), merged; a blocked endpoint's backlog is never read
         rows = await self._fetch(
+            # ORDER BY ... LIMIT 1, not min(): without statistics (a table just filled)
+            # the planner may aggregate min() over every pending row
             "WITH RECURSIVE e(ep) AS ("
-            " SELECT min(endpoint_id) FROM deliveries WHERE region = %s AND status = 'pending'"
-            " UNION ALL SELECT (SELECT min(endpoint_id) FROM deliveries WHERE region = %s"
-            " AND status = 'pending' AND endpoint_id > e.ep) FROM e WHERE e.ep IS NOT NULL) "
+            " (SELECT endpoint_id FROM deliveries WHERE region = %s AND status = 'pending'"
+            " ORDER BY endpoint_id LIMIT 1)"
+            " UNION ALL SELECT (SELECT endpoint_id FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id > e.ep ORDER BY endpoint_id LIMIT 1)"
+            " FROM e WHERE e.ep IS NOT NULL) "
             f"SELECT {_D_COLS} FROM e CROSS JOIN LATERAL ("
             f" SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending'"
             " AND endpoint_id = e.ep AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s))"

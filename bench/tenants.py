@@ -210,6 +210,11 @@ async def main() -> int:
         + each.format(", ".join(f"{x:.2f}x" for x in dlvs))
         + ("" if complete else "  (not every quiet delivery arrived)")
     )
+    p50 = statistics.median(
+        n["delivery_p50"] / a["delivery_p50"]
+        for a, n in zip(runs["alone"], runs["noisy"], strict=True)
+    )
+    print(f"  delivery p50  {p50:5.2f}x  (no goal; less noisy than p99 on a shared machine)")
     alone = runs["alone"][-1]
     unc = runs["uncapped"][0]
     print(f"  for comparison, without the tenant cap: delivery p99 "

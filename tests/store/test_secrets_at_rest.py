@@ -1,5 +1,7 @@
-"""Signing secrets encrypted at rest: the key ring, the SQLite store's sealing (real
-files scanned byte for byte), rotation, rows written before encryption, and three real
+"""Signing secrets encrypted at rest: the key ring, the SQLite and PostgreSQL stores'
+sealing (real files scanned byte for byte: the SQLite file and WAL; every table of the
+PostgreSQL database dumped with COPY, and its data files and WAL after a CHECKPOINT),
+rotation, rows written before encryption, and three real
 node processes (each with its own generated key) whose data directories and logs hold
 no secret while the registry still converges."""
 
@@ -14,9 +16,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
+from pgserver import PgServer
 
 from crdt import LWWRegister, Timestamp
+from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.secretbox import MAGIC, NodeKeys, SealedKeyError, is_sealed
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import Event, Record, WriteBatch
@@ -197,6 +202,104 @@ async def test_rows_written_before_encryption_are_sealed_on_open(tmp_path: Path)
     assert await s.records_after({}, 10) == batch.records
     await s.close()
     assert _leaks(_files(tmp_path), [SECRET]) == []
+
+
+# -- PostgreSQL store ------------------------------------------------------------------
+
+
+async def _pg_dump(url: str) -> bytes:
+    """Every row of every table of the database at ``url``, as COPY's binary format
+    writes it (bytea columns byte for byte)."""
+    out = bytearray()
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
+        )
+        tables = [t for (t,) in await cur.fetchall()]
+        assert {"registry", "log", "events"} <= set(tables)
+        async with conn.cursor() as c:
+            for table in tables:
+                async with c.copy(f'COPY "{table}" TO STDOUT (FORMAT binary)') as copy:
+                    async for chunk in copy:
+                        out += chunk
+    return bytes(out)
+
+
+async def _pg_files(server: PgServer, url: str) -> list[Path]:
+    """The files of the database at ``url`` and the server's WAL, after a CHECKPOINT
+    (every change written to the data files)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("CHECKPOINT")
+        cur = await conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        row = await cur.fetchone()
+    assert row is not None
+    data = server.dir / "data"
+    files = _files(data / "base" / str(row[0])) + _files(data / "pg_wal")
+    assert files
+    return files
+
+
+def _in(blob: bytes, secret: str) -> bool:
+    return any(form in blob for form in _forms(secret))
+
+
+async def test_postgres_store_seals_secret_rows_and_reads_them_back(pg_server: PgServer) -> None:
+    secret = make_secret(b"P" * 8 + os.urandom(24))
+    url = pg_server.create_database("sealed_pg")
+    s = PostgresStore(url, keys=_ring("k1"))
+    await s.open(REGION, 1)
+    batch = _secret_batch(secret, 1)
+    try:
+        await s.commit(batch)
+        assert await s.load_registry() == batch.registry
+        assert await s.records_after({}, 10) == batch.records
+        dump = await _pg_dump(url)
+        assert b"evt_1" in dump and b'{"n":1}' in dump  # the dump does hold the rows
+        assert not _in(dump, secret)
+        assert _leaks(await _pg_files(pg_server, url), [secret]) == []
+    finally:
+        await s.close()
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT key, state FROM registry")
+        rows = dict(await cur.fetchall())
+        cur = await conn.execute("SELECT body FROM log")
+        (body,) = await cur.fetchone()  # type: ignore[misc]
+    assert is_sealed(rows["e/ep_1/secret"]) and not is_sealed(rows["tenants"]) and is_sealed(body)
+    bare = PostgresStore(url)  # no ring: cannot read them; a ring without the key id neither
+    await bare.open(REGION, 1)
+    try:
+        with pytest.raises(ValueError, match="no key ring"):
+            await bare.load_registry()
+    finally:
+        await bare.close()
+    other = PostgresStore(url, keys=_ring("k9"))
+    await other.open(REGION, 1)
+    try:
+        with pytest.raises(SealedKeyError, match="k1"):
+            await other.records_after({}, 10)
+    finally:
+        await other.close()
+
+
+async def test_postgres_rows_written_before_encryption_are_sealed_on_open(
+    pg_server: PgServer,
+) -> None:
+    secret = make_secret(b"Q" * 8 + os.urandom(24))
+    url = pg_server.create_database("unsealed_pg")
+    plain = PostgresStore(url)  # no ring: as a database from before encryption
+    await plain.open(REGION, 1)
+    batch = _secret_batch(secret, 1)
+    await plain.commit(batch)
+    await plain.close()
+    assert _in(await _pg_dump(url), secret)  # the dump does see plaintext
+    s = PostgresStore(url, keys=_ring("k2", "k1"))
+    await s.open(REGION, 1)
+    try:
+        assert await s.load_registry() == batch.registry
+        assert await s.records_after({}, 10) == batch.records
+        assert not _in(await _pg_dump(url), secret)
+    finally:
+        await s.close()
 
 
 # -- real node processes ---------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -127,6 +128,48 @@ async def test_due_deliveries_order_and_exclusion(store) -> None:
     assert [d.id for d in due] == ["dlv_003"]
     assert await store.due_deliveries("us-east-1", 300, 10, []) == []
     assert await store.next_due_ms(REGION) == 100
+
+
+def _to(i: int, endpoint: str, at: int, tenant: str = "acme") -> Delivery:
+    return Delivery(
+        f"dlv_{endpoint}_{i:05}", f"evt_{i}", endpoint, tenant, DeliveryStatus.PENDING, 0, at,
+        REGION, i, i,
+    )  # fmt: skip
+
+
+async def _blocked_backlog(store, n: int) -> None:
+    """``n`` deliveries of two endpoints (ep_b1, ep_b2) due at 1..n, all before those of
+    ep_1 (due at 5000, 5001, 5003) and ep_2 (5002, 5004); ep_1 and ep_2 also have one
+    delivery not yet due (9000)."""
+    rows = [_to(i, f"ep_b{1 + i % 2}", 1 + i, "noisy") for i in range(n)]
+    rows += [_to(1, "ep_1", 5000), _to(2, "ep_1", 5001), _to(3, "ep_2", 5002)]
+    rows += [_to(4, "ep_1", 5003), _to(5, "ep_2", 5004), _to(6, "ep_1", 9000)]
+    rows += [_to(7, "ep_2", 9000)]
+    await store.commit(WriteBatch(deliveries=rows))
+
+
+async def test_due_deliveries_behind_a_blocked_backlog(store) -> None:
+    await _blocked_backlog(store, 300)
+    blocked = ["ep_b1", "ep_b2"]
+    due = await store.due_deliveries(REGION, 8000, 3, [], blocked)
+    assert [d.id for d in due] == ["dlv_ep_1_00001", "dlv_ep_1_00002", "dlv_ep_2_00003"]
+    # in flight rows are skipped, the merge across endpoints keeps the global order
+    due = await store.due_deliveries(REGION, 8000, 10, ["dlv_ep_1_00001"], blocked)
+    assert [d.id for d in due] == [
+        "dlv_ep_1_00002", "dlv_ep_2_00003", "dlv_ep_1_00004", "dlv_ep_2_00005"
+    ]  # fmt: skip
+    due = await store.due_deliveries(REGION, 8000, 10, [], [*blocked, "ep_1"])
+    assert [d.id for d in due] == ["dlv_ep_2_00003", "dlv_ep_2_00005"]
+    # nothing blocked: the blocked endpoints' rows come first again, in order
+    due = await store.due_deliveries(REGION, 8000, 3, ["dlv_ep_b1_00000"])
+    assert [d.id for d in due] == ["dlv_ep_b2_00001", "dlv_ep_b1_00002", "dlv_ep_b2_00003"]
+    assert await store.due_deliveries(REGION, 4999, 5, [], blocked) == []
+    # a delivery that is no longer pending leaves its endpoint's head
+    done = dataclasses.replace(due[0], status=DeliveryStatus.DELIVERED, next_attempt_at_ms=None)
+    await store.commit(WriteBatch(deliveries=[done]))
+    due = await store.due_deliveries(REGION, 8000, 2, ["dlv_ep_b1_00000"])
+    assert [d.id for d in due] == ["dlv_ep_b1_00002", "dlv_ep_b2_00003"]
+    assert await store.next_due_ms(REGION) == 1
 
 
 async def test_list_deliveries_filters_and_cursor(store) -> None:

@@ -40,6 +40,8 @@ class MemoryStore:
         self._floor: dict[str, int] = {}
         self._events: dict[str, Event] = {}
         self._deliveries: dict[str, Delivery] = {}
+        # pending deliveries by region, then endpoint (the per-endpoint due heads)
+        self._pending: dict[str, dict[str, dict[str, Delivery]]] = {}
         self._attempts: dict[tuple[str, str, int, int], Attempt] = {}
         self._idem: dict[tuple[str, str], tuple[str, str, str, str, int, str]] = {}
         self._audit: dict[tuple[str, int], AuditEntry] = {}
@@ -77,7 +79,16 @@ class MemoryStore:
         for e in batch.events:
             self._events.setdefault(e.id, e)
         for d in batch.deliveries:
+            old = self._deliveries.get(d.id)
+            if old is not None and old.status is DeliveryStatus.PENDING:
+                eps = self._pending[old.region]
+                eps[old.endpoint_id].pop(old.id, None)
+                if not eps[old.endpoint_id]:
+                    del eps[old.endpoint_id]
             self._deliveries[d.id] = d
+            if d.status is DeliveryStatus.PENDING:
+                eps = self._pending.setdefault(d.region, {})
+                eps.setdefault(d.endpoint_id, {})[d.id] = d
         for a in batch.attempts:
             self._attempts.setdefault((a.delivery_id, a.region, a.generation, a.n), a)
         for entry in batch.audit:
@@ -235,19 +246,20 @@ class MemoryStore:
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
     ) -> list[Delivery]:
+        # as the SQL stores: the pending rows of the endpoints not excluded, never those
+        # of an excluded endpoint's backlog
         self._check()
         skip = set(exclude)
         skip_eps = set(exclude_endpoints)
         due = sorted(
             (
                 d
-                for d in self._deliveries.values()
-                if d.region == region
-                and d.status is DeliveryStatus.PENDING
-                and d.next_attempt_at_ms is not None
+                for eid, rows in self._pending.get(region, {}).items()
+                if eid not in skip_eps
+                for d in rows.values()
+                if d.next_attempt_at_ms is not None
                 and d.next_attempt_at_ms <= now_ms
                 and d.id not in skip
-                and d.endpoint_id not in skip_eps
             ),
             key=lambda d: (d.next_attempt_at_ms, d.id),
         )
@@ -257,10 +269,9 @@ class MemoryStore:
         self._check()
         times = [
             d.next_attempt_at_ms
-            for d in self._deliveries.values()
-            if d.region == region
-            and d.status is DeliveryStatus.PENDING
-            and d.next_attempt_at_ms is not None
+            for rows in self._pending.get(region, {}).values()
+            for d in rows.values()
+            if d.next_attempt_at_ms is not None
         ]
         return min(times) if times else None
 

@@ -83,6 +83,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE attempts ADD COLUMN request_headers TEXT NOT NULL DEFAULT '';
     """,
+    # 5: per-endpoint due heads (PostgresStore.due_deliveries): a claim reads the due rows
+    # of the endpoints it may start, never the backlog of a blocked one
+    """
+    CREATE INDEX deliveries_due_endpoint ON deliveries(region, endpoint_id, next_attempt_at_ms, id)
+      WHERE status = 'pending';
+    """,
 ]
 
 

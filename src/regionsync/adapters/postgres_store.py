@@ -10,6 +10,13 @@ the server, as with SQLite's ``synchronous=FULL``. Each ``commit`` is one transa
 (all of a WriteBatch or nothing); rows are written in key order so concurrent
 transactions of several processes lock them in one order (no deadlock between upserts).
 
+Signing secrets are sealed at rest as in SqliteStore when the store has a key ring
+(``keys``; the node passes the same one, adapters/secretbox.py ``AtRest``): registry rows
+holding a secret and log records that may carry one are encrypted as they are written and
+opened as they are read. Rows written before encryption are sealed at ``open``; their old
+row versions stay in the table files until PostgreSQL reuses the space (``VACUUM FULL
+registry, log`` rewrites both tables at once) and in WAL segments until they are recycled.
+
 The schema is versioned (adapters/postgres_schema.py) and migrated at ``open``. One
 database holds one region (the ``meta`` row); ``open`` on another region's database
 raises ValueError.
@@ -47,6 +54,7 @@ from ..core.model import (
 from ..runtime.ports import StoreInfo
 from .postgres_cluster import REGISTRY_CHANNEL, lock_key
 from .postgres_schema import SCHEMA_LOCK, migrate
+from .secretbox import AtRest, NodeKeys
 from .sqlite_store import _ATTEMPT_COLS, _AUDIT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
 __all__ = ["PostgresStore"]
@@ -66,10 +74,21 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
 
 class PostgresStore:
     """Store over the PostgreSQL database at ``url`` (a libpq URL or conninfo string);
-    ``pool_max`` connections at most (reads and commits share them)."""
+    ``pool_max`` connections at most (reads and commits share them). With ``keys``,
+    signing secrets are encrypted at rest (module docstring); reading a sealed row without
+    the key it names raises ``secretbox.SealedKeyError``, without any ring ValueError."""
 
-    def __init__(self, url: str, pool_min: int = 1, pool_max: int = 10, exclusive: bool = True):
+    def __init__(
+        self,
+        url: str,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        exclusive: bool = True,
+        keys: NodeKeys | None = None,
+    ):
         self.url = url
+        self.keys = keys
+        self.at_rest = AtRest(keys, "postgresql")
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
         self.exclusive = exclusive
@@ -145,6 +164,8 @@ class PostgresStore:
                     fresh = cur.rowcount == 2
                     cur = await conn.execute("SELECT key, value FROM meta")
                     rows = dict(await cur.fetchall())
+                    if self.keys is not None and rows["region"] == region:
+                        await self._seal_plaintext_rows(conn)
         except BaseException:
             await self.close()
             raise
@@ -152,6 +173,32 @@ class PostgresStore:
             await self.close()
             raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
         return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
+
+    async def _seal_plaintext_rows(self, conn: psycopg.AsyncConnection) -> None:
+        """Seal the secret rows written before encryption (or without a key ring), inside
+        ``open``'s transaction (which holds the schema lock: one process does it)."""
+        seal = self.at_rest
+        cur = await conn.execute("SELECT key, state FROM registry ORDER BY key")
+        regs = [
+            (sealed, key)
+            for key, state in await cur.fetchall()
+            if (sealed := seal.seal_state(key, bytes(state))) != bytes(state)
+        ]
+        cur = await conn.execute(
+            "SELECT origin, seq, body FROM log WHERE position('/secret'::bytea IN body) > 0 "
+            "ORDER BY origin, seq"
+        )
+        logs = [
+            (sealed, origin, seq)
+            for origin, seq, body in await cur.fetchall()
+            if (sealed := seal.seal_body(origin, seq, bytes(body))) != bytes(body)
+        ]
+        if not regs and not logs:
+            return
+        log.warning("sealing %d registry rows and %d log records", len(regs), len(logs))
+        async with conn.cursor() as c:
+            await c.executemany("UPDATE registry SET state = %s WHERE key = %s", regs)
+            await c.executemany("UPDATE log SET body = %s WHERE origin = %s AND seq = %s", logs)
 
     async def _lock_writer(self) -> None:
         # a process that was just killed holds the lock until the server has ended its
@@ -199,13 +246,22 @@ class PostgresStore:
                 await cur.executemany(
                     "INSERT INTO registry(key, state) VALUES (%s, %s) "
                     "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
-                    sorted(b.registry.items()),
+                    [(k, self.at_rest.seal_state(k, v)) for k, v in sorted(b.registry.items())],
                 )
             if b.records:
                 await cur.executemany(
                     f"INSERT INTO log({_RECORD_COLS}) VALUES (%s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT DO NOTHING",
-                    [(r.origin, r.seq, r.kind, r.body, *r.hlc) for r in b.records],
+                    [
+                        (
+                            r.origin,
+                            r.seq,
+                            r.kind,
+                            self.at_rest.seal_body(r.origin, r.seq, r.body),
+                            *r.hlc,
+                        )
+                        for r in b.records
+                    ],
                 )
             if b.version_vector:
                 await cur.executemany(
@@ -287,7 +343,8 @@ class PostgresStore:
                 )
 
     async def load_registry(self) -> dict[str, bytes]:
-        return dict(await self._fetch("SELECT key, state FROM registry"))  # type: ignore[arg-type]
+        rows = await self._fetch("SELECT key, state FROM registry")
+        return {k: self.at_rest.open_state(k, bytes(v)) for k, v in rows}
 
     async def load_version_vector(self) -> dict[str, int]:
         return dict(await self._fetch("SELECT origin, seq FROM version_vector"))  # type: ignore[arg-type]
@@ -308,7 +365,10 @@ class PostgresStore:
                 "ORDER BY seq LIMIT %s",
                 (origin, after.get(origin, 0), limit - len(out)),
             )
-            out.extend(Record(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows)
+            out.extend(
+                Record(r[0], r[1], r[2], self.at_rest.open_body(r[0], r[1], r[3]), (r[4], r[5]))
+                for r in rows
+            )
         return out
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
@@ -496,12 +556,27 @@ class PostgresStore:
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
     ) -> list[Delivery]:
+        # per-endpoint due heads (index deliveries_due_endpoint, migration 5): the
+        # endpoints with pending rows by a skip scan, then at most ``limit`` rows of each
+        # one not excluded (LATERAL), merged; a blocked endpoint's backlog is never read
         rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending' "
-            "AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s)) "
-            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s",
-            (region, now_ms, list(exclude), list(exclude_endpoints), limit),
-        )
+            # ORDER BY ... LIMIT 1, not min(): without statistics (a table just filled)
+            # the planner may aggregate min() over every pending row
+            "WITH RECURSIVE e(ep) AS ("
+            " (SELECT endpoint_id FROM deliveries WHERE region = %s AND status = 'pending'"
+            " ORDER BY endpoint_id LIMIT 1)"
+            " UNION ALL SELECT (SELECT endpoint_id FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id > e.ep ORDER BY endpoint_id LIMIT 1)"
+            " FROM e WHERE e.ep IS NOT NULL) "
+            f"SELECT {_D_COLS} FROM e CROSS JOIN LATERAL ("
+            f" SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending'"
+            " AND endpoint_id = e.ep AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s))"
+            " ORDER BY next_attempt_at_ms, id LIMIT %s) d "
+            "WHERE e.ep IS NOT NULL AND NOT (e.ep = ANY(%s)) "
+            "ORDER BY d.next_attempt_at_ms, d.id LIMIT %s",
+            (region, region, region, now_ms, list(exclude), limit, list(exclude_endpoints),
+             limit),
+        )  # fmt: skip
         return [_delivery(r) for r in rows]
 
     async def claim_due(

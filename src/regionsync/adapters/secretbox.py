@@ -2,7 +2,8 @@
 
 Secrets are registry values (CRDT registers) that replicate between regions in the clear
 over the mTLS gRPC link; each region's store seals them with its own node key as they are
-written to disk (``SqliteStore``), so regions may hold different keys. A sealed blob is
+written to disk (``SqliteStore``, ``PostgresStore``; which rows, ``AtRest``), so regions
+may hold different keys. A sealed blob is
 
     0xC1 "RS1" | len(key id) (1 byte) | key id (ASCII) | nonce (12 bytes) | ciphertext+tag
 
@@ -31,7 +32,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["MAGIC", "NodeKeys", "SealedKeyError", "is_sealed"]
+from ..core.registry import is_secret_key, may_hold_secret
+
+__all__ = ["MAGIC", "AtRest", "NodeKeys", "SealedKeyError", "is_sealed"]
 
 MAGIC = b"\xc1RS1"
 _NONCE = 12
@@ -152,3 +155,53 @@ class NodeKeys:
             return aes.decrypt(nonce, blob[5 + n + _NONCE :], aad)
         except Exception as exc:  # cryptography's InvalidTag
             raise SealedKeyError(f"secrets: a blob sealed with key {kid!r} fails to open") from exc
+
+
+class AtRest:
+    """The rows of a store that are sealed with ``keys`` (None: nothing is sealed) and
+    how: a registry row whose key holds a secret (``core.registry.is_secret_key``), bound
+    to its key, and a log record whose body may carry one (``may_hold_secret``), bound to
+    its ``(origin, seq)``. ``store`` names the store in errors.
+
+    Opening a sealed blob without a ring raises ValueError; with a ring that lacks its
+    key or a blob moved to another row, SealedKeyError (a ValueError)."""
+
+    def __init__(self, keys: NodeKeys | None, store: str):
+        self.keys, self.store = keys, store
+
+    @staticmethod
+    def registry_aad(key: str) -> bytes:
+        """The associated data of registry row ``key``."""
+        return b"registry\0" + key.encode()
+
+    @staticmethod
+    def log_aad(origin: str, seq: int) -> bytes:
+        """The associated data of log record ``(origin, seq)``."""
+        return b"log\0" + origin.encode() + b"\0" + str(seq).encode()
+
+    def seal_state(self, key: str, state: bytes) -> bytes:
+        """Registry row ``key``'s ``state`` as it is written: sealed if it holds a secret."""
+        if self.keys is None or not is_secret_key(key) or is_sealed(state):
+            return state
+        return self.keys.seal(state, self.registry_aad(key))
+
+    def seal_body(self, origin: str, seq: int, body: bytes) -> bytes:
+        """A log record's ``body`` as it is written: sealed if it may hold a secret."""
+        if self.keys is None or not may_hold_secret(body) or is_sealed(body):
+            return body
+        return self.keys.seal(body, self.log_aad(origin, seq))
+
+    def open_state(self, key: str, blob: bytes) -> bytes:
+        """Registry row ``key`` as written (``seal_state``) back to its plaintext state."""
+        return self._open(blob, self.registry_aad(key))
+
+    def open_body(self, origin: str, seq: int, blob: bytes) -> bytes:
+        """A log record's stored body back to its plaintext body."""
+        return self._open(blob, self.log_aad(origin, seq))
+
+    def _open(self, blob: bytes, aad: bytes) -> bytes:
+        if not is_sealed(blob):
+            return blob
+        if self.keys is None:
+            raise ValueError(f"store {self.store} holds encrypted rows but has no key ring")
+        return self.keys.open(blob, aad)

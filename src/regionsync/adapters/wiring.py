@@ -37,14 +37,14 @@ def node_keys(settings: Settings) -> NodeKeys:
 
 def build_store(settings: Settings) -> SqliteStore | PostgresStore:
     """The store ``settings.store`` names: a PostgreSQL URL, else the SQLite file
-    ``<data_dir>/<region>.db`` (secrets sealed with ``node_keys``)."""
+    ``<data_dir>/<region>.db``; either seals secrets with ``node_keys``."""
     if settings.store == "sqlite":
         return SqliteStore(settings.data_dir / f"{settings.region}.db", node_keys(settings))
-    return PostgresStore(settings.store, pool_max=settings.store_pool_max)
+    return PostgresStore(settings.store, pool_max=settings.store_pool_max, keys=node_keys(settings))
 
 
 def build_node(settings: Settings) -> Node:
-    """A Node wired with the production adapters (not started); its SQLite store encrypts
+    """A Node wired with the production adapters (not started); its store encrypts
     signing secrets with ``node_keys(settings)``."""
     clock = SystemClock()
     rng = system_rng()

@@ -24,6 +24,7 @@ Keys (``/`` never occurs inside an id):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -126,7 +127,10 @@ def may_hold_secret(body: bytes) -> bool:
     return b"/secret" in body
 
 
-def _gen(dots: Iterable[tuple[str, int]]) -> str:
+@functools.lru_cache(maxsize=4096)
+def _gen(dots: frozenset[tuple[str, int]]) -> str:
+    """``actor#n,...`` of an owner's add dots, sorted; cached per (immutable) dot set, as
+    every publish stamps its event with its tenant's generation."""
     return ",".join(sorted(f"{actor}#{n}" for actor, n in dots))
 
 

@@ -49,6 +49,7 @@ class WritePath:
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
         self.commits = 0  # group commits so far (keys caches of derived state)
         self.telemetry = Telemetry()  # the node's histograms and tracer (runtime/telemetry)
+        self._usage_carry: dict[tuple[str, str], int] = {}  # see _before_commit
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -122,6 +123,7 @@ class WritePath:
             on_failure=on_failure,
             monotonic=self.clock.monotonic,
             observe=self.telemetry.commit.observe,
+            before_commit=self._before_commit,
         )
         return self.committer
 
@@ -133,6 +135,30 @@ class WritePath:
             last = await self.store.records_after({**skip, self.actor: own_seq - 1}, 1)
             if last:  # truncation keeps an actor's last own record, unless forced
                 self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
+
+    def _before_commit(self, merged: WriteBatch, whole_queue: bool) -> None:
+        """Turn the group's usage counter moves (``WriteBatch.usage``, summed) into one own
+        ``registry`` record in the same transaction: one CRDT delta per (tenant, counter)
+        and commit instead of one per publish (issue 17).
+
+        Only when no one holds ``lock`` (a holder between taking a seq and submitting
+        would otherwise commit after this record's higher seq) and the group took the
+        whole queue (records queued behind it have lower seqs); else the moves wait for
+        the next group (the counters then lag their events by one commit)."""
+        usage = merged.usage
+        for key, n in self._usage_carry.items():
+            usage[key] = usage.get(key, 0) + n
+        self._usage_carry = {}
+        if not usage:
+            return
+        if not whole_queue or self.lock.locked():
+            self._usage_carry = dict(usage)
+            return
+        reg, deltas = self.catalog.registry, {}
+        for (tenant, counter), n in sorted(usage.items()):
+            deltas.update(reg.count(tenant, counter, n, self.actor))
+        if deltas:
+            self.record_local("registry", self.stamp(), deltas, merged)
 
     def _on_commit(self, batch: WriteBatch) -> None:
         self.commits += 1

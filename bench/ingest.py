@@ -153,21 +153,23 @@ def main() -> None:
                     help="connection counts to compare (each runs bare and node)")  # fmt: skip
     ap.add_argument("--linger-ms", type=float, nargs="*", default=[0.0],
                     help="group commit linger values to compare (ms)")  # fmt: skip
-    ap.add_argument("--profile", type=Path, help="py-spy top table of the node's closed loop")
+    ap.add_argument("--profile", type=Path,
+                    help="py-spy table of the node's closed loop (first count)")  # fmt: skip
     args = ap.parse_args()
-    for connections in args.connections:
-        run(args, connections)
+    for i, connections in enumerate(args.connections):
+        run(args, connections, args.profile if i == 0 else None)
 
 
-def run(args: argparse.Namespace, connections: int) -> None:
-    """The bare handler and a node per linger value, ``connections`` connections each."""
+def run(args: argparse.Namespace, connections: int, profile: Path | None) -> None:
+    """The bare handler and a node per linger value, ``connections`` connections each;
+    ``profile``: a py-spy table of the node's closed loop (the last linger value's)."""
     print(f"ingest benchmark: {connections} connections, {args.seconds} s per run, "
           f"{len(BODY)}-byte publish body, {os.cpu_count()} cores")  # fmt: skip
     base = bare(args.seconds, connections)
     print("bare Starlette handler (parse JSON, 202, no storage):", json.dumps(base))
     runs = {}
     for linger in args.linger_ms:
-        runs[linger] = node(args.seconds, connections, linger, args.profile)
+        runs[linger] = node(args.seconds, connections, linger, profile)
         closed, paced = runs[linger]
         print(f"regionsync node (durable, group commit, linger {linger} ms):", json.dumps(closed))
         print(f"regionsync node paced at {closed['paced_at']}/s (linger {linger} ms):",

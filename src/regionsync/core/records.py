@@ -77,6 +77,7 @@ _ATTEMPT_FIELDS = {
 }
 # fields a record may leave out (written before they existed): name -> (type, default)
 _OPTIONAL = {"owner_gen": (str, "")}
+_AUDIT_SPEC = dict.fromkeys(AUDIT_FIELDS, str)
 
 
 @dataclass(slots=True)
@@ -151,11 +152,25 @@ def _delivery(obj: Any, what: str) -> Delivery:
     return Delivery(**{**d, "status": status})
 
 
+_SPECS: dict[int, tuple[frozenset[str], frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+
+
 def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or not set(spec) <= set(obj) <= set(spec) | set(_OPTIONAL):
+    """``obj`` if it is a map with exactly ``spec``'s fields (plus ``_OPTIONAL`` ones) of
+    their types, else ValueError naming ``what``. ``spec`` is a module-level table: its
+    key sets are computed once (every replicated record is checked here)."""
+    pre = _SPECS.get(id(spec))
+    if pre is None:
+        pre = _SPECS[id(spec)] = (
+            frozenset(spec), frozenset(spec) | frozenset(_OPTIONAL), tuple(spec.items())
+        )  # fmt: skip
+    required, allowed, types = pre
+    if not isinstance(obj, dict) or not required <= obj.keys() <= allowed:
         raise ValueError(f"{what}: expected fields {sorted(spec)}")
-    spec = {**spec, **{k: t for k, (t, _d) in _OPTIONAL.items() if k in obj}}
-    for name, typ in spec.items():
+    checks = types
+    if len(obj) > len(required):
+        checks = (*types, *((k, t) for k, (t, _d) in _OPTIONAL.items() if k in obj))
+    for name, typ in checks:
         v = obj[name]
         if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
             raise ValueError(f"{what}.{name}: wrong type {type(v).__name__}")
@@ -220,7 +235,7 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
         out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]
     if "audit" in obj:
-        au = _fields(obj["audit"], dict.fromkeys(AUDIT_FIELDS, str), "audit")
+        au = _fields(obj["audit"], _AUDIT_SPEC, "audit")
         for k in AUDIT_FIELDS:
             if len(au[k]) > AUDIT_MAX_CHARS:
                 raise ValueError(f"audit.{k}: longer than {AUDIT_MAX_CHARS} characters")

@@ -96,6 +96,43 @@ def bare(seconds: float, connections: int) -> dict:
         proc.wait()
 
 
+def disk_commit_ms(rows: int = 64, commits: int = 50) -> dict:
+    """p50/p99 ms of a bare SQLite commit (WAL, synchronous=FULL, ``rows`` rows of 330
+    bytes) in this data directory's file system: what one group commit cannot beat."""
+    import sqlite3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite3.connect(Path(tmp) / "disk.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE t(a INTEGER, b BLOB)")
+        times = []
+        for i in range(commits):
+            t0 = time.perf_counter()
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT INTO t VALUES (?, ?)", [(i, b"x" * 330)] * rows)
+            db.execute("COMMIT")
+            times.append((time.perf_counter() - t0) * 1000)
+        db.close()
+    times.sort()
+    return {"p50_ms": round(times[len(times) // 2], 2), "p99_ms": round(times[-1], 2)}
+
+
+def commit_stats(base: str) -> dict:
+    """The node's group commits so far from /metrics: count and mean duration (ms)."""
+    text = httpx.get(base + "/metrics").text
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("regionsync_commit_latency_seconds_"):
+            name, _, value = line.rpartition(" ")
+            values[name.rsplit("_", 1)[-1]] = float(value)
+    n = values.get("count", 0.0)
+    return {
+        "commits": int(n),
+        "mean_commit_ms": round(1000 * values.get("sum", 0) / n, 2) if n else 0,
+    }
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (all its threads; Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -134,6 +171,9 @@ def node(
         cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
         closed = load(url, seconds, connections)
         closed["cpu"] = round((cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0), 2)
+        stats = commit_stats(base)
+        closed["mean_commit_ms"] = stats["mean_commit_ms"]
+        closed["events_per_commit"] = round(closed["requests"] / max(stats["commits"], 1), 1)
         if prof:
             prof.stop()
         closed["paced_at"] = round(rate or closed["rps"] / 2)
@@ -167,6 +207,8 @@ def run(args: argparse.Namespace, connections: int, profile: Path | None) -> Non
           f"{len(BODY)}-byte publish body, {os.cpu_count()} cores")  # fmt: skip
     base = bare(args.seconds, connections)
     print("bare Starlette handler (parse JSON, 202, no storage):", json.dumps(base))
+    print("bare SQLite commit of 64 rows here (WAL, synchronous=FULL):",
+          json.dumps(disk_commit_ms()))  # fmt: skip
     runs = {}
     for linger in args.linger_ms:
         runs[linger] = node(args.seconds, connections, linger, profile)

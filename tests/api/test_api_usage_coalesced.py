@@ -9,6 +9,7 @@ from pathlib import Path
 
 from api_support import running_node
 
+from regionsync.core.model import WriteBatch
 from regionsync.core.records import decode_body
 
 
@@ -45,3 +46,25 @@ async def test_concurrent_publishes_share_counter_records_and_stay_exact(
     async with running_node(tmp_path) as api:  # restarted over the same file
         usage = (await api.client.get("/v1/tenants/acme")).json()["usage"]
         assert usage["events_published"] == n
+
+
+async def test_moves_of_a_commit_under_a_held_write_lock_wait_for_the_next_commit(
+    tmp_path: Path,
+) -> None:
+    async with running_node(tmp_path) as api:
+        c, writer = api.client, api.node.writer
+        assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
+
+        async def published() -> int:
+            return (await c.get("/v1/tenants/acme")).json()["usage"]["events_published"]
+
+        async with writer.lock:  # a holder may be between taking a seq and submitting
+            await writer.submit(WriteBatch(usage={("acme", "events_published"): 5}))
+        assert await published() == 0  # committed, its moves carried, not recorded
+        await writer.submit(WriteBatch(usage={("acme", "events_published"): 1}))
+        assert await published() == 6
+        own = [r for r in await api.node.store.records_after({}, 100) if r.kind == "registry"]
+        assert (
+            decode_body("registry", own[-1].body).registry["t/acme/usage/events_published"].value()
+            == 6
+        )

@@ -49,7 +49,10 @@ class WritePath:
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
         self.commits = 0  # group commits so far (keys caches of derived state)
         self.telemetry = Telemetry()  # the node's histograms and tracer (runtime/telemetry)
-        self._usage_carry: dict[tuple[str, str], int] = {}  # see _before_commit
+        # usage moves of durable events not yet in a record, and those of the commit in
+        # flight with whether it records them (see _before_commit)
+        self._usage_carry: dict[tuple[str, str], int] = {}
+        self._in_flight: tuple[dict[tuple[str, str], int], bool] = ({}, False)
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -120,7 +123,7 @@ class WritePath:
             max_batches=opts.commit_max_batches,
             linger_s=opts.commit_linger_ms / 1000,
             on_commit=self._on_commit,
-            on_failure=on_failure,
+            on_failure=lambda exc: (self._commit_outcome(False), on_failure(exc)),
             monotonic=self.clock.monotonic,
             observe=self.telemetry.commit.observe,
             before_commit=self._before_commit,
@@ -144,15 +147,15 @@ class WritePath:
         Only when no one holds ``lock`` (a holder between taking a seq and submitting
         would otherwise commit after this record's higher seq) and the group took the
         whole queue (records queued behind it have lower seqs); else the moves wait for
-        the next group (the counters then lag their events by one commit)."""
-        usage = merged.usage
-        for key, n in self._usage_carry.items():
+        the next group (the counters then lag their events by one commit). Moves of a
+        failed commit's events are dropped with them; carried moves of earlier, durable
+        events stay carried (``_commit_outcome``)."""
+        usage = dict(self._usage_carry)
+        for key, n in merged.usage.items():
             usage[key] = usage.get(key, 0) + n
-        self._usage_carry = {}
-        if not usage:
-            return
-        if not whole_queue or self.lock.locked():
-            self._usage_carry = dict(usage)
+        flush = bool(usage) and whole_queue and not self.lock.locked()
+        self._in_flight = (merged.usage, flush)
+        if not flush:
             return
         reg, deltas = self.catalog.registry, {}
         for (tenant, counter), n in sorted(usage.items()):
@@ -160,7 +163,19 @@ class WritePath:
         if deltas:
             self.record_local("registry", self.stamp(), deltas, merged)
 
+    def _commit_outcome(self, durable: bool) -> None:
+        """After the commit ``_before_commit`` saw: its moves are recorded (flushed and
+        durable), carried (durable, not flushed), or dropped with its events (failed)."""
+        own, flushed = self._in_flight
+        self._in_flight = ({}, False)
+        if durable and flushed:
+            self._usage_carry = {}
+        elif durable:
+            for key, n in own.items():
+                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+
     def _on_commit(self, batch: WriteBatch) -> None:
+        self._commit_outcome(True)
         self.commits += 1
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)

@@ -32,14 +32,14 @@ def main() -> None:
     args = ap.parse_args()
     print(f"store benchmark: {args.connections} connections, {args.seconds} s per run, "
           f"{os.cpu_count()} cores (load generator, node and database share them)")  # fmt: skip
-    lite, lite_paced = node(args.seconds, args.connections)
+    lite, lite_paced = node(args.seconds, args.connections, rate=5000)
     print("SQLite node (synchronous=FULL):", json.dumps(lite))
     print("SQLite node paced at 5000/s:   ", json.dumps(lite_paced))
     server = PgServer(durable=True)
     server.start()
     try:
         url = server.create_database("bench")
-        pg, pg_paced = node(args.seconds, args.connections, store=url)
+        pg, pg_paced = node(args.seconds, args.connections, store=url, rate=5000)
     finally:
         server.stop()
     print("PostgreSQL node (synchronous_commit=on, fsync on):", json.dumps(pg))

@@ -154,3 +154,28 @@ def test_status_join_is_a_semilattice() -> None:
     assert status_join(DeliveryStatus.PENDING, DeliveryStatus.DELIVERED) is (
         DeliveryStatus.DELIVERED
     )
+
+
+def test_endpoint_views_are_cached_until_their_keys_tenants_or_endpoint_sets_change() -> None:
+    from crdt import Timestamp
+    from regionsync.core.registry import Registry
+
+    reg, actor = Registry(), "r:1"
+    reg.apply(reg.create_tenant("acme", "Acme", 1, actor, Timestamp(1, 0)))
+    fields = {"url": "https://hooks.example.com/x", "secret": "whsec_" + "A" * 44}
+    reg.apply(reg.create_endpoint("ep_1", "acme", fields, ["a"], 2, actor, Timestamp(2, 0)))
+    first = reg.endpoint("ep_1")
+    assert first is not None and reg.endpoint("ep_1") is first  # cached
+    assert reg.endpoint("ep_1", "other") is None and reg.endpoint("nope") is None
+    assert "nope" not in reg._views  # ids that are not live do not grow the cache
+    reg.apply(reg.patch_endpoint("ep_1", {"description": "d"}, (), (), 3, actor, Timestamp(3, 0)))
+    second = reg.endpoint("ep_1")
+    assert second is not None and second.description == "d" and second is not first
+    reg.apply(reg.count("acme", "events_published", 1, actor))  # a counter keeps the cache
+    assert reg.endpoint("ep_1") is second
+    reg.apply(reg.delete_endpoint("ep_1", "acme"))
+    assert reg.endpoint("ep_1") is None
+    reg.apply(reg.create_endpoint("ep_2", "acme", fields, ["a"], 4, actor, Timestamp(4, 0)))
+    assert reg.endpoint("ep_2") is not None
+    reg.apply(reg.delete_tenant("acme"))
+    assert reg.endpoint("ep_2") is None

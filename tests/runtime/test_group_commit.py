@@ -87,3 +87,28 @@ def test_merge_keeps_the_latest_full_states() -> None:
     )
     assert merged.registry == {"k": b"2"} and merged.deliveries == [d2]
     assert merged.version_vector == {"a:1": 3}
+
+
+async def test_before_commit_sees_each_merged_group_and_whether_it_took_the_queue(
+    store: CountingStore,
+) -> None:
+    seen: list[tuple[int, bool, dict]] = []
+
+    def before(merged: WriteBatch, whole_queue: bool) -> None:
+        seen.append((len(merged.events), whole_queue, dict(merged.usage)))
+
+    gc = GroupCommitter(store, max_batches=2, before_commit=before)
+    batches = [_event(i) for i in range(1, 6)]
+    for b in batches:
+        b.usage[("t", "events_published")] = 1
+    futs = [gc.submit(b) for b in batches]
+    runner = asyncio.create_task(gc.run())
+    try:
+        await asyncio.gather(*futs)
+    finally:
+        runner.cancel()
+    assert seen == [
+        (2, False, {("t", "events_published"): 2}),
+        (2, False, {("t", "events_published"): 2}),
+        (1, True, {("t", "events_published"): 1}),
+    ]

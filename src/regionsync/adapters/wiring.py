@@ -3,6 +3,7 @@ clock, uvicorn."""
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import uvicorn
@@ -21,7 +22,13 @@ from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
 from .tracing import otlp_tracer_provider
 
-__all__ = ["build_node", "build_server", "build_store", "node_keys", "serve"]
+__all__ = ["GC_GEN0_THRESHOLD", "build_node", "build_server", "build_store", "node_keys", "serve"]
+
+# Allocations between young-generation collections in a serving node (CPython's default is
+# 700). A publish allocates a few hundred objects, so the default ran a collection every
+# few requests: 11% of the ingest path's time in a profile (issue 17), and 17% less CPU
+# per publish at 10,000 in bench runs; older generations keep their default ratios.
+GC_GEN0_THRESHOLD = 10_000
 
 
 def node_keys(settings: Settings) -> NodeKeys:
@@ -87,6 +94,8 @@ async def serve(settings: Settings) -> None:
             level=settings.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s [" + settings.region + "] %(message)s",
         )
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
     node = build_node(settings)
     if settings.tracing is not None:  # off unless configured
         node.telemetry.use_tracer_provider(otlp_tracer_provider(settings.tracing, settings.region))

@@ -243,6 +243,9 @@ class WriteBatch:
     events, deliveries (upserted by id), attempts (appended)
     idempotency: (tenant, key, event_id, body_sha256, created_at_ms, region) rows
     audit: audit log entries (inserted once per origin and seq)
+    usage: (tenant, usage counter) -> amount to add (may be negative); not written by
+    stores: the write path turns a group commit's sum into one own registry record
+    (runtime.writepath), so a publish costs no CRDT delta of its own
     """
 
     registry: dict[str, bytes] = field(default_factory=dict)
@@ -253,10 +256,12 @@ class WriteBatch:
     attempts: list[Attempt] = field(default_factory=list)
     idempotency: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
+    usage: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(
-            self.registry
+            self.usage
+            or self.registry
             or self.records
             or self.version_vector
             or self.events

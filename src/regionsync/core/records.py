@@ -82,6 +82,8 @@ _ATTEMPT_FIELDS = {
 _OPTIONAL = {"owner_gen": (str, "")}
 # attempt fields written only when not empty (records from before them decode as "")
 _ATTEMPT_OPTIONAL = {"request_headers": str}
+_ATTEMPT_WITH_OPTIONAL = {**_ATTEMPT_FIELDS, **_ATTEMPT_OPTIONAL}
+_AUDIT_SPEC = dict.fromkeys(AUDIT_FIELDS, str)
 
 
 @dataclass(slots=True)
@@ -158,11 +160,25 @@ def _delivery(obj: Any, what: str) -> Delivery:
     return Delivery(**{**d, "status": status})
 
 
+_SPECS: dict[int, tuple[frozenset[str], frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+
+
 def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or not set(spec) <= set(obj) <= set(spec) | set(_OPTIONAL):
+    """``obj`` if it is a map with exactly ``spec``'s fields (plus ``_OPTIONAL`` ones) of
+    their types, else ValueError naming ``what``. ``spec`` is a module-level table: its
+    key sets are computed once (every replicated record is checked here)."""
+    pre = _SPECS.get(id(spec))
+    if pre is None:
+        pre = _SPECS[id(spec)] = (
+            frozenset(spec), frozenset(spec) | frozenset(_OPTIONAL), tuple(spec.items())
+        )  # fmt: skip
+    required, allowed, types = pre
+    if not isinstance(obj, dict) or not required <= obj.keys() <= allowed:
         raise ValueError(f"{what}: expected fields {sorted(spec)}")
-    spec = {**spec, **{k: t for k, (t, _d) in _OPTIONAL.items() if k in obj}}
-    for name, typ in spec.items():
+    checks = types
+    if len(obj) > len(required):
+        checks = (*types, *((k, t) for k, (t, _d) in _OPTIONAL.items() if k in obj))
+    for name, typ in checks:
         v = obj[name]
         if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
             raise ValueError(f"{what}.{name}: wrong type {type(v).__name__}")
@@ -223,8 +239,8 @@ def decode_body(kind: str, body: bytes) -> Decoded:
             set(_ATTEMPT_FIELDS) <= set(a) <= set(_ATTEMPT_FIELDS) | set(_ATTEMPT_OPTIONAL)
         ):
             raise ValueError(f"attempt: expected fields {sorted(_ATTEMPT_FIELDS)}")
-        present = {k: t for k, t in _ATTEMPT_OPTIONAL.items() if k in a}
-        _fields(a, {**_ATTEMPT_FIELDS, **present}, "attempt")
+        full = len(a) == len(_ATTEMPT_WITH_OPTIONAL)  # (one optional field so far)
+        _fields(a, _ATTEMPT_WITH_OPTIONAL if full else _ATTEMPT_FIELDS, "attempt")
         if len(a.get("request_headers", "").encode()) > REQUEST_HEADERS_MAX_BYTES:
             raise ValueError(
                 f"attempt.request_headers: longer than {REQUEST_HEADERS_MAX_BYTES} bytes"
@@ -234,7 +250,7 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
         out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]
     if "audit" in obj:
-        au = _fields(obj["audit"], dict.fromkeys(AUDIT_FIELDS, str), "audit")
+        au = _fields(obj["audit"], _AUDIT_SPEC, "audit")
         for k in AUDIT_FIELDS:
             if len(au[k]) > AUDIT_MAX_CHARS:
                 raise ValueError(f"audit.{k}: longer than {AUDIT_MAX_CHARS} characters")

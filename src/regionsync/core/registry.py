@@ -24,6 +24,7 @@ Keys (``/`` never occurs inside an id):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -126,7 +127,10 @@ def may_hold_secret(body: bytes) -> bool:
     return b"/secret" in body
 
 
-def _gen(dots: Iterable[tuple[str, int]]) -> str:
+@functools.lru_cache(maxsize=4096)
+def _gen(dots: frozenset[tuple[str, int]]) -> str:
+    """``actor#n,...`` of an owner's add dots, sorted; cached per (immutable) dot set, as
+    every publish stamps its event with its tenant's generation."""
     return ",".join(sorted(f"{actor}#{n}" for actor, n in dots))
 
 
@@ -224,6 +228,10 @@ class Registry:
     def __init__(self, states: Mapping[str, CRDT] | None = None):
         self._states: dict[str, CRDT] = dict(states or {})
         self._hash: str | None = None
+        # live endpoint id -> its view, built on first read; ``apply`` drops an
+        # endpoint's on any change of its keys and all of them when tenants or endpoint
+        # sets change (delivery reads the view per attempt, ingest per matched endpoint)
+        self._views: dict[str, EndpointView] = {}
 
     # -- state ---------------------------------------------------------------------------
 
@@ -258,7 +266,18 @@ class Registry:
                 changed[key] = new
         if changed:
             self._hash = None
+            if self._views:
+                self._forget_views(changed)
         return changed
+
+    def _forget_views(self, changed: Mapping[str, CRDT]) -> None:
+        for key in changed:
+            kind, _, rest = key.partition("/")
+            if kind == "e":
+                self._views.pop(rest.partition("/")[0], None)
+            elif key == "tenants" or (kind == "t" and rest.endswith("/endpoints")):
+                self._views.clear()
+                return
 
     def state_hash(self) -> str:
         """sha256 hex over the canonical encoding of every non-empty state, keys sorted.
@@ -424,10 +443,22 @@ class Registry:
         return sorted(self._get(f"t/{tenant_id}/endpoints", ORSet).value())
 
     def endpoint(self, endpoint_id: str, tenant_id: str | None = None) -> EndpointView | None:
-        """The live endpoint, or None; with ``tenant_id`` it must also belong to that tenant."""
+        """The live endpoint, or None; with ``tenant_id`` it must also belong to that tenant.
+        Views are cached until a change of the endpoint, the tenants or an endpoint set."""
+        view = self._views.get(endpoint_id)
+        if view is None:
+            view = self._endpoint(endpoint_id)
+            if view is None:
+                return None  # not cached: ids that are not live must not grow the cache
+            self._views[endpoint_id] = view
+        if tenant_id is not None and view.tenant != tenant_id:
+            return None
+        return view
+
+    def _endpoint(self, endpoint_id: str) -> EndpointView | None:
         p = f"e/{endpoint_id}/"
         owner = self._get(p + "tenant", LWWRegister).value()
-        if not isinstance(owner, str) or (tenant_id is not None and owner != tenant_id):
+        if not isinstance(owner, str):
             return None
         if not self.has_tenant(owner):
             return None

@@ -22,7 +22,8 @@ def merge_batches(batches: list[WriteBatch]) -> WriteBatch:
     """One WriteBatch equal to committing ``batches`` in order.
 
     Registry states and deliveries are full states: the later one of a key wins (it was
-    built on the earlier). Version vector entries take the max; the rest concatenate.
+    built on the earlier). Version vector entries take the max; usage moves add up; the
+    rest concatenate.
     """
     out = WriteBatch()
     for b in batches:
@@ -34,6 +35,8 @@ def merge_batches(batches: list[WriteBatch]) -> WriteBatch:
         out.attempts.extend(b.attempts)
         out.idempotency.extend(b.idempotency)
         out.audit.extend(b.audit)
+        for key, n in b.usage.items():
+            out.usage[key] = out.usage.get(key, 0) + n
     deliveries = {}
     for b in batches:
         for d in b.deliveries:
@@ -51,7 +54,9 @@ class GroupCommitter:
     the previous commit ran). If a commit fails, it and every submission queued behind it
     fail (they were built on state that is now not durable) and ``on_failure`` is called
     so the owner can reload its state from the store. ``observe`` gets each successful
-    commit's duration in seconds on the ``monotonic`` clock.
+    commit's duration in seconds on the ``monotonic`` clock. ``before_commit(merged,
+    whole_queue)`` is called with each group's merged batch just before it is written
+    (``whole_queue``: nothing was left queued behind the group) and may add to it.
     """
 
     def __init__(
@@ -64,6 +69,7 @@ class GroupCommitter:
         on_failure: Callable[[BaseException], None] | None = None,
         monotonic: Callable[[], float] | None = None,
         observe: Callable[[float], None] | None = None,
+        before_commit: Callable[[WriteBatch, bool], None] | None = None,
     ):
         self.store = store
         self.max_batches = max_batches
@@ -71,6 +77,7 @@ class GroupCommitter:
         self.on_commit = on_commit
         self.on_failure = on_failure
         self.monotonic, self.observe = monotonic, observe  # commit duration (s), if given
+        self.before_commit = before_commit
         self._queue: list[tuple[WriteBatch, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self.commits = 0
@@ -96,15 +103,20 @@ class GroupCommitter:
                 self._wake.clear()
                 group = self._queue[: self.max_batches]
                 del self._queue[: len(group)]
+                whole_queue = not self._queue
                 if self._queue:
                     self._wake.set()
                 if group:
-                    await self._commit(group)
+                    await self._commit(group, whole_queue)
         finally:
             self._fail_all(ConnectionAbortedError("node stopped before the commit"))
 
-    async def _commit(self, group: list[tuple[WriteBatch, asyncio.Future[None]]]) -> None:
+    async def _commit(
+        self, group: list[tuple[WriteBatch, asyncio.Future[None]]], whole_queue: bool = True
+    ) -> None:
         merged = merge_batches([b for b, _ in group])
+        if self.before_commit is not None:
+            self.before_commit(merged, whole_queue)
         started = self.monotonic() if self.monotonic is not None else 0.0
         try:
             await self.store.commit(merged)

@@ -77,6 +77,7 @@ class Ingest:
         self.last_retry_after_s = 0
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
         self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
+        self._publish_latency = writer.telemetry.publish.labels("publish")  # looked up once
 
     def admission(self, priority: str) -> Admission:
         """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
@@ -158,7 +159,7 @@ class Ingest:
                 tenant_id, event_type, payload, idempotency_key, payload_obj
             )
             span.set_attribute("regionsync.event_id", event.id)
-        tel.publish.labels("publish").observe(self.clock.monotonic() - started)
+        self._publish_latency.observe(self.clock.monotonic() - started)
         return event, created
 
     async def _publish(
@@ -364,12 +365,12 @@ class Ingest:
             self.idempotency.put(idem)
         pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
         self.queue.backlog += pending
-        deltas = {
-            **self.catalog.registry.count(tenant_id, "events_published", 1, self.writer.actor),
-            **self.catalog.registry.count(tenant_id, "backlog", pending, self.writer.actor),
-        }
+        # usage counters move once per group commit, not per event (WritePath._before_commit)
+        batch.usage[(tenant_id, "events_published")] = 1
+        if pending:
+            batch.usage[(tenant_id, "backlog")] = pending
         durable = self.writer.commit_local(
-            "event", stamp, deltas, batch, event=event, idempotency=idem,
+            "event", stamp, {}, batch, event=event, idempotency=idem,
             deliveries=batch.deliveries,  # the fan-out snapshot, so any region can deliver
         )  # fmt: skip
         self._pending_events[event.id] = durable

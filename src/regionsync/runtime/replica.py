@@ -8,6 +8,7 @@ own record: replicated state is committed as it came.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
@@ -56,8 +57,20 @@ class Replica:
         A record whose predecessors from its origin are missing is held back until they
         arrive (causal delivery per origin); duplicates are ignored. A record that fails to
         decode, or whose HLC stamp is too far ahead (``clock_drift``), is rejected, logged
-        and never merged; later records of its origin wait behind it. Returns the rejects.
+        and never merged; later records of its origin wait behind it. Returns the rejects
+        once what was merged is durable.
         """
+        rejected, durable = await self.apply_records_nowait(records)
+        if durable is not None:
+            await durable
+        return rejected
+
+    async def apply_records_nowait(
+        self, records: list[Record]
+    ) -> tuple[list[MalformedRecord], asyncio.Future[None] | None]:
+        """``apply_records`` without waiting for the commit: ``(rejects, durable)`` where
+        ``durable`` resolves once the merged records are durable (None: nothing merged).
+        The caller must not acknowledge the records before it resolves."""
         rejected: list[MalformedRecord] = []
         async with self.writer.lock:
             touched: set[str] = set()
@@ -90,12 +103,11 @@ class Replica:
                 if not held:
                     del self.held[origin]
             if not batch:
-                return rejected
+                return rejected, None
             batch.deliveries.extend(deliveries.values())
             self.writer.version_vector = vv
             durable = self.writer.submit(batch)
-        await durable
-        return rejected
+        return rejected, durable
 
     async def _apply_one(
         self, r: Record, batch: WriteBatch, deliveries: dict[str, Delivery]
@@ -104,24 +116,33 @@ class Replica:
             decoded = decode_body(r.kind, r.body)
         except ValueError as exc:
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
+        now = self.clock.wall_ms()
         try:
-            self.writer.hlc.observe(Timestamp(*r.hlc), self.clock.wall_ms())
+            self.writer.hlc.observe(Timestamp(*r.hlc), now)
         except ClockDriftError as exc:
             self.counters["clock_drift"] += 1
             raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
-        await self.merge(decoded, batch, deliveries)
+        self._merge_state(decoded, batch)
+        if decoded.deliveries or decoded.delivery is not None:
+            await self._merge_deliveries(decoded, deliveries)
         if decoded.audit is not None:  # every region answers for every change
             batch.audit.append(AuditEntry(r.origin, r.seq, *r.hlc, **decoded.audit))
-        self.writer.telemetry.observe_lag(r.origin, self.clock.wall_ms(), r.hlc[0])
+        self.writer.telemetry.observe_lag(r.origin, now, r.hlc[0])
 
     async def merge(
         self, decoded: Decoded, batch: WriteBatch, deliveries: dict[str, Delivery]
     ) -> None:
         """Merge validated state into memory and ``batch`` (write lock held)."""
-        changed = self.catalog.apply(decoded.registry)
-        batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
+        self._merge_state(decoded, batch)
+        await self._merge_deliveries(decoded, deliveries)
+
+    def _merge_state(self, decoded: Decoded, batch: WriteBatch) -> None:
+        """``merge`` but for deliveries (no store read: the per-record fast path)."""
+        if decoded.registry:
+            changed = self.catalog.apply(decoded.registry)
+            batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
         if decoded.event is not None:
             batch.events.append(decoded.event)
         if decoded.attempt is not None:  # every region shows every attempt
@@ -129,6 +150,9 @@ class Replica:
         if decoded.idempotency is not None:
             self.idempotency.merge(decoded.idempotency)
             batch.idempotency.append(decoded.idempotency)
+
+    async def _merge_deliveries(self, decoded: Decoded, deliveries: dict[str, Delivery]) -> None:
+        """Join the record's deliveries with what this batch or the store holds."""
         for d in [*decoded.deliveries, *([decoded.delivery] if decoded.delivery else [])]:
             old = deliveries.get(d.id) or await self.store.get_delivery(d.id)
             if old is not None:

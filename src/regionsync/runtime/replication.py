@@ -64,59 +64,84 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
         links.peers[peer].redial.set()  # it is up: our link to it need not back off
         await links.log.actor_checked.wait()  # our Hello must carry the checked actor
         await stream.send(hello(links))
-        tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
-        pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
-        while (msg := await stream.recv()) is not None:
-            links.contacts.contact(peer)
-            kind = msg.WhichOneof("kind")
-            if kind == "tree":
-                if tree is None:
-                    tree, pass_ok = await links.state.state_tree(), True
-                await stream.send(tree_answer(tree, msg.tree))
-                continue
-            if kind == "state":
-                items = [(i.kind, i.body) for i in msg.state.items]
-                vv = dict(msg.state.version_vector) if msg.state.last and pass_ok else None
-                reason = await links.state.apply_state(items, vv)
-                if reason is not None:
-                    pass_ok = False
-                if msg.state.last:
-                    tree = None
-                await stream.send(
-                    pb.SyncMessage(
-                        ack=pb.Ack(
-                            version_vector=links.log.durable_vv,
-                            rejected=[]
-                            if reason is None
-                            else [pb.Rejected(origin="", origin_seq=0, reason=reason)],
-                            heard=links.contacts.gossip(),
-                        )
-                    )
-                )
-                continue
-            if kind == "digest":
-                await stream.send(await digest_answer(links, links.peers[peer], msg.digest))
-                continue
-            if kind != "batch":
-                log.warning("unexpected %s from %s; ignored", kind, peer)
-                continue
-            rejected = await links.replica.apply_records([from_pb(r) for r in msg.batch.records])
-            await stream.send(
-                pb.SyncMessage(
-                    ack=pb.Ack(
-                        version_vector=links.log.durable_vv,
-                        rejected=[
-                            pb.Rejected(origin=e.origin, origin_seq=e.seq, reason=e.reason)
-                            for e in rejected
-                        ],
-                        heard=links.contacts.gossip(),
-                    )
-                )
-            )
+        replies: asyncio.Queue[_Reply] = asyncio.Queue()
+        sender = asyncio.create_task(_send_replies(links, stream, replies))
+        receiver = asyncio.create_task(_receive(links, stream, peer, replies))
+        try:
+            done, _ = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_EXCEPTION)
+            # the receiver ends when the peer closes; either fails on an error (raised here)
+            for task in done:
+                task.result()
+            replies.put_nowait(None)  # the peer closed: send the acks still due, then stop
+            await sender
+        finally:
+            for task in (sender, receiver):
+                task.cancel()
+            await asyncio.gather(sender, receiver, return_exceptions=True)
     except (TimeoutError, ConnectionError) as exc:
         log.info("sync stream closed: %r", exc)
     finally:
         await stream.close()
+
+
+# a reply of the accepting side, sent in the order its message came: a ready message, or
+# an ack of a batch (its commit's durability future, or None) with the batch's rejects;
+# None ends the sender
+_Reply = pb.SyncMessage | tuple[asyncio.Future[None] | None, list[pb.Rejected]] | None
+
+
+async def _receive(
+    links: Links, stream: PeerStream, peer: str, replies: asyncio.Queue[_Reply]
+) -> None:
+    """Read the peer's messages and apply them; replies go to ``replies`` in order. A
+    batch's ack is queued with its commit's future, not awaited here, so the next batch
+    is read and applied while it commits (batches of one stream share group commits)."""
+    tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
+    pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
+    while (msg := await stream.recv()) is not None:
+        links.contacts.contact(peer)
+        kind = msg.WhichOneof("kind")
+        if kind == "tree":
+            if tree is None:
+                tree, pass_ok = await links.state.state_tree(), True
+            replies.put_nowait(tree_answer(tree, msg.tree))
+        elif kind == "state":
+            items = [(i.kind, i.body) for i in msg.state.items]
+            vv = dict(msg.state.version_vector) if msg.state.last and pass_ok else None
+            reason = await links.state.apply_state(items, vv)
+            if reason is not None:
+                pass_ok = False
+            if msg.state.last:
+                tree = None
+            rejected = (
+                [] if reason is None else [pb.Rejected(origin="", origin_seq=0, reason=reason)]
+            )
+            replies.put_nowait((None, rejected))
+        elif kind == "digest":
+            replies.put_nowait(await digest_answer(links, links.peers[peer], msg.digest))
+        elif kind == "batch":
+            records = [from_pb(r) for r in msg.batch.records]
+            rejects, durable = await links.replica.apply_records_nowait(records)
+            rejected = [pb.Rejected(origin=e.origin, origin_seq=e.seq, reason=e.reason)
+                        for e in rejects]  # fmt: skip
+            replies.put_nowait((durable, rejected))
+        else:
+            log.warning("unexpected %s from %s; ignored", kind, peer)
+
+
+async def _send_replies(links: Links, stream: PeerStream, replies: asyncio.Queue[_Reply]) -> None:
+    """Send ``replies`` in order; an ack once its commit is durable, carrying the durable
+    version vector as of sending (so acks never go backwards). Raises the commit's error."""
+    while (item := await replies.get()) is not None:
+        if isinstance(item, pb.SyncMessage):
+            await stream.send(item)
+            continue
+        durable, rejected = item
+        if durable is not None:
+            await asyncio.shield(durable)
+        ack = pb.Ack(version_vector=links.log.durable_vv, rejected=rejected,
+                     heard=links.contacts.gossip())  # fmt: skip
+        await stream.send(pb.SyncMessage(ack=ack))
 
 
 class PeerLink:

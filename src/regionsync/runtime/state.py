@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crdt import CRDT
+from crdt import CRDT, PNCounter
 
 from ..core.custody import CustodyRecord
 from ..core.event_types import EventTypeView, ValidatorCache, check_publish
@@ -64,7 +64,8 @@ class Catalog:
     def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
         """Merge ``deltas`` (key -> CRDT delta); returns the changed keys' new states."""
         changed = self.registry.apply(deltas)
-        if changed:
+        if changed and not all(type(v) is PNCounter for v in changed.values()):
+            # usage counters (every publish moves one) index nothing: skip the rest
             self._reindex(changed)
             if any(k.startswith("c/") for k in changed):
                 self.custody = self.registry.custody()

@@ -59,6 +59,7 @@ class Telemetry:
         )  # fmt: skip
         self.tracer: Any = None  # an opentelemetry Tracer when tracing is on
         self._contexts: OrderedDict[str, Any] = OrderedDict()  # event id -> SpanContext
+        self._lag_children: dict[str, Any] = {}  # origin actor -> its lag histogram child
 
     def collect(self) -> Iterator[Any]:
         """Prometheus collector protocol: every histogram's metric family."""
@@ -69,7 +70,11 @@ class Telemetry:
         """Replication lag of a record of ``origin_actor`` (``region:incarnation``);
         negative lags (clock skew) count as 0."""
         lag = max(now_ms - hlc_wall_ms, 0) / 1000
-        self.replication_lag.labels(origin_actor.partition(":")[0]).observe(lag)
+        child = self._lag_children.get(origin_actor)
+        if child is None:  # labels() takes a lock and builds a key: once per actor
+            region = origin_actor.partition(":")[0]
+            child = self._lag_children[origin_actor] = self.replication_lag.labels(region)
+        child.observe(lag)
 
     # -- tracing -------------------------------------------------------------------------
 

@@ -49,6 +49,10 @@ class WritePath:
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
         self.commits = 0  # group commits so far (keys caches of derived state)
         self.telemetry = Telemetry()  # the node's histograms and tracer (runtime/telemetry)
+        # usage moves of durable events not yet in a record, and those of the commit in
+        # flight with whether it records them (see _before_commit)
+        self._usage_carry: dict[tuple[str, str], int] = {}
+        self._in_flight: tuple[dict[tuple[str, str], int], bool] = ({}, False)
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -119,9 +123,10 @@ class WritePath:
             max_batches=opts.commit_max_batches,
             linger_s=opts.commit_linger_ms / 1000,
             on_commit=self._on_commit,
-            on_failure=on_failure,
+            on_failure=lambda exc: (self._commit_outcome(False), on_failure(exc)),
             monotonic=self.clock.monotonic,
             observe=self.telemetry.commit.observe,
+            before_commit=self._before_commit,
         )
         return self.committer
 
@@ -134,7 +139,43 @@ class WritePath:
             if last:  # truncation keeps an actor's last own record, unless forced
                 self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
 
+    def _before_commit(self, merged: WriteBatch, whole_queue: bool) -> None:
+        """Turn the group's usage counter moves (``WriteBatch.usage``, summed) into one own
+        ``registry`` record in the same transaction: one CRDT delta per (tenant, counter)
+        and commit instead of one per publish (issue 17).
+
+        Only when no one holds ``lock`` (a holder between taking a seq and submitting
+        would otherwise commit after this record's higher seq) and the group took the
+        whole queue (records queued behind it have lower seqs); else the moves wait for
+        the next group (the counters then lag their events by one commit). Moves of a
+        failed commit's events are dropped with them; carried moves of earlier, durable
+        events stay carried (``_commit_outcome``)."""
+        usage = dict(self._usage_carry)
+        for key, n in merged.usage.items():
+            usage[key] = usage.get(key, 0) + n
+        flush = bool(usage) and whole_queue and not self.lock.locked()
+        self._in_flight = (merged.usage, flush)
+        if not flush:
+            return
+        reg, deltas = self.catalog.registry, {}
+        for (tenant, counter), n in sorted(usage.items()):
+            deltas.update(reg.count(tenant, counter, n, self.actor))
+        if deltas:
+            self.record_local("registry", self.stamp(), deltas, merged)
+
+    def _commit_outcome(self, durable: bool) -> None:
+        """After the commit ``_before_commit`` saw: its moves are recorded (flushed and
+        durable), carried (durable, not flushed), or dropped with its events (failed)."""
+        own, flushed = self._in_flight
+        self._in_flight = ({}, False)
+        if durable and flushed:
+            self._usage_carry = {}
+        elif durable:
+            for key, n in own.items():
+                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+
     def _on_commit(self, batch: WriteBatch) -> None:
+        self._commit_outcome(True)
         self.commits += 1
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)

@@ -21,7 +21,7 @@ def _d(i: int, at: int = 100, ep: str = "ep_1") -> Delivery:
 
 @pytest.fixture
 async def procs(pg_url: str) -> AsyncIterator[list[PostgresStore]]:
-    stores = [PostgresStore(pg_url, pool_max=4, exclusive=False) for _ in range(3)]
+    stores = [PostgresStore(pg_url, pool_max=4) for _ in range(3)]
     for s in stores:
         await s.open(REGION, 1)
     yield stores

@@ -79,6 +79,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
     CREATE INDEX audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
     """,
+    # 4: one CRDT actor per node process (issue 16): every process start allocates an
+    # incarnation of its own here (PostgresStore.allocate_actor); never reused
+    """
+    CREATE TABLE actors(
+      incarnation BIGINT PRIMARY KEY, holder TEXT NOT NULL, started_at_ms BIGINT NOT NULL
+    );
+    """,
 ]
 
 

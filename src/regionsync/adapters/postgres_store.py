@@ -14,12 +14,12 @@ The schema is versioned (adapters/postgres_schema.py) and migrated at ``open``. 
 database holds one region (the ``meta`` row); ``open`` on another region's database
 raises ValueError.
 
-One node process per database for now (``exclusive``, the default): ``open`` takes a
-session advisory lock held until ``close`` and refuses a second process, because the
-runtime still assumes it is the region's only writer (one actor, one in-memory
-registry). ``claim_due``, postgres_cluster.AdvisoryLeader and RegistryListener are the
-parts for several processes per region (issue 16); ``exclusive=False`` lets tests run
-several store objects on one database.
+Several node processes may share one database (issue 16; the runtime's part is
+runtime/cohort.py): each allocates a CRDT actor of its own (``allocate_actor``), claims
+due deliveries with a lease (``claim_due``), and registry rows are merged, not
+overwritten, on commit (a process's in-memory state may lack another's latest change
+for a moment: the row keeps the join of both). postgres_cluster.PostgresCoordinator
+holds the rest (the replication role's advisory lock, LISTEN/NOTIFY).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from crdt import DecodeError as CrdtDecodeError
+from crdt import decode as crdt_decode
+
 from ..core.model import (
     Attempt,
     AuditEntry,
@@ -45,7 +48,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .postgres_cluster import REGISTRY_CHANNEL, lock_key
+from .postgres_cluster import REGISTRY_CHANNEL
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .sqlite_store import _ATTEMPT_COLS, _AUDIT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
@@ -55,8 +58,38 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
-_WRITER_LOCK = lock_key("regionsync/store-writer")
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
+
+
+async def _merge_registry(cur: psycopg.AsyncCursor[Any], states: Mapping[str, bytes]) -> None:
+    """Write registry ``states`` (key -> encoded CRDT) as the join with the stored rows:
+    several processes write one database, and one's in-memory state may not yet hold
+    another's last change to a key, so a plain overwrite could lose that change. Rows are
+    inserted if absent, then locked in key order (no deadlock between processes) and
+    replaced by the merge where it differs. Bytes that do not decode as CRDTs (tests'
+    placeholders) are written as given, as before."""
+    items = sorted(states.items())
+    await cur.executemany(
+        "INSERT INTO registry(key, state) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", items
+    )
+    await cur.execute(
+        "SELECT key, state FROM registry WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
+        ([k for k, _ in items],),
+    )
+    stored = {k: bytes(v) for k, v in await cur.fetchall()}
+    updates: list[tuple[bytes, str]] = []
+    for key, new in items:
+        old = stored.get(key)
+        if old is None or old == new:
+            continue
+        try:
+            merged = crdt_decode(old).merge(crdt_decode(new)).to_bytes()
+        except (CrdtDecodeError, TypeError, ValueError, AttributeError):
+            merged = new
+        if merged != old:
+            updates.append((merged, key))
+    if updates:
+        await cur.executemany("UPDATE registry SET state = %s WHERE key = %s", updates)
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
@@ -68,14 +101,11 @@ class PostgresStore:
     """Store over the PostgreSQL database at ``url`` (a libpq URL or conninfo string);
     ``pool_max`` connections at most (reads and commits share them)."""
 
-    def __init__(self, url: str, pool_min: int = 1, pool_max: int = 10, exclusive: bool = True):
+    def __init__(self, url: str, pool_min: int = 1, pool_max: int = 10):
         self.url = url
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
-        self.exclusive = exclusive
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
-        self.lock_wait_s = 5.0  # exclusive: open waits this long for another process to go
-        self._writer_lock: psycopg.AsyncConnection | None = None  # holds the exclusive lock
 
     @property
     def pool(self) -> AsyncConnectionPool:
@@ -130,8 +160,6 @@ class PostgresStore:
             raise
         self._pool_obj = pool
         try:
-            if self.exclusive:
-                await self._lock_writer()
             async with pool.connection() as conn:
                 await migrate(conn)
                 async with conn.transaction():
@@ -153,24 +181,41 @@ class PostgresStore:
             raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
         return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
 
-    async def _lock_writer(self) -> None:
-        # a process that was just killed holds the lock until the server has ended its
-        # session, a moment later: a restart waits for that, up to lock_wait_s
-        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        deadline = asyncio.get_running_loop().time() + self.lock_wait_s
-        while True:
-            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,))
+    async def allocate_actor(self, wall_ms: int, holder: str) -> int:
+        """A new incarnation for one node process on this database (its actor is
+        ``region:<incarnation>``): greater than every incarnation used before on it (the
+        ``meta`` one of a single-process node and every earlier allocation), at least
+        ``wall_ms``; recorded in ``actors`` with ``holder`` (the process, for operators).
+        Concurrent callers get distinct values (an advisory transaction lock)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            cur = await conn.execute(
+                "SELECT greatest(%s, (SELECT coalesce(max(incarnation), 0) FROM actors) + 1, "
+                "(SELECT value::bigint FROM meta WHERE key = 'incarnation') + 1)",
+                (wall_ms,),
+            )
             row = await cur.fetchone()
-            if row and row[0]:
-                self._writer_lock = conn
-                return
-            if asyncio.get_running_loop().time() >= deadline:
-                await conn.close()
-                raise RuntimeError(
-                    "another regionsync process has this database open; one process per "
-                    "database is supported for now"
-                )
-            await asyncio.sleep(0.05)
+            incarnation = int(row[0]) if row else wall_ms
+            await conn.execute(
+                "INSERT INTO actors(incarnation, holder, started_at_ms) VALUES (%s, %s, %s)",
+                (incarnation, holder, wall_ms),
+            )
+        return incarnation
+
+    async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        """Log records of the origins in ``after`` with ``seq > after[origin]``, in seq
+        order per origin, at most ``limit`` in all (other origins are not read)."""
+        out: list[Record] = []
+        for origin, seq in sorted(after.items()):
+            if len(out) >= limit:
+                break
+            rows = await self._fetch(
+                f"SELECT {_RECORD_COLS} FROM log WHERE origin = %s AND seq > %s "
+                "ORDER BY seq LIMIT %s",
+                (origin, seq, limit - len(out)),
+            )
+            out.extend(Record(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows)
+        return out
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(
@@ -181,13 +226,6 @@ class PostgresStore:
         if self._pool_obj is not None:
             pool, self._pool_obj = self._pool_obj, None
             await pool.close()
-        if self._writer_lock is not None:
-            conn, self._writer_lock = self._writer_lock, None
-            try:  # released now, not when the server gets round to ending the session
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (_WRITER_LOCK,))
-            except psycopg.Error:
-                pass  # a lost session released it already
-            await conn.close()
 
     async def commit(self, batch: WriteBatch) -> None:
         # shielded: a cancelled caller must not cut a transaction short
@@ -196,11 +234,7 @@ class PostgresStore:
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             if b.registry:
-                await cur.executemany(
-                    "INSERT INTO registry(key, state) VALUES (%s, %s) "
-                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
-                    sorted(b.registry.items()),
-                )
+                await _merge_registry(cur, b.registry)
             if b.records:
                 await cur.executemany(
                     f"INSERT INTO log({_RECORD_COLS}) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -537,11 +571,18 @@ class PostgresStore:
         )
         return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
 
-    async def release_claims(self, holder: str) -> int:
-        """End every claim of ``holder`` (a process stopping cleanly); returns how many."""
+    async def release_claims(self, holder: str, ids: Sequence[str] | None = None) -> int:
+        """End the claims of ``holder``: every one (a process stopping cleanly), or those
+        on ``ids`` (claimed but not attempted: a full lane); returns how many."""
+        if ids is None:
+            return await self._write(
+                "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 WHERE claimed_by = %s",
+                (holder,),
+            )
         return await self._write(
-            "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 WHERE claimed_by = %s",
-            (holder,),
+            "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 "
+            "WHERE claimed_by = %s AND id = ANY(%s)",
+            (holder, sorted(ids)),
         )
 
     async def next_due_ms(self, region: str) -> int | None:

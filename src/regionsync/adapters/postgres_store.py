@@ -58,6 +58,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
+_CHANGED = (
+    "(excluded.status, excluded.attempts, excluded.next_attempt_at_ms, excluded.generation) "
+    "IS DISTINCT FROM (deliveries.status, deliveries.attempts, deliveries.next_attempt_at_ms, "
+    "deliveries.generation)"
+)
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 
 
@@ -269,8 +274,12 @@ class PostgresStore:
                     "region = excluded.region, created_at_ms = excluded.created_at_ms, "
                     "updated_at_ms = excluded.updated_at_ms, "
                     "generation = excluded.generation, owner_gen = excluded.owner_gen, "
-                    # a write of the delivery (an attempt's outcome) ends any claim on it
-                    "claimed_by = '', lease_until_ms = 0",
+                    # a write that changes the delivery (an attempt's outcome) ends any
+                    # claim on it; one that changes nothing (a record applied again,
+                    # echoed back by a peer) leaves the claim of an attempt in flight
+                    f"claimed_by = CASE WHEN {_CHANGED} THEN '' ELSE deliveries.claimed_by END, "
+                    f"lease_until_ms = CASE WHEN {_CHANGED} THEN 0 "
+                    "ELSE deliveries.lease_until_ms END",
                     [
                         (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
                          d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms,

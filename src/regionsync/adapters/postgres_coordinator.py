@@ -79,6 +79,10 @@ class PostgresCoordinator:
         """End this process's claims on ``delivery_ids`` (claimed, not attempted)."""
         await self.store.release_claims(self.holder, delivery_ids)
 
+    async def renew(self, delivery_ids: Sequence[str], until_ms: int) -> None:
+        """Extend this process's claims on ``delivery_ids`` to ``until_ms``."""
+        await self.store.renew_claims(self.holder, delivery_ids, until_ms)
+
     async def close(self) -> None:
         """Give up the role and this process's claims (a clean stop); the store stays
         open (the node closes it)."""

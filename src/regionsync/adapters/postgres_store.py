@@ -594,6 +594,15 @@ class PostgresStore:
             (holder, sorted(ids)),
         )
 
+    async def renew_claims(self, holder: str, ids: Sequence[str], until_ms: int) -> int:
+        """Extend ``holder``'s claims on ``ids`` (attempts still running or not yet
+        recorded) to ``until_ms``; returns how many it still held."""
+        return await self._write(
+            "UPDATE deliveries SET lease_until_ms = greatest(lease_until_ms, %s) "
+            "WHERE claimed_by = %s AND id = ANY(%s)",
+            (until_ms, holder, sorted(ids)),
+        )
+
     async def next_due_ms(self, region: str) -> int | None:
         rows = await self._fetch(
             "SELECT min(next_attempt_at_ms) FROM deliveries "

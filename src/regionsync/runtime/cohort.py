@@ -41,20 +41,38 @@ from .ports import Clock, Store
 from .state import Catalog, IdempotencyKeys
 from .writepath import WritePath
 
-__all__ = ["Cohort", "Coordinator"]
+__all__ = ["Claims", "Cohort", "Coordinator"]
 
 log = logging.getLogger("regionsync.cohort")
 
 _FOLLOW_BATCH = 2000  # records read per follow round
 
 
-class Coordinator(Protocol):
+class Claims(Protocol):
+    """Due deliveries claimed for this process with a lease, when several processes
+    deliver one region's deliveries (runtime/cohort.Coordinator): a claimed delivery is
+    not claimed by another process until its outcome is written or the lease expires."""
+
+    async def claim_due(
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        lease_ms: int,
+        exclude_endpoints: Sequence[str] = (),
+    ) -> list[Delivery]: ...
+
+    async def release(self, delivery_ids: Sequence[str]) -> None: ...
+
+    async def renew(self, delivery_ids: Sequence[str], until_ms: int) -> None: ...
+
+
+class Coordinator(Claims, Protocol):
     """What a process asks of the database it shares (adapters/postgres_coordinator.py).
 
     ``holder`` names the process. ``changes`` yields whenever any process committed a
-    registry change (and once after each (re)connection). ``claim_due`` claims due
-    deliveries for ``holder`` for ``lease_ms`` (never one another process holds);
-    ``release`` ends claims of ``holder`` on the ids given."""
+    registry change (and once after each (re)connection). Its ``Claims`` are those of
+    ``holder``."""
 
     holder: str
 
@@ -67,17 +85,6 @@ class Coordinator(Protocol):
     async def load_version_vector(self) -> dict[str, int]: ...
 
     async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]: ...
-
-    async def claim_due(
-        self,
-        region: str,
-        now_ms: int,
-        limit: int,
-        lease_ms: int,
-        exclude_endpoints: Sequence[str] = (),
-    ) -> list[Delivery]: ...
-
-    async def release(self, delivery_ids: Sequence[str]) -> None: ...
 
     async def close(self) -> None: ...
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Protocol
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
@@ -27,41 +25,26 @@ from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S, OutcomeKind, attempt_row, next_step
+from .cohort import Claims
 from .operational import OperationalEvents
 from .outcomes import Outcome, OutcomeRecorder
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
 
-__all__ = ["USER_AGENT", "Claims", "DeliveryWorker"]
+__all__ = ["USER_AGENT", "DeliveryWorker"]
 
 log = logging.getLogger("regionsync.delivery")
 USER_AGENT = "regionsync/0.1 (+https://github.com/regionsync)"
 _CRASH_BACKOFF_S = 60.0
 
 
-class Claims(Protocol):
-    """Due deliveries claimed for this process with a lease, when several processes
-    deliver one region's deliveries (runtime/cohort.Coordinator): a claimed delivery is
-    not claimed by another process until its outcome is written or the lease expires."""
-
-    async def claim_due(
-        self,
-        region: str,
-        now_ms: int,
-        limit: int,
-        lease_ms: int,
-        exclude_endpoints: Sequence[str] = (),
-    ) -> list[Delivery]: ...
-
-    async def release(self, delivery_ids: Sequence[str]) -> None: ...
-
-
 class DeliveryWorker:
     """Runs attempts for one node; ``run()`` loops until cancelled.
 
     With ``claims`` (several processes per region), due deliveries are claimed through
-    it for ``delivery.claim_lease_s``; those claimed but not started (a lane that filled
-    meanwhile) are released at once.
+    it for ``delivery.claim_lease_s`` and renewed every third of it while their attempts
+    run or wait to be recorded (so only a dead process's claims expire); those claimed
+    but not started (a lane that filled meanwhile) are released at once.
 
     Due deliveries are claimed in ``next_attempt_at`` order, skipping endpoints whose lane
     is full (in-flight cap, rate limit, or a failing endpoint's probe not yet due), so a
@@ -104,6 +87,7 @@ class DeliveryWorker:
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
+        renewer = asyncio.create_task(self._renew_claims()) if self.claims else None
         try:
             while True:
                 self.queue.wake.clear()
@@ -131,8 +115,22 @@ class DeliveryWorker:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            recorder.cancel()
-            await asyncio.gather(recorder, return_exceptions=True)
+            for t in (recorder, renewer):
+                if t is not None:
+                    t.cancel()
+                    await asyncio.gather(t, return_exceptions=True)
+
+    async def _renew_claims(self) -> None:
+        """Every third of the lease, extend the claims of the attempts in flight."""
+        lease_s = self.opts.claim_lease_s
+        while True:
+            await self.clock.sleep(lease_s / 3)
+            if self.claims is not None and self.inflight:
+                until = self.clock.wall_ms() + int(lease_s * 1000)
+                try:
+                    await self.claims.renew(list(self.inflight), until)
+                except Exception:  # the next round tries again; the lease is longer
+                    log.exception("renewing %d delivery claims failed", len(self.inflight))
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)

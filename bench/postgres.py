@@ -7,7 +7,9 @@ synchronous_commit on; tests/pgserver.py) and a bare receiver in its own process
 (bench/delivery_rate.py's). For each setup: one tenant and one endpoint (rate limit
 10,000/s, 64 in flight), then ``--events`` events published over HTTP (closed loop,
 ``--concurrency`` requests at a time, spread evenly over the processes), each answered
-202 only once durable. Publishes/s = events / publishing time; deliveries/s = events /
+202 only once durable. With 2 processes, the time from the endpoint's 201 on one to the
+other serving it is shown too (``registry_visible_ms``; issue 16 asks for 100 ms at
+most). Publishes/s = events / publishing time; deliveries/s = events /
 (first to last arrival at the receiver); duplicates are webhook-ids that arrived more
 than once. Prints each setup, the ratios to the SQLite node and the core count (the load
 generator, the receiver, the nodes and PostgreSQL share the cores).
@@ -59,7 +61,9 @@ class Region:
             ))  # fmt: skip
             self.bases.append(f"http://127.0.0.1:{port}")
 
-    async def setup(self, s: aiohttp.ClientSession, rcv: Receiver) -> None:
+    async def setup(self, s: aiohttp.ClientSession, rcv: Receiver) -> float | None:
+        """Create the tenant and endpoint through the first process; returns how long
+        (ms) after its 201 the last other process served the endpoint (None: one process)."""
         for base in self.bases:
             await wait_ready(s, base + "/readyz")
         async with s.post(self.bases[0] + "/v1/tenants", json={"id": "t", "name": "B"}) as r:
@@ -68,12 +72,14 @@ class Region:
               "rate_limit_per_s": 10_000, "max_in_flight": 64}  # fmt: skip
         async with s.post(self.bases[0] + "/v1/tenants/t/endpoints", json=ep) as r:
             assert r.status == 201, await r.text()
+        created = time.perf_counter()
         for base in self.bases[1:]:  # the other processes see the endpoint
             while True:
                 async with s.get(base + "/v1/tenants/t/endpoints/ep") as r:
                     if r.status == 200:
                         break
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.002)
+        return (time.perf_counter() - created) * 1000 if len(self.bases) > 1 else None
 
     async def publish(self, s: aiohttp.ClientSession, n: int, concurrency: int) -> list[str]:
         """Publish ``n`` events, event i to process i mod count; returns their ids."""
@@ -108,7 +114,7 @@ async def run(store: str, processes: int, rcv: Receiver, events: int, concurrenc
     conn = aiohttp.TCPConnector(limit=concurrency + 8)
     try:
         async with aiohttp.ClientSession(connector=conn) as s:
-            await region.setup(s, rcv)
+            visible_ms = await region.setup(s, rcv)
             await rcv.arrivals(s, reset=True)
             t0 = time.perf_counter()
             ids = await region.publish(s, events, concurrency)
@@ -121,6 +127,7 @@ async def run(store: str, processes: int, rcv: Receiver, events: int, concurrenc
         "deliveries_per_s": got["rate"],
         "delivered": got["arrived"],
         "duplicates": got["duplicates"],
+        "registry_visible_ms": None if visible_ms is None else round(visible_ms, 1),
     }
 
 

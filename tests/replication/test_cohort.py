@@ -30,7 +30,8 @@ def node(tmp: Path, region: str, port: int, peer: str, peer_port: int, store: st
         grpc_listen=f"127.0.0.1:{port}",
         peers=[{"region": peer, "address": f"127.0.0.1:{peer_port}"}],
         replication={"reconnect_min_s": 0.05, "reconnect_max_s": 0.2, "truncate_interval_s": 0.05,
-                     "leader_poll_s": 0.05, "follow_interval_ms": follow_ms},
+                     "leader_poll_s": 0.05, "follow_interval_ms": follow_ms,
+                     "custody_interval_s": 0.1},
     )  # fmt: skip
     clock, rng = SystemClock(), system_rng()
     st = build_store(settings)
@@ -75,6 +76,17 @@ async def test_two_processes_follow_each_other_and_hand_over_the_role(
 
         await eventually(lite_has_b)
         await eventually(lambda: a.replica.log_floor.get(b.writer.actor, 0) >= 1)
+
+        # a recovery job started through b (not the holder) is run by a, once
+        ep = await b.registry_ops.create_endpoint("made-in-b", {"url": "https://example.com/h"})
+        job = await b.recovery.start_job("made-in-b", ep.id, "replay-missing", 0)
+        assert job.id not in b.recovery._running
+
+        def job_done() -> bool:
+            return a.catalog.jobs.get(job.id, {}).get("status") == "succeeded"
+
+        await eventually(job_done)
+        assert job.id not in b.recovery._running
 
         # a record of the SQLite region applied by a (the holder) reaches b's memory,
         # even though it left the log (truncated once every peer had it) before b read it

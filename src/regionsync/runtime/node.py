@@ -112,7 +112,8 @@ class Node:
         )  # fmt: skip
         self.recovery = Recovery(
             settings, self.catalog, writer, self.queue, ids=ids, spawn=self._spawn,
-            runs_here=self.custody.runs, **parts,
+            runs_here=self.custody.runs,
+            runs_jobs=lambda: self.cohort is None or self.cohort.leading, **parts,
         )  # fmt: skip
         self.replica = Replica(
             settings, self.catalog, writer, self.keys, self.peers, self.counters, **parts

@@ -254,8 +254,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _no_contradictions(self) -> Settings:
         """Each token once (the same secret with two scopes would give whichever came
-        last); no peer with this node's region; each peer region once. The message starts
-        with the location of the second occurrence."""
+        last); no peer with this node's region; each peer region once (the message starts
+        with the location of the second occurrence); a delivery claim's lease longer than
+        an attempt on PostgreSQL (several processes per region)."""
         seen: dict[str, int] = {}
         for i, t in enumerate(self.tokens):
             if t.token in seen:
@@ -277,6 +278,11 @@ class Settings(BaseSettings):
                     "(one [[peers]] entry per region)"
                 )
             regions[p.region] = i
+        if self.store != "sqlite" and self.delivery.claim_lease_s <= self.delivery.timeout_s:
+            raise ValueError(
+                f"delivery.claim_lease_s: {self.delivery.claim_lease_s} must exceed "
+                f"delivery.timeout_s {self.delivery.timeout_s} (a claim must outlast an attempt)"
+            )
         return self
 
     @model_validator(mode="after")

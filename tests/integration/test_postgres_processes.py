@@ -46,7 +46,7 @@ async def test_three_processes_deliver_once_and_survive_sigkill(pg_url: str) -> 
     receiver = RecordingReceiver()
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        async with receiver.running(), httpx.AsyncClient(timeout=15.0) as client:
+        async with receiver.running(), httpx.AsyncClient(timeout=30.0) as client:
             procs.append(demo.spawn(root, PEER, configs[PEER]))
             bases = []
             for n, (cfg, base) in enumerate(procs_cfg):
@@ -170,30 +170,43 @@ async def _publish(
     numbers: range,
     stop: Callable[[int], Awaitable[None]] | None,
 ) -> list[str]:
-    """Publish event ``i`` of ``numbers`` to process ``i % 3`` (16 at a time per process);
-    a process that is gone gets no more. Returns the ids acknowledged with 202."""
+    """Publish event ``i`` of ``numbers`` to process ``i % 3`` (48 at a time), each with an
+    Idempotency-Key: a refusal under load (429/503) or a timeout is sent again with the
+    same key (so it is one event). A process that is gone (connection refused or cut:
+    the SIGKILL) gets no more; what it had not answered was never acknowledged. Returns
+    the ids acknowledged with 202."""
     acked: list[str] = []
     gone: set[str] = set()
     queue = list(numbers)
 
-    async def worker(k: int) -> None:
+    async def worker() -> None:
         while queue:
             i = queue.pop()
-            base = bases[i % len(bases)]
-            if base in gone:
-                base = next(b for b in bases if b not in gone)
-            try:
-                resp = await client.post(
-                    f"{base}/v1/tenants/t/events",
-                    json={"event_type": "mp.test", "payload": {"i": i}},
-                )
-            except httpx.TransportError:
-                gone.add(base)  # killed: this one was never acknowledged
-                continue
-            if resp.status_code == 202:
+            while True:
+                base = bases[i % len(bases)]
+                if base in gone:
+                    base = next(b for b in bases if b not in gone)
+                try:
+                    resp = await client.post(
+                        f"{base}/v1/tenants/t/events",
+                        json={"event_type": "mp.test", "payload": {"i": i}},
+                        headers={"Idempotency-Key": f"mp-{i}"},
+                    )
+                except httpx.TimeoutException:
+                    continue  # slow under load: the same key again
+                except httpx.TransportError:
+                    if stop is None:
+                        raise
+                    gone.add(base)  # killed: this one was never acknowledged
+                    break
+                if resp.status_code in (429, 503):
+                    await asyncio.sleep(0.05)
+                    continue
+                assert resp.status_code == 202, resp.text
                 acked.append(resp.json()["id"])
                 if stop is not None:
                     await stop(len(acked))
+                break
 
-    await asyncio.gather(*(worker(k) for k in range(48)))
+    await asyncio.gather(*(worker() for _ in range(48)))
     return acked

@@ -86,7 +86,11 @@ async def test_mixed_cluster_converges_and_delivers(pg_url: str) -> None:
 
             await eventually(all_delivered, timeout_s=60)
             assert receiver.failed == 0
-            assert all(n == 1 for (_, _), n in receiver.seen.items())
+            twice = {wid: published.get(wid) for (_, wid), n in receiver.seen.items() if n > 1}
+            for wid in twice:  # a retry after a timed-out attempt is not a double claim
+                event = await expect(client, "GET", f"{http[SQ1]}/v1/tenants/mix/events/{wid}", 200)
+                (d,) = event["deliveries"]
+                assert receiver.seen[("mix", wid)] <= d["attempts"], (twice, event)
 
             # convergence: one registry hash and one version vector in every region and
             # process (both PG processes hold every origin, the other's actor included)

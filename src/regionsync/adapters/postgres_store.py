@@ -37,6 +37,7 @@ from crdt import DecodeError as CrdtDecodeError
 from crdt import decode as crdt_decode
 
 from ..core.model import (
+    _RANK,
     Attempt,
     AuditEntry,
     Delivery,
@@ -63,6 +64,19 @@ _CHANGED = (
     "IS DISTINCT FROM (deliveries.status, deliveries.attempts, deliveries.next_attempt_at_ms, "
     "deliveries.generation)"
 )
+
+
+def _join_key(table: str) -> str:
+    """core.model._join_key of a row of ``table`` as an SQL row value."""
+    rank = " ".join(f"WHEN '{st.value}' THEN {r}" for st, r in _RANK.items())
+    t = table
+    return (
+        f"({t}.generation, CASE {t}.status {rank} END, {t}.status, {t}.attempts, "
+        f"{t}.updated_at_ms, coalesce({t}.next_attempt_at_ms, -1), {t}.region, "
+        f"{t}.created_at_ms, {t}.event_id, {t}.endpoint_id, {t}.tenant, {t}.id)"
+    )
+
+
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 
 
@@ -279,7 +293,11 @@ class PostgresStore:
                     # echoed back by a peer) leaves the claim of an attempt in flight
                     f"claimed_by = CASE WHEN {_CHANGED} THEN '' ELSE deliveries.claimed_by END, "
                     f"lease_until_ms = CASE WHEN {_CHANGED} THEN 0 "
-                    "ELSE deliveries.lease_until_ms END",
+                    "ELSE deliveries.lease_until_ms END "
+                    # several processes write one row: a state read before another
+                    # process recorded an outcome must not undo it (core.model
+                    # delivery_join's order; every local write moves up in it)
+                    f"WHERE {_join_key('excluded')} >= {_join_key('deliveries')}",
                     [
                         (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
                          d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms,

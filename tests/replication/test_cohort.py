@@ -31,7 +31,7 @@ def node(tmp: Path, region: str, port: int, peer: str, peer_port: int, store: st
         peers=[{"region": peer, "address": f"127.0.0.1:{peer_port}"}],
         replication={"reconnect_min_s": 0.05, "reconnect_max_s": 0.2, "truncate_interval_s": 0.05,
                      "leader_poll_s": 0.05, "follow_interval_ms": follow_ms,
-                     "custody_interval_s": 0.1},
+                     "custody_interval_s": 0.1, "heartbeat_s": 0.1},
     )  # fmt: skip
     clock, rng = SystemClock(), system_rng()
     st = build_store(settings)

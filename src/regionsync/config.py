@@ -78,6 +78,11 @@ class DeliverySettings(_Section):
     probe_max_s: float = Field(24 * 3600.0, gt=0)
     secret_overlap_s: float = Field(24 * 3600.0, ge=0)  # old secret still signs this long
     attempt_retention_s: float = Field(35 * 24 * 3600.0, gt=0)  # attempt log kept this long
+    # several processes on one PostgreSQL database (issue 16): a due delivery claimed by a
+    # process is not claimed by another for this long unless its outcome was recorded
+    # (a claim of a process that died is taken over after it); must exceed timeout_s
+    # plus the clock skew between the processes' machines
+    claim_lease_s: float = Field(60.0, gt=0)
 
     @field_validator("allow_private_networks")
     @classmethod
@@ -120,6 +125,11 @@ class ReplicationSettings(_Section):
     # gRPC max send/receive message length on both ends; Batches and StateChunks are cut
     # below it (core/wire.py) and ingest.max_payload_bytes must leave a record room in it
     max_message_bytes: int = Field(64 * 1024 * 1024, ge=256 * 1024, le=2**31 - 1)
+    # several processes on one PostgreSQL database (issue 16): how often a process tries
+    # for (or confirms) the region's replication role, and how often it reads the log
+    # records of the region's other processes (a NOTIFY of a registry change wakes it too)
+    leader_poll_s: float = Field(1.0, gt=0, le=60)
+    follow_interval_ms: float = Field(50.0, gt=0, le=10_000)
 
 
 class IngestSettings(_Section):
@@ -244,8 +254,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _no_contradictions(self) -> Settings:
         """Each token once (the same secret with two scopes would give whichever came
-        last); no peer with this node's region; each peer region once. The message starts
-        with the location of the second occurrence."""
+        last); no peer with this node's region; each peer region once (the message starts
+        with the location of the second occurrence); a delivery claim's lease longer than
+        an attempt on PostgreSQL (several processes per region)."""
         seen: dict[str, int] = {}
         for i, t in enumerate(self.tokens):
             if t.token in seen:
@@ -267,6 +278,11 @@ class Settings(BaseSettings):
                     "(one [[peers]] entry per region)"
                 )
             regions[p.region] = i
+        if self.store != "sqlite" and self.delivery.claim_lease_s <= self.delivery.timeout_s:
+            raise ValueError(
+                f"delivery.claim_lease_s: {self.delivery.claim_lease_s} must exceed "
+                f"delivery.timeout_s {self.delivery.timeout_s} (a claim must outlast an attempt)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -12,13 +12,14 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from regionsync.demo import REGIONS, Receiver
+from regionsync.demo import REGIONS, Receiver, free_port
 
 __all__ = [
     "REGIONS",
@@ -28,6 +29,8 @@ __all__ = [
     "converged",
     "eventually",
     "expect",
+    "http_base",
+    "process_config",
 ]
 
 
@@ -91,3 +94,23 @@ async def converged(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str
     hashes = {c["registry_hash"] for c in cs.values()}
     vvs = {json.dumps(c["version_vector"], sort_keys=True) for c in cs.values()}
     return cs if len(hashes) == 1 and len(vvs) == 1 else None
+
+
+def process_config(region_config: Path, path: Path) -> tuple[Path, str]:
+    """A copy of ``region_config`` at ``path`` for one more process of that region (on a
+    shared PostgreSQL store): its own free HTTP port, everything else shared (the gRPC
+    address too: only the region's replication holder binds it). Returns the path and
+    the process's base URL."""
+    port = free_port()
+    lines = [
+        f'http_listen = "127.0.0.1:{port}"' if line.startswith("http_listen") else line
+        for line in region_config.read_text().splitlines()
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path, f"http://127.0.0.1:{port}"
+
+
+def http_base(config: Path) -> str:
+    """The base URL of the node a config file describes (its ``http_listen``)."""
+    line = next(x for x in config.read_text().splitlines() if x.startswith("http_listen"))
+    return "http://" + line.split('"')[1]

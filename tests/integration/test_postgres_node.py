@@ -24,7 +24,9 @@ KILL_AFTER = 100  # acknowledged publishes before the SIGKILL
 
 async def test_sigkill_mid_publish_loses_no_acknowledged_event(pg_url: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="regionsync-pg-node-"))
-    config = demo.write_configs(root, (REGION,), retry_schedule_s=[0.2, 0.5, 1])[REGION]
+    config = demo.write_configs(
+        root, (REGION,), retry_schedule_s=[0.2, 0.5, 1], timeout_s=2, claim_lease_s=3
+    )[REGION]
     config.write_text(f'store = "{pg_url}"\n' + config.read_text())
     listen = next(x.split('"')[1] for x in config.read_text().splitlines() if "http_listen" in x)
     base = f"http://{listen}"

@@ -277,6 +277,8 @@ _TOK = 'token = "admin-token-0123456789"\n'
         ('metrics_token = "short"\n',
          "node.toml: metrics_token: String should have at least 16 characters"),
         ('http_listen = "nope"\n', "node.toml: http_listen: must be host:port"),
+        ('store = "postgresql://db/r"\n[delivery]\ntimeout_s = 15\nclaim_lease_s = 10\n',
+         "node.toml: delivery.claim_lease_s: 10.0 must exceed delivery.timeout_s 15.0"),
     ],
 )  # fmt: skip
 def test_config_contradictions_refused_in_plain_words(tmp_path: Path, toml: str, line: str) -> None:

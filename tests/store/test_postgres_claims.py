@@ -21,7 +21,7 @@ def _d(i: int, at: int = 100, ep: str = "ep_1") -> Delivery:
 
 @pytest.fixture
 async def procs(pg_url: str) -> AsyncIterator[list[PostgresStore]]:
-    stores = [PostgresStore(pg_url, pool_max=4, exclusive=False) for _ in range(3)]
+    stores = [PostgresStore(pg_url, pool_max=4) for _ in range(3)]
     for s in stores:
         await s.open(REGION, 1)
     yield stores
@@ -78,3 +78,21 @@ async def test_a_write_of_the_delivery_or_a_release_ends_the_claim(procs) -> Non
     assert [d for d in await b.claim_due(REGION, 2000, 10, "p1", 60_000)] == [retry]
     assert await a.release_claims("p0") == 1
     assert [d.id for d in await b.claim_due(REGION, 2000, 10, "p1", 60_000)] == ["dlv_0002"]
+
+
+async def test_a_stale_state_neither_undoes_an_outcome_nor_ends_a_claim(procs) -> None:
+    # process 0 read the delivery (pending) before process 1 recorded its outcome; its
+    # later write of that stale state (a record echoed back by a peer) must change
+    # nothing; and a state equal to the stored one keeps the claim of an attempt running
+    a, b = procs[0], procs[1]
+    stale = _d(1)
+    await a.commit(WriteBatch(deliveries=[stale]))
+    (claimed,) = await b.claim_due(REGION, 1000, 10, "p1", 60_000)
+    await a.commit(WriteBatch(deliveries=[stale]))  # equal: the claim stays
+    assert await a.claim_due(REGION, 1000, 10, "p0", 60_000) == []
+    done = Delivery("dlv_0001", "evt_0001", "ep_1", "acme", DeliveryStatus.DELIVERED, 1, None,
+                    REGION, 1, 5)  # fmt: skip
+    await b.commit(WriteBatch(deliveries=[done]))
+    await a.commit(WriteBatch(deliveries=[stale]))  # lower in the join order: ignored
+    assert await a.get_delivery("dlv_0001") == done
+    assert await a.claim_due(REGION, 1000, 10, "p0", 60_000) == []

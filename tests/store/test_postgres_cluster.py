@@ -101,7 +101,7 @@ async def test_sigkill_of_the_holder_process_frees_the_role(pg_url: str) -> None
 
 
 async def test_registry_commits_are_notified_to_other_processes(pg_url: str) -> None:
-    a, b = PostgresStore(pg_url, exclusive=False), PostgresStore(pg_url, exclusive=False)
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     await a.open(REGION, 1)
     await b.open(REGION, 1)
     listener = RegistryListener(pg_url)

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from pgserver import PgServer
 
+from crdt import ORSet, decode
 from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
 from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.core.model import (
@@ -45,24 +46,56 @@ async def test_commit_is_atomic(pg_url: str) -> None:
         await s.close()
 
 
-async def test_one_process_per_database_by_default(pg_url: str) -> None:
+async def test_processes_on_one_database_get_actors_of_their_own(pg_url: str) -> None:
+    # several processes may open one database (issue 16); each allocates an incarnation
+    # never used before on it, above the single-process one in meta
+    stores = [PostgresStore(pg_url) for _ in range(3)]
+    infos = [await s.open(REGION, 1000) for s in stores]
+    try:
+        assert {i.incarnation for i in infos} == {1000}
+        got = await asyncio.gather(
+            *(s.allocate_actor(500, f"p{n}") for n, s in enumerate(stores * 2))
+        )
+        assert len(set(got)) == 6 and min(got) > 1000
+        later = await stores[0].allocate_actor(500, "p9")
+        assert later > max(got)
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            cur = await conn.execute("SELECT count(*) FROM actors")
+            assert (await cur.fetchone()) == (7,)
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_registry_rows_are_merged_not_overwritten(pg_url: str) -> None:
+    # two processes each write the state they hold of one key; neither has the other's
+    # change yet: the stored row is the join, so no change is lost
     a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     await a.open(REGION, 1)
+    await b.open(REGION, 1)
     try:
-        b.lock_wait_s = 0.2
-        with pytest.raises(RuntimeError, match="another regionsync process"):
-            await b.open(REGION, 2)
-        await a.commit(WriteBatch(registry={"tenants": b"x"}))  # a is unaffected
+        from_a = ORSet.empty().add("acme", actor="r:1")
+        from_b = ORSet.empty().add("globex", actor="r:2")
+        await a.commit(WriteBatch(registry={"tenants": from_a.to_bytes()}))
+        await b.commit(WriteBatch(registry={"tenants": from_b.to_bytes()}))
+        stored = decode((await a.load_registry())["tenants"])
+        assert stored == from_a.merge(from_b)
+        assert stored.value() == frozenset({"acme", "globex"})
+        # concurrent commits of many keys in opposite orders: merged, no deadlock left
+        keys = [f"t/t{i}/endpoints" for i in range(20)]
+        await asyncio.gather(
+            a.commit(WriteBatch(registry={k: from_a.to_bytes() for k in keys})),
+            b.commit(WriteBatch(registry={k: from_b.to_bytes() for k in reversed(keys)})),
+        )
+        rows = await b.load_registry()
+        assert all(decode(rows[k]) == from_a.merge(from_b) for k in keys)
     finally:
         await a.close()
-    info = await b.open(REGION, 2)  # free once a closed
-    assert not info.fresh and info.incarnation == 1
-    assert await b.load_registry() == {"tenants": b"x"}
-    await b.close()
+        await b.close()
 
 
 async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> None:
-    a, b = PostgresStore(pg_url, exclusive=False), PostgresStore(pg_url, exclusive=False)
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     info_a = await a.open(REGION, 5)
     info_b = await b.open(REGION, 6)
     assert info_a.fresh and not info_b.fresh and info_b.incarnation == 5
@@ -71,14 +104,14 @@ async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> No
         got = await b.get_event("evt_1")
         assert got is not None and got.payload == b'{"x":1.10}'
         with pytest.raises(ValueError, match="belongs to region"):
-            await PostgresStore(pg_url, exclusive=False).open("us-east-1", 1)
+            await PostgresStore(pg_url).open("us-east-1", 1)
     finally:
         await a.close()
         await b.close()
 
 
 async def test_concurrent_first_opens_agree_on_one_incarnation(pg_url: str) -> None:
-    stores = [PostgresStore(pg_url, exclusive=False) for _ in range(4)]
+    stores = [PostgresStore(pg_url) for _ in range(4)]
     infos = await asyncio.gather(*(s.open(REGION, 10 + i) for i, s in enumerate(stores)))
     try:
         assert sum(i.fresh for i in infos) == 1

@@ -4,7 +4,8 @@ of registry changes committed by another process.
 
 **The CRDT actor when several processes write one region (decided, issue 16): one actor
 per process**, ``region:incarnation`` with an incarnation of its own for each process
-start, not one actor per region with a database sequence for the log seq. Reasons:
+start (allocated from the ``actors`` table, PostgresStore.allocate_actor), not one actor
+per region with a database sequence for the log seq. Reasons:
 
 - An actor must be a sequential writer. OR-Set dots are minted in memory as
   ``(actor, context.max(actor) + 1)`` (crdt/_orset.py) and LWW ties break on the actor;
@@ -16,10 +17,11 @@ start, not one actor per region with a database sequence for the log seq. Reason
   rolled-back transaction loses its value); a gapless counter means one row locked by
   every commit of every process: the publish path of all processes in one queue, which is
   what several processes are meant to remove.
-- Per-process actors reuse what exists: a process applies another local process's log
-  records exactly as it applies a peer region's (runtime/replica.py, per origin in seq
-  order), and the one process holding the replication role ships every origin in the
-  shared log, as it already forwards third-region records.
+- Per-process actors reuse what exists: a process merges another local process's log
+  records into its memory per origin in seq order, as it applies a peer region's, but
+  without writing them again (runtime/cohort.py), and the one process holding the
+  replication role ships every origin in the shared log, as it already forwards
+  third-region records.
 
 The cost: version vectors carry one entry per process incarnation of a region instead of
 one per region incarnation. Everything that is per region stays per region (delivery

@@ -89,6 +89,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX deliveries_due_endpoint ON deliveries(region, endpoint_id, next_attempt_at_ms, id)
       WHERE status = 'pending';
     """,
+    # 6: one CRDT actor per node process (issue 16): every process start allocates an
+    # incarnation of its own here (PostgresStore.allocate_actor); never reused
+    """
+    CREATE TABLE actors(
+      incarnation BIGINT PRIMARY KEY, holder TEXT NOT NULL, started_at_ms BIGINT NOT NULL
+    );
+    """,
 ]
 
 

@@ -21,12 +21,12 @@ The schema is versioned (adapters/postgres_schema.py) and migrated at ``open``. 
 database holds one region (the ``meta`` row); ``open`` on another region's database
 raises ValueError.
 
-One node process per database for now (``exclusive``, the default): ``open`` takes a
-session advisory lock held until ``close`` and refuses a second process, because the
-runtime still assumes it is the region's only writer (one actor, one in-memory
-registry). ``claim_due``, postgres_cluster.AdvisoryLeader and RegistryListener are the
-parts for several processes per region (issue 16); ``exclusive=False`` lets tests run
-several store objects on one database.
+Several node processes may share one database (issue 16; the runtime's part is
+runtime/cohort.py): each allocates a CRDT actor of its own (``allocate_actor``), claims
+due deliveries with a lease (``claim_due``), and registry rows are merged, not
+overwritten, on commit (a process's in-memory state may lack another's latest change
+for a moment: the row keeps the join of both). postgres_cluster.PostgresCoordinator
+holds the rest (the replication role's advisory lock, LISTEN/NOTIFY).
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from crdt import DecodeError as CrdtDecodeError
+from crdt import decode as crdt_decode
+
 from ..core.model import (
+    _RANK,
     Attempt,
     AuditEntry,
     Delivery,
@@ -52,7 +56,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .postgres_cluster import REGISTRY_CHANNEL, lock_key
+from .postgres_cluster import REGISTRY_CHANNEL
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .secretbox import AtRest, NodeKeys
 from .sqlite_store import _ATTEMPT_COLS, _AUDIT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
@@ -63,8 +67,60 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
-_WRITER_LOCK = lock_key("regionsync/store-writer")
+_CHANGED = (
+    "(excluded.status, excluded.attempts, excluded.next_attempt_at_ms, excluded.generation) "
+    "IS DISTINCT FROM (deliveries.status, deliveries.attempts, deliveries.next_attempt_at_ms, "
+    "deliveries.generation)"
+)
+
+
+def _join_key(table: str) -> str:
+    """core.model._join_key of a row of ``table`` as an SQL row value."""
+    rank = " ".join(f"WHEN '{st.value}' THEN {r}" for st, r in _RANK.items())
+    t = table
+    return (
+        f"({t}.generation, CASE {t}.status {rank} END, {t}.status, {t}.attempts, "
+        f"{t}.updated_at_ms, coalesce({t}.next_attempt_at_ms, -1), {t}.region, "
+        f"{t}.created_at_ms, {t}.event_id, {t}.endpoint_id, {t}.tenant, {t}.id)"
+    )
+
+
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
+
+
+async def _merge_registry(
+    cur: psycopg.AsyncCursor[Any], states: Mapping[str, bytes], at_rest: AtRest
+) -> None:
+    """Write registry ``states`` (key -> encoded CRDT, plaintext; sealed by ``at_rest`` as
+    written) as the join with the stored rows:
+    several processes write one database, and one's in-memory state may not yet hold
+    another's last change to a key, so a plain overwrite could lose that change. Rows are
+    inserted if absent, then locked in key order (no deadlock between processes) and
+    replaced by the merge where it differs. Bytes that do not decode as CRDTs (tests'
+    placeholders) are written as given, as before."""
+    items = sorted(states.items())
+    await cur.executemany(
+        "INSERT INTO registry(key, state) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+        [(k, at_rest.seal_state(k, v)) for k, v in items],
+    )
+    await cur.execute(
+        "SELECT key, state FROM registry WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
+        ([k for k, _ in items],),
+    )
+    stored = {k: at_rest.open_state(k, bytes(v)) for k, v in await cur.fetchall()}
+    updates: list[tuple[bytes, str]] = []
+    for key, new in items:
+        old = stored.get(key)
+        if old is None or old == new:
+            continue
+        try:
+            merged = crdt_decode(old).merge(crdt_decode(new)).to_bytes()
+        except (CrdtDecodeError, TypeError, ValueError, AttributeError):
+            merged = new
+        if merged != old:
+            updates.append((at_rest.seal_state(key, merged), key))
+    if updates:
+        await cur.executemany("UPDATE registry SET state = %s WHERE key = %s", updates)
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
@@ -79,22 +135,14 @@ class PostgresStore:
     the key it names raises ``secretbox.SealedKeyError``, without any ring ValueError."""
 
     def __init__(
-        self,
-        url: str,
-        pool_min: int = 1,
-        pool_max: int = 10,
-        exclusive: bool = True,
-        keys: NodeKeys | None = None,
+        self, url: str, pool_min: int = 1, pool_max: int = 10, keys: NodeKeys | None = None
     ):
         self.url = url
         self.keys = keys
         self.at_rest = AtRest(keys, "postgresql")
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
-        self.exclusive = exclusive
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
-        self.lock_wait_s = 5.0  # exclusive: open waits this long for another process to go
-        self._writer_lock: psycopg.AsyncConnection | None = None  # holds the exclusive lock
 
     @property
     def pool(self) -> AsyncConnectionPool:
@@ -149,8 +197,6 @@ class PostgresStore:
             raise
         self._pool_obj = pool
         try:
-            if self.exclusive:
-                await self._lock_writer()
             async with pool.connection() as conn:
                 await migrate(conn)
                 async with conn.transaction():
@@ -200,24 +246,44 @@ class PostgresStore:
             await c.executemany("UPDATE registry SET state = %s WHERE key = %s", regs)
             await c.executemany("UPDATE log SET body = %s WHERE origin = %s AND seq = %s", logs)
 
-    async def _lock_writer(self) -> None:
-        # a process that was just killed holds the lock until the server has ended its
-        # session, a moment later: a restart waits for that, up to lock_wait_s
-        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        deadline = asyncio.get_running_loop().time() + self.lock_wait_s
-        while True:
-            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_WRITER_LOCK,))
+    async def allocate_actor(self, wall_ms: int, holder: str) -> int:
+        """A new incarnation for one node process on this database (its actor is
+        ``region:<incarnation>``): greater than every incarnation used before on it (the
+        ``meta`` one of a single-process node and every earlier allocation), at least
+        ``wall_ms``; recorded in ``actors`` with ``holder`` (the process, for operators).
+        Concurrent callers get distinct values (an advisory transaction lock)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            cur = await conn.execute(
+                "SELECT greatest(%s, (SELECT coalesce(max(incarnation), 0) FROM actors) + 1, "
+                "(SELECT value::bigint FROM meta WHERE key = 'incarnation') + 1)",
+                (wall_ms,),
+            )
             row = await cur.fetchone()
-            if row and row[0]:
-                self._writer_lock = conn
-                return
-            if asyncio.get_running_loop().time() >= deadline:
-                await conn.close()
-                raise RuntimeError(
-                    "another regionsync process has this database open; one process per "
-                    "database is supported for now"
-                )
-            await asyncio.sleep(0.05)
+            incarnation = int(row[0]) if row else wall_ms
+            await conn.execute(
+                "INSERT INTO actors(incarnation, holder, started_at_ms) VALUES (%s, %s, %s)",
+                (incarnation, holder, wall_ms),
+            )
+        return incarnation
+
+    async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        """Log records of the origins in ``after`` with ``seq > after[origin]``, in seq
+        order per origin, at most ``limit`` in all (other origins are not read)."""
+        out: list[Record] = []
+        for origin, seq in sorted(after.items()):
+            if len(out) >= limit:
+                break
+            rows = await self._fetch(
+                f"SELECT {_RECORD_COLS} FROM log WHERE origin = %s AND seq > %s "
+                "ORDER BY seq LIMIT %s",
+                (origin, seq, limit - len(out)),
+            )
+            out.extend(
+                Record(r[0], r[1], r[2], self.at_rest.open_body(r[0], r[1], r[3]), (r[4], r[5]))
+                for r in rows
+            )
+        return out
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(
@@ -228,13 +294,6 @@ class PostgresStore:
         if self._pool_obj is not None:
             pool, self._pool_obj = self._pool_obj, None
             await pool.close()
-        if self._writer_lock is not None:
-            conn, self._writer_lock = self._writer_lock, None
-            try:  # released now, not when the server gets round to ending the session
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (_WRITER_LOCK,))
-            except psycopg.Error:
-                pass  # a lost session released it already
-            await conn.close()
 
     async def commit(self, batch: WriteBatch) -> None:
         # shielded: a cancelled caller must not cut a transaction short
@@ -243,11 +302,7 @@ class PostgresStore:
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             if b.registry:
-                await cur.executemany(
-                    "INSERT INTO registry(key, state) VALUES (%s, %s) "
-                    "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
-                    [(k, self.at_rest.seal_state(k, v)) for k, v in sorted(b.registry.items())],
-                )
+                await _merge_registry(cur, b.registry, self.at_rest)
             if b.records:
                 await cur.executemany(
                     f"INSERT INTO log({_RECORD_COLS}) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -291,8 +346,16 @@ class PostgresStore:
                     "region = excluded.region, created_at_ms = excluded.created_at_ms, "
                     "updated_at_ms = excluded.updated_at_ms, "
                     "generation = excluded.generation, owner_gen = excluded.owner_gen, "
-                    # a write of the delivery (an attempt's outcome) ends any claim on it
-                    "claimed_by = '', lease_until_ms = 0",
+                    # a write that changes the delivery (an attempt's outcome) ends any
+                    # claim on it; one that changes nothing (a record applied again,
+                    # echoed back by a peer) leaves the claim of an attempt in flight
+                    f"claimed_by = CASE WHEN {_CHANGED} THEN '' ELSE deliveries.claimed_by END, "
+                    f"lease_until_ms = CASE WHEN {_CHANGED} THEN 0 "
+                    "ELSE deliveries.lease_until_ms END "
+                    # several processes write one row: a state read before another
+                    # process recorded an outcome must not undo it (core.model
+                    # delivery_join's order; every local write moves up in it)
+                    f"WHERE {_join_key('excluded')} >= {_join_key('deliveries')}",
                     [
                         (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
                          d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms,
@@ -356,20 +419,7 @@ class PostgresStore:
             "SELECT (SELECT min(origin) FROM log WHERE origin > o.origin) FROM o "
             "WHERE o.origin IS NOT NULL) SELECT origin FROM o WHERE origin IS NOT NULL"
         )
-        out: list[Record] = []
-        for (origin,) in origins:
-            if len(out) >= limit:
-                break
-            rows = await self._fetch(
-                f"SELECT {_RECORD_COLS} FROM log WHERE origin = %s AND seq > %s "
-                "ORDER BY seq LIMIT %s",
-                (origin, after.get(origin, 0), limit - len(out)),
-            )
-            out.extend(
-                Record(r[0], r[1], r[2], self.at_rest.open_body(r[0], r[1], r[3]), (r[4], r[5]))
-                for r in rows
-            )
-        return out
+        return await self.records_of({o: after.get(o, 0) for (o,) in origins}, limit)
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
         return await self._once_more(self._truncate, dict(upto))
@@ -612,11 +662,27 @@ class PostgresStore:
         )
         return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
 
-    async def release_claims(self, holder: str) -> int:
-        """End every claim of ``holder`` (a process stopping cleanly); returns how many."""
+    async def release_claims(self, holder: str, ids: Sequence[str] | None = None) -> int:
+        """End the claims of ``holder``: every one (a process stopping cleanly), or those
+        on ``ids`` (claimed but not attempted: a full lane); returns how many."""
+        if ids is None:
+            return await self._write(
+                "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 WHERE claimed_by = %s",
+                (holder,),
+            )
         return await self._write(
-            "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 WHERE claimed_by = %s",
-            (holder,),
+            "UPDATE deliveries SET claimed_by = '', lease_until_ms = 0 "
+            "WHERE claimed_by = %s AND id = ANY(%s)",
+            (holder, sorted(ids)),
+        )
+
+    async def renew_claims(self, holder: str, ids: Sequence[str], until_ms: int) -> int:
+        """Extend ``holder``'s claims on ``ids`` (attempts still running or not yet
+        recorded) to ``until_ms``; returns how many it still held."""
+        return await self._write(
+            "UPDATE deliveries SET lease_until_ms = greatest(lease_until_ms, %s) "
+            "WHERE claimed_by = %s AND id = ANY(%s)",
+            (until_ms, holder, sorted(ids)),
         )
 
     async def next_due_ms(self, region: str) -> int | None:

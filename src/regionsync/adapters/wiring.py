@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import secrets
+import socket
 
 import uvicorn
 
@@ -16,6 +19,7 @@ from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
 from .jsonlog import JsonFormatter
+from .postgres_coordinator import PostgresCoordinator
 from .postgres_store import PostgresStore
 from .secretbox import NodeKeys
 from .sqlite_store import SqliteStore
@@ -51,14 +55,22 @@ def build_store(settings: Settings) -> SqliteStore | PostgresStore:
 
 
 def build_node(settings: Settings) -> Node:
-    """A Node wired with the production adapters (not started); its store encrypts
-    signing secrets with ``node_keys(settings)``."""
+    """A Node wired with the production adapters (not started); its SQLite store encrypts
+    signing secrets with ``node_keys(settings)``. On PostgreSQL the node is one of the
+    region's processes on that database (a PostgresCoordinator; one process is simply
+    the only one)."""
     clock = SystemClock()
     rng = system_rng()
     resolver = SystemResolver()
+    store = build_store(settings)
+    coordinator = None
+    if isinstance(store, PostgresStore):
+        holder = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+        coordinator = PostgresCoordinator(store, settings.region, holder)
     return Node(
         settings,
-        store=build_store(settings),
+        store=store,
+        coordinator=coordinator,
         clock=clock,
         rng=rng,
         ids=UlidSource(clock, rng),

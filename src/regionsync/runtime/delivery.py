@@ -25,6 +25,7 @@ from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S, OutcomeKind, attempt_row, next_step
+from .cohort import Claims
 from .operational import OperationalEvents
 from .outcomes import Outcome, OutcomeRecorder
 from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
@@ -39,6 +40,11 @@ _CRASH_BACKOFF_S = 60.0
 
 class DeliveryWorker:
     """Runs attempts for one node; ``run()`` loops until cancelled.
+
+    With ``claims`` (several processes per region), due deliveries are claimed through
+    it for ``delivery.claim_lease_s`` and renewed every third of it while their attempts
+    run or wait to be recorded (so only a dead process's claims expire); those claimed
+    but not started (a lane that filled meanwhile) are released at once.
 
     Due deliveries are claimed in ``next_attempt_at`` order, skipping endpoints whose lane
     is full (in-flight cap, rate limit, or a failing endpoint's probe not yet due), so a
@@ -58,8 +64,9 @@ class DeliveryWorker:
         rng: Rng,
         sender: Sender,
         ops: OperationalEvents | None = None,
+        claims: Claims | None = None,
     ):
-        self.custody, self.ops = custody, ops
+        self.custody, self.ops, self.claims = custody, ops, claims
         self.region, self.catalog, self.writer, self.queue = settings.region, catalog, writer, queue
         self.store, self.clock, self.rng, self.sender = store, clock, rng, sender
         self.opts = settings.delivery
@@ -80,6 +87,7 @@ class DeliveryWorker:
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
+        renewer = asyncio.create_task(self._renew_claims()) if self.claims else None
         try:
             while True:
                 self.queue.wake.clear()
@@ -107,8 +115,22 @@ class DeliveryWorker:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            recorder.cancel()
-            await asyncio.gather(recorder, return_exceptions=True)
+            for t in (recorder, renewer):
+                if t is not None:
+                    t.cancel()
+                    await asyncio.gather(t, return_exceptions=True)
+
+    async def _renew_claims(self) -> None:
+        """Every third of the lease, extend the claims of the attempts in flight."""
+        lease_s = self.opts.claim_lease_s
+        while True:
+            await self.clock.sleep(lease_s / 3)
+            if self.claims is not None and self.inflight:
+                until = self.clock.wall_ms() + int(lease_s * 1000)
+                try:
+                    await self.claims.renew(list(self.inflight), until)
+                except Exception:  # the next round tries again; the lease is longer
+                    log.exception("renewing %d delivery claims failed", len(self.inflight))
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)
@@ -167,7 +189,8 @@ class DeliveryWorker:
             self._forget_stale_health()
             await self._expire_starved(now_ms)
             blocked, soonest = self._blocked(now_s, now_ms)
-            due = await self._due(now_ms, free * 2, blocked)
+            # claims are taken for this process alone: no more than it can start
+            due = await self._due(now_ms, free if self.claims else free * 2, blocked)
             if not due:
                 return soonest
             refill = False
@@ -205,6 +228,8 @@ class DeliveryWorker:
                     self.custody.adopted(d.id)
                 self.inflight[d.id] = d.endpoint_id
                 launch.append((d, sends))
+            if self.claims is not None and len(launch) < len(due):
+                await self._unclaim([d for d in due if d.id not in self.inflight])
             await self._spawn(launch)
             if not refill:
                 return soonest
@@ -234,17 +259,32 @@ class DeliveryWorker:
 
     async def _due(self, now_ms: int, limit: int, blocked: set[str]) -> list[Delivery]:
         """Due deliveries of every owner custody gives this region, soonest first; an
-        adopted owner's only for the endpoints whose custodian this region is."""
+        adopted owner's only for the endpoints whose custodian this region is (claimed
+        for this process when ``claims`` is set)."""
         owners = self.custody.claimable()
         due: list[Delivery] = []
         for owner, rec in owners.items():
             skip = blocked if rec is None else blocked | self._foreign(owner, rec)
+            if self.claims is not None:
+                lease_ms = int(self.opts.claim_lease_s * 1000)
+                due += await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
+                continue
             due += await self.store.due_deliveries(
                 owner, now_ms, limit, list(self.inflight), sorted(skip)
             )
         if len(owners) > 1:
             due.sort(key=lambda d: (d.next_attempt_at_ms or 0, d.id))
+        if self.claims is not None and len(due) > limit:
+            await self._unclaim(due[limit:])
         return due[:limit]
+
+    async def _unclaim(self, rows: list[Delivery]) -> None:
+        """Release claims taken but not attempted (else they wait for their lease)."""
+        if self.claims is not None and rows:
+            try:
+                await self.claims.release([d.id for d in rows])
+            except Exception:  # they expire with their lease
+                log.exception("releasing %d delivery claims failed", len(rows))
 
     def _foreign(self, owner: str, rec: CustodyRecord) -> set[str]:
         """Endpoints of the registry whose ``owner`` deliveries another region delivers."""

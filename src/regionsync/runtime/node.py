@@ -19,6 +19,7 @@ The parts (each its own module) receive only what they use:
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
 | ``ops`` (operational.OperationalEvents) | operational webhooks (queue, publishing task) |
 | ``telemetry`` (telemetry.Telemetry, on the writer) | latency histograms, spans |
+| ``cohort`` (cohort.Cohort, processes sharing a database) | following the others, the role |
 
 The node never touches a socket, a file or the system clock itself, so the simulator and
 the production CLI run this same code.
@@ -34,6 +35,7 @@ from typing import Any
 from ..config import Settings
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
+from .cohort import Cohort, Coordinator
 from .custody import Custody
 from .delivery import DeliveryWorker
 from .event_types import EventTypeOps
@@ -60,6 +62,12 @@ class Node:
 
     The HTTP API calls the parts directly; their public coroutines raise
     ``regionsync.errors.ClientError`` subclasses for bad input or missing objects.
+
+    With a ``coordinator`` (a PostgreSQL store shared by several processes of the region,
+    runtime/cohort.py) the node writes as an actor of its own allocated at each start,
+    follows the other processes' records, claims deliveries with a lease, and runs the
+    replication role (gRPC server, peer links, anti-entropy, custody, truncation, jobs)
+    only while it holds the region's lock.
     """
 
     def __init__(
@@ -73,6 +81,7 @@ class Node:
         transport: PeerTransport,
         sender: Sender,
         resolver: Resolver,
+        coordinator: Coordinator | None = None,
     ):
         self.settings, self.region = settings, settings.region
         self.store, self.clock, self.transport, self.sender = store, clock, transport, sender
@@ -103,7 +112,8 @@ class Node:
         )  # fmt: skip
         self.recovery = Recovery(
             settings, self.catalog, writer, self.queue, ids=ids, spawn=self._spawn,
-            runs_here=self.custody.runs, **parts,
+            runs_here=self.custody.runs,
+            runs_jobs=lambda: self.cohort is None or self.cohort.leading, **parts,
         )  # fmt: skip
         self.replica = Replica(
             settings, self.catalog, writer, self.keys, self.peers, self.counters, **parts
@@ -118,7 +128,7 @@ class Node:
         )
         self.delivery = DeliveryWorker(
             settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=sender,
-            ops=self.ops, **parts,
+            ops=self.ops, claims=coordinator, **parts,
         )  # fmt: skip
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
@@ -126,6 +136,14 @@ class Node:
             self.custody,
         )  # fmt: skip
         self._tasks: list[asyncio.Task[None]] = []
+        self._role: list[asyncio.Task[None]] = []  # the replication role's tasks
+        self.coordinator = coordinator
+        self.cohort: Cohort | None = None
+        if coordinator is not None:
+            self.cohort = Cohort(
+                settings, coordinator, writer, self.catalog, self.keys, store=store,
+                clock=clock, start_role=self._start_role, stop_role=self._stop_role,
+            )  # fmt: skip
         self.started = False
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
@@ -135,9 +153,12 @@ class Node:
         """Open the store, load state, start serving peers, replicating and delivering."""
         store, writer = self.store, self.writer
         info = await store.open(self.region, new_incarnation=self.clock.wall_ms())
+        incarnation, fresh = info.incarnation, info.fresh
+        if self.coordinator is not None:  # an actor of its own, never used before
+            incarnation, fresh = await self.coordinator.allocate_actor(self.clock.wall_ms()), True
         self.catalog.load(await store.load_registry())
-        writer.open(self.region, info.incarnation, await store.load_version_vector())
-        writer.expect_peers([p.region for p in self.settings.peers], info.fresh)
+        writer.open(self.region, incarnation, await store.load_version_vector())
+        writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()
         self.keys.load(await store.load_idempotency())
         self.queue.backlog = (await store.counts(self.region))["deliveries_pending"]
@@ -150,18 +171,59 @@ class Node:
         )  # fmt: skip
         if not writer.actor_checked.is_set():
             self._spawn(self._actor_check(), "actor-check")
-        await self.transport.serve(lambda stream: serve_stream(self.links, stream))
-        self._spawn(self._purge_loop(), "purge")
-        self._spawn(self.replica.run_truncation(), "truncate")
-        self._spawn(self.delivery.run(), "delivery")
-        self._spawn(self.custody.run(), "custody")
-        self._spawn(self.recovery.run(), "jobs")
-        if self.ops.enabled:  # no task when off (simulator traces stay as they were)
-            self._spawn(self.ops.run(), "operational")
-        for peer in self.settings.peers:
-            link = PeerLink(self.links, self.peers[peer.region])
-            self._spawn(link.run(), f"peer-{peer.region}")
+        if self.cohort is None:
+            await self._start_role()
+        else:
+            # the replication holder decides custody; the others deliver what it says
+            self.custody.ready = True
+            self._spawn(self.cohort.run_follow(), "follow")
+            await self.cohort.step_leader()
+            self._spawn(self.cohort.run_leader(), "replication-role")
+            for coro, name in self._parts(role=False):
+                self._spawn(coro, name)
         self.started = True
+
+    def _parts(self, role: bool | None) -> list[tuple[Coroutine[Any, Any, None], str]]:
+        """The background tasks in start order: the replication role's (``role`` True),
+        the others (False) or all (None)."""
+        parts = [
+            (False, self._purge_loop, "purge"),
+            (True, self.replica.run_truncation, "truncate"),
+            (False, self.delivery.run, "delivery"),
+            (True, self.custody.run, "custody"),
+            (True, self.recovery.run, "jobs"),
+        ]
+        if self.ops.enabled:  # no task when off (simulator traces stay as they were)
+            parts.append((False, self.ops.run, "operational"))
+        for peer in self.settings.peers:
+            parts.append((True, PeerLink(self.links, self.peers[peer.region]).run,
+                          f"peer-{peer.region}"))  # fmt: skip
+        return [(fn(), name) for r, fn, name in parts if role is None or r == role]
+
+    async def _start_role(self) -> None:
+        """Serve peers and start replicating, anti-entropy, truncation, custody and jobs
+        (raises OSError if the gRPC address cannot be bound). A single process (no
+        cohort) starts every background task here, in the order it always had."""
+        await self.transport.serve(lambda stream: serve_stream(self.links, stream))
+        if self.cohort is None:
+            for coro, name in self._parts(role=None):
+                self._spawn(coro, name)
+            return
+        # what the previous holder did is in the store
+        self.replica.log_floor = await self.store.load_log_floor()
+        self.replica.held.clear()
+        for coro, name in self._parts(role=True):
+            self._role.append(asyncio.create_task(coro, name=name))
+
+    async def _stop_role(self) -> None:
+        """Stop what ``_start_role`` started (the role went to another process)."""
+        role, self._role = self._role, []
+        for t in role:
+            t.cancel()
+        await asyncio.gather(*role, return_exceptions=True)
+        await self.transport.stop()
+        for status in self.peers.values():
+            status.connected = False
 
     async def stop(self) -> None:
         """Stop background tasks and the transport, then close the store."""
@@ -170,7 +232,9 @@ class Node:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        await self.transport.stop()
+        await self._stop_role()
+        if self.coordinator is not None:
+            await self.coordinator.close()
         async with self.writer.lock:
             await self.store.close()
 

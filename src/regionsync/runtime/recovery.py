@@ -88,12 +88,16 @@ class Recovery:
         ids: IdSource,
         spawn: Callable[[Coroutine[Any, Any, None], str], None],
         runs_here: Callable[[str, str], bool] = lambda owner, endpoint: True,
+        runs_jobs: Callable[[], bool] = lambda: True,
     ):
         self.settings, self.region = settings, settings.region
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.store, self.clock, self.ids, self.spawn = store, clock, ids, spawn
         self.runs_here = runs_here  # (owner region, endpoint id) -> custody is ours
         self._running: dict[str, None] = {}  # job ids with a runner in this process
+        # False in a process without the region's replication role (runtime/cohort.py):
+        # the holder runs the jobs (``run`` picks a recorded one up), never two processes
+        self.runs_jobs = runs_jobs
 
     async def delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
         """A delivery of the live tenant (``Catalog.delivery_visible``), else NotFound."""
@@ -236,7 +240,8 @@ class Recovery:
         async with self.writer.local_lock():
             durable = self._put(job, audit=note)
         await durable
-        self._start(job)
+        if self.runs_jobs():
+            self._start(job)
         return job
 
     def _start(self, job: Job) -> None:

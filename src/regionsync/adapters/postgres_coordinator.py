@@ -1,0 +1,93 @@
+"""The coordinator of one node process among several on one PostgreSQL database (issue
+16): what runtime/cohort.py asks of the database, over PostgresStore and the two
+dedicated sessions of postgres_cluster (the replication role's advisory lock and the
+LISTEN of registry commits)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+import psycopg
+
+from ..core.model import Delivery, Record
+from .postgres_cluster import AdvisoryLeader, RegistryListener
+from .postgres_store import PostgresStore
+
+__all__ = ["PostgresCoordinator"]
+
+log = logging.getLogger(__name__)
+
+
+class PostgresCoordinator:
+    """``holder`` names this process (``host/pid/random``: delivery claims and the
+    ``actors`` table show it); the replication role of ``region`` is the advisory lock
+    ``regionsync/replication/<region>``. Implements runtime.cohort.Coordinator."""
+
+    def __init__(self, store: PostgresStore, region: str, holder: str):
+        self.store, self.region, self.holder = store, region, holder
+        self._leader = AdvisoryLeader(store.url, f"regionsync/replication/{region}")
+        self._listener: RegistryListener | None = None
+
+    async def allocate_actor(self, wall_ms: int) -> int:
+        """A new incarnation for this process (PostgresStore.allocate_actor)."""
+        return await self.store.allocate_actor(wall_ms, self.holder)
+
+    async def is_leader(self) -> bool:
+        """Acquire or confirm the region's replication role (AdvisoryLeader.poll); False
+        when another process holds it or the database cannot confirm."""
+        return await self._leader.poll()
+
+    async def changes(self) -> AsyncIterator[None]:
+        """Yields once per registry commit of any process (NOTIFY), reconnecting after a
+        lost session (a second later); never ends."""
+        while True:
+            listener = RegistryListener(self.store.url)
+            self._listener = listener
+            try:
+                await listener.start()
+                yield None  # (re)connected: whatever was missed meanwhile is read now
+                async for _ in listener:
+                    yield None
+            except (psycopg.Error, OSError) as exc:
+                log.warning("registry notifications lost (%s); reconnecting", exc)
+            finally:
+                await listener.close()
+            await asyncio.sleep(1.0)
+
+    async def load_version_vector(self) -> dict[str, int]:
+        return await self.store.load_version_vector()
+
+    async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
+        return await self.store.records_of(after, limit)
+
+    async def claim_due(
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        lease_ms: int,
+        exclude_endpoints: Sequence[str] = (),
+    ) -> list[Delivery]:
+        """PostgresStore.claim_due for this process (``holder``)."""
+        return await self.store.claim_due(
+            region, now_ms, limit, self.holder, lease_ms, exclude_endpoints
+        )
+
+    async def release(self, delivery_ids: Sequence[str]) -> None:
+        """End this process's claims on ``delivery_ids`` (claimed, not attempted)."""
+        await self.store.release_claims(self.holder, delivery_ids)
+
+    async def renew(self, delivery_ids: Sequence[str], until_ms: int) -> None:
+        """Extend this process's claims on ``delivery_ids`` to ``until_ms``."""
+        await self.store.renew_claims(self.holder, delivery_ids, until_ms)
+
+    async def close(self) -> None:
+        """Give up the role and this process's claims (a clean stop); the store stays
+        open (the node closes it)."""
+        await self._leader.close()
+        try:
+            await self.store.release_claims(self.holder)
+        except (psycopg.Error, RuntimeError) as exc:
+            log.warning("delivery claims not released (%s): they expire with their lease", exc)

@@ -1,0 +1,259 @@
+"""One node process among several that share a region's database (issue 16).
+
+Every process accepts publish, inbound and registry writes and delivers; each writes as
+a CRDT actor of its own (``region:incarnation``, a new incarnation allocated in the
+database at every start: README "Several processes per region" gives the reason), so
+each has its own log sequence and version vector entry. This module keeps a process in
+step with the others:
+
+- **follow** (every process): the region's log is shared, so records committed by the
+  other processes (their own writes, and peer regions' records the replication holder
+  applied) are read from it and merged into this process's memory (registry, so matching
+  and lanes see them; Idempotency-Keys; HLC; version vectors), never written again. A
+  NOTIFY of a registry commit wakes it at once; otherwise it reads every
+  ``replication.follow_interval_ms``. Records truncated before they were read (or state
+  an anti-entropy pass merged without records) are made up by merging the stored
+  registry rows.
+- **the replication role** (one process per region): the holder of the region's
+  advisory lock (``Coordinator.is_leader``, polled every ``replication.leader_poll_s``)
+  serves gRPC, dials the peers, runs anti-entropy, custody and truncation
+  (``start_role``/``stop_role`` of the node); its links read the shared log, so they
+  ship every local actor's records. When the holder dies its session ends, the lock is
+  free and another process takes the role at its next poll.
+
+Delivery claims (``Coordinator.claim_due``) are used by runtime/delivery.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+from crdt import CRDT, ClockDriftError, Timestamp, decode
+
+from ..config import Settings
+from ..core.model import Delivery, Record
+from ..core.records import decode_body
+from .ports import Clock, Store
+from .state import Catalog, IdempotencyKeys
+from .writepath import WritePath
+
+__all__ = ["Claims", "Cohort", "Coordinator"]
+
+log = logging.getLogger("regionsync.cohort")
+
+_FOLLOW_BATCH = 2000  # records read per follow round
+_COALESCE_S = 0.01  # notifications within this are read in one round
+
+
+class Claims(Protocol):
+    """Due deliveries claimed for this process with a lease, when several processes
+    deliver one region's deliveries (runtime/cohort.Coordinator): a claimed delivery is
+    not claimed by another process until its outcome is written or the lease expires."""
+
+    async def claim_due(
+        self,
+        region: str,
+        now_ms: int,
+        limit: int,
+        lease_ms: int,
+        exclude_endpoints: Sequence[str] = (),
+    ) -> list[Delivery]: ...
+
+    async def release(self, delivery_ids: Sequence[str]) -> None: ...
+
+    async def renew(self, delivery_ids: Sequence[str], until_ms: int) -> None: ...
+
+
+class Coordinator(Claims, Protocol):
+    """What a process asks of the database it shares (adapters/postgres_coordinator.py).
+
+    ``holder`` names the process. ``changes`` yields whenever any process committed a
+    registry change (and once after each (re)connection). Its ``Claims`` are those of
+    ``holder``."""
+
+    holder: str
+
+    async def allocate_actor(self, wall_ms: int) -> int: ...
+
+    async def is_leader(self) -> bool: ...
+
+    def changes(self) -> AsyncIterator[None]: ...
+
+    async def load_version_vector(self) -> dict[str, int]: ...
+
+    async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]: ...
+
+    async def close(self) -> None: ...
+
+
+class Cohort:
+    """This process's part among the region's processes; see the module docstring.
+
+    ``start_role``/``stop_role`` start and stop the replication role's parts (raising
+    OSError when the gRPC port cannot be bound yet: the role is tried again at the next
+    poll). ``leading`` tells whether this process runs them now."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        coordinator: Coordinator,
+        writer: WritePath,
+        catalog: Catalog,
+        keys: IdempotencyKeys,
+        *,
+        store: Store,
+        clock: Clock,
+        start_role: Callable[[], Awaitable[None]],
+        stop_role: Callable[[], Awaitable[None]],
+    ):
+        self.settings, self.coordinator, self.writer = settings, coordinator, writer
+        self.catalog, self.keys, self.store, self.clock = catalog, keys, store, clock
+        self._start_role, self._stop_role = start_role, stop_role
+        self.leading = False
+        self.followed = 0  # records of other actors merged into memory
+        self.reloads = 0  # registry reloads (records gone before they were read)
+        self._wake = asyncio.Event()
+
+    # -- follow ---------------------------------------------------------------------------
+
+    async def follow_once(self) -> int:
+        """Merge into memory what the other actors committed since the last call (up to
+        ``_FOLLOW_BATCH`` records); returns how many records were merged."""
+        writer = self.writer
+        stored = await self.coordinator.load_version_vector()
+        want = {
+            o: writer.version_vector.get(o, 0)
+            for o, s in stored.items()
+            if o != writer.actor and s > writer.version_vector.get(o, 0)
+        }
+        if not want:
+            return 0
+        records = await self.coordinator.records_of(want, _FOLLOW_BATCH)
+        by_origin: dict[str, list[Record]] = {}
+        for r in records:
+            by_origin.setdefault(r.origin, []).append(r)
+        complete = len(records) < _FOLLOW_BATCH  # every wanted origin was read
+        gaps: set[str] = set()
+        merged = 0
+        async with writer.lock:
+            for origin in sorted(want):
+                rows = by_origin.get(origin, [])
+                if not rows and complete and stored[origin] > writer.version_vector.get(origin, 0):
+                    gaps.add(origin)  # truncated, or merged by anti-entropy without records
+                for r in rows:
+                    have = writer.version_vector.get(origin, 0)
+                    if r.seq <= have:
+                        continue  # the replication holder applied it itself meanwhile
+                    if r.seq != have + 1:
+                        gaps.add(origin)
+                        break
+                    self._merge(r)
+                    merged += 1
+        if gaps:
+            await self._reload_registry({o: stored[o] for o in gaps})
+        if merged or gaps:
+            self.followed += merged
+            writer.notify_log()  # the replication holder ships them
+        return merged
+
+    def _merge(self, r: Record) -> None:
+        """Merge one record of another actor into memory (write lock held): registry,
+        Idempotency-Key, HLC, version vectors. Its rows are in the store already."""
+        try:
+            decoded = decode_body(r.kind, r.body)
+        except ValueError as exc:  # written by a process of this region: a bug
+            log.error("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
+        else:
+            self.catalog.apply(decoded.registry)
+            if decoded.idempotency is not None:
+                self.keys.merge(decoded.idempotency)
+        with contextlib.suppress(ClockDriftError, ValueError):
+            self.writer.hlc.observe(Timestamp(*r.hlc), self.clock.wall_ms())
+        self._advance(r.origin, r.seq)
+
+    def _advance(self, origin: str, seq: int) -> None:
+        w = self.writer
+        w.version_vector[origin] = max(w.version_vector.get(origin, 0), seq)
+        w.durable_vv[origin] = max(w.durable_vv.get(origin, 0), seq)
+
+    async def _reload_registry(self, upto: Mapping[str, int]) -> None:
+        """Merge every stored registry row into memory (a join: nothing of memory is
+        lost), then count the origins of ``upto`` as held up to their seq."""
+        states = await self.store.load_registry()
+        deltas: dict[str, CRDT] = {}
+        for key, data in states.items():
+            try:
+                deltas[key] = decode(data)
+            except Exception as exc:  # noqa: BLE001 (crdt raises several types)
+                log.error("registry row %s does not decode: %s", key, exc)
+        async with self.writer.lock:
+            try:
+                self.catalog.apply(deltas)
+            except TypeError as exc:
+                log.error("registry rows not merged: %s", exc)
+            for origin, seq in upto.items():
+                self._advance(origin, seq)
+        self.reloads += 1
+        log.info("registry merged from the store (records of %s gone)", sorted(upto))
+
+    async def run_follow(self) -> None:
+        """Follow until cancelled: at a registry NOTIFY (those within 10 ms in one
+        round), else every ``follow_interval_ms``."""
+        listener = asyncio.create_task(self._listen())
+        interval = self.settings.replication.follow_interval_ms / 1000
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    while await self.follow_once() >= _FOLLOW_BATCH:
+                        pass
+                except Exception:  # the database is away: try again at the next round
+                    log.exception("reading the other processes' records failed")
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(interval):
+                        await self._wake.wait()
+                # every publish commit notifies (usage counters are registry keys): read
+                # once per _COALESCE_S at most, not once per notification
+                await self.clock.sleep(min(_COALESCE_S, interval))
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+
+    async def _listen(self) -> None:
+        async for _ in self.coordinator.changes():
+            self._wake.set()
+
+    # -- the replication role ---------------------------------------------------------------
+
+    async def step_leader(self) -> bool:
+        """Take, keep or give up the replication role once; returns ``leading``."""
+        held = await self.coordinator.is_leader()
+        if held and not self.leading:
+            try:
+                await self.follow_once()  # hold what the previous holder applied
+                await self._start_role()
+            except OSError as exc:  # the port is not free yet: next poll
+                log.warning("replication role not started yet: %s", exc)
+                await self._stop_role()
+                return False
+            self.leading = True
+            log.info("%s holds the replication role of %s", self.writer.actor,
+                     self.settings.region)  # fmt: skip
+        elif not held and self.leading:
+            self.leading = False
+            await self._stop_role()
+            log.warning("%s gave up the replication role", self.writer.actor)
+        return self.leading
+
+    async def run_leader(self) -> None:
+        """Poll for the role every ``replication.leader_poll_s`` until cancelled."""
+        while True:
+            await self.clock.sleep(self.settings.replication.leader_poll_s)
+            try:
+                await self.step_leader()
+            except Exception:
+                log.exception("replication role step failed")

@@ -1,0 +1,119 @@
+"""Two node processes of one region on one PostgreSQL database (runtime/cohort.py, issue
+16), in-process with real gRPC on loopback to a SQLite region: actors of their own, one
+replication holder, following the other's records (also after they were truncated), and
+the role taken over when the holder stops."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from memnodes import RecordingSender, StaticResolver, eventually
+
+from regionsync.adapters.grpc_transport import GrpcTransport
+from regionsync.adapters.postgres_coordinator import PostgresCoordinator
+from regionsync.adapters.postgres_store import PostgresStore
+from regionsync.adapters.system import SystemClock, UlidSource, system_rng
+from regionsync.adapters.wiring import build_store
+from regionsync.config import load_settings
+from regionsync.demo import free_port
+from regionsync.runtime.node import Node
+
+
+def node(tmp: Path, region: str, port: int, peer: str, peer_port: int, store: str,
+         holder: str = "", follow_ms: float = 20.0) -> Node:  # fmt: skip
+    settings = load_settings(
+        None,
+        region=region,
+        data_dir=tmp / region,
+        store=store,
+        grpc_listen=f"127.0.0.1:{port}",
+        peers=[{"region": peer, "address": f"127.0.0.1:{peer_port}"}],
+        replication={"reconnect_min_s": 0.05, "reconnect_max_s": 0.2, "truncate_interval_s": 0.05,
+                     "leader_poll_s": 0.05, "follow_interval_ms": follow_ms,
+                     "custody_interval_s": 0.1, "heartbeat_s": 0.1},
+    )  # fmt: skip
+    clock, rng = SystemClock(), system_rng()
+    st = build_store(settings)
+    coordinator = None
+    if isinstance(st, PostgresStore):
+        coordinator = PostgresCoordinator(st, region, holder)
+    return Node(
+        settings,
+        store=st,
+        clock=clock,
+        rng=rng,
+        ids=UlidSource(clock, rng),
+        transport=GrpcTransport(settings.grpc_listen),
+        sender=RecordingSender(),
+        resolver=StaticResolver(),
+        coordinator=coordinator,
+    )
+
+
+async def test_two_processes_follow_each_other_and_hand_over_the_role(
+    tmp_path: Path, pg_url: str
+) -> None:
+    pg_port, lite_port = free_port(), free_port()
+    a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
+    b = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "b")
+    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+    running = [a, b, lite]
+    try:
+        await a.start()
+        await b.start()
+        await lite.start()
+        assert a.cohort is not None and b.cohort is not None
+        assert a.cohort.leading and not b.cohort.leading  # the first one took the role
+        assert a.writer.actor != b.writer.actor  # one actor per process
+        assert a.writer.actor.startswith("pg:") and b.writer.actor.startswith("pg:")
+
+        # b's change is shipped by a (the holder) and truncated once lite acked it
+        await b.registry_ops.create_tenant("made-in-b", "B")
+
+        def lite_has_b() -> bool:
+            return lite.catalog.registry.has_tenant("made-in-b")
+
+        await eventually(lite_has_b)
+        await eventually(lambda: a.replica.log_floor.get(b.writer.actor, 0) >= 1)
+
+        # a recovery job started through b (not the holder) is run by a, once
+        ep = await b.registry_ops.create_endpoint("made-in-b", {"url": "https://example.com/h"})
+        job = await b.recovery.start_job("made-in-b", ep.id, "replay-missing", 0)
+        assert job.id not in b.recovery._running
+
+        def job_done() -> bool:
+            return a.catalog.jobs.get(job.id, {}).get("status") == "succeeded"
+
+        await eventually(job_done)
+        assert job.id not in b.recovery._running
+
+        # a record of the SQLite region applied by a (the holder) reaches b's memory,
+        # even though it left the log (truncated once every peer had it) before b read it
+        (follow,) = [t for t in b._tasks if t.get_name() == "follow"]
+        follow.cancel()  # b reads no more by itself (a NOTIFY would wake it at once)
+        await lite.registry_ops.create_tenant("made-in-lite", "L")
+        await eventually(lambda: a.replica.log_floor.get(lite.writer.actor, 0) >= 1)
+        assert not b.catalog.registry.has_tenant("made-in-lite")
+        await b.cohort.follow_once()
+        assert b.catalog.registry.has_tenant("made-in-lite")
+        assert b.cohort.reloads >= 1
+        assert (
+            b.writer.durable_vv[lite.writer.actor] == lite.writer.version_vector[lite.writer.actor]
+        )
+
+        # the holder stops: b takes the role, binds the gRPC port and ships its records
+        await a.stop()
+        running.remove(a)
+        await eventually(lambda: b.cohort is not None and b.cohort.leading)
+        await b.registry_ops.create_tenant("after-handover", "C")
+        await eventually(lambda: lite.catalog.registry.has_tenant("after-handover"))
+        await lite.registry_ops.create_tenant("after-handover-lite", "L2")
+        await eventually(lambda: b.catalog.registry.has_tenant("after-handover-lite"))
+        await eventually(
+            lambda: b.catalog.registry.state_hash() == lite.catalog.registry.state_hash()
+        )
+    finally:
+        for n in running:
+            await n.stop()
+        await asyncio.sleep(0)

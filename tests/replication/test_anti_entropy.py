@@ -37,6 +37,28 @@ async def same_events(*nodes) -> bool:
     return len({tuple(await events_of(n)) for n in nodes}) == 1
 
 
+async def tree_is_current(node) -> bool:
+    """The node's kept tree equals one built from scratch now (as ``state_tree`` built it
+    before issue 17): every bucket down to depth 2, and the replicated root."""
+    tree = node.anti_entropy.tree
+    full, replicated = HashTree(tree.depth), HashTree(tree.depth)
+    for key, state in node.catalog.registry.states().items():
+        full.put("r/" + key, state.to_bytes())
+        replicated.put("r/" + key, state.to_bytes())
+    for event_id in await node.store.list_event_ids():
+        full.put("e/" + event_id, b"")
+        replicated.put("e/" + event_id, b"")
+    for d in await node.store.load_deliveries():
+        full.put("d/" + d.id, encode_body(delivery=d))
+        replicated.put("d/" + d.id, encode_body(delivery=d) if d.status.final else b"")
+    levels = ["", *children(""), *(c for b in children("") for c in children(b))]
+    return (
+        all(tree.hash(b) == full.hash(b) and tree.count(b) == full.count(b) for b in levels)
+        and tree.replicated_root() == replicated.hash("")
+        and len(tree) == len(full) > 0
+    )
+
+
 async def test_log_truncated_once_every_peer_acked(net, started) -> None:
     a, b, c = await start(
         started,
@@ -115,6 +137,10 @@ async def test_partitioned_peer_behind_floor_is_repaired_by_anti_entropy(net, st
     dl = [sorted((d.id, d.status) for d in await n.store.load_deliveries()) for n in (a, c)]
     await eventually(lambda: converged(a, b, c))
     assert {x[0] for x in dl[0]} == {x[0] for x in dl[1]}
+    # issue 17: the trees were kept by commits through it all, built once per node
+    for n in (a, b, c):
+        await eventually(lambda n=n: tree_is_current(n))
+        assert n.anti_entropy.builds == 1
 
 
 async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
@@ -145,6 +171,9 @@ async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
     await b2.registry_ops.create_tenant("gamma", "Gamma")
     await eventually(lambda: a.catalog.registry.tenant("gamma") is not None)
     await eventually(lambda: converged(a, b2))
+    for n in (a, b2):  # issue 17: kept by commits (and merged state), built once
+        await eventually(lambda n=n: tree_is_current(n))
+        assert n.anti_entropy.builds == 1
 
 
 async def test_malformed_state_chunk_is_rejected_and_never_merged(net, started) -> None:

@@ -158,6 +158,8 @@ class Node:
         self._spawn(self.recovery.run(), "jobs")
         if self.ops.enabled:  # no task when off (simulator traces stay as they were)
             self._spawn(self.ops.run(), "operational")
+        if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits
+            self._spawn(self.anti_entropy.warm(), "state-tree")
         for peer in self.settings.peers:
             link = PeerLink(self.links, self.peers[peer.region])
             self._spawn(link.run(), f"peer-{peer.region}")

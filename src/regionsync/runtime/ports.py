@@ -372,7 +372,9 @@ class RecordSink(Protocol):
 class StateSync(Protocol):
     """The anti-entropy state of a node (runtime/antientropy.py)."""
 
-    async def state_tree(self) -> HashTree: ...
+    async def state_tree(self) -> HashTree:
+        """The node's hash tree, kept current by commits (built once, on first use)."""
+        ...
 
     async def digest(self) -> tuple[dict[str, int], bytes]:
         """``(durable version vector, state root)`` for a digest; root b"" when busy."""

@@ -49,6 +49,8 @@ class WritePath:
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
         self.commits = 0  # group commits so far (keys caches of derived state)
         self.telemetry = Telemetry()  # the node's histograms and tracer (runtime/telemetry)
+        # called with every committed batch, after durable_vv moved (antientropy's tree)
+        self.commit_observers: list[Callable[[WriteBatch], None]] = []
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -138,6 +140,8 @@ class WritePath:
         self.commits += 1
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
+        for observe in self.commit_observers:
+            observe(batch)
         self.notify_log()
 
     @property

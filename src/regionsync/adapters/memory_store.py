@@ -142,9 +142,22 @@ class MemoryStore:
         self._check()
         return list(self._idem.values())
 
-    async def purge_idempotency(self, before_ms: int) -> int:
+    async def get_idempotency(
+        self, tenant: str, key: str
+    ) -> tuple[str, str, str, str, int, str] | None:
         self._check()
-        old = [k for k, row in self._idem.items() if row[4] < before_ms]
+        return self._idem.get((tenant, key))
+
+    async def idempotency_of_events(
+        self, event_ids: Sequence[str]
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        self._check()
+        wanted = set(event_ids)
+        return sorted(row for row in self._idem.values() if row[2] in wanted)
+
+    async def purge_idempotency(self, before_ms: int, limit: int) -> int:
+        self._check()
+        old = [k for k, row in self._idem.items() if row[4] < before_ms][:limit]
         for k in old:
             del self._idem[k]
         return len(old)

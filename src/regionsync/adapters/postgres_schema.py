@@ -79,6 +79,12 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_time ON audit(hlc_wall, hlc_logical, origin, seq);
     CREATE INDEX audit_tenant ON audit(tenant, hlc_wall, hlc_logical, origin, seq);
     """,
+    # 4: Idempotency-Keys are looked up in the store, not held in memory (issue 17): by
+    # event for anti-entropy items, by age for the purge in bounded batches
+    """
+    CREATE INDEX idempotency_event ON idempotency(event_id);
+    CREATE INDEX idempotency_age ON idempotency(created_at_ms);
+    """,
 ]
 
 

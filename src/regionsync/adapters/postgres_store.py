@@ -384,8 +384,32 @@ class PostgresStore:
         )
         return [tuple(r) for r in rows]  # type: ignore[misc]
 
-    async def purge_idempotency(self, before_ms: int) -> int:
-        return await self._write("DELETE FROM idempotency WHERE created_at_ms < %s", (before_ms,))
+    async def get_idempotency(
+        self, tenant: str, key: str
+    ) -> tuple[str, str, str, str, int, str] | None:
+        rows = await self._fetch(
+            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency "
+            "WHERE tenant = %s AND key = %s",
+            (tenant, key),
+        )
+        return tuple(rows[0]) if rows else None  # type: ignore[return-value]
+
+    async def idempotency_of_events(
+        self, event_ids: Sequence[str]
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        rows = await self._fetch(
+            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency "
+            "WHERE event_id = ANY(%s) ORDER BY tenant, key",
+            (list(event_ids),),
+        )
+        return sorted(tuple(r) for r in rows)  # type: ignore[misc]
+
+    async def purge_idempotency(self, before_ms: int, limit: int) -> int:
+        return await self._write(
+            "DELETE FROM idempotency WHERE ctid = ANY(ARRAY("
+            "SELECT ctid FROM idempotency WHERE created_at_ms < %s LIMIT %s))",
+            (before_ms, limit),
+        )
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         rows = await self._fetch(

@@ -147,7 +147,8 @@ class AntiEntropy:
         out: list[tuple[str, bytes]] = []
         if registry:
             out.append(("registry", encode_body(registry=registry)))
-        keys = self.idempotency.rows_by_event() if any(i[:2] == "e/" for i in idents) else {}
+        event_ids = [i[2:] for i in idents if i[:2] == "e/"]
+        keys = await self.idempotency.rows_by_event(event_ids) if event_ids else {}
         for ident in idents:
             kind, oid = ident[:2], ident[2:]
             if kind == "e/" and (event := await self.store.get_event(oid)) is not None:

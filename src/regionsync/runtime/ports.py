@@ -197,11 +197,27 @@ class Store(Protocol):
         ...
 
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
-        """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``."""
+        """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``
+        (tests and tools; a node looks keys up one by one, ``get_idempotency``)."""
         ...
 
-    async def purge_idempotency(self, before_ms: int) -> int:
-        """Delete Idempotency-Keys created before ``before_ms``; returns how many."""
+    async def get_idempotency(
+        self, tenant: str, key: str
+    ) -> tuple[str, str, str, str, int, str] | None:
+        """The stored row of Idempotency-Key ``key`` of ``tenant`` (expired or not), or
+        None; one primary-key read."""
+        ...
+
+    async def idempotency_of_events(
+        self, event_ids: Sequence[str]
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        """The stored rows whose event is one of ``event_ids`` (an index on event_id)."""
+        ...
+
+    async def purge_idempotency(self, before_ms: int, limit: int) -> int:
+        """Delete at most ``limit`` Idempotency-Keys created before ``before_ms`` (an
+        index on the creation time); returns how many. Callers repeat until fewer than
+        ``limit`` were deleted, so no one statement holds the write lock for long."""
         ...
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None: ...

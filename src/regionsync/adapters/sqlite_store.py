@@ -99,6 +99,7 @@ CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency(created_at_ms);
 # bytes per page of a new store: a 4 KiB page holds one ~2 KB event and wastes the rest
 # (measured by bench/restart.py: 4.4x the payload on disk); 8 KiB pages hold three
 PAGE_SIZE = 8192
+VACUUM_PAGES = 2048  # pages (16 MiB) given back per log truncation at most
 
 # columns added after the first schema: a store created before them gets them on open
 _ADDED_COLUMNS = [
@@ -445,9 +446,21 @@ class SqliteStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
-        if n:  # give the freed pages back to the file system (a no-op without auto_vacuum)
-            db.executescript("PRAGMA incremental_vacuum;")  # executescript: every step
+        if n:
+            self._give_back_pages()
         return n
+
+    def _give_back_pages(self) -> None:
+        """Return free pages to the file system, at most ``VACUUM_PAGES`` a call, when more
+        than a quarter of the file is free (a peer was away and the log grew, then got
+        truncated). Free pages are reused by later writes anyway, so a node whose log is
+        truncated as it goes moves no page; moving them costs a write each. A no-op on a
+        store made without auto_vacuum."""
+        db = self.db
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        if free * 4 > db.execute("PRAGMA page_count").fetchone()[0]:
+            # executescript steps the pragma to the end (execute() frees one page)
+            db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
 
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM log_floor"))

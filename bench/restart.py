@@ -118,8 +118,9 @@ def disk(path: Path) -> tuple[int, int]:
     return files, used * page
 
 
-def serve(tmp: Path, n: int, body: bytes) -> tuple[float, int, int]:
-    """Start a node over the store; (seconds to serving, VmRSS kB, VmHWM kB)."""
+def serve(tmp: Path, n: int, body: bytes, python: str = sys.executable) -> tuple[float, int, int]:
+    """Start a node (``python -m regionsync.cli``) over the store; (seconds to serving,
+    VmRSS kB, VmHWM kB)."""
     port = free_port()
     (tmp / "node.toml").write_text(
         f'region = "{REGION}"\ndata_dir = "{tmp}"\nhttp_listen = "127.0.0.1:{port}"\n'
@@ -128,7 +129,7 @@ def serve(tmp: Path, n: int, body: bytes) -> tuple[float, int, int]:
     base = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regionsync.cli", "serve", "--config", str(tmp / "node.toml")]
+        [python, "-m", "regionsync.cli", "serve", "--config", str(tmp / "node.toml")]
     )
     try:
         while True:
@@ -145,7 +146,8 @@ def serve(tmp: Path, n: int, body: bytes) -> tuple[float, int, int]:
         ready_s = time.monotonic() - started
         rss, hwm = status_kb(proc.pid, "VmRSS"), status_kb(proc.pid, "VmHWM")
         with httpx.Client(base_url=base, timeout=30) as c:
-            c.post("/v1/tenants", json={"id": "acme", "name": "Acme"}).raise_for_status()
+            made = c.post("/v1/tenants", json={"id": "acme", "name": "Acme"})
+            assert made.status_code in (201, 409), made.text  # 409: a reused --keep store
             r = c.post(
                 "/v1/tenants/acme/events",
                 content=b'{"event_type":"team.created","payload":' + body + b"}",
@@ -166,6 +168,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="build (or reuse) the store in this directory")
+    ap.add_argument("--before", help="also start this interpreter's regionsync over the "
+                    "store (e.g. /work/main/.venv/bin/python: the code before issue 17)")  # fmt: skip
     args = ap.parse_args()
     body = payload()
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="regionsync-restart-"))
@@ -185,6 +189,10 @@ def main() -> None:
             shutil.rmtree(empty, ignore_errors=True)
         print(f"  baseline, a store of 1 event: serving after {base_s:.2f} s, "
               f"{base_rss / 1024:.0f} MB resident")  # fmt: skip
+        if args.before:
+            old_s, old_rss, old_hwm = serve(tmp, args.events, body, args.before)
+            print(f"  before ({args.before}): serving after {old_s:.2f} s, "
+                  f"{old_rss / 1024:.0f} MB resident (peak {old_hwm / 1024:.0f} MB)")  # fmt: skip
         ready_s, rss, hwm = serve(tmp, args.events, body)
         per_event, per_used = files / args.events, used / args.events
         print(f"  time to serving: {ready_s:.2f} s ({ready_s / base_s:.2f}x the baseline)")

@@ -86,6 +86,9 @@ async def test_commit_and_read_back(store) -> None:
     counts = await store.counts(REGION)
     assert counts["events"] == 1 and counts["events_accepted"] == 1
     assert counts["deliveries_pending"] == 1 and counts["deliveries_delivered"] == 0
+    assert await store.pending_count(REGION) == 1 and await store.pending_count("other") == 0
+    await store.commit(WriteBatch(deliveries=[_delivery(2), _delivery(3, DeliveryStatus.DEAD)]))
+    assert await store.pending_count(REGION) == 2
 
 
 async def test_duplicates_are_ignored_and_vv_only_grows(store) -> None:

@@ -338,6 +338,11 @@ class MemoryStore:
         )
         return rows[:limit]
 
+    async def pending_count(self, region: str) -> int:
+        self._check()
+        pending = DeliveryStatus.PENDING
+        return sum(d.region == region and d.status is pending for d in self._deliveries.values())
+
     async def counts(self, region: str) -> dict[str, int]:
         self._check()
         out = {

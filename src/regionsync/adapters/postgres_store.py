@@ -613,6 +613,12 @@ class PostgresStore:
             (before_ms, limit),
         )
 
+    async def pending_count(self, region: str) -> int:
+        (row,) = await self._fetch(
+            "SELECT count(*) FROM deliveries WHERE region = %s AND status = 'pending'", (region,)
+        )
+        return int(row[0])
+
     async def counts(self, region: str) -> dict[str, int]:
         (row,) = await self._fetch(
             "SELECT count(*), count(*) FILTER (WHERE region = %s) FROM events", (region,)

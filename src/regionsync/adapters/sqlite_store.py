@@ -729,6 +729,12 @@ class SqliteStore:
         args.append(limit)
         return [AuditEntry(*r) for r in await self.rdb.execute_fetchall(sql, args)]
 
+    async def pending_count(self, region: str) -> int:
+        rows = await self.rdb.execute_fetchall(
+            "SELECT count(*) FROM deliveries WHERE region = ? AND status = 'pending'", (region,)
+        )
+        return rows[0][0]
+
     async def counts(self, region: str) -> dict[str, int]:
         db = self.rdb
         out = {

@@ -310,6 +310,11 @@ class Store(Protocol):
         ``region``) and ``deliveries_<status>`` of deliveries owned by ``region``."""
         ...
 
+    async def pending_count(self, region: str) -> int:
+        """``counts(region)["deliveries_pending"]`` alone, from an index (what a node
+        needs at start; ``counts`` scans every event)."""
+        ...
+
 
 class LocalWriter(Protocol):
     """The local write path (runtime/writepath.py) as the delivery worker uses it: take

@@ -168,8 +168,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="build (or reuse) the store in this directory")
-    ap.add_argument("--before", help="also start this interpreter's regionsync over the "
-                    "store (e.g. /work/main/.venv/bin/python: the code before issue 17)")  # fmt: skip
+    ap.add_argument(
+        "--before",
+        help="also start this interpreter's regionsync over the store "
+        "(e.g. /work/main/.venv/bin/python: the code before issue 17)",
+    )
     args = ap.parse_args()
     body = payload()
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="regionsync-restart-"))

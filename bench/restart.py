@@ -118,13 +118,22 @@ def disk(path: Path) -> tuple[int, int]:
     return files, used * page
 
 
-def serve(tmp: Path, n: int, body: bytes, python: str = sys.executable) -> tuple[float, int, int]:
+def serve(
+    tmp: Path, n: int, body: bytes, python: str = sys.executable, settle_s: float = 0.0
+) -> tuple[float, int, int]:
     """Start a node (``python -m regionsync.cli``) over the store; (seconds to serving,
-    VmRSS kB, VmHWM kB)."""
+    VmRSS kB, VmHWM kB). ``settle_s`` > 0: the node has a peer (never up), so it builds
+    its anti-entropy tree in the background; memory is sampled that long after serving."""
     port = free_port()
+    peer = (
+        f'[[peers]]\nregion = "bench-2"\naddress = "127.0.0.1:{free_port()}"\n'
+        "[replication]\nactor_check_s = 0\n"
+        if settle_s > 0
+        else ""
+    )
     (tmp / "node.toml").write_text(
         f'region = "{REGION}"\ndata_dir = "{tmp}"\nhttp_listen = "127.0.0.1:{port}"\n'
-        f'grpc_listen = "127.0.0.1:{free_port()}"\nlog_level = "warning"\n'
+        f'grpc_listen = "127.0.0.1:{free_port()}"\nlog_level = "warning"\n' + peer
     )
     base = f"http://127.0.0.1:{port}"
     started = time.monotonic()
@@ -158,6 +167,10 @@ def serve(tmp: Path, n: int, body: bytes, python: str = sys.executable) -> tuple
             old = c.get(f"/v1/tenants/acme/events/evt_{(n - 1) // 2:010d}")
             print(f"  serving: repeat of a stored Idempotency-Key answered with its event; "
                   f"GET of an old event: {old.status_code}")  # fmt: skip
+        until = time.monotonic() + settle_s
+        while time.monotonic() < until:  # the tree's build, in the background
+            time.sleep(0.5)
+            rss, hwm = status_kb(proc.pid, "VmRSS"), status_kb(proc.pid, "VmHWM")
         return ready_s, rss, hwm
     finally:
         proc.terminate()
@@ -172,6 +185,12 @@ def main() -> None:
         "--before",
         help="also start this interpreter's regionsync over the store "
         "(e.g. /work/main/.venv/bin/python: the code before issue 17)",
+    )
+    ap.add_argument(
+        "--peer-settle-s",
+        type=float,
+        default=0.0,
+        help="also start the node with a peer and sample its memory this long",
     )
     args = ap.parse_args()
     body = payload()
@@ -196,6 +215,11 @@ def main() -> None:
             old_s, old_rss, old_hwm = serve(tmp, args.events, body, args.before)
             print(f"  before ({args.before}): serving after {old_s:.2f} s, "
                   f"{old_rss / 1024:.0f} MB resident (peak {old_hwm / 1024:.0f} MB)")  # fmt: skip
+        if args.peer_settle_s > 0:
+            _, p_rss, p_hwm = serve(tmp, args.events, body, settle_s=args.peer_settle_s)
+            print(f"  with a peer (anti-entropy tree built in the background), "
+                  f"{args.peer_settle_s:.0f} s after serving: {p_rss / 1024:.0f} MB resident "
+                  f"(peak {p_hwm / 1024:.0f} MB)")  # fmt: skip
         ready_s, rss, hwm = serve(tmp, args.events, body)
         per_event, per_used = files / args.events, used / args.events
         print(f"  time to serving: {ready_s:.2f} s ({ready_s / base_s:.2f}x the baseline)")

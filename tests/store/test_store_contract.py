@@ -284,6 +284,13 @@ async def test_list_event_ids_and_load_deliveries(store) -> None:
     await store.commit(WriteBatch(events=evs, deliveries=[_delivery(2), _delivery(1)]))
     assert await store.list_event_ids() == ["evt_1", "evt_2"]
     assert [d.id for d in await store.load_deliveries()] == ["dlv_001", "dlv_002"]
+    # a page at a time (issue 17: the tree is built without holding the whole store)
+    assert await store.list_event_ids("evt_1", 5) == ["evt_2"]
+    assert await store.list_event_ids("", 1) == ["evt_1"]
+    assert await store.list_event_ids("evt_2", 5) == []
+    assert [d.id for d in await store.load_deliveries("dlv_001", 1)] == ["dlv_002"]
+    assert [d.id for d in await store.load_deliveries("", 1)] == ["dlv_001"]
+    assert await store.load_deliveries("dlv_002") == []
 
 
 async def test_get_events_reads_many_at_once(store) -> None:

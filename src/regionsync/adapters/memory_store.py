@@ -122,13 +122,15 @@ class MemoryStore:
         self._check()
         return dict(self._floor)
 
-    async def list_event_ids(self) -> list[str]:
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
         self._check()
-        return sorted(self._events)
+        return sorted(i for i in self._events if i > after)[:limit]
 
-    async def load_deliveries(self) -> list[Delivery]:
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
         self._check()
-        return [self._deliveries[k] for k in sorted(self._deliveries)]
+        return [self._deliveries[k] for k in sorted(k for k in self._deliveries if k > after)][
+            :limit
+        ]
 
     async def get_event(self, event_id: str) -> Event | None:
         self._check()

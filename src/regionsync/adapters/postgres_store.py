@@ -332,11 +332,17 @@ class PostgresStore:
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self._fetch("SELECT origin, seq FROM log_floor"))  # type: ignore[arg-type]
 
-    async def list_event_ids(self) -> list[str]:
-        return [r[0] for r in await self._fetch("SELECT id FROM events ORDER BY id")]
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
+        rows = await self._fetch(
+            "SELECT id FROM events WHERE id > %s ORDER BY id LIMIT %s", (after, limit)
+        )
+        return [r[0] for r in rows]
 
-    async def load_deliveries(self) -> list[Delivery]:
-        rows = await self._fetch(f"SELECT {_DELIVERY_COLS} FROM deliveries ORDER BY id")
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id > %s ORDER BY id LIMIT %s",
+            (after, limit),
+        )
         return [_delivery(r) for r in rows]
 
     async def get_event(self, event_id: str) -> Event | None:

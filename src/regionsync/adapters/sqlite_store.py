@@ -465,12 +465,17 @@ class SqliteStore:
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM log_floor"))
 
-    async def list_event_ids(self) -> list[str]:
-        return [r[0] for r in await self.rdb.execute_fetchall("SELECT id FROM events ORDER BY id")]
-
-    async def load_deliveries(self) -> list[Delivery]:
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
         rows = await self.rdb.execute_fetchall(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries ORDER BY id"
+            "SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?",
+            (after, -1 if limit is None else limit),
+        )
+        return [r[0] for r in rows]
+
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
+        rows = await self.rdb.execute_fetchall(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id > ? ORDER BY id LIMIT ?",
+            (after, -1 if limit is None else limit),
         )
         return [_delivery(r) for r in rows]
 

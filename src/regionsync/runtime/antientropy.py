@@ -27,7 +27,7 @@ __all__ = ["AntiEntropy"]
 
 log = logging.getLogger("regionsync.node")
 
-_YIELD_EVERY = 10_000  # items between yields to the event loop while a tree is built
+_PAGE = 10_000  # items read from the store at once while a tree is built
 
 
 class AntiEntropy:
@@ -109,14 +109,18 @@ class AntiEntropy:
             tree = StateTree(self.settings.replication.tree_depth)
             for key, state in self.catalog.registry.states().items():  # non-empty ones
                 tree.put("r/" + key, state.to_bytes())
-            for i, event_id in enumerate(await self.store.list_event_ids(), 1):
-                tree.put("e/" + event_id, b"")
-                if i % _YIELD_EVERY == 0:
-                    await asyncio.sleep(0)  # a long build must not stall the node
-            for i, d in enumerate(await self.store.load_deliveries(), 1):
-                tree.put("d/" + d.id, encode_body(delivery=d), local=not d.status.final)
-                if i % _YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+            after = ""  # a page at a time: memory bounded by the page, not the store
+            while ids := await self.store.list_event_ids(after, _PAGE):
+                for event_id in ids:
+                    tree.put("e/" + event_id, b"")
+                after = ids[-1]
+                await asyncio.sleep(0)  # a long build must not stall the node
+            after = ""
+            while page := await self.store.load_deliveries(after, _PAGE):
+                for d in page:
+                    tree.put("d/" + d.id, encode_body(delivery=d), local=not d.status.final)
+                after = page[-1].id
+                await asyncio.sleep(0)
             for batch in pending:  # in commit order: the last state of an item wins
                 self._apply(tree, batch)
             self.builds += 1

@@ -182,12 +182,14 @@ class Store(Protocol):
         """origin -> highest seq truncated from the log (records above it are kept)."""
         ...
 
-    async def list_event_ids(self) -> list[str]:
-        """Ids of every stored event, sorted (for the anti-entropy hash tree)."""
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
+        """Ids of the stored events after ``after``, sorted, at most ``limit`` (None: all;
+        for the anti-entropy hash tree, read a page at a time)."""
         ...
 
-    async def load_deliveries(self) -> list[Delivery]:
-        """Every stored delivery, in id order (for the anti-entropy hash tree)."""
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
+        """The stored deliveries with ids after ``after``, in id order, at most ``limit``
+        (None: all; for the anti-entropy hash tree, read a page at a time)."""
         ...
 
     async def get_event(self, event_id: str) -> Event | None: ...

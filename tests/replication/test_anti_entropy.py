@@ -40,7 +40,7 @@ async def same_events(*nodes) -> bool:
 async def tree_is_current(node) -> bool:
     """The node's kept tree equals one built from scratch now (as ``state_tree`` built it
     before issue 17): every bucket down to depth 2, and the replicated root."""
-    tree = node.anti_entropy.tree
+    tree = await node.anti_entropy.state_tree()  # (the background build may still run)
     full, replicated = HashTree(tree.depth), HashTree(tree.depth)
     for key, state in node.catalog.registry.states().items():
         full.put("r/" + key, state.to_bytes())

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 __all__ = ["HEX", "HashTree", "StateTree", "children", "position"]
 
 HEX = "0123456789abcdef"
+_ABSENT = object()
 
 
 def position(ident: str) -> str:
@@ -41,7 +42,8 @@ class HashTree:
     """Bucket hashes and counts at every level ``0..depth`` (``depth`` hex digits; 4 gives
     65,536 leaf buckets, about 15 items each at a million items).
 
-    Memory: one int per item plus one ``[xor, count]`` per non-empty bucket per level.
+    Memory: one int per item with bytes (none for an item of ``b""``, an event) plus one
+    ``[xor, count]`` per non-empty bucket per level.
     """
 
     def __init__(self, depth: int = 4):
@@ -49,14 +51,15 @@ class HashTree:
             raise ValueError("depth must be 1..8")
         self.depth = depth
         self._levels: list[dict[str, list[int]]] = [{} for _ in range(depth + 1)]
-        self._leaves: dict[str, dict[str, int]] = {}  # leaf bucket -> {ident: digest}
+        # leaf bucket -> {ident: digest, or None for the digest of b""}
+        self._leaves: dict[str, dict[str, int | None]] = {}
 
     def __len__(self) -> int:
         return self.count("")
 
     def put(self, ident: str, data: bytes) -> None:
         """Add item ``ident`` with bytes ``data``, or replace its bytes."""
-        self._put(ident, _digest(ident, data))
+        self._put(ident, _digest(ident, data), not data)
 
     def discard(self, ident: str) -> None:
         """Remove item ``ident`` if present."""
@@ -68,19 +71,23 @@ class HashTree:
         leaf = self._leaves.get(pos[: self.depth])
         if leaf is None or ident not in leaf:
             return None
-        old = leaf.pop(ident)
+        kept = leaf.pop(ident)
         if not leaf:
             del self._leaves[pos[: self.depth]]
+        old = _digest(ident, b"") if kept is None else kept
         self._update(pos, old, -1)
         return old
 
-    def _put(self, ident: str, digest: int) -> int | None:
-        """Set item ``ident``'s digest; its previous digest, or None if it was absent."""
+    def _put(self, ident: str, digest: int, empty: bool = False) -> int | None:
+        """Set item ``ident``'s digest (``empty``: of ``b""``, kept as None: an event's
+        digest follows from its ident, which saves an int per event); its previous
+        digest, or None if it was absent."""
         pos = position(ident)
         leaf = self._leaves.setdefault(pos[: self.depth], {})
-        old = leaf.get(ident)
+        kept = leaf.get(ident, _ABSENT)
+        old = None if kept is _ABSENT else _digest(ident, b"") if kept is None else kept
         if old != digest:
-            leaf[ident] = digest
+            leaf[ident] = None if empty else digest
             self._update(pos, digest ^ (old or 0), 0 if old is not None else 1)
         return old
 
@@ -139,7 +146,7 @@ class StateTree(HashTree):
         """Add item ``ident`` with bytes ``data`` or replace them; ``local``: in the
         replicated tree it counts as ``b""``."""
         digest = _digest(ident, data)
-        old = self._put(ident, digest)
+        old = self._put(ident, digest, not data)
         if old is not None:
             self._root ^= _digest(ident, b"") if ident in self._local else old
         if local:

@@ -215,6 +215,7 @@ def main() -> None:
             old_s, old_rss, old_hwm = serve(tmp, args.events, body, args.before)
             print(f"  before ({args.before}): serving after {old_s:.2f} s, "
                   f"{old_rss / 1024:.0f} MB resident (peak {old_hwm / 1024:.0f} MB)")  # fmt: skip
+        p_hwm = 0
         if args.peer_settle_s > 0:
             _, p_rss, p_hwm = serve(tmp, args.events, body, settle_s=args.peer_settle_s)
             print(f"  with a peer (anti-entropy tree built in the background), "
@@ -235,6 +236,9 @@ def main() -> None:
                 f"disk {per_event / len(body):.2f}x payload <= {GOAL_DISK_RATIO:.0f}x",
             ),
         ]
+        if p_hwm:
+            what = f"peak RSS with a peer {p_hwm / 1024:.0f} MB < {GOAL_RSS_MB:.0f} MB"
+            checks.append((p_hwm / 1024 < GOAL_RSS_MB, what))
         for ok, what in checks:
             print(f"{'PASS' if ok else 'FAIL'}: {what} at {args.events:,} events")
     finally:

@@ -108,11 +108,20 @@ class IdempotencyKeys:
             if self.pending.get(k) == row:
                 del self.pending[k]
 
-    def purge(self, before_ms: int) -> None:
-        """Drop remembered rows accepted before ``before_ms`` (the store purges its own)."""
+    async def expire(self, before_ms: int, batch: int = 5000) -> int:
+        """Forget rows accepted before ``before_ms``, in memory and in the store, the
+        store's in deletes of at most ``batch`` rows (each its own short transaction, so
+        the write lock is never held long); returns how many rows the store deleted.
+        Raises what the store raises."""
         for table in (self.cache, self.pending):
             for k in [k for k, row in table.items() if row[4] < before_ms]:
                 del table[k]
+        total = 0
+        while True:
+            n = await self.store.purge_idempotency(before_ms, batch)
+            total += n
+            if n < batch:
+                return total
 
     async def rows_by_event(self, event_ids: Sequence[str]) -> dict[str, list[IdempotencyRow]]:
         """event id -> its key rows (for anti-entropy items): the store's, and pending

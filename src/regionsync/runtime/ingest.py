@@ -385,19 +385,9 @@ class Ingest:
         return _Accepted(event, durable, self.writer.version_vector[self.writer.actor], pending)
 
     async def purge_idempotency(self, batch: int = 5000) -> int:
-        """Forget Idempotency-Keys older than the TTL, in memory and in the store, the
-        store's in deletes of at most ``batch`` rows (each its own short transaction);
-        returns how many rows the store deleted.
-
-        Expiry is by creation time, so every region forgets a key at the same moment."""
-        cutoff = self.clock.wall_ms() - self._ttl_ms
-        self.idempotency.purge(cutoff)
-        total = 0
-        while True:
-            n = await self.store.purge_idempotency(cutoff, batch)
-            total += n
-            if n < batch:
-                return total
+        """Forget Idempotency-Keys older than the TTL (``IdempotencyKeys.expire``; by
+        creation time, so every region forgets a key at the same moment)."""
+        return await self.idempotency.expire(self.clock.wall_ms() - self._ttl_ms, batch)
 
     async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
         """The event with its deliveries; NotFound unless it belongs to the live tenant's

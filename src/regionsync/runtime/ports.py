@@ -57,6 +57,8 @@ __all__ = [
     "StoreInfo",
 ]
 
+_IdemRow = tuple[str, str, str, str, int, str]  # an Idempotency-Key row (WriteBatch)
+
 
 class Clock(Protocol):
     """Wall time in integer milliseconds, monotonic seconds, and sleeping."""
@@ -199,27 +201,20 @@ class Store(Protocol):
         ...
 
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
-        """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``
-        (tests and tools; a node looks keys up one by one, ``get_idempotency``)."""
+        """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``."""
         ...
 
-    async def get_idempotency(
-        self, tenant: str, key: str
-    ) -> tuple[str, str, str, str, int, str] | None:
-        """The stored row of Idempotency-Key ``key`` of ``tenant`` (expired or not), or
-        None; one primary-key read."""
+    async def get_idempotency(self, tenant: str, key: str) -> _IdemRow | None:
+        """The stored row of ``tenant``'s Idempotency-Key ``key`` (even expired), or None."""
         ...
 
-    async def idempotency_of_events(
-        self, event_ids: Sequence[str]
-    ) -> list[tuple[str, str, str, str, int, str]]:
+    async def idempotency_of_events(self, event_ids: Sequence[str]) -> list[_IdemRow]:
         """The stored rows whose event is one of ``event_ids`` (an index on event_id)."""
         ...
 
     async def purge_idempotency(self, before_ms: int, limit: int) -> int:
-        """Delete at most ``limit`` Idempotency-Keys created before ``before_ms`` (an
-        index on the creation time); returns how many. Callers repeat until fewer than
-        ``limit`` were deleted, so no one statement holds the write lock for long."""
+        """Delete at most ``limit`` keys created before ``before_ms`` (indexed); returns
+        how many. Callers repeat until fewer were deleted (no long write lock)."""
         ...
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None: ...
@@ -313,8 +308,7 @@ class Store(Protocol):
         ...
 
     async def pending_count(self, region: str) -> int:
-        """``counts(region)["deliveries_pending"]`` alone, from an index (what a node
-        needs at start; ``counts`` scans every event)."""
+        """``counts(region)["deliveries_pending"]`` from an index (``counts`` scans events)."""
         ...
 
 
@@ -395,9 +389,7 @@ class RecordSink(Protocol):
 class StateSync(Protocol):
     """The anti-entropy state of a node (runtime/antientropy.py)."""
 
-    async def state_tree(self) -> HashTree:
-        """The node's hash tree, kept current by commits (built once, on first use)."""
-        ...
+    async def state_tree(self) -> HashTree: ...
 
     async def digest(self) -> tuple[dict[str, int], bytes]:
         """``(durable version vector, state root)`` for a digest; root b"" when busy."""

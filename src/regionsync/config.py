@@ -135,6 +135,8 @@ class ReplicationSettings(_Section):
 class IngestSettings(_Section):
     max_payload_bytes: int = Field(256 * 1024, ge=1024)
     idempotency_ttl_s: float = Field(24 * 3600, gt=0)  # Idempotency-Key lifetime
+    # Idempotency-Keys live in the store; memory caches at most this many (LRU, issue 17)
+    idempotency_cache_entries: int = Field(100_000, ge=1024)
     backlog_capacity: int = Field(100_000, ge=1)  # undelivered + queued writes at S = 1
     pressure_tau_s: float = Field(2.0, ge=0)  # smoothing time constant of S
     # event type pattern (exact, "prefix.*" or "*") -> critical | high | normal | low

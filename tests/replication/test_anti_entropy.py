@@ -37,6 +37,28 @@ async def same_events(*nodes) -> bool:
     return len({tuple(await events_of(n)) for n in nodes}) == 1
 
 
+async def tree_is_current(node) -> bool:
+    """The node's kept tree equals one built from scratch now (as ``state_tree`` built it
+    before issue 17): every bucket down to depth 2, and the replicated root."""
+    tree = await node.anti_entropy.state_tree()  # (the background build may still run)
+    full, replicated = HashTree(tree.depth), HashTree(tree.depth)
+    for key, state in node.catalog.registry.states().items():
+        full.put("r/" + key, state.to_bytes())
+        replicated.put("r/" + key, state.to_bytes())
+    for event_id in await node.store.list_event_ids():
+        full.put("e/" + event_id, b"")
+        replicated.put("e/" + event_id, b"")
+    for d in await node.store.load_deliveries():
+        full.put("d/" + d.id, encode_body(delivery=d))
+        replicated.put("d/" + d.id, encode_body(delivery=d) if d.status.final else b"")
+    levels = ["", *children(""), *(c for b in children("") for c in children(b))]
+    return (
+        all(tree.hash(b) == full.hash(b) and tree.count(b) == full.count(b) for b in levels)
+        and tree.replicated_root() == replicated.hash("")
+        and len(tree) == len(full) > 0
+    )
+
+
 async def test_log_truncated_once_every_peer_acked(net, started) -> None:
     a, b, c = await start(
         started,
@@ -115,6 +137,10 @@ async def test_partitioned_peer_behind_floor_is_repaired_by_anti_entropy(net, st
     dl = [sorted((d.id, d.status) for d in await n.store.load_deliveries()) for n in (a, c)]
     await eventually(lambda: converged(a, b, c))
     assert {x[0] for x in dl[0]} == {x[0] for x in dl[1]}
+    # issue 17: the trees were kept by commits through it all, built once per node
+    for n in (a, b, c):
+        await eventually(lambda n=n: tree_is_current(n))
+        assert n.anti_entropy.builds == 1
 
 
 async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
@@ -139,12 +165,16 @@ async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
     await eventually(lambda: same_events(a, b2))
     assert len(await events_of(b2)) == 5
     assert b2.counters["anti_entropy_items"] > 0
-    assert ("acme", "k3") in b2.keys.table  # Idempotency-Keys travel with their events
+    # Idempotency-Keys travel with their events
+    assert await b2.keys.lookup("acme", "k3", a.clock.wall_ms(), 10**9) is not None
     # b2's vv was raised to a's, so its own old records never get re-sent as new
     assert b2.writer.durable_vv.get(b.writer.actor) == a.writer.durable_vv[b.writer.actor]
     await b2.registry_ops.create_tenant("gamma", "Gamma")
     await eventually(lambda: a.catalog.registry.tenant("gamma") is not None)
     await eventually(lambda: converged(a, b2))
+    for n in (a, b2):  # issue 17: kept by commits (and merged state), built once
+        await eventually(lambda n=n: tree_is_current(n))
+        assert n.anti_entropy.builds == 1
 
 
 async def test_malformed_state_chunk_is_rejected_and_never_merged(net, started) -> None:
@@ -199,3 +229,20 @@ def test_hash_tree_is_order_free_and_incremental() -> None:
     diff = [b for b in children("") if t1.hash(b) != t2.hash(b)]
     assert len(diff) == 1 and "r/k7" in t2.idents(diff)
     assert HashTree(3).hash("") == b""
+
+
+async def test_tree_built_a_page_at_a_time_equals_the_kept_one(net, started, monkeypatch) -> None:
+    from regionsync.runtime import antientropy
+
+    (a,) = await start(started, make_node(net, "a", ["b"]))
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    await a.anti_entropy.warm()
+    for i in range(7):
+        await a.ingest.publish("acme", "x", b'{"i":%d}' % i, None)
+    monkeypatch.setattr(antientropy, "_PAGE", 2)  # 7 events, 7 deliveries: 4 pages each
+    paged = await a.anti_entropy._build()
+    kept = a.anti_entropy.tree
+    assert len(paged) == len(kept) > 14 and a.anti_entropy.builds == 2
+    assert paged.hash("") == kept.hash("") and paged.replicated_root() == kept.replicated_root()
+    assert await tree_is_current(a)

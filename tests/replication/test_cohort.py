@@ -88,6 +88,27 @@ async def test_two_processes_follow_each_other_and_hand_over_the_role(
         await eventually(job_done)
         assert job.id not in b.recovery._running
 
+        # what b commits reaches the holder's anti-entropy tree (kept, not rebuilt): it
+        # equals a tree built from the shared store, and the regions' digests agree
+        for i in range(5):
+            await b.ingest.publish("made-in-b", "x", b'{"i":%d}' % i, f"k{i}")
+        await a.anti_entropy.state_tree()
+        await eventually(
+            lambda: (
+                a.writer.version_vector.get(b.writer.actor) == b.writer.durable_vv[b.writer.actor]
+            )
+        )
+        kept, built = a.anti_entropy.tree, await a.anti_entropy._build()
+        assert kept is not None and a.anti_entropy.builds == 2
+        assert kept.hash("") == built.hash("") and kept.replicated_root() == built.replicated_root()
+        assert a.keys.pending == {}  # the keys b committed are the store's, not held here
+
+        async def roots_agree() -> bool:
+            da, dl = await a.anti_entropy.digest(), await lite.anti_entropy.digest()
+            return da == dl and da[1] != b""
+
+        await eventually(roots_agree)
+
         # a record of the SQLite region applied by a (the holder) reaches b's memory,
         # even though it left the log (truncated once every peer had it) before b read it
         (follow,) = [t for t in b._tasks if t.get_name() == "follow"]

@@ -94,6 +94,9 @@ async def test_commit_and_read_back(store) -> None:
     counts = await store.counts(REGION)
     assert counts["events"] == 1 and counts["events_accepted"] == 1
     assert counts["deliveries_pending"] == 1 and counts["deliveries_delivered"] == 0
+    assert await store.pending_count(REGION) == 1 and await store.pending_count("other") == 0
+    await store.commit(WriteBatch(deliveries=[_delivery(2), _delivery(3, DeliveryStatus.DEAD)]))
+    assert await store.pending_count(REGION) == 2
 
 
 async def test_duplicates_are_ignored_and_vv_only_grows(store) -> None:
@@ -356,6 +359,13 @@ async def test_list_event_ids_and_load_deliveries(store) -> None:
     await store.commit(WriteBatch(events=evs, deliveries=[_delivery(2), _delivery(1)]))
     assert await store.list_event_ids() == ["evt_1", "evt_2"]
     assert [d.id for d in await store.load_deliveries()] == ["dlv_001", "dlv_002"]
+    # a page at a time (issue 17: the tree is built without holding the whole store)
+    assert await store.list_event_ids("evt_1", 5) == ["evt_2"]
+    assert await store.list_event_ids("", 1) == ["evt_1"]
+    assert await store.list_event_ids("evt_2", 5) == []
+    assert [d.id for d in await store.load_deliveries("dlv_001", 1)] == ["dlv_002"]
+    assert [d.id for d in await store.load_deliveries("", 1)] == ["dlv_001"]
+    assert await store.load_deliveries("dlv_002") == []
 
 
 async def test_get_events_reads_many_at_once(store) -> None:
@@ -400,3 +410,43 @@ async def test_audit_newest_first_filters_cursor_and_duplicates(store) -> None:
     last = first[-1]
     cursor = (last.hlc_wall_ms, last.hlc_logical, last.origin, last.seq)
     assert first + await store.list_audit(None, None, cursor, 100) == newest
+
+
+async def test_idempotency_lookup_by_key_and_by_event(store) -> None:
+    """Idempotency-Keys are looked up one by one (issue 17): by (tenant, key), the
+    earliest acceptance winning a conflict; by event for anti-entropy items."""
+    rows = [
+        ("acme", "k1", "evt_002", "d2", 20, "us-east-1"),
+        ("acme", "k2", "evt_002", "d2", 20, "us-east-1"),
+        ("beta", "k1", "evt_003", "d3", 30, REGION),
+    ]
+    await store.commit(WriteBatch(idempotency=rows))
+    # a later acceptance of k1 loses; an earlier one wins (ties: the smaller event id)
+    await store.commit(WriteBatch(idempotency=[("acme", "k1", "evt_009", "d9", 25, REGION)]))
+    assert await store.get_idempotency("acme", "k1") == rows[0]
+    await store.commit(WriteBatch(idempotency=[("acme", "k1", "evt_001", "d1", 20, REGION)]))
+    assert await store.get_idempotency("acme", "k1") == ("acme", "k1", "evt_001", "d1", 20, REGION)
+    assert await store.get_idempotency("beta", "k1") == rows[2]
+    assert await store.get_idempotency("beta", "k2") is None
+    assert await store.get_idempotency("acme", "K1") is None  # keys are case-sensitive
+    assert await store.idempotency_of_events(["evt_002"]) == [rows[1]]  # k1 moved away
+    assert await store.idempotency_of_events(["evt_003", "evt_001", "nope"]) == [
+        ("acme", "k1", "evt_001", "d1", 20, REGION),
+        rows[2],
+    ]
+    assert await store.idempotency_of_events([]) == []
+    many = [f"evt_{i:04}" for i in range(1200)] + ["evt_002"]  # past SQLite's parameters
+    assert await store.idempotency_of_events(many) == [rows[1]]
+
+
+async def test_idempotency_purge_in_bounded_batches(store) -> None:
+    rows = [("acme", f"k{i:03}", f"evt_{i:03}", "d", i, REGION) for i in range(25)]
+    await store.commit(WriteBatch(idempotency=rows))
+    assert await store.purge_idempotency(20, 8) == 8  # at most the limit
+    assert await store.purge_idempotency(20, 8) == 8
+    assert await store.purge_idempotency(20, 8) == 4  # fewer: the caller stops
+    assert await store.purge_idempotency(20, 8) == 0
+    left = sorted(await store.load_idempotency())
+    assert left == rows[20:]
+    assert await store.get_idempotency("acme", "k019") is None
+    assert await store.get_idempotency("acme", "k020") == rows[20]

@@ -133,13 +133,15 @@ class MemoryStore:
         self._check()
         return dict(self._floor)
 
-    async def list_event_ids(self) -> list[str]:
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
         self._check()
-        return sorted(self._events)
+        return sorted(i for i in self._events if i > after)[:limit]
 
-    async def load_deliveries(self) -> list[Delivery]:
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
         self._check()
-        return [self._deliveries[k] for k in sorted(self._deliveries)]
+        return [self._deliveries[k] for k in sorted(k for k in self._deliveries if k > after)][
+            :limit
+        ]
 
     async def get_event(self, event_id: str) -> Event | None:
         self._check()
@@ -153,9 +155,22 @@ class MemoryStore:
         self._check()
         return list(self._idem.values())
 
-    async def purge_idempotency(self, before_ms: int) -> int:
+    async def get_idempotency(
+        self, tenant: str, key: str
+    ) -> tuple[str, str, str, str, int, str] | None:
         self._check()
-        old = [k for k, row in self._idem.items() if row[4] < before_ms]
+        return self._idem.get((tenant, key))
+
+    async def idempotency_of_events(
+        self, event_ids: Sequence[str]
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        self._check()
+        wanted = set(event_ids)
+        return sorted(row for row in self._idem.values() if row[2] in wanted)
+
+    async def purge_idempotency(self, before_ms: int, limit: int) -> int:
+        self._check()
+        old = [k for k, row in self._idem.items() if row[4] < before_ms][:limit]
         for k in old:
             del self._idem[k]
         return len(old)
@@ -335,6 +350,11 @@ class MemoryStore:
             reverse=True,
         )
         return rows[:limit]
+
+    async def pending_count(self, region: str) -> int:
+        self._check()
+        pending = DeliveryStatus.PENDING
+        return sum(d.region == region and d.status is pending for d in self._deliveries.values())
 
     async def counts(self, region: str) -> dict[str, int]:
         self._check()

@@ -96,6 +96,12 @@ MIGRATIONS: list[str] = [
       incarnation BIGINT PRIMARY KEY, holder TEXT NOT NULL, started_at_ms BIGINT NOT NULL
     );
     """,
+    # 7: Idempotency-Keys are looked up in the store, not held in memory (issue 17): by
+    # event for anti-entropy items, by age for the purge in bounded batches
+    """
+    CREATE INDEX idempotency_event ON idempotency(event_id);
+    CREATE INDEX idempotency_age ON idempotency(created_at_ms);
+    """,
 ]
 
 

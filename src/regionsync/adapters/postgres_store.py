@@ -442,11 +442,17 @@ class PostgresStore:
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self._fetch("SELECT origin, seq FROM log_floor"))  # type: ignore[arg-type]
 
-    async def list_event_ids(self) -> list[str]:
-        return [r[0] for r in await self._fetch("SELECT id FROM events ORDER BY id")]
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
+        rows = await self._fetch(
+            "SELECT id FROM events WHERE id > %s ORDER BY id LIMIT %s", (after, limit)
+        )
+        return [r[0] for r in rows]
 
-    async def load_deliveries(self) -> list[Delivery]:
-        rows = await self._fetch(f"SELECT {_DELIVERY_COLS} FROM deliveries ORDER BY id")
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
+        rows = await self._fetch(
+            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id > %s ORDER BY id LIMIT %s",
+            (after, limit),
+        )
         return [_delivery(r) for r in rows]
 
     async def get_event(self, event_id: str) -> Event | None:
@@ -494,8 +500,32 @@ class PostgresStore:
         )
         return [tuple(r) for r in rows]  # type: ignore[misc]
 
-    async def purge_idempotency(self, before_ms: int) -> int:
-        return await self._write("DELETE FROM idempotency WHERE created_at_ms < %s", (before_ms,))
+    async def get_idempotency(
+        self, tenant: str, key: str
+    ) -> tuple[str, str, str, str, int, str] | None:
+        rows = await self._fetch(
+            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency "
+            "WHERE tenant = %s AND key = %s",
+            (tenant, key),
+        )
+        return tuple(rows[0]) if rows else None  # type: ignore[return-value]
+
+    async def idempotency_of_events(
+        self, event_ids: Sequence[str]
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        rows = await self._fetch(
+            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency "
+            "WHERE event_id = ANY(%s) ORDER BY tenant, key",
+            (list(event_ids),),
+        )
+        return sorted(tuple(r) for r in rows)  # type: ignore[misc]
+
+    async def purge_idempotency(self, before_ms: int, limit: int) -> int:
+        return await self._write(
+            "DELETE FROM idempotency WHERE ctid = ANY(ARRAY("
+            "SELECT ctid FROM idempotency WHERE created_at_ms < %s LIMIT %s))",
+            (before_ms, limit),
+        )
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         rows = await self._fetch(
@@ -729,6 +759,12 @@ class PostgresStore:
             "SELECT ctid FROM attempts WHERE at_ms < %s LIMIT %s))",
             (before_ms, limit),
         )
+
+    async def pending_count(self, region: str) -> int:
+        (row,) = await self._fetch(
+            "SELECT count(*) FROM deliveries WHERE region = %s AND status = 'pending'", (region,)
+        )
+        return int(row[0])
 
     async def counts(self, region: str) -> dict[str, int]:
         (row,) = await self._fetch(

@@ -1,5 +1,6 @@
-"""Anti-entropy state: the hash tree over this node's state, the items that carry the
-state of differing buckets, and merging such items from a peer.
+"""Anti-entropy state: the hash tree over this node's state (kept up to date by every
+group commit, issue 17), the items that carry the state of differing buckets, and
+merging such items from a peer.
 
 Builds what a repair pass compares and sends (the pass itself runs in
 runtime/replication.py); merges through the replica, so state items follow the same
@@ -8,13 +9,15 @@ rules as records. Never touches the log or its truncation.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
 from ..config import Settings
-from ..core.hashtree import HashTree
+from ..core.hashtree import StateTree
 from ..core.model import Delivery, WriteBatch
 from ..core.records import decode_body, encode_body
+from ..core.registry import key_type
 from .ports import Store
 from .replica import Replica
 from .state import Catalog, DeliveryQueue, IdempotencyKeys
@@ -23,6 +26,8 @@ from .writepath import WritePath
 __all__ = ["AntiEntropy"]
 
 log = logging.getLogger("regionsync.node")
+
+_PAGE = 10_000  # items read from the store at once while a tree is built
 
 
 class AntiEntropy:
@@ -48,43 +53,94 @@ class AntiEntropy:
             counters,
             store,
         )
-        self._digest: tuple[int, bytes] | None = None
+        self.tree: StateTree | None = None  # built on first use, then kept current
+        self._pending: list[list[WriteBatch]] = []  # per build running: commits since
+        self._building = asyncio.Lock()
+        self._empty: dict[type, bytes] = {}  # CRDT class -> bytes of its empty state
+        self.builds = 0  # trees built from the store (1 per node lifetime, bench/tests)
+        writer.commit_observers.append(self._on_commit)
 
-    async def state_tree(self, replicated_only: bool = False) -> HashTree:
-        """A hash tree (core.hashtree) over this node's state, built now (O(items)): every
+    def _on_commit(self, batch: WriteBatch) -> None:
+        """A committed batch (WritePath commit observer): its items into the tree."""
+        for pending in self._pending:
+            pending.append(batch)  # a build is reading the store: replayed after it
+        if self.tree is not None:
+            self._apply(self.tree, batch)
+
+    def _apply(self, tree: StateTree, batch: WriteBatch) -> None:
+        for key, data in batch.registry.items():
+            self._put_registry(tree, key, data)
+        for event in batch.events:
+            tree.put("e/" + event.id, b"")
+        for d in batch.deliveries:
+            tree.put("d/" + d.id, encode_body(delivery=d), local=not d.status.final)
+
+    def _put_registry(self, tree: StateTree, key: str, data: bytes) -> None:
+        cls = key_type(key)
+        empty = self._empty.get(cls)
+        if empty is None and cls is not None:
+            empty = self._empty[cls] = cls.empty().to_bytes()
+        if data == empty:
+            tree.discard("r/" + key)  # as ``Registry.states`` leaves empty states out
+        else:
+            tree.put("r/" + key, data)
+
+    async def state_tree(self) -> StateTree:
+        """The hash tree (core.hashtree.StateTree) over this node's durable state: every
         non-empty registry state, every stored event id and every stored delivery.
 
-        ``replicated_only``: a delivery not yet final counts by presence only, since its
-        attempts and next try are local to its origin (no record carries them); this is
-        the tree whose root digests compare (equal in every region that holds the same
-        records)."""
-        tree = HashTree(self.settings.replication.tree_depth)
-        for key, state in self.catalog.registry.states().items():
-            tree.put("r/" + key, state.to_bytes())
-        for event_id in await self.store.list_event_ids():
-            tree.put("e/" + event_id, b"")
-        for d in await self.store.load_deliveries():
-            final = d.status.final or not replicated_only
-            tree.put("d/" + d.id, encode_body(delivery=d) if final else b"")
-        return tree
+        Built from the store once (O(items), the first time it is asked for or by
+        ``warm``), then kept up to date by every group commit (O(depth) per changed
+        item), so a repair pass starts at once. The tree is live: a pass that awaits
+        between reads may see later commits (their records replicate anyway)."""
+        async with self._building:
+            if self.tree is None:
+                self.tree = await self._build()
+        return self.tree
+
+    async def warm(self) -> None:
+        """Build the tree now (a node with peers does so at start, in the background)."""
+        await self.state_tree()
+
+    async def _build(self) -> StateTree:
+        pending: list[WriteBatch] = []  # commits from now on: replayed onto what it read
+        self._pending.append(pending)
+        try:
+            tree = StateTree(self.settings.replication.tree_depth)
+            for key, state in self.catalog.registry.states().items():  # non-empty ones
+                tree.put("r/" + key, state.to_bytes())
+            after = ""  # a page at a time: memory bounded by the page, not the store
+            while ids := await self.store.list_event_ids(after, _PAGE):
+                for event_id in ids:
+                    tree.put("e/" + event_id, b"")
+                after = ids[-1]
+                await asyncio.sleep(0)  # a long build must not stall the node
+            after = ""
+            while page := await self.store.load_deliveries(after, _PAGE):
+                for d in page:
+                    tree.put("d/" + d.id, encode_body(delivery=d), local=not d.status.final)
+                after = page[-1].id
+                await asyncio.sleep(0)
+            for batch in pending:  # in commit order: the last state of an item wins
+                self._apply(tree, batch)
+            self.builds += 1
+            return tree
+        finally:
+            self._pending.remove(pending)
 
     async def digest(self) -> tuple[dict[str, int], bytes]:
         """``(version vector, root)``: the durable version vector and the root hash of the
-        ``replicated_only`` tree at it (b"\0" for an empty tree). The root is b"" (not
-        computed) while commits are pending or the state moved during the build. Cached by
-        commit count: an idle node builds the tree (O(items)) once per change."""
+        replicated tree at it, in which a delivery not yet final counts by presence only
+        (its attempts and next try are local to its origin; equal in every region that
+        holds the same records); b"\0" for an empty tree. The root is b"" (not compared)
+        while commits are pending. O(1) once the tree is built."""
         vv = dict(self.writer.durable_vv)
-        key = self.writer.commits
-        if self._digest is not None and self._digest[0] == key:
-            return vv, self._digest[1]
         if self.writer.version_vector != vv:
             return vv, b""
-        tree = await self.state_tree(replicated_only=True)
-        if self.writer.commits != key or self.writer.version_vector != vv:
-            return vv, b""
-        root = tree.hash("") or b"\0"
-        self._digest = (key, root)
-        return vv, root
+        tree = await self.state_tree()
+        if self.writer.version_vector != vv or self.writer.durable_vv != vv:
+            return vv, b""  # moved while the tree was first built
+        return vv, tree.replicated_root() or b"\0"
 
     async def state_items(self, idents: list[str]) -> list[tuple[str, bytes]]:
         """``(kind, body)`` items carrying the current state of tree items ``idents``;
@@ -95,7 +151,8 @@ class AntiEntropy:
         out: list[tuple[str, bytes]] = []
         if registry:
             out.append(("registry", encode_body(registry=registry)))
-        keys = self.idempotency.rows_by_event() if any(i[:2] == "e/" for i in idents) else {}
+        event_ids = [i[2:] for i in idents if i[:2] == "e/"]
+        keys = await self.idempotency.rows_by_event(event_ids) if event_ids else {}
         for ident in idents:
             kind, oid = ident[:2], ident[2:]
             if kind == "e/" and (event := await self.store.get_event(oid)) is not None:
@@ -116,7 +173,6 @@ class AntiEntropy:
         was taken) raises this node's version vector in the same commit: the caller passes
         it only once every chunk of the pass was merged. Returns None on success.
         """
-        self._digest = None  # merged state may change without the version vector
         try:
             decoded = [decode_body(kind, body) for kind, body in items]
         except ValueError as exc:

@@ -35,7 +35,7 @@ from typing import Protocol
 from crdt import CRDT, ClockDriftError, Timestamp, decode
 
 from ..config import Settings
-from ..core.model import Delivery, Record
+from ..core.model import Delivery, Record, WriteBatch
 from ..core.records import decode_body
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyKeys
@@ -139,6 +139,8 @@ class Cohort:
         complete = len(records) < _FOLLOW_BATCH  # every wanted origin was read
         gaps: set[str] = set()
         merged = 0
+        seen = WriteBatch()  # what the merged records changed: for the commit observers
+        delivery_ids: list[str] = []
         async with writer.lock:
             for origin in sorted(want):
                 rows = by_origin.get(origin, [])
@@ -151,26 +153,37 @@ class Cohort:
                     if r.seq != have + 1:
                         gaps.add(origin)
                         break
-                    self._merge(r)
+                    self._merge(r, seen, delivery_ids)
                     merged += 1
         if gaps:
-            await self._reload_registry({o: stored[o] for o in gaps})
+            await self._reload_registry({o: stored[o] for o in gaps}, seen)
+        if merged or gaps:
+            await self._observe(seen, delivery_ids)
         if merged or gaps:
             self.followed += merged
             writer.notify_log()  # the replication holder ships them
         return merged
 
-    def _merge(self, r: Record) -> None:
+    def _merge(self, r: Record, seen: WriteBatch, delivery_ids: list[str]) -> None:
         """Merge one record of another actor into memory (write lock held): registry,
-        Idempotency-Key, HLC, version vectors. Its rows are in the store already."""
+        Idempotency-Key, HLC, version vectors. Its rows are in the store already; what it
+        touched is added to ``seen`` (registry states, event, Idempotency-Key) and
+        ``delivery_ids``."""
         try:
             decoded = decode_body(r.kind, r.body)
         except ValueError as exc:  # written by a process of this region: a bug
             log.error("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
         else:
-            self.catalog.apply(decoded.registry)
+            for key, state in self.catalog.apply(decoded.registry).items():
+                seen.registry[key] = state.to_bytes()
             if decoded.idempotency is not None:
                 self.keys.merge(decoded.idempotency)
+                seen.idempotency.append(decoded.idempotency)
+            if decoded.event is not None:
+                seen.events.append(decoded.event)
+            delivery_ids += [d.id for d in decoded.deliveries]
+            if decoded.delivery is not None:
+                delivery_ids.append(decoded.delivery.id)
         with contextlib.suppress(ClockDriftError, ValueError):
             self.writer.hlc.observe(Timestamp(*r.hlc), self.clock.wall_ms())
         self._advance(r.origin, r.seq)
@@ -180,9 +193,21 @@ class Cohort:
         w.version_vector[origin] = max(w.version_vector.get(origin, 0), seq)
         w.durable_vv[origin] = max(w.durable_vv.get(origin, 0), seq)
 
-    async def _reload_registry(self, upto: Mapping[str, int]) -> None:
+    async def _observe(self, seen: WriteBatch, delivery_ids: list[str]) -> None:
+        """Tell the write path's commit observers (the anti-entropy tree, the
+        Idempotency-Key cache) what the other processes committed, as one batch: the
+        stored rows of the deliveries they touched (the store's join of every process's
+        writes), the merged registry states, their events and keys."""
+        if delivery_ids:
+            rows = await self.store.get_deliveries(sorted(set(delivery_ids)))
+            seen.deliveries = [rows[i] for i in sorted(rows)]
+        for observe in self.writer.commit_observers:
+            observe(seen)
+
+    async def _reload_registry(self, upto: Mapping[str, int], seen: WriteBatch) -> None:
         """Merge every stored registry row into memory (a join: nothing of memory is
-        lost), then count the origins of ``upto`` as held up to their seq."""
+        lost; changed states into ``seen``), then count the origins of ``upto`` as held up
+        to their seq."""
         states = await self.store.load_registry()
         deltas: dict[str, CRDT] = {}
         for key, data in states.items():
@@ -192,7 +217,8 @@ class Cohort:
                 log.error("registry row %s does not decode: %s", key, exc)
         async with self.writer.lock:
             try:
-                self.catalog.apply(deltas)
+                for key, state in self.catalog.apply(deltas).items():
+                    seen.registry[key] = state.to_bytes()
             except TypeError as exc:
                 log.error("registry rows not merged: %s", exc)
             for origin, seq in upto.items():

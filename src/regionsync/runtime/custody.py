@@ -161,7 +161,7 @@ class Custody:
         if not writes:
             return 0
         if self.region in writes:
-            pending = (await self.store.counts(self.region))["deliveries_pending"]
+            pending = await self.store.pending_count(self.region)
             self.counters["deliveries_handed_back"] += pending
             self.queue.backlog = pending  # successors finished some while we were away
         async with self.writer.local_lock():

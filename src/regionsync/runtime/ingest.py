@@ -178,11 +178,15 @@ class Ingest:
         digest = ""  # only an Idempotency-Key needs the body's digest
         if idempotency_key is not None:
             digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
+        found = None
+        if idempotency_key is not None:  # memory or one store read, before the lock
+            found = await self._idempotent(tenant_id, idempotency_key)
         async with self.writer.local_lock():
             self.catalog.require_tenant(tenant_id)
-            found = None
-            if idempotency_key is not None:
-                found = self._idempotent(tenant_id, idempotency_key)
+            if idempotency_key is not None and found is None:  # accepted meanwhile?
+                found = self.idempotency.get(
+                    tenant_id, idempotency_key, self.clock.wall_ms(), self._ttl_ms
+                )
             if found is None:
                 obj = json.loads(payload) if payload_obj is None else payload_obj
                 # the catalog's schema (or strict mode) judges new events, not repeats
@@ -217,9 +221,12 @@ class Ingest:
         await self._settle(accepted, False)
         return accepted.event
 
-    def _idempotent(self, tenant_id: str, key: str) -> tuple[str, str, str, int] | None:
-        ttl_ms = int(self.settings.ingest.idempotency_ttl_s * 1000)
-        return self.idempotency.get(tenant_id, key, self.clock.wall_ms(), ttl_ms)
+    @property
+    def _ttl_ms(self) -> int:
+        return int(self.settings.ingest.idempotency_ttl_s * 1000)
+
+    async def _idempotent(self, tenant_id: str, key: str) -> tuple[str, str, str, int] | None:
+        return await self.idempotency.lookup(tenant_id, key, self.clock.wall_ms(), self._ttl_ms)
 
     async def ingest(
         self, source_id: str, headers: Mapping[str, str], body: bytes
@@ -362,7 +369,7 @@ class Ingest:
         if idempotency_key is not None:
             idem = (tenant_id, idempotency_key, event.id, digest, now, self.region)
             batch.idempotency.append(idem)
-            self.idempotency.put(idem)
+            self.idempotency.remember(idem)
         pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
         self.queue.backlog += pending
         # usage counters move once per group commit, not per event (WritePath._before_commit)
@@ -378,13 +385,10 @@ class Ingest:
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
         return _Accepted(event, durable, self.writer.version_vector[self.writer.actor], pending)
 
-    async def purge_idempotency(self) -> int:
-        """Forget Idempotency-Keys older than the TTL, in memory and in the store.
-
-        Expiry is by creation time, so every region forgets a key at the same moment."""
-        cutoff = self.clock.wall_ms() - int(self.settings.ingest.idempotency_ttl_s * 1000)
-        self.idempotency.purge(cutoff)
-        return await self.store.purge_idempotency(cutoff)
+    async def purge_idempotency(self, batch: int = 5000) -> int:
+        """Forget Idempotency-Keys older than the TTL (``IdempotencyKeys.expire``; by
+        creation time, so every region forgets a key at the same moment)."""
+        return await self.idempotency.expire(self.clock.wall_ms() - self._ttl_ms, batch)
 
     async def get_event(self, tenant_id: str, event_id: str) -> tuple[Event, list[Delivery]]:
         """The event with its deliveries; NotFound unless it belongs to the live tenant's

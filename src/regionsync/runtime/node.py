@@ -91,8 +91,10 @@ class Node:
              "digest_mismatches"), 0,
         )  # fmt: skip
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
-        self.catalog, self.queue, self.keys = Catalog(), DeliveryQueue(), IdempotencyKeys()
+        self.catalog, self.queue = Catalog(), DeliveryQueue()
+        self.keys = IdempotencyKeys(store, settings.ingest.idempotency_cache_entries)
         self.writer = writer = WritePath(settings, store, clock, self.catalog)
+        writer.commit_observers.append(self.keys.committed)  # durable rows: the store's
         self.telemetry = writer.telemetry
         parts: dict[str, Any] = {"store": store, "clock": clock}
         self.ops = OperationalEvents(settings, clock)
@@ -160,8 +162,7 @@ class Node:
         writer.open(self.region, incarnation, await store.load_version_vector())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()
-        self.keys.load(await store.load_idempotency())
-        self.queue.backlog = (await store.counts(self.region))["deliveries_pending"]
+        self.queue.backlog = await store.pending_count(self.region)  # an index read
         self._spawn(writer.start_committer(self._on_commit_failure).run(), "committer")
         await writer.resume_hlc()
         self.custody.start()
@@ -195,6 +196,8 @@ class Node:
         ]
         if self.ops.enabled:  # no task when off (simulator traces stay as they were)
             parts.append((False, self.ops.run, "operational"))
+        if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits
+            parts.append((True, self.anti_entropy.warm, "state-tree"))
         for peer in self.settings.peers:
             parts.append((True, PeerLink(self.links, self.peers[peer.region]).run,
                           f"peer-{peer.region}"))  # fmt: skip
@@ -247,7 +250,7 @@ class Node:
             self.catalog.load(await self.store.load_registry())
             vv = await self.store.load_version_vector()
             self.writer.version_vector, self.writer.durable_vv = dict(vv), dict(vv)
-            self.keys.load(await self.store.load_idempotency())
+            self.keys.reset()
             self.replica.held.clear()
         log.warning("state reloaded from the store after a failed commit")
 

@@ -57,6 +57,8 @@ __all__ = [
     "StoreInfo",
 ]
 
+_IdemRow = tuple[str, str, str, str, int, str]  # an Idempotency-Key row (WriteBatch)
+
 
 class Clock(Protocol):
     """Wall time in integer milliseconds, monotonic seconds, and sleeping."""
@@ -182,12 +184,14 @@ class Store(Protocol):
         """origin -> highest seq truncated from the log (records above it are kept)."""
         ...
 
-    async def list_event_ids(self) -> list[str]:
-        """Ids of every stored event, sorted (for the anti-entropy hash tree)."""
+    async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
+        """Ids of the stored events after ``after``, sorted, at most ``limit`` (None: all;
+        for the anti-entropy hash tree, read a page at a time)."""
         ...
 
-    async def load_deliveries(self) -> list[Delivery]:
-        """Every stored delivery, in id order (for the anti-entropy hash tree)."""
+    async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
+        """The stored deliveries with ids after ``after``, in id order, at most ``limit``
+        (None: all; for the anti-entropy hash tree, read a page at a time)."""
         ...
 
     async def get_event(self, event_id: str) -> Event | None: ...
@@ -200,8 +204,17 @@ class Store(Protocol):
         """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``."""
         ...
 
-    async def purge_idempotency(self, before_ms: int) -> int:
-        """Delete Idempotency-Keys created before ``before_ms``; returns how many."""
+    async def get_idempotency(self, tenant: str, key: str) -> _IdemRow | None:
+        """The stored row of ``tenant``'s Idempotency-Key ``key`` (even expired), or None."""
+        ...
+
+    async def idempotency_of_events(self, event_ids: Sequence[str]) -> list[_IdemRow]:
+        """The stored rows whose event is one of ``event_ids`` (an index on event_id)."""
+        ...
+
+    async def purge_idempotency(self, before_ms: int, limit: int) -> int:
+        """Delete at most ``limit`` keys created before ``before_ms`` (indexed); returns
+        how many. Callers repeat until fewer were deleted (no long write lock)."""
         ...
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None: ...
@@ -292,6 +305,10 @@ class Store(Protocol):
     async def counts(self, region: str) -> dict[str, int]:
         """Counts for status and metrics: ``events`` (all held), ``events_accepted`` (origin
         ``region``) and ``deliveries_<status>`` of deliveries owned by ``region``."""
+        ...
+
+    async def pending_count(self, region: str) -> int:
+        """``counts(region)["deliveries_pending"]`` from an index (``counts`` scans events)."""
         ...
 
 

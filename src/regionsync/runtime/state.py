@@ -1,6 +1,7 @@
 """In-memory state that several parts of a node read: the registry with its subscription
-index, the Idempotency-Key table, the delivery queue's counters and wake-up, and each
-peer's replication status.
+index, the delivery queue's counters and wake-up, and each peer's replication status
+(the Idempotency-Keys, looked up in the store, are in runtime/idempotency.py and
+re-exported here).
 
 Owns no task and does no I/O; the parts that change this state say so in their
 docstrings (registry deltas come only through ``Catalog.apply``).
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +25,11 @@ from ..core.model import Delivery, Event
 from ..core.registry import EndpointView, Registry, TenantView, gen_live
 from ..core.tokens import TokenView, tokens
 from ..errors import NotFound, Unprocessable
+from .idempotency import IdempotencyKeys, IdempotencyRow
 
 __all__ = ["Catalog", "DeliveryQueue", "IdempotencyKeys", "IdempotencyRow", "PeerStatus"]
 
 log = logging.getLogger("regionsync.node")
-
-# (tenant, key, event id, body digest, accepted at ms, region): a replicated key row
-IdempotencyRow = tuple[str, str, str, str, int, str]
 
 
 class Catalog:
@@ -204,52 +203,6 @@ class Catalog:
         if fields is None:
             raise NotFound(f"no source {source_id!r}", field="source")
         return fields
-
-
-class IdempotencyKeys:
-    """Idempotency-Keys: ``(tenant, key) -> (event id, digest, region, accepted at ms)``.
-
-    Replicated rows merge by "the earliest acceptance wins" (ties: the smaller event id),
-    so every region settles on the same event for a key.
-    """
-
-    def __init__(self) -> None:
-        self.table: dict[tuple[str, str], tuple[str, str, str, int]] = {}
-
-    def load(self, rows: Iterable[IdempotencyRow]) -> None:
-        self.table = {(t, k): (e, d, r, at) for t, k, e, d, at, r in rows}
-
-    def get(
-        self, tenant: str, key: str, now_ms: int, ttl_ms: int
-    ) -> tuple[str, str, str, int] | None:
-        """The live row of a key, or None (unknown, or older than ``ttl_ms``)."""
-        found = self.table.get((tenant, key))
-        if found is not None and found[3] + ttl_ms < now_ms:
-            return None  # expired: the key may be used again
-        return found
-
-    def put(self, row: IdempotencyRow) -> None:
-        """Record a key accepted here (the caller checked it was free)."""
-        tenant, key, event_id, digest, at, region = row
-        self.table[(tenant, key)] = (event_id, digest, region, at)
-
-    def merge(self, row: IdempotencyRow) -> None:
-        """Merge a replicated row: the earliest acceptance wins, in every region alike."""
-        tenant, key, event_id, digest, at, region = row
-        known = self.table.get((tenant, key))
-        if known is None or (known[3], known[0]) > (at, event_id):
-            self.table[(tenant, key)] = (event_id, digest, region, at)
-
-    def purge(self, before_ms: int) -> None:
-        for k in [k for k, v in self.table.items() if v[3] < before_ms]:
-            del self.table[k]
-
-    def rows_by_event(self) -> dict[str, list[IdempotencyRow]]:
-        """event id -> its key rows (for anti-entropy items)."""
-        out: dict[str, list[IdempotencyRow]] = {}
-        for (tenant, key), (eid, digest, region, at) in self.table.items():
-            out.setdefault(eid, []).append((tenant, key, eid, digest, at, region))
-        return out
 
 
 @dataclass

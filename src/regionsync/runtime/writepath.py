@@ -53,6 +53,8 @@ class WritePath:
         # flight with whether it records them (see _before_commit)
         self._usage_carry: dict[tuple[str, str], int] = {}
         self._in_flight: tuple[dict[tuple[str, str], int], bool] = ({}, False)
+        # called with every committed batch, after durable_vv moved (antientropy's tree)
+        self.commit_observers: list[Callable[[WriteBatch], None]] = []
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -179,6 +181,8 @@ class WritePath:
         self.commits += 1
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
+        for observe in self.commit_observers:
+            observe(batch)
         self.notify_log()
 
     @property

@@ -1,0 +1,80 @@
+"""Idempotency-Keys live in the store behind a bounded cache (issue 17): a node over a real
+SQLite file keeps at most ``ingest.idempotency_cache_entries`` keys in memory, answers a
+repeat of an evicted key (or one from before a restart) from the store, and purges
+expired keys in bounded batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from regionsync.adapters.memory_transport import MemoryNetwork
+from regionsync.adapters.sqlite_store import SqliteStore
+from regionsync.adapters.system import SystemClock, UlidSource, system_rng
+from regionsync.config import load_settings
+from regionsync.errors import Conflict
+from regionsync.runtime.node import Node
+
+CACHE = 1024
+
+
+def make(path: Path, **ingest: object) -> Node:
+    settings = load_settings(
+        None, region="a", ingest={"idempotency_cache_entries": CACHE, **ingest}
+    )
+    clock, rng = SystemClock(), system_rng()
+    return Node(
+        settings, store=SqliteStore(path), clock=clock, rng=rng, ids=UlidSource(clock, rng),
+        transport=MemoryNetwork().transport("a"), sender=None, resolver=None,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+async def test_keys_beyond_the_cache_are_answered_from_the_store(tmp_path: Path) -> None:
+    node = make(tmp_path / "a.db")
+    await node.start()
+    try:
+        await node.registry_ops.create_tenant("acme", "Acme")
+        first, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        assert created
+        for i in range(1, CACHE + 100):
+            await node.ingest.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+        assert len(node.keys.cache) == CACHE and not node.keys.pending
+        assert ("acme", "k0") not in node.keys.cache  # evicted, least recently used
+        misses = node.keys.misses
+        again, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        assert not created and again.id == first.id
+        assert node.keys.misses == misses + 1  # one store read, then cached
+        again, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        assert not created and again.id == first.id and node.keys.misses == misses + 1
+        with pytest.raises(Conflict):  # the stored digest is compared, as before
+            await node.ingest.publish("acme", "x", b'{"i":"other"}', "k1")
+    finally:
+        await node.stop()
+
+    node = make(tmp_path / "a.db")  # a restart loads no key; the store answers
+    await node.start()
+    try:
+        assert not node.keys.cache
+        again, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        assert not created and again.id == first.id
+    finally:
+        await node.stop()
+
+
+async def test_expired_keys_are_purged_in_batches_and_free_again(tmp_path: Path) -> None:
+    node = make(tmp_path / "a.db", idempotency_ttl_s=60)
+    await node.start()
+    try:
+        await node.registry_ops.create_tenant("acme", "Acme")
+        first, _ = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        for i in range(1, 12):
+            await node.ingest.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+        assert await node.ingest.purge_idempotency(batch=5) == 0  # none expired yet
+        node.clock.wall_ms = lambda real=node.clock.wall_ms: real() + 61_000  # type: ignore[method-assign]
+        assert await node.ingest.purge_idempotency(batch=5) == 12  # 5 + 5 + 2
+        assert await node.store.load_idempotency() == [] and not node.keys.cache
+        fresh, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        assert created and fresh.id != first.id  # the key may be used again
+    finally:
+        await node.stop()

@@ -43,10 +43,11 @@ async def test_region_unreachable_and_reachable_once_per_region(
     net.partition("a", "c")
     net.partition("b", "c")
 
-    def reported(event_type: str, n: int = 1) -> bool:
-        return all(len(sent(x, event_type)) >= n for x in (a, b, c))
+    def reported(event_type: str, n: int = 1, n_c: int = 1) -> bool:
+        # c suspects a and b one by one: wait for both of its reports (a race otherwise)
+        return all(len(sent(x, event_type)) >= k for x, k in ((a, n), (b, n), (c, n_c)))
 
-    await eventually(lambda: reported("region.unreachable"), timeout_s=15)
+    await eventually(lambda: reported("region.unreachable", n_c=2), timeout_s=15)
     for x, cut in ((a, ["c"]), (b, ["c"]), (c, ["a", "b"])):
         got = sent(x, "region.unreachable")
         assert sorted(p["peer"] for p in got) == cut, got  # each peer once, by its viewer

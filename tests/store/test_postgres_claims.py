@@ -93,6 +93,8 @@ async def test_a_stale_state_neither_undoes_an_outcome_nor_ends_a_claim(procs) -
     done = Delivery("dlv_0001", "evt_0001", "ep_1", "acme", DeliveryStatus.DELIVERED, 1, None,
                     REGION, 1, 5)  # fmt: skip
     await b.commit(WriteBatch(deliveries=[done]))
-    await a.commit(WriteBatch(deliveries=[stale]))  # lower in the join order: ignored
+    batch = WriteBatch(deliveries=[stale])
+    await a.commit(batch)  # lower in the join order: ignored
     assert await a.get_delivery("dlv_0001") == done
+    assert batch.deliveries == [done]  # the batch says what is stored (commit observers)
     assert await a.claim_due(REGION, 1000, 10, "p0", 60_000) == []

@@ -77,9 +77,11 @@ async def test_registry_rows_are_merged_not_overwritten(pg_url: str) -> None:
         from_a = ORSet.empty().add("acme", actor="r:1")
         from_b = ORSet.empty().add("globex", actor="r:2")
         await a.commit(WriteBatch(registry={"tenants": from_a.to_bytes()}))
-        await b.commit(WriteBatch(registry={"tenants": from_b.to_bytes()}))
+        batch = WriteBatch(registry={"tenants": from_b.to_bytes()})
+        await b.commit(batch)
         stored = decode((await a.load_registry())["tenants"])
         assert stored == from_a.merge(from_b)
+        assert decode(batch.registry["tenants"]) == stored  # what is stored (observers)
         assert stored.value() == frozenset({"acme", "globex"})
         # concurrent commits of many keys in opposite orders: merged, no deadlock left
         keys = [f"t/t{i}/endpoints" for i in range(20)]

@@ -89,15 +89,15 @@ _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 
 
 async def _merge_registry(
-    cur: psycopg.AsyncCursor[Any], states: Mapping[str, bytes], at_rest: AtRest
+    cur: psycopg.AsyncCursor[Any], states: dict[str, bytes], at_rest: AtRest
 ) -> None:
     """Write registry ``states`` (key -> encoded CRDT, plaintext; sealed by ``at_rest`` as
     written) as the join with the stored rows:
     several processes write one database, and one's in-memory state may not yet hold
     another's last change to a key, so a plain overwrite could lose that change. Rows are
     inserted if absent, then locked in key order (no deadlock between processes) and
-    replaced by the merge where it differs. Bytes that do not decode as CRDTs (tests'
-    placeholders) are written as given, as before."""
+    replaced by the merge where it differs; ``states`` is set to what is stored. Bytes
+    that do not decode as CRDTs (tests' placeholders) are written as given, as before."""
     items = sorted(states.items())
     await cur.executemany(
         "INSERT INTO registry(key, state) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
@@ -119,6 +119,8 @@ async def _merge_registry(
             merged = new
         if merged != old:
             updates.append((at_rest.seal_state(key, merged), key))
+        if merged != new:
+            states[key] = merged  # the batch says what is stored (its commit observers)
     if updates:
         await cur.executemany("UPDATE registry SET state = %s WHERE key = %s", updates)
 
@@ -363,6 +365,14 @@ class PostgresStore:
                         for _, d in sorted(last.items())
                     ],
                 )  # fmt: skip
+                # where another process's later state won, the batch says what is stored:
+                # its commit observers (the anti-entropy tree) must see the store's rows
+                await cur.execute(
+                    f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = ANY(%s)", (list(last),)
+                )
+                stored = {r[0]: _delivery(r) for r in await cur.fetchall()}
+                if any(stored.get(d.id, d) != d for d in b.deliveries):
+                    b.deliveries[:] = [stored.get(d.id, d) for d in b.deliveries]
             if b.attempts:
                 await cur.executemany(
                     f"INSERT INTO attempts({_ATTEMPT_COLS}) "

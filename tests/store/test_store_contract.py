@@ -175,6 +175,24 @@ async def test_due_deliveries_behind_a_blocked_backlog(store) -> None:
     assert await store.next_due_ms(REGION) == 1
 
 
+async def test_due_deliveries_per_endpoint_round_robin(store) -> None:
+    # issue 17: at most per_endpoint rows of each endpoint, every endpoint's first row
+    # before any endpoint's second, each endpoint in its own order
+    await _blocked_backlog(store, 300)
+    due = await store.due_deliveries(REGION, 8000, 6, [], per_endpoint=2)
+    assert [d.id for d in due] == [
+        "dlv_ep_b1_00000", "dlv_ep_b2_00001", "dlv_ep_1_00001", "dlv_ep_2_00003",
+        "dlv_ep_b1_00002", "dlv_ep_b2_00003",
+    ]  # fmt: skip
+    due = await store.due_deliveries(REGION, 8000, 10, ["dlv_ep_1_00001"], ["ep_b1"], 2)
+    assert [d.id for d in due] == [
+        "dlv_ep_b2_00001", "dlv_ep_1_00002", "dlv_ep_2_00003", "dlv_ep_b2_00003",
+        "dlv_ep_1_00004", "dlv_ep_2_00005",
+    ]  # fmt: skip
+    due = await store.due_deliveries(REGION, 8000, 10, [], ["ep_b1", "ep_b2"], 1)
+    assert [d.id for d in due] == ["dlv_ep_1_00001", "dlv_ep_2_00003"]
+
+
 async def test_list_deliveries_filters_and_cursor(store) -> None:
     ds = [_delivery(i) for i in range(1, 6)]
     ds[2] = _delivery(3, DeliveryStatus.DEAD)

@@ -260,25 +260,32 @@ class MemoryStore:
         limit: int,
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
+        per_endpoint: int | None = None,
     ) -> list[Delivery]:
-        # as the SQL stores: the pending rows of the endpoints not excluded, never those
-        # of an excluded endpoint's backlog
+        # as the SQL stores: the due heads of the endpoints not excluded, never those of
+        # an excluded endpoint's backlog; with per_endpoint, merged round-robin
         self._check()
         skip = set(exclude)
         skip_eps = set(exclude_endpoints)
-        due = sorted(
-            (
-                d
-                for eid, rows in self._pending.get(region, {}).items()
-                if eid not in skip_eps
-                for d in rows.values()
-                if d.next_attempt_at_ms is not None
-                and d.next_attempt_at_ms <= now_ms
-                and d.id not in skip
-            ),
-            key=lambda d: (d.next_attempt_at_ms, d.id),
-        )
-        return due[:limit]
+        ranked: list[tuple[int, int, str, Delivery]] = []
+        for eid, rows in self._pending.get(region, {}).items():
+            if eid in skip_eps:
+                continue
+            head = sorted(
+                (
+                    d
+                    for d in rows.values()
+                    if d.next_attempt_at_ms is not None
+                    and d.next_attempt_at_ms <= now_ms
+                    and d.id not in skip
+                ),
+                key=lambda d: (d.next_attempt_at_ms, d.id),
+            )[: limit if per_endpoint is None else per_endpoint]
+            for rank, d in enumerate(head):
+                turn = 0 if per_endpoint is None else rank
+                ranked.append((turn, d.next_attempt_at_ms or 0, d.id, d))
+        ranked.sort(key=lambda r: r[:3])
+        return [r[3] for r in ranked[:limit]]
 
     async def next_due_ms(self, region: str) -> int | None:
         self._check()

@@ -645,10 +645,15 @@ class PostgresStore:
         limit: int,
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
+        per_endpoint: int | None = None,
     ) -> list[Delivery]:
         # per-endpoint due heads (index deliveries_due_endpoint, migration 5): the
-        # endpoints with pending rows by a skip scan, then at most ``limit`` rows of each
-        # one not excluded (LATERAL), merged; a blocked endpoint's backlog is never read
+        # endpoints with pending rows by a skip scan, then at most ``limit``
+        # (``per_endpoint``) rows of each one not excluded (LATERAL), merged (round-robin
+        # with ``per_endpoint``); a blocked endpoint's backlog is never read
+        order = "d.next_attempt_at_ms, d.id"
+        if per_endpoint is not None:
+            order = f"row_number() OVER (PARTITION BY d.endpoint_id ORDER BY {order}), {order}"
         rows = await self._fetch(
             # ORDER BY ... LIMIT 1, not min(): without statistics (a table just filled)
             # the planner may aggregate min() over every pending row
@@ -663,9 +668,9 @@ class PostgresStore:
             " AND endpoint_id = e.ep AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s))"
             " ORDER BY next_attempt_at_ms, id LIMIT %s) d "
             "WHERE e.ep IS NOT NULL AND NOT (e.ep = ANY(%s)) "
-            "ORDER BY d.next_attempt_at_ms, d.id LIMIT %s",
-            (region, region, region, now_ms, list(exclude), limit, list(exclude_endpoints),
-             limit),
+            f"ORDER BY {order} LIMIT %s",
+            (region, region, region, now_ms, list(exclude), per_endpoint or limit,
+             list(exclude_endpoints), limit),
         )  # fmt: skip
         return [_delivery(r) for r in rows]
 

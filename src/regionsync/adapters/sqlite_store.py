@@ -642,11 +642,16 @@ class SqliteStore:
         limit: int,
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
+        per_endpoint: int | None = None,
     ) -> list[Delivery]:
         # per-endpoint due heads (deliveries_due_endpoint): the endpoints with pending rows
-        # by a skip scan (one index probe each), then at most ``limit`` rows of each one
-        # not excluded, merged; a blocked endpoint's backlog is never read, so a claim
-        # costs O(endpoints + rows returned), not O(the blocked endpoints' due rows)
+        # by a skip scan (one index probe each), then at most ``limit`` (``per_endpoint``)
+        # rows of each one not excluded, merged (round-robin with ``per_endpoint``); a
+        # blocked endpoint's backlog is never read, so a claim costs O(endpoints + rows
+        # returned), not O(the blocked endpoints' due rows)
+        order = "d.next_attempt_at_ms, d.id"
+        if per_endpoint is not None:
+            order = f"row_number() OVER (PARTITION BY d.endpoint_id ORDER BY {order}), {order}"
         skip_eps = skip_ids = ""
         if exclude_endpoints:
             skip_eps = f" AND e.ep NOT IN ({','.join('?' * len(exclude_endpoints))})"
@@ -661,9 +666,10 @@ class SqliteStore:
             " SELECT rowid FROM deliveries WHERE region = ? AND status = 'pending'"
             f" AND endpoint_id = e.ep AND next_attempt_at_ms <= ?{skip_ids}"
             " ORDER BY next_attempt_at_ms, id LIMIT ?) "
-            f"WHERE e.ep IS NOT NULL{skip_eps} ORDER BY d.next_attempt_at_ms, d.id LIMIT ?",
-            (region, region, region, now_ms, *exclude, limit, *exclude_endpoints, limit),
-        )
+            f"WHERE e.ep IS NOT NULL{skip_eps} ORDER BY {order} LIMIT ?",
+            (region, region, region, now_ms, *exclude, per_endpoint or limit,
+             *exclude_endpoints, limit),
+        )  # fmt: skip
         return [_delivery(r) for r in rows]
 
     async def next_due_ms(self, region: str) -> int | None:

@@ -10,10 +10,30 @@ take more than their share of the region's delivery concurrency (issue 14).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Lane", "TenantSlots", "TokenBucket", "tenant_cap"]
+from .model import Delivery
+
+__all__ = ["Lane", "TenantSlots", "TokenBucket", "fair_order", "tenant_cap"]
+
+
+def fair_order(due: Sequence[Delivery], inflight: Mapping[str, int]) -> list[Delivery]:
+    """``due`` (deliveries, any order) round-robin across endpoints, counting what each
+    endpoint already has in flight: a row's turn is its endpoint's attempts in flight
+    (``inflight``: endpoint id -> count) plus its rank among that endpoint's rows in
+    ``(next_attempt_at_ms, id)`` order; rows are ordered by (turn, next_attempt_at_ms,
+    id). So a newly due endpoint's first delivery goes before a backlogged endpoint's
+    next one, whatever their due times, and each endpoint keeps its own order (issue 17,
+    fan-in; the weighted-fair idea of Svix/Hook0 per-endpoint queues)."""
+    rank: dict[str, int] = {}
+    keyed: list[tuple[tuple[int, int, str], Delivery]] = []
+    for d in sorted(due, key=lambda d: (d.next_attempt_at_ms or 0, d.id)):
+        turn = rank.get(d.endpoint_id, inflight.get(d.endpoint_id, 0))
+        rank[d.endpoint_id] = turn + 1
+        keyed.append(((turn, d.next_attempt_at_ms or 0, d.id), d))
+    keyed.sort(key=lambda k: k[0])
+    return [d for _, d in keyed]
 
 
 @dataclass(slots=True)

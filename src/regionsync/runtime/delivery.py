@@ -20,7 +20,7 @@ from ..config import Settings
 from ..core.custody import CustodyRecord
 from ..core.envelope import delivery_body, delivery_headers, recorded_headers
 from ..core.health import HealthPolicy
-from ..core.lanes import Lane, TenantSlots, TokenBucket
+from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
 from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Attempt, Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
@@ -46,9 +46,9 @@ class DeliveryWorker:
     run or wait to be recorded (so only a dead process's claims expire); those claimed
     but not started (a lane that filled meanwhile) are released at once.
 
-    Due deliveries are claimed in ``next_attempt_at`` order, skipping endpoints whose lane
-    is full (in-flight cap, rate limit, or a failing endpoint's probe not yet due), so a
-    tarpit endpoint only ever occupies its own lane and never the shared workers.
+    Due deliveries are claimed round-robin across endpoints (``core.lanes.fair_order``),
+    skipping endpoints whose lane is full (in-flight cap, rate limit, a failing endpoint's
+    probe not yet due): a tarpit or a burst holds only its own lane, never the others.
     """
 
     def __init__(
@@ -258,7 +258,7 @@ class DeliveryWorker:
         self.queue.wake.set()
 
     async def _due(self, now_ms: int, limit: int, blocked: set[str]) -> list[Delivery]:
-        """Due deliveries of every owner custody gives this region, soonest first; an
+        """Due deliveries of every owner custody gives this region, round-robin; an
         adopted owner's only for the endpoints whose custodian this region is (claimed
         for this process when ``claims`` is set)."""
         owners = self.custody.claimable()
@@ -270,10 +270,15 @@ class DeliveryWorker:
                 due += await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
                 continue
             due += await self.store.due_deliveries(
-                owner, now_ms, limit, list(self.inflight), sorted(skip)
+                owner,
+                now_ms,
+                limit,
+                list(self.inflight),
+                sorted(skip),
+                per_endpoint=max(1, limit // 2),
             )
-        if len(owners) > 1:
-            due.sort(key=lambda d: (d.next_attempt_at_ms or 0, d.id))
+        busy = {eid: lane.inflight for eid, lane in self.lanes.items() if lane.inflight}
+        due = fair_order(due, busy)
         if self.claims is not None and len(due) > limit:
             await self._unclaim(due[limit:])
         return due[:limit]

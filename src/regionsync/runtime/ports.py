@@ -261,10 +261,13 @@ class Store(Protocol):
         limit: int,
         exclude: Sequence[str],
         exclude_endpoints: Sequence[str] = (),
+        per_endpoint: int | None = None,
     ) -> list[Delivery]:
         """Pending deliveries owned by ``region`` with ``next_attempt_at_ms <= now_ms``, in
         that order, skipping ids in ``exclude`` and endpoints in ``exclude_endpoints``
-        (lanes that are full)."""
+        (lanes that are full). With ``per_endpoint``: at most that many of each endpoint,
+        round-robin (ordered by rank within the endpoint, then due time, then id: every
+        endpoint's first row before any endpoint's second; issue 17, fan-in)."""
         ...
 
     async def next_due_ms(self, region: str) -> int | None:

@@ -30,11 +30,13 @@ from .operational import OperationalEvents
 from .outcomes import Outcome, OutcomeRecorder
 from .ports import Clock, CustodyView, LocalWriter, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
+from .wakeup import sleep_until_due
 
 __all__ = ["USER_AGENT", "DeliveryWorker"]
 
 log = logging.getLogger("regionsync.delivery")
 _CRASH_BACKOFF_S = 60.0
+RECORDING_FACTOR = 2  # sent attempts waiting for their record, per ``concurrency``
 
 
 class DeliveryWorker:
@@ -95,22 +97,11 @@ class DeliveryWorker:
                 soonest = await self._launch_due()
                 if self.queue.wake.is_set():
                     continue  # attempts finished meanwhile: claim again, no sleep to plan
-                now = self.clock.wall_ms()
-                nxt = None
-                for owner in self.custody.claimable():
-                    due_ms = await self.store.next_due_ms(owner)
-                    if due_ms is not None and (nxt is None or due_ms < nxt):
-                        nxt = due_ms
-                wait = self.opts.poll_interval_s
-                if nxt is not None and nxt > now:
-                    wait = min(wait, (nxt - now) / 1000)
-                if soonest is not None:
-                    wait = min(wait, soonest)
-                try:
-                    async with asyncio.timeout(max(wait, 0.001)):
-                        await self.queue.wake.wait()
-                except TimeoutError:
-                    pass
+                if self._free() <= 0:  # every slot busy: the next one freed wakes us
+                    await self.queue.wake.wait()
+                    continue
+                await sleep_until_due(self.queue.wake, self._next_due_ms, self.clock,
+                                      self.opts.poll_interval_s, soonest)  # fmt: skip
         finally:
             tasks = list(self._tasks)
             for t in tasks:
@@ -132,6 +123,14 @@ class DeliveryWorker:
                     await self.claims.renew(list(self.inflight), until)
                 except Exception:  # the next round tries again; the lease is longer
                     log.exception("renewing %d delivery claims failed", len(self.inflight))
+
+    async def _next_due_ms(self) -> int | None:
+        nxt = None
+        for owner in self.custody.claimable():
+            due_ms = await self.store.next_due_ms(owner)
+            if due_ms is not None and (nxt is None or due_ms < nxt):
+                nxt = due_ms
+        return nxt
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)
@@ -183,8 +182,7 @@ class DeliveryWorker:
     async def _launch_due(self) -> float | None:
         soonest = None
         for _ in range(4):  # re-query while lanes filled up under the rows we got
-            cap = self.opts.concurrency  # attempts sending, and as many more recording
-            free = min(cap - len(self.inflight) + self.recording, 2 * cap - len(self.inflight))
+            free = self._free()
             if free <= 0:
                 return soonest
             now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
@@ -251,6 +249,12 @@ class DeliveryWorker:
             task = asyncio.create_task(self._attempt(d, events.get(d.event_id)))
             self._tasks[task] = None
             task.add_done_callback(lambda t: self._tasks.pop(t, None))
+
+    def _free(self) -> int:
+        """Attempts that may start now: ``delivery.concurrency`` sending, and up to
+        ``RECORDING_FACTOR`` times as many more sent and waiting to be recorded."""
+        cap, busy = self.opts.concurrency, len(self.inflight)
+        return min(cap - busy + self.recording, (1 + RECORDING_FACTOR) * cap - busy)
 
     def _free_slot(self, d: Delivery) -> None:
         """Give back ``d``'s lane and tenant slot (once), and wake the claim loop."""

@@ -36,7 +36,7 @@ __all__ = ["USER_AGENT", "DeliveryWorker"]
 
 log = logging.getLogger("regionsync.delivery")
 _CRASH_BACKOFF_S = 60.0
-RECORDING_FACTOR = 2  # sent attempts waiting for their record, per ``concurrency``
+RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
 
 
 class DeliveryWorker:

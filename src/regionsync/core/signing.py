@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 from collections.abc import Sequence
@@ -39,6 +40,13 @@ def parse_secret(secret: str) -> bytes:
     return key
 
 
+@functools.lru_cache(maxsize=4096)
+def _key(secret: str) -> bytes:
+    """``parse_secret`` of an endpoint's stored secret, decoded once per secret (not
+    per attempt: the base64 decode was about 0.7 % of a delivery's samples, issue 17)."""
+    return parse_secret(secret)
+
+
 def sign(key: bytes, msg_id: str, timestamp_s: int, body: bytes) -> str:
     """One ``v1,<base64>`` signature of ``{msg_id}.{timestamp_s}.{body}``."""
     mac = hmac.new(key, f"{msg_id}.{timestamp_s}.".encode() + body, hashlib.sha256)
@@ -49,7 +57,7 @@ def signature_headers(
     secrets: Sequence[str], msg_id: str, timestamp_s: int, body: bytes
 ) -> dict[str, str]:
     """The three Standard Webhooks headers; one ``v1`` signature per active secret."""
-    sigs = " ".join(sign(parse_secret(s), msg_id, timestamp_s, body) for s in secrets)
+    sigs = " ".join(sign(_key(s), msg_id, timestamp_s, body) for s in secrets)
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp_s),

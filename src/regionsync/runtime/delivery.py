@@ -18,24 +18,25 @@ import logging
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
-from ..core.envelope import delivery_body, delivery_headers, recorded_headers
 from ..core.health import HealthPolicy
 from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
 from ..core.lanes import tenant_cap as cap_rule
-from ..core.model import Attempt, Delivery, DeliveryStatus, Event
+from ..core.model import Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
-from ..core.retry import DEADLINE_S, OutcomeKind, attempt_row, next_step
+from ..core.retry import DEADLINE_S
+from .attempts import USER_AGENT, send_attempt
 from .cohort import Claims
 from .operational import OperationalEvents
 from .outcomes import Outcome, OutcomeRecorder
-from .ports import Clock, CustodyView, LocalWriter, OutboundRequest, Rng, Sender, Store
+from .ports import Clock, CustodyView, LocalWriter, Rng, Sender, Store
 from .state import Catalog, DeliveryQueue
+from .wakeup import sleep_until_due
 
 __all__ = ["USER_AGENT", "DeliveryWorker"]
 
 log = logging.getLogger("regionsync.delivery")
-USER_AGENT = "regionsync/0.1 (+https://github.com/regionsync)"
 _CRASH_BACKOFF_S = 60.0
+RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
 
 
 class DeliveryWorker:
@@ -77,6 +78,8 @@ class DeliveryWorker:
             probe_max_s=self.opts.probe_max_s,
         )
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
+        self.slots: set[str] = set()  # of those, the ones holding a lane and tenant slot
+        self.recording = 0  # of those, sent and waiting for their outcome to be durable
         self.lanes: dict[str, Lane] = {}
         self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self.recorder = OutcomeRecorder(
@@ -94,22 +97,11 @@ class DeliveryWorker:
                 soonest = await self._launch_due()
                 if self.queue.wake.is_set():
                     continue  # attempts finished meanwhile: claim again, no sleep to plan
-                now = self.clock.wall_ms()
-                nxt = None
-                for owner in self.custody.claimable():
-                    due_ms = await self.store.next_due_ms(owner)
-                    if due_ms is not None and (nxt is None or due_ms < nxt):
-                        nxt = due_ms
-                wait = self.opts.poll_interval_s
-                if nxt is not None and nxt > now:
-                    wait = min(wait, (nxt - now) / 1000)
-                if soonest is not None:
-                    wait = min(wait, soonest)
-                try:
-                    async with asyncio.timeout(max(wait, 0.001)):
-                        await self.queue.wake.wait()
-                except TimeoutError:
-                    pass
+                if self._free() <= 0:  # every slot busy: the next one freed wakes us
+                    await self.queue.wake.wait()
+                    continue
+                await sleep_until_due(self.queue.wake, self._next_due_ms, self.clock,
+                                      self.opts.poll_interval_s, soonest)  # fmt: skip
         finally:
             tasks = list(self._tasks)
             for t in tasks:
@@ -131,6 +123,14 @@ class DeliveryWorker:
                     await self.claims.renew(list(self.inflight), until)
                 except Exception:  # the next round tries again; the lease is longer
                     log.exception("renewing %d delivery claims failed", len(self.inflight))
+
+    async def _next_due_ms(self) -> int | None:
+        nxt = None
+        for owner in self.custody.claimable():
+            due_ms = await self.store.next_due_ms(owner)
+            if due_ms is not None and (nxt is None or due_ms < nxt):
+                nxt = due_ms
+        return nxt
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
         lane = self.lanes.get(endpoint_id)
@@ -182,7 +182,7 @@ class DeliveryWorker:
     async def _launch_due(self) -> float | None:
         soonest = None
         for _ in range(4):  # re-query while lanes filled up under the rows we got
-            free = self.opts.concurrency - len(self.inflight)
+            free = self._free()
             if free <= 0:
                 return soonest
             now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
@@ -223,6 +223,7 @@ class DeliveryWorker:
                         refill = True
                         continue
                     self.tenants.admit(d.tenant, share)
+                    self.slots.add(d.id)
                 free -= 1
                 if d.region != self.region:
                     self.custody.adopted(d.id)
@@ -241,21 +242,32 @@ class DeliveryWorker:
         try:
             events = await self.store.get_events([d.event_id for d, _ in launch])
         except BaseException:
-            for d, sends in launch:
-                self._release(d, sends)
+            for d, _ in launch:
+                self._release(d)
             raise
-        for d, sends in launch:
-            task = asyncio.create_task(self._attempt(d, events.get(d.event_id), sends))
+        for d, _ in launch:
+            task = asyncio.create_task(self._attempt(d, events.get(d.event_id)))
             self._tasks[task] = None
             task.add_done_callback(lambda t: self._tasks.pop(t, None))
 
-    def _release(self, d: Delivery, lane_taken: bool) -> None:
-        self.inflight.pop(d.id, None)
-        if lane_taken:
+    def _free(self) -> int:
+        """Attempts that may start now: ``delivery.concurrency`` sending, and up to
+        ``RECORDING_FACTOR`` times as many more sent and waiting to be recorded."""
+        cap, busy = self.opts.concurrency, len(self.inflight)
+        return min(cap - busy + self.recording, (1 + RECORDING_FACTOR) * cap - busy)
+
+    def _free_slot(self, d: Delivery) -> None:
+        """Give back ``d``'s lane and tenant slot (once), and wake the claim loop."""
+        if d.id in self.slots:
+            self.slots.discard(d.id)
             self.tenants.release(d.tenant)
-        if lane_taken and d.endpoint_id in self.lanes:
-            self.lanes[d.endpoint_id].release()
+            if d.endpoint_id in self.lanes:
+                self.lanes[d.endpoint_id].release()
         self.queue.wake.set()
+
+    def _release(self, d: Delivery) -> None:
+        self.inflight.pop(d.id, None)
+        self._free_slot(d)
 
     async def _due(self, now_ms: int, limit: int, blocked: set[str]) -> list[Delivery]:
         """Due deliveries of every owner custody gives this region, round-robin; an
@@ -301,7 +313,7 @@ class DeliveryWorker:
             if not self.custody.delivers(owner, rec, eid)
         }
 
-    async def _attempt(self, d: Delivery, event: Event | None, lane_taken: bool) -> None:
+    async def _attempt(self, d: Delivery, event: Event | None) -> None:
         try:
             await self._attempt_inner(d, event)
         except asyncio.CancelledError:
@@ -316,7 +328,7 @@ class DeliveryWorker:
                     Outcome(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
                 )
         finally:
-            self._release(d, lane_taken)
+            self._release(d)
 
     async def _expire_starved(self, now_ms: int) -> None:
         """Pending deliveries due for longer than the retry horizon (``DEADLINE_S``)
@@ -353,48 +365,26 @@ class DeliveryWorker:
 
     async def _attempt_inner(self, d: Delivery, event: Event | None) -> None:
         ep = self._endpoint_of(d)
-        attempt: Attempt | None = None
-        health_event: str | None = None
         if event is None or ep is None:
-            status, next_at, attempts = DeliveryStatus.CANCELLED, None, d.attempts
+            status = DeliveryStatus.CANCELLED
         elif ep.paused or ep.disabled:
-            status, next_at, attempts = DeliveryStatus.SKIPPED, None, d.attempts
+            status = DeliveryStatus.SKIPPED
         else:
-            now = self.clock.wall_ms()
-            body = delivery_body(ep.payload_format, event.event_type, event.received_at_ms,
-                                 event.payload)  # fmt: skip
-            secrets = ep.signing_secrets(now, self.opts.secret_overlap_s)
-            headers = delivery_headers(
-                ep.headers, USER_AGENT, event.id, event.event_type, secrets, now // 1000, body
-            )
-            tel = self.writer.telemetry
-            with tel.span(
-                "regionsync.attempt", tel.context_of(event.id), **{"regionsync.event_id": event.id,
-                "regionsync.delivery_id": d.id, "regionsync.attempt": d.attempts + 1},
-            ) as span:  # fmt: skip
-                outcome = await self.sender.send(
-                    OutboundRequest(ep.url, headers, body, self.opts.timeout_s)
-                )
-                span.set_attribute("http.response.status_code", outcome.status_code or 0)
-            tel.attempt.labels(outcome.kind.value).observe(outcome.latency_ms / 1000)
-            attempts = d.attempts + 1
-            now = self.clock.wall_ms()
-            decision = next_step(
-                outcome,
-                attempts,
-                now,
-                event.received_at_ms,
-                self.rng.uniform(-1.0, 1.0),
-                self.opts.retry_schedule_s,
-            )
-            status, next_at = decision.status, decision.next_attempt_at_ms
-            attempt = attempt_row(d, attempts, now, self.region, outcome, recorded_headers(headers))
-            if outcome.kind is OutcomeKind.SUCCEEDED:
-                health_event = "success"
-            elif outcome.status_code == 410:
-                health_event = "gone"
-            elif status is DeliveryStatus.DEAD:
-                health_event = "exhausted"
-            else:
-                health_event = "failure"
-        await self.recorder.record(Outcome(d, status, next_at, attempts, attempt, health_event))
+            out = await send_attempt(
+                d, event, ep, region=self.region, opts=self.opts, sender=self.sender,
+                writer=self.writer, clock=self.clock, rng=self.rng,
+            )  # fmt: skip
+            health = self.queue.health.get(d.endpoint_id)
+            healthy = ep.failing_since_ms is None if health is None else health.state == "active"
+            if out.health_event == "success" and healthy:
+                # a success at a healthy endpoint: its lane slot goes to the next attempt
+                # while this outcome is recorded (the delivery stays in ``inflight``, so it
+                # is not claimed again); other outcomes may change health: held till durable
+                self._free_slot(d)
+                self.recording += 1
+                try:
+                    return await self.recorder.record(out)
+                finally:
+                    self.recording -= 1
+            return await self.recorder.record(out)
+        await self.recorder.record(Outcome(d, status, None, d.attempts, None, None))

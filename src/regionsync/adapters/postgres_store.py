@@ -699,15 +699,38 @@ class PostgresStore:
         longest attempt (``delivery.timeout_s``) plus the clock skew between the
         processes' machines, since leases compare their wall clocks.
         """
+        # the shape of due_deliveries (per-endpoint due heads, index of migration 5), so a
+        # blocked endpoint's backlog is never read: candidates are the first ``2 * limit``
+        # unclaimed due rows of the endpoints not excluded (read without locks); each is
+        # then locked by its primary key (SKIP LOCKED: a row another claim holds is passed
+        # over; twice the limit so that concurrent claims still fill their batches), with
+        # status, due time and lease checked again on the locked row, and the first
+        # ``limit`` of those in order are leased. Every step is by index, so a plan made
+        # without statistics (a table just filled) cannot turn it into a scan.
+        span = 2 * limit
         rows = await self._fetch(
-            "WITH c AS (SELECT id FROM deliveries WHERE region = %s AND status = 'pending' "
-            "AND next_attempt_at_ms <= %s AND lease_until_ms <= %s "
-            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s "
-            "FOR UPDATE SKIP LOCKED) "
-            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s FROM c "
-            f"WHERE d.id = c.id RETURNING {_D_COLS}",
-            (region, now_ms, now_ms, list(exclude_endpoints), limit, holder, now_ms + lease_ms),
-        )
+            "WITH RECURSIVE e(ep) AS ("
+            " (SELECT endpoint_id FROM deliveries WHERE region = %s AND status = 'pending'"
+            " ORDER BY endpoint_id LIMIT 1)"
+            " UNION ALL SELECT (SELECT endpoint_id FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id > e.ep ORDER BY endpoint_id LIMIT 1)"
+            " FROM e WHERE e.ep IS NOT NULL), "
+            "cand AS (SELECT h.id, h.at FROM e CROSS JOIN LATERAL ("
+            " SELECT id, next_attempt_at_ms AS at FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id = e.ep AND next_attempt_at_ms <= %s"
+            " AND lease_until_ms <= %s ORDER BY next_attempt_at_ms, id LIMIT %s) h"
+            " WHERE e.ep IS NOT NULL AND NOT (e.ep = ANY(%s))"
+            " ORDER BY h.at, h.id LIMIT %s), "
+            "c AS (SELECT k.id FROM cand CROSS JOIN LATERAL ("
+            " SELECT id FROM deliveries WHERE id = cand.id AND status = 'pending'"
+            " AND next_attempt_at_ms <= %s AND lease_until_ms <= %s FOR UPDATE SKIP LOCKED) k"
+            " ORDER BY cand.at, cand.id LIMIT %s) "
+            # by the primary key: a join with c could be planned as a scan of the table
+            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s "
+            f"WHERE d.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {_D_COLS}",
+            (region, region, region, now_ms, now_ms, span, list(exclude_endpoints), span,
+             now_ms, now_ms, limit, holder, now_ms + lease_ms),
+        )  # fmt: skip
         return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
 
     async def release_claims(self, holder: str, ids: Sequence[str] | None = None) -> int:

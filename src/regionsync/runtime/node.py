@@ -146,6 +146,7 @@ class Node:
                 settings, coordinator, writer, self.catalog, self.keys, store=store,
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,
             )  # fmt: skip
+            self.view.cohort = self.cohort
         self.started = False
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:

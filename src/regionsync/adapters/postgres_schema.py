@@ -112,25 +112,28 @@ MIGRATIONS: list[str] = [
       kind {_T}, region {_T}, status {_T}, slot INTEGER NOT NULL, n BIGINT NOT NULL,
       PRIMARY KEY(kind, region, status, slot)
     );
-    CREATE FUNCTION row_counts_move(k TEXT, r TEXT, s TEXT, d BIGINT) RETURNS void
-      LANGUAGE sql AS $$
-        INSERT INTO row_counts VALUES (k, r, s, pg_backend_pid(), d)
-          ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + d
-      $$;
     CREATE FUNCTION row_counts_event() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
-        IF TG_OP = 'DELETE' THEN PERFORM row_counts_move('event', OLD.region, '', -1);
-        ELSE PERFORM row_counts_move('event', NEW.region, '', 1);
+        IF TG_OP = 'DELETE' THEN
+          INSERT INTO row_counts VALUES ('event', OLD.region, '', pg_backend_pid(), -1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n - 1;
+        ELSE
+          INSERT INTO row_counts VALUES ('event', NEW.region, '', pg_backend_pid(), 1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + 1;
         END IF;
         RETURN NULL;
       END $$;
     CREATE FUNCTION row_counts_delivery() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         IF TG_OP <> 'INSERT' THEN
-          PERFORM row_counts_move('delivery', OLD.region, OLD.status, -1);
+          INSERT INTO row_counts
+            VALUES ('delivery', OLD.region, OLD.status, pg_backend_pid(), -1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n - 1;
         END IF;
         IF TG_OP <> 'DELETE' THEN
-          PERFORM row_counts_move('delivery', NEW.region, NEW.status, 1);
+          INSERT INTO row_counts
+            VALUES ('delivery', NEW.region, NEW.status, pg_backend_pid(), 1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + 1;
         END IF;
         RETURN NULL;
       END $$;

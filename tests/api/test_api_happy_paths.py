@@ -266,6 +266,13 @@ async def test_cluster_shape(api: Api, tenant: str) -> None:
     assert isinstance(vv, dict) and len(vv) == 1
     (seq,) = vv.values()
     assert isinstance(seq, int) and seq >= 1  # the tenant's creation is one record
+    # a SQLite node is its region's only process: it holds the replication role
+    assert c["process"] == {
+        "actor": c["actor"],
+        "holder": None,
+        "replication_role": True,
+        "processes": None,
+    }
     # the hash moves with the registry and the vector with every local change
     await api.client.post("/v1/tenants", json={"id": "t2", "name": "Two"})
     c2 = (await api.client.get("/v1/cluster")).json()

@@ -151,6 +151,7 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
 
     await eventually(agree)
     await expect(page.locator("#agreement")).to_contain_text("every region")
+    await expect(page.locator("#role")).to_have_text("this process (the region's only one)")
     await page.screenshot(path=shots / "1-cluster.png", full_page=True)
 
     await page.click("nav >> text=Tenants")

@@ -468,3 +468,86 @@ async def test_idempotency_purge_in_bounded_batches(store) -> None:
     assert left == rows[20:]
     assert await store.get_idempotency("acme", "k019") is None
     assert await store.get_idempotency("acme", "k020") == rows[20]
+
+
+async def _scanned_counts(store, region: str) -> dict[str, int]:
+    """What ``counts`` must say, by reading every event and delivery back."""
+    events = (await store.get_events(await store.list_event_ids())).values()
+    out = {"events": len(events), "events_accepted": sum(e.region == region for e in events)}
+    for s in DeliveryStatus:
+        out[f"deliveries_{s.value}"] = sum(
+            d.region == region and d.status is s for d in await store.load_deliveries()
+        )
+    return out
+
+
+async def test_counts_are_kept_by_commits(store) -> None:
+    """``counts`` (kept by commits, not scanned; issue 17) agrees with a scan after events
+    of two regions, a duplicate, status moves, a rewrite with the same status and a
+    delivery whose owner region changes; ``pending_count`` with it."""
+    other = "us-east-1"
+    ev = [Event(f"evt_{i:03}", "acme", "a", b"{}", REGION if i % 3 else other, i) for i in range(9)]
+    await store.commit(WriteBatch(events=ev, deliveries=[_delivery(i) for i in range(6)]))
+    await store.commit(WriteBatch(events=ev[:2]))  # replicated again: counted once
+    theirs = dataclasses.replace(_delivery(7), region=other)
+    await store.commit(WriteBatch(deliveries=[theirs]))
+    assert await store.counts(REGION) == await _scanned_counts(store, REGION)
+    assert (await store.counts(REGION))["deliveries_pending"] == 6
+    done = dataclasses.replace(_delivery(1, DeliveryStatus.DELIVERED), updated_at_ms=50)
+    dead = dataclasses.replace(_delivery(2, DeliveryStatus.DEAD), updated_at_ms=50)
+    again = dataclasses.replace(_delivery(3), updated_at_ms=50)  # same status, new write
+    await store.commit(WriteBatch(deliveries=[done, dead, again, done]))
+    adopted = dataclasses.replace(theirs, region=REGION, updated_at_ms=60)
+    await store.commit(WriteBatch(deliveries=[adopted]))
+    for region in (REGION, other, "nowhere"):
+        assert await store.counts(region) == await _scanned_counts(store, region), region
+    c = await store.counts(REGION)
+    assert (c["events"], c["events_accepted"]) == (9, 6)
+    assert (c["deliveries_pending"], c["deliveries_delivered"], c["deliveries_dead"]) == (5, 1, 1)
+    assert await store.pending_count(REGION) == 5 and await store.pending_count(other) == 0
+    assert (await store.counts(other))["events_accepted"] == 3
+
+
+async def test_sqlite_counts_filled_for_an_existing_file(tmp_path: Path) -> None:
+    """A file from before the kept row counts gets them, counted once, on open."""
+    s = SqliteStore(tmp_path / "old.db")
+    await s.open(REGION, new_incarnation=1)
+    ev = [Event(f"evt_{i:03}", "acme", "a", b"{}", REGION, i) for i in range(4)]
+    await s.commit(WriteBatch(events=ev, deliveries=[_delivery(i) for i in range(3)]))
+    await s.close()
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "old.db")
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        db.execute(f"DROP TRIGGER {name}")
+    db.execute("DROP TABLE row_counts")
+    db.commit()
+    db.close()
+    await s.open(REGION, new_incarnation=2)
+    try:
+        assert (await s.counts(REGION))["events"] == 4
+        await s.commit(WriteBatch(deliveries=[_delivery(1, DeliveryStatus.DELIVERED)]))
+        assert await s.counts(REGION) == await _scanned_counts(s, REGION)
+        assert await s.pending_count(REGION) == 2
+    finally:
+        await s.close()
+
+
+async def test_postgres_counts_across_processes(pg_url: str) -> None:
+    """Two stores on one database (two processes' pools, other backends): each one's
+    commits are in the other's counts, also after the fold into slot 0."""
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    await a.open(REGION, new_incarnation=1)
+    await b.open(REGION, new_incarnation=2)
+    try:
+        await a.commit(WriteBatch(deliveries=[_delivery(i) for i in range(4)]))
+        await b.commit(WriteBatch(deliveries=[_delivery(1, DeliveryStatus.DELIVERED)]))
+        await b.commit(WriteBatch(events=[Event("evt_001", "acme", "a", b"{}", REGION, 1)]))
+        for s in (a, b, a):
+            c = await s.counts(REGION)
+            assert (c["deliveries_pending"], c["deliveries_delivered"], c["events"]) == (3, 1, 1)
+        rows = await a._fetch("SELECT count(*) FROM row_counts WHERE slot <> 0")
+        assert rows[0][0] == 0  # folded: the rows stay few
+    finally:
+        await a.close()
+        await b.close()

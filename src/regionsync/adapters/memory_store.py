@@ -42,6 +42,9 @@ class MemoryStore:
         self._deliveries: dict[str, Delivery] = {}
         # pending deliveries by region, then endpoint (the per-endpoint due heads)
         self._pending: dict[str, dict[str, dict[str, Delivery]]] = {}
+        # (kind, region, status) -> rows: events by origin region ("event", r, ""), deliveries
+        # by owner region and status; kept by commit, so counts() costs no scan
+        self._counts: dict[tuple[str, str, str], int] = {}
         self._attempts: dict[tuple[str, str, int, int], Attempt] = {}
         self._idem: dict[tuple[str, str], tuple[str, str, str, str, int, str]] = {}
         self._audit: dict[tuple[str, int], AuditEntry] = {}
@@ -68,6 +71,10 @@ class MemoryStore:
         if not self._open:
             raise RuntimeError("store is not open")
 
+    def _count(self, key: tuple[str, str, str], n: int) -> None:
+        """Move the row count of ``(kind, region, status)`` by ``n`` (``counts`` reads it)."""
+        self._counts[key] = self._counts.get(key, 0) + n
+
     async def commit(self, batch: WriteBatch) -> None:
         self._check()
         batch = copy.copy(batch)
@@ -77,9 +84,14 @@ class MemoryStore:
         for origin, seq in batch.version_vector.items():
             self._vv[origin] = max(self._vv.get(origin, 0), seq)
         for e in batch.events:
-            self._events.setdefault(e.id, e)
+            if e.id not in self._events:
+                self._events[e.id] = e
+                self._count(("event", e.region, ""), 1)
         for d in batch.deliveries:
             old = self._deliveries.get(d.id)
+            if old is not None:
+                self._count(("delivery", old.region, old.status.value), -1)
+            self._count(("delivery", d.region, d.status.value), 1)
             if old is not None and old.status is DeliveryStatus.PENDING:
                 eps = self._pending[old.region]
                 eps[old.endpoint_id].pop(old.id, None)
@@ -360,17 +372,15 @@ class MemoryStore:
 
     async def pending_count(self, region: str) -> int:
         self._check()
-        pending = DeliveryStatus.PENDING
-        return sum(d.region == region and d.status is pending for d in self._deliveries.values())
+        return self._counts.get(("delivery", region, DeliveryStatus.PENDING.value), 0)
 
     async def counts(self, region: str) -> dict[str, int]:
         self._check()
+        c = self._counts
         out = {
             "events": len(self._events),
-            "events_accepted": sum(e.region == region for e in self._events.values()),
+            "events_accepted": c.get(("event", region, ""), 0),
         }
         for s in DeliveryStatus:
-            out[f"deliveries_{s.value}"] = sum(
-                d.region == region and d.status is s for d in self._deliveries.values()
-            )
+            out[f"deliveries_{s.value}"] = c.get(("delivery", region, s.value), 0)
         return out

@@ -510,6 +510,14 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         registry_hash=_STR,
         peers={"type": "array", "items": {"type": "object"}},
         custody={},
+        # this process among its region's (runtime/cluster.py ClusterView.process):
+        # holder and processes are null for a region's only process (a store not shared)
+        process=_obj(
+            actor=_STR,
+            holder=_null(_STR),
+            replication_role=_BOOL,
+            processes=_null({"type": "array", "items": _obj(holder=_STR, replication_role=_BOOL)}),
+        ),
     ),  # fmt: skip
     "RegionRow": {
         "type": "object",

@@ -77,8 +77,12 @@ class AdvisoryLeader:
     about 9 s), so another process takes over after that, never while it might still act.
     """
 
-    def __init__(self, url: str, name: str, check_timeout_s: float = 2.0):
+    def __init__(
+        self, url: str, name: str, check_timeout_s: float = 2.0, application_name: str = ""
+    ):
         self.url, self.name, self.key = url, name, lock_key(name)
+        # the session's application_name (pg_stat_activity): who holds or polls the lock
+        self.application_name = application_name[:63]  # NAMEDATALEN - 1
         self.check_timeout_s = check_timeout_s
         self.held = False
         self._conn: psycopg.AsyncConnection | None = None
@@ -93,6 +97,7 @@ class AdvisoryLeader:
                     self._conn = await psycopg.AsyncConnection.connect(
                         self.url, autocommit=True, keepalives=1, keepalives_idle=5,
                         keepalives_interval=2, keepalives_count=2,
+                        application_name=self.application_name,
                     )  # fmt: skip
                     for setting, value in _KEEPALIVE.items():
                         await self._conn.execute(f"SET {setting} = {int(value)}")

@@ -19,6 +19,8 @@ __all__ = ["PostgresCoordinator"]
 
 log = logging.getLogger(__name__)
 
+_APP = "regionsync "  # application_name of a process's role session: this, then its holder
+
 
 class PostgresCoordinator:
     """``holder`` names this process (``host/pid/random``: delivery claims and the
@@ -27,7 +29,9 @@ class PostgresCoordinator:
 
     def __init__(self, store: PostgresStore, region: str, holder: str):
         self.store, self.region, self.holder = store, region, holder
-        self._leader = AdvisoryLeader(store.url, f"regionsync/replication/{region}")
+        self._leader = AdvisoryLeader(
+            store.url, f"regionsync/replication/{region}", application_name=_APP + holder
+        )
         self._listener: RegistryListener | None = None
 
     async def allocate_actor(self, wall_ms: int) -> int:
@@ -55,6 +59,26 @@ class PostgresCoordinator:
             finally:
                 await listener.close()
             await asyncio.sleep(1.0)
+
+    async def processes(self) -> list[tuple[str, bool]]:
+        """``(holder, holds the replication role)`` of every process of the region now
+        connected to the database, by holder: the sessions of the role's advisory lock
+        (every process polls it on a session of its own, named ``regionsync <holder>``,
+        at most 63 characters; pg_stat_activity), and which one holds the lock
+        (pg_locks: a bigint key is its high 32 bits in ``classid``, its low 32 bits in
+        ``objid``, ``objsubid`` 1; PostgreSQL docs, "pg_locks"). A process whose session
+        is down (reconnecting, or not yet polled once) is not listed. Raises psycopg
+        errors when the database cannot be asked."""
+        key = self._leader.key
+        rows = await self.store._fetch(
+            "SELECT substr(s.application_name, %s), EXISTS (SELECT 1 FROM pg_locks l"
+            " WHERE l.pid = s.pid AND l.locktype = 'advisory' AND l.granted"
+            " AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1) "
+            "FROM pg_stat_activity s WHERE s.datname = current_database()"
+            " AND starts_with(s.application_name, %s) ORDER BY 1",
+            (len(_APP) + 1, (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF, _APP),
+        )
+        return [(str(h), bool(r)) for h, r in rows]
 
     async def load_version_vector(self) -> dict[str, int]:
         return await self.store.load_version_vector()

@@ -102,6 +102,53 @@ MIGRATIONS: list[str] = [
     CREATE INDEX idempotency_event ON idempotency(event_id);
     CREATE INDEX idempotency_age ON idempotency(created_at_ms);
     """,
+    # 8: row counts kept by triggers (PostgresStore.counts reads a few rows, never scans;
+    # issue 17): kind 'event' by origin region (status ''), 'delivery' by owner region and
+    # status. Each backend moves rows of its own ``slot`` (its pid), so processes never
+    # wait on one counter row; counts() folds unlocked rows into slot 0. Triggers first
+    # (their lock waits out writers in flight), then the one counting pass.
+    f"""
+    CREATE TABLE row_counts(
+      kind {_T}, region {_T}, status {_T}, slot INTEGER NOT NULL, n BIGINT NOT NULL,
+      PRIMARY KEY(kind, region, status, slot)
+    );
+    CREATE FUNCTION row_counts_event() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'DELETE' THEN
+          INSERT INTO row_counts VALUES ('event', OLD.region, '', pg_backend_pid(), -1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n - 1;
+        ELSE
+          INSERT INTO row_counts VALUES ('event', NEW.region, '', pg_backend_pid(), 1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + 1;
+        END IF;
+        RETURN NULL;
+      END $$;
+    CREATE FUNCTION row_counts_delivery() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP <> 'INSERT' THEN
+          INSERT INTO row_counts
+            VALUES ('delivery', OLD.region, OLD.status, pg_backend_pid(), -1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n - 1;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+          INSERT INTO row_counts
+            VALUES ('delivery', NEW.region, NEW.status, pg_backend_pid(), 1)
+            ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + 1;
+        END IF;
+        RETURN NULL;
+      END $$;
+    CREATE TRIGGER row_counts_event AFTER INSERT OR DELETE ON events
+      FOR EACH ROW EXECUTE FUNCTION row_counts_event();
+    CREATE TRIGGER row_counts_delivery AFTER INSERT OR DELETE ON deliveries
+      FOR EACH ROW EXECUTE FUNCTION row_counts_delivery();
+    CREATE TRIGGER row_counts_delivery_moved AFTER UPDATE OF region, status ON deliveries
+      FOR EACH ROW WHEN (OLD.region IS DISTINCT FROM NEW.region
+        OR OLD.status IS DISTINCT FROM NEW.status)
+      EXECUTE FUNCTION row_counts_delivery();
+    INSERT INTO row_counts SELECT 'event', region, '', 0, count(*) FROM events GROUP BY region;
+    INSERT INTO row_counts
+      SELECT 'delivery', region, status, 0, count(*) FROM deliveries GROUP BY region, status;
+    """,
 ]
 
 

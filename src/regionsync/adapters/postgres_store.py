@@ -85,6 +85,17 @@ def _join_key(table: str) -> str:
     )
 
 
+# pg_advisory_xact_lock key of the row-count fold (any constant; "rsyncfld" in ASCII)
+_FOLD_LOCK = 0x7273796E63666C64
+# move the row counts of slots (backends, migration 8) no transaction holds into slot 0
+_FOLD_ROW_COUNTS = (
+    "WITH moved AS (DELETE FROM row_counts WHERE ctid = ANY(ARRAY("
+    "SELECT ctid FROM row_counts WHERE slot <> 0 FOR UPDATE SKIP LOCKED)) "
+    "RETURNING kind, region, status, n) "
+    "INSERT INTO row_counts(kind, region, status, slot, n) "
+    "SELECT kind, region, status, 0, sum(n) FROM moved GROUP BY kind, region, status "
+    "ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + excluded.n"
+)
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 
 
@@ -182,6 +193,13 @@ class PostgresStore:
         async with self.pool.connection() as conn, conn.transaction():
             cur = await conn.execute(sql, args)  # type: ignore[arg-type]
             return cur.rowcount
+
+    async def _fold_counts(self) -> None:
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_FOLD_LOCK,))
+            row = await cur.fetchone()
+            if row and row[0]:  # else another process folds right now
+                await conn.execute(_FOLD_ROW_COUNTS)
 
     async def open(self, region: str, new_incarnation: int) -> StoreInfo:
         pool = AsyncConnectionPool(
@@ -696,15 +714,38 @@ class PostgresStore:
         longest attempt (``delivery.timeout_s``) plus the clock skew between the
         processes' machines, since leases compare their wall clocks.
         """
+        # the shape of due_deliveries (per-endpoint due heads, index of migration 5), so a
+        # blocked endpoint's backlog is never read: candidates are the first ``2 * limit``
+        # unclaimed due rows of the endpoints not excluded (read without locks); each is
+        # then locked by its primary key (SKIP LOCKED: a row another claim holds is passed
+        # over; twice the limit so that concurrent claims still fill their batches), with
+        # status, due time and lease checked again on the locked row, and the first
+        # ``limit`` of those in order are leased. Every step is by index, so a plan made
+        # without statistics (a table just filled) cannot turn it into a scan.
+        span = 2 * limit
         rows = await self._fetch(
-            "WITH c AS (SELECT id FROM deliveries WHERE region = %s AND status = 'pending' "
-            "AND next_attempt_at_ms <= %s AND lease_until_ms <= %s "
-            "AND NOT (endpoint_id = ANY(%s)) ORDER BY next_attempt_at_ms, id LIMIT %s "
-            "FOR UPDATE SKIP LOCKED) "
-            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s FROM c "
-            f"WHERE d.id = c.id RETURNING {_D_COLS}",
-            (region, now_ms, now_ms, list(exclude_endpoints), limit, holder, now_ms + lease_ms),
-        )
+            "WITH RECURSIVE e(ep) AS ("
+            " (SELECT endpoint_id FROM deliveries WHERE region = %s AND status = 'pending'"
+            " ORDER BY endpoint_id LIMIT 1)"
+            " UNION ALL SELECT (SELECT endpoint_id FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id > e.ep ORDER BY endpoint_id LIMIT 1)"
+            " FROM e WHERE e.ep IS NOT NULL), "
+            "cand AS (SELECT h.id, h.at FROM e CROSS JOIN LATERAL ("
+            " SELECT id, next_attempt_at_ms AS at FROM deliveries WHERE region = %s"
+            " AND status = 'pending' AND endpoint_id = e.ep AND next_attempt_at_ms <= %s"
+            " AND lease_until_ms <= %s ORDER BY next_attempt_at_ms, id LIMIT %s) h"
+            " WHERE e.ep IS NOT NULL AND NOT (e.ep = ANY(%s))"
+            " ORDER BY h.at, h.id LIMIT %s), "
+            "c AS (SELECT k.id FROM cand CROSS JOIN LATERAL ("
+            " SELECT id FROM deliveries WHERE id = cand.id AND status = 'pending'"
+            " AND next_attempt_at_ms <= %s AND lease_until_ms <= %s FOR UPDATE SKIP LOCKED) k"
+            " ORDER BY cand.at, cand.id LIMIT %s) "
+            # by the primary key: a join with c could be planned as a scan of the table
+            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s "
+            f"WHERE d.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {_D_COLS}",
+            (region, region, region, now_ms, now_ms, span, list(exclude_endpoints), span,
+             now_ms, now_ms, limit, holder, now_ms + lease_ms),
+        )  # fmt: skip
         return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
 
     async def release_claims(self, holder: str, ids: Sequence[str] | None = None) -> int:
@@ -776,20 +817,22 @@ class PostgresStore:
         )
 
     async def pending_count(self, region: str) -> int:
-        (row,) = await self._fetch(
-            "SELECT count(*) FROM deliveries WHERE region = %s AND status = 'pending'", (region,)
-        )
-        return int(row[0])
+        return (await self.counts(region))["deliveries_pending"]
 
     async def counts(self, region: str) -> dict[str, int]:
-        (row,) = await self._fetch(
-            "SELECT count(*), count(*) FILTER (WHERE region = %s) FROM events", (region,)
-        )
-        out = {"events": row[0], "events_accepted": row[1]}
-        for s in DeliveryStatus:
-            out[f"deliveries_{s.value}"] = 0
-        for status, n in await self._fetch(
-            "SELECT status, count(*) FROM deliveries WHERE region = %s GROUP BY status", (region,)
+        # fold the rows of other backends' slots that no transaction holds into slot 0
+        # (migration 8), one folder at a time, so the rows stay few: kinds x regions x
+        # statuses x live backends
+        await self._once_more(self._fold_counts)
+        out = {"events": 0, "events_accepted": 0}
+        out.update((f"deliveries_{s.value}", 0) for s in DeliveryStatus)
+        for kind, r, status, n in await self._fetch(
+            "SELECT kind, region, status, sum(n) FROM row_counts GROUP BY kind, region, status"
         ):
-            out[f"deliveries_{status}"] = n
+            if kind == "event":
+                out["events"] += int(n)
+                if r == region:
+                    out["events_accepted"] += int(n)
+            elif r == region:
+                out[f"deliveries_{status}"] = int(n)
         return out

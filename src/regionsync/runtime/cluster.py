@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .cohort import Cohort
 from .custody import Custody
 from .ports import Clock
 from .replica import Replica
@@ -31,6 +32,28 @@ class ClusterView:
     ):
         self.region, self.writer, self.replica = region, writer, replica
         self.catalog, self.peers, self.custody, self.clock = catalog, peers, custody, clock
+        self.cohort: Cohort | None = None  # set by the node when the store is shared
+
+    async def process(self) -> dict[str, Any]:
+        """This process among its region's (``process`` of ``GET /v1/cluster``):
+        ``actor``; ``holder`` (the process's name, ``host/pid/random``; None when it is the
+        region's only process: a store not shared); ``replication_role`` (it runs the
+        gRPC links, anti-entropy and the jobs now: always for a sole process);
+        ``processes``: ``[{holder, replication_role}]`` of the processes connected to the
+        shared database now, by holder (Coordinator.processes), None for a sole process.
+        Raises the database's errors when it cannot be asked."""
+        if self.cohort is None:
+            return {"actor": self.writer.actor, "holder": None, "replication_role": True,
+                    "processes": None}  # fmt: skip
+        coordinator = self.cohort.coordinator
+        return {
+            "actor": self.writer.actor,
+            "holder": coordinator.holder,
+            "replication_role": self.cohort.leading,
+            "processes": [
+                {"holder": h, "replication_role": role} for h, role in await coordinator.processes()
+            ],
+        }
 
     def records_behind(self, peer: PeerStatus) -> int:
         """Records this node holds that ``peer`` has not acknowledged (its own excluded)."""

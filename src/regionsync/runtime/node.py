@@ -146,6 +146,7 @@ class Node:
                 settings, coordinator, writer, self.catalog, self.keys, store=store,
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,
             )  # fmt: skip
+            self.view.cohort = self.cohort
         self.started = False
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
@@ -162,7 +163,7 @@ class Node:
         writer.open(self.region, incarnation, await store.load_version_vector())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()
-        self.queue.backlog = await store.pending_count(self.region)  # an index read
+        self.queue.backlog = await store.pending_count(self.region)  # a kept count (no scan)
         self._spawn(writer.start_committer(self._on_commit_failure).run(), "committer")
         await writer.resume_hlc()
         self.custody.start()

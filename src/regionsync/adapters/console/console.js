@@ -196,7 +196,9 @@ async function clusterPage() {
       h("dd", { id: "agreement", class: allAgree ? "ok" : "warn" },
         allAgree ? "every region's registry hash agrees with this region's"
           : "not every region agrees yet (see below)"),
-      h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events))),
+      h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events)),
+      h("dt", {}, "replication role"),
+      h("dd", { id: "role" }, processText(c.process))),
     table([
       ["region", (r) => (r.http_url ? h("a", { href: `${r.http_url}/console` }, r.region) : r.region)],
       ["connected", (r) => h("span", { class: r.connected === "NO" ? "bad" : "" }, r.connected)],
@@ -554,3 +556,14 @@ document.addEventListener("DOMContentLoaded", () => {
   window.addEventListener("hashchange", () => { flash(""); route(); });
   route();
 });
+
+// this process among its region's (GET /v1/cluster "process"): who runs replication
+function processText(p) {
+  if (!p) return "-";
+  if (!p.processes) return "this process (the region's only one)";
+  const holder = p.processes.find((q) => q.replication_role);
+  const mine = p.replication_role ? "this process holds it"
+    : `held by ${holder ? holder.holder : "none yet"}`;
+  const names = p.processes.map((q) => q.holder).join(", ");
+  return `${mine}; ${p.processes.length} process(es): ${names}`;
+}

@@ -39,6 +39,7 @@ def build(ctx: ApiContext) -> APIRouter:
         for rec in custody["records"].values():
             rec["since"] = rfc3339(rec.pop("since_ms"))
         c["counts"] = await node.store.counts(node.region)
+        c["process"] = await node.view.process()
         return c
 
     @router.get("/v1/cluster/regions")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -114,3 +116,16 @@ def http_base(config: Path) -> str:
     """The base URL of the node a config file describes (its ``http_listen``)."""
     line = next(x for x in config.read_text().splitlines() if x.startswith("http_listen"))
     return "http://" + line.split('"')[1]
+
+
+def stop_processes(procs: list[subprocess.Popen[Any]], root: Path) -> None:
+    """Terminate ``procs`` (SIGKILL any still running after 15 s) and remove ``root``."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(root, ignore_errors=True)

@@ -8,7 +8,6 @@ region."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ from cluster_support import (
     expect,
     http_base,
     process_config,
+    stop_processes,
 )
 
 from regionsync import demo
@@ -113,12 +113,4 @@ async def test_mixed_cluster_converges_and_delivers(pg_url: str) -> None:
 
                     await eventually(attempted, timeout_s=30)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(root, ignore_errors=True)
+        stop_processes(procs, root)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -24,7 +23,14 @@ from pathlib import Path
 
 import httpx
 import psycopg
-from cluster_support import RecordingReceiver, eventually, expect, http_base, process_config
+from cluster_support import (
+    RecordingReceiver,
+    eventually,
+    expect,
+    http_base,
+    process_config,
+    stop_processes,
+)
 
 from regionsync import demo
 
@@ -128,15 +134,7 @@ async def test_three_processes_deliver_once_and_survive_sigkill(pg_url: str) -> 
             for eid in acked2[:: max(len(acked2) // 200, 1)]:
                 await expect(client, "GET", f"{peer_base}/v1/tenants/t/events/{eid}", 200)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(root, ignore_errors=True)
+        stop_processes(procs, root)
 
 
 async def _claimed_twice(

@@ -24,13 +24,12 @@ import asyncio
 import dataclasses
 import time
 
+from replication import node  # bench/replication.py: a node with unserved peers
+
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
-from regionsync.adapters.system import SystemClock, UlidSource, system_rng
-from regionsync.config import load_settings
 from regionsync.core.model import Delivery, DeliveryStatus, Event, WriteBatch
 from regionsync.runtime.links import hello
-from regionsync.runtime.node import Node
 from regionsync.runtime.repair import AntiEntropyPass
 from regionsync.runtime.state import PeerStatus
 
@@ -64,19 +63,6 @@ class FirstAnswer:
 
     async def close(self):
         await self.inner.close()
-
-
-def node(net: MemoryNetwork, region: str, store: MemoryStore, peers: list[str] = ()) -> Node:
-    # a peer at an address nobody serves: accepted when it dials in, never dialed
-    settings = load_settings(
-        None, region=region, peers=[{"region": p, "address": "nowhere"} for p in peers]
-    )
-    clock = SystemClock()
-    rng = system_rng()
-    return Node(
-        settings, store=store, clock=clock, rng=rng, ids=UlidSource(clock, rng),
-        transport=net.transport(region), sender=None, resolver=None,  # type: ignore[arg-type]
-    )  # fmt: skip
 
 
 def delivery(i: int, status: DeliveryStatus = DeliveryStatus.DELIVERED) -> Delivery:

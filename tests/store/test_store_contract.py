@@ -551,3 +551,31 @@ async def test_postgres_counts_across_processes(pg_url: str) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_sqlite_counts_after_the_replace_trigger_is_dropped(tmp_path: Path) -> None:
+    """A file from when deliveries were written with REPLACE (and a BEFORE INSERT trigger
+    counted the replaced row) loses that trigger on open: with the upsert it would count
+    a status move twice."""
+    s = SqliteStore(tmp_path / "old.db")
+    await s.open(REGION, new_incarnation=1)
+    await s.commit(WriteBatch(deliveries=[_delivery(i) for i in range(3)]))
+    await s.close()
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "old.db")
+    db.execute(
+        "CREATE TRIGGER row_counts_delivery_replaced BEFORE INSERT ON deliveries BEGIN "
+        "UPDATE row_counts SET n = n - 1 WHERE kind = 'delivery' AND (region, status) IN "
+        "(SELECT region, status FROM deliveries WHERE id = NEW.id); END"
+    )
+    db.commit()
+    db.close()
+    await s.open(REGION, new_incarnation=2)
+    try:
+        done = dataclasses.replace(_delivery(1, DeliveryStatus.DELIVERED), updated_at_ms=50)
+        await s.commit(WriteBatch(deliveries=[done, _delivery(3)]))
+        assert await s.counts(REGION) == await _scanned_counts(s, REGION)
+        assert await s.pending_count(REGION) == 3
+    finally:
+        await s.close()

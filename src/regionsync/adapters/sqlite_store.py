@@ -99,9 +99,9 @@ CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency(created_at_ms);
 
 # row counts kept by triggers (counts() reads a few rows, never scans events or
 # deliveries; issue 17): kind 'event' by origin region (status ''), kind 'delivery' by owner
-# region and status. A REPLACE of a delivery is counted by the BEFORE INSERT trigger
-# (SQLite fires no delete trigger for the row REPLACE removes: recursive_triggers is off);
-# an INSERT OR IGNORE that ignores fires no trigger. Created and filled once per store.
+# region and status. A delivery write is an upsert: a new row fires the INSERT trigger,
+# a changed one the UPDATE trigger; an INSERT OR IGNORE that ignores fires no trigger.
+# Created and filled once per store.
 _ROW_COUNTS = """
 CREATE TABLE row_counts(
   kind TEXT NOT NULL, region TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL,
@@ -114,10 +114,6 @@ END;
 CREATE TRIGGER row_counts_event_out AFTER DELETE ON events BEGIN
   UPDATE row_counts SET n = n - 1
     WHERE kind = 'event' AND region = OLD.region AND status = '';
-END;
-CREATE TRIGGER row_counts_delivery_replaced BEFORE INSERT ON deliveries BEGIN
-  UPDATE row_counts SET n = n - 1 WHERE kind = 'delivery' AND (region, status) IN
-    (SELECT region, status FROM deliveries WHERE id = NEW.id);
 END;
 CREATE TRIGGER row_counts_delivery_in AFTER INSERT ON deliveries BEGIN
   INSERT INTO row_counts VALUES ('delivery', NEW.region, NEW.status, 1)
@@ -156,6 +152,16 @@ _ATTEMPT_COLS = (
 _DELIVERY_COLS = (
     "id, event_id, endpoint_id, tenant, status, attempts, next_attempt_at_ms, region, "
     "created_at_ms, updated_at_ms, generation, owner_gen"
+)
+# A delivery's later state over its stored row, in place. Only the columns a state change
+# moves are set (SQLite rewrites every index holding a SET column, equal value or not; a
+# REPLACE rewrote all six): id, event, endpoint, tenant and creation time are fixed at
+# fan-out (runtime/ingest.py) and every later state carries them unchanged.
+_DELIVERY_UPSERT = (
+    "ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts, "
+    "next_attempt_at_ms = excluded.next_attempt_at_ms, region = excluded.region, "
+    "updated_at_ms = excluded.updated_at_ms, generation = excluded.generation, "
+    "owner_gen = excluded.owner_gen"
 )
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 _AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, detail"
@@ -244,6 +250,8 @@ class SqliteStore:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         if db.execute("SELECT 1 FROM sqlite_schema WHERE name = 'row_counts'").fetchone() is None:
             db.executescript(f"BEGIN IMMEDIATE;{_ROW_COUNTS}COMMIT;")  # one pass, then kept
+        # counted REPLACEs before deliveries were upserted; with an upsert it counts twice
+        db.execute("DROP TRIGGER IF EXISTS row_counts_delivery_replaced")
         self._db = db
         if self.keys is not None:
             self._seal_plaintext_rows()
@@ -365,8 +373,8 @@ class SqliteStore:
                 )
             if batch.deliveries:
                 db.executemany(
-                    f"INSERT OR REPLACE INTO deliveries({_DELIVERY_COLS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO deliveries({_DELIVERY_COLS}) "
+                    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_DELIVERY_UPSERT}",
                     [
                         (
                             d.id,

@@ -553,10 +553,11 @@ async def test_postgres_counts_across_processes(pg_url: str) -> None:
         await b.close()
 
 
-async def test_sqlite_counts_after_the_replace_trigger_is_dropped(tmp_path: Path) -> None:
-    """A file from when deliveries were written with REPLACE (and a BEFORE INSERT trigger
-    counted the replaced row) loses that trigger on open: with the upsert it would count
-    a status move twice."""
+async def test_sqlite_counts_after_the_old_triggers_are_dropped(tmp_path: Path) -> None:
+    """A file from when deliveries were written with REPLACE (a BEFORE INSERT trigger
+    counted the replaced row) and events were counted by a trigger per row loses both
+    triggers on open: with the upsert and the per-commit event count they would count
+    twice."""
     s = SqliteStore(tmp_path / "old.db")
     await s.open(REGION, new_incarnation=1)
     await s.commit(WriteBatch(deliveries=[_delivery(i) for i in range(3)]))
@@ -569,13 +570,24 @@ async def test_sqlite_counts_after_the_replace_trigger_is_dropped(tmp_path: Path
         "UPDATE row_counts SET n = n - 1 WHERE kind = 'delivery' AND (region, status) IN "
         "(SELECT region, status FROM deliveries WHERE id = NEW.id); END"
     )
+    db.execute(
+        "CREATE TRIGGER row_counts_event_in AFTER INSERT ON events BEGIN "
+        "INSERT INTO row_counts VALUES ('event', NEW.region, '', 1) "
+        "ON CONFLICT DO UPDATE SET n = n + 1; END"
+    )
     db.commit()
     db.close()
     await s.open(REGION, new_incarnation=2)
     try:
         done = dataclasses.replace(_delivery(1, DeliveryStatus.DELIVERED), updated_at_ms=50)
-        await s.commit(WriteBatch(deliveries=[done, _delivery(3)]))
-        assert await s.counts(REGION) == await _scanned_counts(s, REGION)
+        ev = [
+            Event(f"evt_{i:03}", "acme", "a", b"{}", REGION if i % 2 else "eu-1", i)
+            for i in range(5)
+        ]
+        await s.commit(WriteBatch(events=ev + ev[:2], deliveries=[done, _delivery(3)]))
+        for region in (REGION, "eu-1"):
+            assert await s.counts(region) == await _scanned_counts(s, region)
+        assert (await s.counts(REGION))["events"] == 5
         assert await s.pending_count(REGION) == 3
     finally:
         await s.close()

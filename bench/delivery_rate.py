@@ -9,7 +9,7 @@ In one run, on this machine:
    posting the same ~1.5 KB JSON body and headers a delivery carries;
 3. a regionsync node (``regionsync serve``, SQLite ``synchronous=FULL``, no peers) in its
    own process with one endpoint (rate limit 10,000/s, 64 in flight): a 3,000-event
-   backlog re-sent by ``replay-missing`` after a pause, then 3,000 live publishes.
+   backlog re-sent by ``replay-missing`` after a pause, then 3,000 live publishes (64 publishing clients).
 
 The node's rate is distinct deliveries arrived per second between the first and the last
 arrival; every delivery is checked to have arrived (none missing) and the duplicates are
@@ -334,14 +334,15 @@ async def node_runs(rcv: Receiver, events: int, profile: Path | None) -> tuple[d
             replay = await collect(s, rcv, ids, 300)
             if prof:
                 prof.stop()
-            # live: publishes while the node delivers them
+            # live: publishes while the node delivers them (64 clients: with 16, each
+            # waiting for its 202, the publish rate capped the delivery rate)
             await rcv.arrivals(s, reset=True)
             t0 = time.monotonic()
-            ids = await node.publish(s, events, 16)
+            ids = await node.publish(s, events, 64)
             published_s = time.monotonic() - t0
             live = await collect(s, rcv, ids, 300)
-            # deliveries cannot follow faster than the events are published (16 clients,
-            # each 202 after the group commit's fsync): the live rate's ceiling
+            # deliveries cannot follow faster than the events are published (each 202
+            # after the group commit's fsync): the live rate's ceiling
             live["published_per_s"] = round(events / published_s, 1)
             await rcv.arrivals(s, reset=True)
     finally:

@@ -9,9 +9,8 @@ In one run, on this machine:
    posting the same ~1.5 KB JSON body and headers a delivery carries;
 3. a regionsync node (``regionsync serve``, SQLite ``synchronous=FULL``, no peers) in its
    own process with one endpoint (rate limit 10,000/s, 64 in flight; the tenant cap
-   raised to match): a 3,000-event
-   backlog re-sent by ``replay-missing`` after a pause, then 3,000 live publishes (64
-   publishing clients).
+   raised to match): a 3,000-event backlog re-sent by ``replay-missing`` after a pause,
+   then 3,000 live publishes (64 publishing clients).
 
 The node's rate is distinct deliveries arrived per second between the first and the last
 arrival; every delivery is checked to have arrived (none missing) and the duplicates are

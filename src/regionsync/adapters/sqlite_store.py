@@ -152,13 +152,11 @@ _DELIVERY_COLS = (
 )
 # A delivery's later state over its stored row, in place. Only the columns a state change
 # moves are set (SQLite rewrites every index holding a SET column, equal value or not; a
-# REPLACE rewrote all six): id, event, endpoint, tenant and creation time are fixed at
-# fan-out (runtime/ingest.py) and every later state carries them unchanged.
-_DELIVERY_UPSERT = (
-    "ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts, "
-    "next_attempt_at_ms = excluded.next_attempt_at_ms, region = excluded.region, "
-    "updated_at_ms = excluded.updated_at_ms, generation = excluded.generation, "
-    "owner_gen = excluded.owner_gen"
+# REPLACE rewrote all six): these are fixed at fan-out (runtime/ingest.py) and every later
+# state carries them unchanged.
+_DELIVERY_FIXED = {"id", "event_id", "endpoint_id", "tenant", "created_at_ms"}
+_DELIVERY_UPSERT = "ON CONFLICT(id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _DELIVERY_COLS.split(", ") if c not in _DELIVERY_FIXED
 )
 _D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
 _AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, detail"

@@ -261,16 +261,22 @@ async def collect(s: aiohttp.ClientSession, rcv: Receiver, ids: list[str],
     }
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Profiler:
     """``py-spy record`` (raw collapsed stacks) attached to ``pid`` until stopped."""
 
-    def __init__(self, pid: int, out: Path):
+    def __init__(self, pid: int, out: Path, gil: bool = False):
         self.raw = out.with_suffix(".raw.txt")
         self.out = out
         self.proc = subprocess.Popen(
             [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
              "--format", "raw", "--rate", "200", "--threads", "--output", str(self.raw),
-             "--nonblocking"],
+             "--nonblocking", *(["--gil"] if gil else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
 
@@ -311,7 +317,9 @@ def top_table(raw: str, rows: int = 40) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def node_runs(rcv: Receiver, events: int, profile: Path | None) -> tuple[dict, dict]:
+async def node_runs(
+    rcv: Receiver, events: int, profile: Path | None, gil: bool = False
+) -> tuple[dict, dict]:
     node = NodeProc(rcv)
     try:
         async with aiohttp.ClientSession() as s:
@@ -327,12 +335,16 @@ async def node_runs(rcv: Receiver, events: int, profile: Path | None) -> tuple[d
                 await asyncio.sleep(0.2)
             await node.patch(s, {"paused": False})
             await rcv.arrivals(s, reset=True)
-            prof = Profiler(node.proc.pid, profile) if profile else None
+            prof = Profiler(node.proc.pid, profile, gil) if profile else None
+            cpu0 = cpu_s(node.proc.pid), cpu_s(rcv.proc.pid), time.monotonic()
             async with s.post(
                 node.base + "/v1/tenants/t/endpoints/ep/replay-missing", json={"since": since}
             ) as r:
                 assert r.status == 202, await r.text()
             replay = await collect(s, rcv, ids, 300)
+            wall = time.monotonic() - cpu0[2]  # includes up to 0.25 s of collect's polling
+            replay["node_cpu"] = round((cpu_s(node.proc.pid) - cpu0[0]) / wall, 2)
+            replay["receiver_cpu"] = round((cpu_s(rcv.proc.pid) - cpu0[1]) / wall, 2)
             if prof:
                 prof.stop()
             # live: publishes while the node delivers them (64 clients: with 16, each
@@ -357,6 +369,8 @@ async def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="baseline duration")
     ap.add_argument("--concurrency", type=int, default=8, help="baseline in flight")
     ap.add_argument("--profile", type=Path, help="write a py-spy top table of the replay here")
+    ap.add_argument("--gil", action="store_true",
+                    help="profile only samples holding the GIL (py-spy --gil)")  # fmt: skip
     args = ap.parse_args()
     print(f"bench/delivery_rate.py: {os.cpu_count()} cores, python {sys.version.split()[0]}, "
           f"aiohttp {aiohttp.__version__}, {len(BODY)}-byte bodies")  # fmt: skip
@@ -366,7 +380,7 @@ async def main() -> int:
             await wait_ready(s, rcv.url + "/stats")
         base = await baseline(rcv, args.seconds, args.concurrency)
         print(f"  aiohttp ClientSession loop, {args.concurrency} in flight: {base:8.0f} req/s")
-        replay, live = await node_runs(rcv, args.events, args.profile)
+        replay, live = await node_runs(rcv, args.events, args.profile, args.gil)
     finally:
         rcv.close()
     ok = True
@@ -379,6 +393,9 @@ async def main() -> int:
               f" arrived, {r['duplicates']} duplicates, {r['seconds']} s)")  # fmt: skip
         print(f"    ratio {ratio:5.2f}x  goal >= {GOAL}x  {'PASS' if passed else 'FAIL'}"
               + ("" if complete else "  (not every delivery arrived)"))  # fmt: skip
+        if "node_cpu" in r:
+            print(f"    CPU (core-seconds per second): node {r['node_cpu']}, "
+                  f"receiver {r['receiver_cpu']}")  # fmt: skip
         if "published_per_s" in r:
             print(
                 f"    published {r['published_per_s']:.0f} events/s meanwhile "

@@ -5,7 +5,9 @@ scheduled timer, so ``asyncio.sleep``/``asyncio.timeout`` in the node code cost 
 time. There is no I/O at all: no self-pipe, no sockets, no threads. If nothing is ready
 and nothing is scheduled, every task is waiting on something that can never happen, and
 the loop raises ``Deadlock`` instead of blocking forever; a run of callbacks that never
-lets virtual time advance raises ``Livelock``.
+lets virtual time advance raises ``Livelock``, and so does a hot loop that other tasks'
+timers keep moving through time: more than ``hot_limit`` loop turns within one virtual
+second (the scenarios' busiest second takes about 1,500).
 """
 
 from __future__ import annotations
@@ -32,15 +34,25 @@ class _VirtualSelector:
     """Stands in for ``selectors``: ``select(timeout)`` advances virtual time instead of
     waiting, and never reports I/O events."""
 
-    def __init__(self, loop: VirtualLoop, spin_limit: int):
+    def __init__(self, loop: VirtualLoop, spin_limit: int, hot_limit: int):
         self._loop = loop
         self._spins = 0
         self._spin_limit = spin_limit
+        self._second, self._turns, self._hot_limit = -1, 0, hot_limit
 
     def select(self, timeout: float | None) -> list[Any]:
         loop = self._loop
         if timeout is None:
             raise Deadlock(f"no ready callbacks and no timers at virtual t={loop.time():.3f}s")
+        second = int(loop.time())
+        if second != self._second:
+            self._second, self._turns = second, 0
+        self._turns += 1
+        if self._turns > self._hot_limit:
+            raise Livelock(
+                f"{self._turns} loop iterations within virtual second {second} (a hot loop "
+                "that other timers move through time)"
+            )
         if timeout > 0:
             self._spins = 0
             loop._advance(timeout)
@@ -63,10 +75,10 @@ class VirtualLoop(asyncio.base_events.BaseEventLoop):
     ``iterations`` counts loop turns (a cheap cost measure for reports).
     """
 
-    def __init__(self, spin_limit: int = 2_000_000):
+    def __init__(self, spin_limit: int = 2_000_000, hot_limit: int = 20_000):
         super().__init__()
         self._now = 0.0
-        self._selector = _VirtualSelector(self, spin_limit)
+        self._selector = _VirtualSelector(self, spin_limit, hot_limit)
         self.iterations = 0
 
     def time(self) -> float:

@@ -1,4 +1,4 @@
-"""The virtual loop: timers jump, no wall time passes, deadlocks are reported."""
+"""The virtual loop: timers jump, no wall time passes, deadlocks and hot loops are reported."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from regionsync.adapters.sender import HttpxSender
 from regionsync.core.retry import OutcomeKind
 from regionsync.runtime.ports import OutboundRequest
-from sim import Deadlock, VirtualLoop, run_virtual
+from sim import Deadlock, Livelock, VirtualLoop, run_virtual
 from sim._receivers import ReceiverTransport
 from sim._world import derive_rng
 
@@ -40,6 +40,37 @@ def test_waiting_forever_is_a_deadlock() -> None:
 
     with pytest.raises(Deadlock):
         run_virtual(main(), VirtualLoop())
+
+
+def test_a_hot_loop_is_reported_even_while_other_timers_move_time() -> None:
+    """A task that re-polls without waiting, while another task's timer fires every 10 ms
+    of virtual time: time advances, so the spin check alone never fired (the delivery
+    worker's read-ahead re-reading a row it could not start did this, issue 17); the turns
+    per virtual second do."""
+
+    async def main(spin: bool) -> int:
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            for _ in range(300):  # 3 virtual seconds
+                await asyncio.sleep(0.01)
+            stop.set()
+
+        async def poller() -> int:
+            polls = 0
+            while not stop.is_set():
+                polls += 1
+                await (asyncio.sleep(0) if spin else asyncio.sleep(0.05))
+            return polls
+
+        t = asyncio.create_task(ticker())
+        polls = await poller()
+        await t
+        return polls
+
+    assert run_virtual(main(spin=False), VirtualLoop()) < 100
+    with pytest.raises(Livelock, match="within virtual second 0"):
+        run_virtual(main(spin=True), VirtualLoop())
 
 
 def test_httpx_sender_over_simulated_receivers_measures_virtual_latency() -> None:

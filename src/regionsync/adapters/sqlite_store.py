@@ -1,10 +1,12 @@
 """SQLite Store (the embedded default): one file per node, WAL, fsync'd commits.
 
-Every write is one ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL``, so a batch
-that ``commit`` returned from survives a crash or power loss (SQLite docs, "WAL mode" and
-"PRAGMA synchronous"). Writes go through one connection, serialized by a lock; reads use a
-second connection, so they never see a transaction that has not committed (WAL readers
-see the last committed snapshot) and never queue behind a commit.
+Every WriteBatch is one transaction with ``synchronous=FULL`` (one statement: an INSERT
+into the ``commit_in`` view, see ``_COMMIT_TRIGGER``), so a batch that ``commit`` returned
+from survives a crash or power loss (SQLite docs, "WAL mode" and "PRAGMA synchronous").
+Writes go through one connection, serialized by a lock; reads use two other connections
+(the second for the outcome recorder's reads by id), so they never see a transaction that
+has not committed (WAL readers see the last committed snapshot) and never queue behind a
+commit. Hot multi-row reads come back as one JSON row (``_json_rows``).
 
 Signing secrets are encrypted at rest when the store has a key ring (``keys``; the node
 always passes one, adapters/secretbox.py): a registry row whose key holds a secret
@@ -18,6 +20,7 @@ sealed on open (with SQLite's secure_delete, then VACUUM, so no old page keeps t
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -163,6 +166,81 @@ _AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, deta
 _EVENT_COLS = "id, tenant, event_type, payload, region, received_at_ms, owner_gen"
 
 
+def _cols(names: str, blobs: Sequence[int] = ()) -> str:
+    """Select expressions for a ``json_each`` row array holding ``names`` in order; a
+    BLOB column (index in ``blobs``) is held as [start, length] in ``NEW.blobs``."""
+    out, at = [], 0
+    for i, _ in enumerate(names.split(", ")):
+        if i in blobs:
+            out.append(f"CASE WHEN value->>{at + 1} = 0 THEN x'' "
+                       f"ELSE substr(NEW.blobs, value->>{at}, value->>{at + 1}) END")  # fmt: skip
+            at += 2
+        else:
+            out.append(f"value->>{at}")
+            at += 1
+    return ", ".join(out)
+
+
+def _each(part: str, cols: str, blobs: Sequence[int] = ()) -> str:
+    return f"SELECT {_cols(cols, blobs)} FROM json_each(NEW.doc, '$.{part}') WHERE true"
+
+
+# A WriteBatch is written by one INSERT into this view: its trigger fans the batch (one
+# JSON document, its BLOB values cut from one BLOB) out to the tables. Why one statement:
+# sqlite3 releases the GIL for every step of every statement (every row of an
+# executemany) and the writer thread must win it back from the busy event loop each time,
+# up to the 5 ms switch interval: 7.5 ms per row against a busy thread, 10 us alone
+# (measured, bench/README.md "delivery_rate.py"). A single statement outside BEGIN is its
+# own transaction (autocommit), fsync'd at its end like any commit.
+_COMMIT_TRIGGER = f"""
+CREATE TEMP VIEW commit_in(doc, blobs) AS SELECT NULL, NULL;
+CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
+  INSERT INTO registry(key, state) {_each("r", "key, state", (1,))}
+    ON CONFLICT(key) DO UPDATE SET state = excluded.state;
+  INSERT OR IGNORE INTO log(origin, seq, kind, body, hlc_wall, hlc_logical)
+    {_each("l", "origin, seq, kind, body, hlc_wall, hlc_logical", (3,))};
+  INSERT INTO version_vector(origin, seq) {_each("v", "origin, seq")}
+    ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq);
+  INSERT INTO row_counts SELECT 'event', value->>5, '', count(DISTINCT value->>0)
+    FROM json_each(NEW.doc, '$.e') WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = value->>0)
+    GROUP BY value->>5 ON CONFLICT DO UPDATE SET n = n + excluded.n;
+  INSERT OR IGNORE INTO events({_EVENT_COLS}) {_each("e", _EVENT_COLS, (3,))};
+  INSERT INTO deliveries({_DELIVERY_COLS}) {_each("d", _DELIVERY_COLS)} {_DELIVERY_UPSERT};
+  INSERT OR IGNORE INTO attempts({_ATTEMPT_COLS}) {_each("a", _ATTEMPT_COLS)};
+  INSERT OR IGNORE INTO audit({_AUDIT_COLS}) {_each("u", _AUDIT_COLS)};
+  INSERT INTO idempotency {_each("i", "tenant, key, event_id, body_sha256, created_at_ms, region")}
+    ON CONFLICT(tenant, key) DO UPDATE SET event_id = excluded.event_id,
+    body_sha256 = excluded.body_sha256, created_at_ms = excluded.created_at_ms,
+    region = excluded.region WHERE (excluded.created_at_ms, excluded.event_id)
+    < (created_at_ms, event_id);
+END;
+"""
+
+
+class _Blobs:
+    """BLOB values of one commit, concatenated; ``cut`` gives a value's [start, length]
+    (1-based, as ``substr`` counts)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.at = 1
+
+    def cut(self, b: bytes) -> tuple[int, int]:
+        start = self.at
+        if b:
+            self.parts.append(b)
+            self.at += len(b)
+        return start, len(b)
+
+
+_EVENT_JSON_COLS = "id, tenant, event_type, hex(payload), region, received_at_ms, owner_gen"
+
+
+def _event_of_json(r: Sequence[Any]) -> Event:
+    """An Event from a ``_EVENT_JSON_COLS`` row (its payload in hex)."""
+    return Event(r[0], r[1], r[2], bytes.fromhex(r[3]), r[4], r[5], r[6])
+
+
 def _delivery(row: Sequence) -> Delivery:
     return Delivery(row[0], row[1], row[2], row[3], DeliveryStatus(row[4]), *row[5:12])
 
@@ -178,6 +256,9 @@ class SqliteStore:
         self.at_rest = AtRest(keys, str(self.path))
         self._db: sqlite3.Connection | None = None
         self._rdb: aiosqlite.Connection | None = None
+        # a second reader (thread) for reads of delivery state by id (the outcome
+        # recorder's, under the write lock): never queued behind a due read or a page
+        self._sdb: aiosqlite.Connection | None = None
         # every write runs as one call on this one thread: a group commit costs one
         # thread hop, and sqlite3 releases the GIL while it fsyncs
         self._writer: ThreadPoolExecutor | None = None
@@ -207,12 +288,8 @@ class SqliteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
         await self._run(self._open_writer)
-        self._rdb = await aiosqlite.connect(self.path, isolation_level=None)
-        await self.rdb.execute("PRAGMA busy_timeout=5000")
-        # the reader's temporary b-trees (IN lists, sorts of LIMITed reads) in memory: as
-        # files (the default) each one costs a temp-file open, ~0.1 ms per claim of due
-        # deliveries (measured, bench/README.md "tenants.py")
-        await self.rdb.execute("PRAGMA temp_store=MEMORY")
+        self._rdb = await self._reader()
+        self._sdb = await self._reader()
         self._origins = {
             o for (o,) in await self.rdb.execute_fetchall("SELECT DISTINCT origin FROM log")
         }
@@ -227,6 +304,15 @@ class SqliteStore:
         meta = [("region", region), ("incarnation", str(new_incarnation))]
         await self._run(self._in_transaction, "INSERT INTO meta(key, value) VALUES (?, ?)", meta)
         return StoreInfo(region, new_incarnation, fresh=True)
+
+    async def _reader(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        await db.execute("PRAGMA busy_timeout=5000")
+        # the reader's temporary b-trees (IN lists, sorts of LIMITed reads) in memory: as
+        # files (the default) each one costs a temp-file open, ~0.1 ms per claim of due
+        # deliveries (measured, bench/README.md "tenants.py")
+        await db.execute("PRAGMA temp_store=MEMORY")
+        return db
 
     def _open_writer(self) -> None:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -247,7 +333,8 @@ class SqliteStore:
             db.executescript(f"BEGIN IMMEDIATE;{_ROW_COUNTS}COMMIT;")  # one pass, then kept
         # counted REPLACEs before deliveries were upserted; with an upsert it counts twice
         db.execute("DROP TRIGGER IF EXISTS row_counts_delivery_replaced")
-        db.execute("DROP TRIGGER IF EXISTS row_counts_event_in")  # counted by _commit now
+        db.execute("DROP TRIGGER IF EXISTS row_counts_event_in")  # counted by commit_in now
+        db.executescript(_COMMIT_TRIGGER)
         self._db = db
         if self.keys is not None:
             self._seal_plaintext_rows()
@@ -303,13 +390,14 @@ class SqliteStore:
         )
 
     async def close(self) -> None:
-        if self._rdb is not None:
-            await self._rdb.close()
+        for reader in (self._rdb, self._sdb):
+            if reader is not None:
+                await reader.close()
         if self._db is not None:
             await self._run(self._db.close)
         if self._writer is not None:
             self._writer.shutdown(wait=True)
-        self._db = self._rdb = None
+        self._db = self._rdb = self._sdb = None
         self._writer = None
 
     async def commit(self, batch: WriteBatch) -> None:
@@ -322,127 +410,53 @@ class SqliteStore:
             self._origins.update(r.origin for r in batch.records)
 
     def _commit(self, batch: WriteBatch) -> None:
-        db = self.db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            if batch.registry:
-                db.executemany(
-                    "INSERT INTO registry(key, state) VALUES (?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET state = excluded.state",
-                    [(k, self.at_rest.seal_state(k, v)) for k, v in batch.registry.items()],
-                )
-            if batch.records:
-                db.executemany(
-                    "INSERT OR IGNORE INTO log VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            r.origin,
-                            r.seq,
-                            r.kind,
-                            self.at_rest.seal_body(r.origin, r.seq, r.body),
-                            *r.hlc,
-                        )
-                        for r in batch.records
-                    ],
-                )
-            if batch.version_vector:
-                db.executemany(
-                    "INSERT INTO version_vector(origin, seq) VALUES (?, ?) "
-                    "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
-                    batch.version_vector.items(),
-                )
-            if batch.events:
-                self._insert_events(db, batch.events)
-            if batch.deliveries:
-                db.executemany(
-                    f"INSERT INTO deliveries({_DELIVERY_COLS}) "
-                    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_DELIVERY_UPSERT}",
-                    [
-                        (
-                            d.id,
-                            d.event_id,
-                            d.endpoint_id,
-                            d.tenant,
-                            d.status.value,
-                            d.attempts,
-                            d.next_attempt_at_ms,
-                            d.region,
-                            d.created_at_ms,
-                            d.updated_at_ms,
-                            d.generation,
-                            d.owner_gen,
-                        )
-                        for d in batch.deliveries
-                    ],
-                )
-            if batch.attempts:
-                db.executemany(
-                    f"INSERT OR IGNORE INTO attempts({_ATTEMPT_COLS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            a.delivery_id,
-                            a.n,
-                            a.at_ms,
-                            a.region,
-                            a.status_code,
-                            a.latency_ms,
-                            a.error,
-                            a.response_excerpt,
-                            a.endpoint_id,
-                            a.generation,
-                            a.response_headers,
-                            a.owner_gen,
-                            a.request_headers,
-                        )
-                        for a in batch.attempts
-                    ],
-                )
-            if batch.audit:
-                db.executemany(
-                    f"INSERT OR IGNORE INTO audit({_AUDIT_COLS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (a.origin, a.seq, a.hlc_wall_ms, a.hlc_logical, a.who, a.op, a.object,
-                         a.tenant, a.detail)
-                        for a in batch.audit
-                    ],
-                )  # fmt: skip
-            if batch.idempotency:
-                # the earliest acceptance of a key wins, in every region alike
-                db.executemany(
-                    "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT(tenant, key) DO UPDATE SET event_id = excluded.event_id, "
-                    "body_sha256 = excluded.body_sha256, created_at_ms = excluded.created_at_ms, "
-                    "region = excluded.region WHERE (excluded.created_at_ms, excluded.event_id) "
-                    "< (created_at_ms, event_id)",
-                    batch.idempotency,
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-
-    @staticmethod
-    def _insert_events(db: sqlite3.Connection, events: Sequence[Event]) -> None:
-        """Insert ``events`` (a duplicate id is ignored) and count the new ones per origin
-        region in ``row_counts``, one upsert per region (inside the caller's transaction)."""
-        by_region: dict[str, list[tuple[Any, ...]]] = {}
-        for e in events:
-            by_region.setdefault(e.region, []).append(
-                (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms, e.owner_gen)
-            )
-        for region, rows in by_region.items():
-            added = db.executemany(
-                f"INSERT OR IGNORE INTO events({_EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
-            ).rowcount
-            if added > 0:
-                db.execute(
-                    "INSERT INTO row_counts VALUES ('event', ?, '', ?) "
-                    "ON CONFLICT DO UPDATE SET n = n + excluded.n",
-                    (region, added),
-                )
+        db, seal, blobs = self.db, self.at_rest, _Blobs()
+        doc: dict[str, list[Any]] = {}
+        if batch.registry:
+            doc["r"] = [(k, *blobs.cut(seal.seal_state(k, v))) for k, v in batch.registry.items()]
+        if batch.records:
+            doc["l"] = [
+                (r.origin, r.seq, r.kind, *blobs.cut(seal.seal_body(r.origin, r.seq, r.body)),
+                 *r.hlc)
+                for r in batch.records
+            ]  # fmt: skip
+        if batch.version_vector:
+            doc["v"] = list(batch.version_vector.items())
+        if batch.events:
+            # new events are counted per origin region (index 5) in row_counts by the trigger
+            doc["e"] = [
+                (e.id, e.tenant, e.event_type, *blobs.cut(e.payload), e.region, e.received_at_ms,
+                 e.owner_gen)
+                for e in batch.events
+            ]  # fmt: skip
+        if batch.deliveries:
+            doc["d"] = [
+                (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
+                 d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms, d.generation,
+                 d.owner_gen)
+                for d in batch.deliveries
+            ]  # fmt: skip
+        if batch.attempts:
+            doc["a"] = [
+                (a.delivery_id, a.n, a.at_ms, a.region, a.status_code, a.latency_ms, a.error,
+                 a.response_excerpt, a.endpoint_id, a.generation, a.response_headers,
+                 a.owner_gen, a.request_headers)
+                for a in batch.attempts
+            ]  # fmt: skip
+        if batch.audit:
+            doc["u"] = [
+                (a.origin, a.seq, a.hlc_wall_ms, a.hlc_logical, a.who, a.op, a.object,
+                 a.tenant, a.detail)
+                for a in batch.audit
+            ]  # fmt: skip
+        if batch.idempotency:
+            doc["i"] = batch.idempotency  # the earliest acceptance of a key wins everywhere
+        if not doc:
+            return
+        db.execute(
+            "INSERT INTO commit_in(doc, blobs) VALUES (?, ?)",
+            (json.dumps(doc, ensure_ascii=False), b"".join(blobs.parts)),
+        )
 
     async def load_registry(self) -> dict[str, bytes]:
         rows = await self.rdb.execute_fetchall("SELECT key, state FROM registry")
@@ -529,22 +543,39 @@ class SqliteStore:
         )
         return Event(*rows[0]) if rows else None
 
-    async def _by_ids(self, cols: str, table: str, ids: Sequence[str]) -> list[Any]:
-        rows: list[Any] = []
+    async def _json_rows(
+        self,
+        cols: str,
+        rest: str,
+        params: Sequence[Any],
+        reader: aiosqlite.Connection | None = None,
+    ) -> list[list[Any]]:
+        """The rows of ``SELECT cols rest`` read as one JSON array of row arrays: one
+        step, so the reader thread takes the GIL back once, not once per row (the reason
+        is ``_COMMIT_TRIGGER``'s; rows in no particular order). Values come back as JSON
+        scalars: read a BLOB column through ``hex()``."""
+        rows = await (reader or self.rdb).execute_fetchall(
+            f"SELECT json_group_array(json_array({cols})) {rest}", params
+        )
+        return json.loads(rows[0][0]) if rows else []
+
+    async def _by_ids(
+        self, cols: str, table: str, ids: Sequence[str], reader: aiosqlite.Connection | None = None
+    ) -> list[list[Any]]:
+        rows: list[list[Any]] = []
         unique = list(dict.fromkeys(ids))
         for i in range(0, len(unique), 500):  # under SQLite's host-parameter limit
             part = unique[i : i + 500]
-            rows += await self.rdb.execute_fetchall(
-                f"SELECT {cols} FROM {table} WHERE id IN ({','.join('?' * len(part))})", part
-            )
+            where = f"FROM {table} WHERE id IN ({','.join('?' * len(part))})"
+            rows += await self._json_rows(cols, where, part, reader)
         return rows
 
     async def get_events(self, event_ids: Sequence[str]) -> dict[str, Event]:
-        rows = await self._by_ids(_EVENT_COLS, "events", event_ids)
-        return {r[0]: Event(*r) for r in rows}
+        rows = await self._by_ids(_EVENT_JSON_COLS, "events", event_ids)
+        return {r[0]: _event_of_json(r) for r in rows}
 
     async def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
-        rows = await self._by_ids(_DELIVERY_COLS, "deliveries", delivery_ids)
+        rows = await self._by_ids(_DELIVERY_COLS, "deliveries", delivery_ids, self._sdb)
         return {r[0]: _delivery(r) for r in rows}
 
     async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
@@ -620,7 +651,8 @@ class SqliteStore:
             args.append(after_id)
         sql += " ORDER BY id LIMIT ?"
         args.append(limit)
-        return [_delivery(r) for r in await self.rdb.execute_fetchall(sql, args)]
+        rows = await self._json_rows(_DELIVERY_COLS, f"FROM ({sql})", args)
+        return sorted((_delivery(r) for r in rows), key=lambda d: d.id)
 
     async def list_events(
         self, q: EventQuery, before: tuple[int, str] | None, limit: int
@@ -703,27 +735,32 @@ class SqliteStore:
         # rows of each one not excluded, merged (round-robin with ``per_endpoint``); a
         # blocked endpoint's backlog is never read, so a claim costs O(endpoints + rows
         # returned), not O(the blocked endpoints' due rows)
-        order = "d.next_attempt_at_ms, d.id"
+        # rank: the row's place in its endpoint's due order (round-robin), else 0
+        rank = "0"
         if per_endpoint is not None:
-            order = f"row_number() OVER (PARTITION BY d.endpoint_id ORDER BY {order}), {order}"
+            rank = (
+                "row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at_ms, d.id)"
+            )
         skip_eps = skip_ids = ""
         if exclude_endpoints:
             skip_eps = f" AND e.ep NOT IN ({','.join('?' * len(exclude_endpoints))})"
         if exclude:
             skip_ids = f" AND id NOT IN ({','.join('?' * len(exclude))})"
-        rows = await self.rdb.execute_fetchall(
-            "WITH RECURSIVE e(ep) AS ("
+        rows = await self._json_rows(
+            f"{_DELIVERY_COLS}, rank",
+            "FROM (WITH RECURSIVE e(ep) AS ("
             " SELECT min(endpoint_id) FROM deliveries WHERE region = ? AND status = 'pending'"
             " UNION ALL SELECT (SELECT min(endpoint_id) FROM deliveries WHERE region = ?"
             " AND status = 'pending' AND endpoint_id > e.ep) FROM e WHERE e.ep IS NOT NULL) "
-            f"SELECT {_D_COLS} FROM e JOIN deliveries d ON d.rowid IN ("
+            f"SELECT {_D_COLS}, {rank} AS rank FROM e JOIN deliveries d ON d.rowid IN ("
             " SELECT rowid FROM deliveries WHERE region = ? AND status = 'pending'"
             f" AND endpoint_id = e.ep AND next_attempt_at_ms <= ?{skip_ids}"
             " ORDER BY next_attempt_at_ms, id LIMIT ?) "
-            f"WHERE e.ep IS NOT NULL{skip_eps} ORDER BY {order} LIMIT ?",
+            f"WHERE e.ep IS NOT NULL{skip_eps} ORDER BY rank, d.next_attempt_at_ms, d.id LIMIT ?)",
             (region, region, region, now_ms, *exclude, per_endpoint or limit,
              *exclude_endpoints, limit),
         )  # fmt: skip
+        rows.sort(key=lambda r: (r[12], r[6], r[0]))  # (rank, next attempt, id)
         return [_delivery(r) for r in rows]
 
     async def next_due_ms(self, region: str) -> int | None:

@@ -236,7 +236,7 @@ class AuditEntry:
 
 @dataclass(slots=True)
 class WriteBatch:
-    """Everything one atomic Store commit writes (one ``BEGIN IMMEDIATE`` in SQLite).
+    """Everything one atomic Store commit writes (one transaction in every store).
 
     registry: key -> canonical CRDT bytes (full state, upserted)
     records: appended to the delta log; version_vector: origin -> seq (upserted)

@@ -37,6 +37,8 @@ __all__ = ["USER_AGENT", "DeliveryWorker"]
 log = logging.getLogger("regionsync.delivery")
 _CRASH_BACKOFF_S = 60.0
 RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
+READ_AHEAD_S = 1.0  # rows read ahead are dropped (read again) once this old
+READ_AHEAD_ROWS = 4  # due rows read ahead at a time per ``concurrency``
 
 
 class DeliveryWorker:
@@ -87,6 +89,11 @@ class DeliveryWorker:
         )
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
         self._expired_at: float | None = None  # monotonic s of the last starvation check
+        # without ``claims``: due deliveries read ahead with their events, not yet started
+        # (in ``fair_order``), the monotonic s the first of them was read, and the read
+        self.ready: dict[str, tuple[Delivery, Event | None]] = {}
+        self._ready_at, self._epoch = 0.0, 0
+        self._fetch: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
@@ -100,10 +107,17 @@ class DeliveryWorker:
                 if self._free() <= 0:  # every slot busy: the next one freed wakes us
                     await self.queue.wake.wait()
                     continue
+                if self._fetch is not None:  # rows being read: they wake us
+                    await self._fetch_or_wake()
+                    if self.queue.wake.is_set():
+                        continue
+                    # the read found nothing to start: wait as planned below
                 await sleep_until_due(self.queue.wake, self._next_due_ms, self.clock,
                                       self.opts.poll_interval_s, soonest)  # fmt: skip
         finally:
             tasks = list(self._tasks)
+            if self._fetch is not None:
+                tasks.append(self._fetch)
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -111,6 +125,15 @@ class DeliveryWorker:
                 if t is not None:
                     t.cancel()
                     await asyncio.gather(t, return_exceptions=True)
+
+    async def _fetch_or_wake(self) -> None:
+        """Wait for a wake-up, or for the read under way (``_fetch``) to finish."""
+        assert self._fetch is not None
+        woken = asyncio.ensure_future(self.queue.wake.wait())
+        try:
+            await asyncio.wait((woken, self._fetch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
 
     async def _renew_claims(self) -> None:
         """Every third of the lease, extend the claims of the attempts in flight."""
@@ -180,8 +203,10 @@ class DeliveryWorker:
         return blocked, soonest
 
     async def _launch_due(self) -> float | None:
+        """Start what due deliveries the free slots and lanes allow; returns the soonest
+        time (seconds) a blocked lane could start one (None: none waits)."""
         soonest = None
-        for _ in range(4):  # re-query while lanes filled up under the rows we got
+        for _ in range(4):  # re-read while lanes filled up under the rows we got
             free = self._free()
             if free <= 0:
                 return soonest
@@ -189,52 +214,109 @@ class DeliveryWorker:
             self._forget_stale_health()
             await self._expire_starved(now_ms)
             blocked, soonest = self._blocked(now_s, now_ms)
-            # claims are taken for this process alone: no more than it can start
-            due = await self._due(now_ms, free if self.claims else free * 2, blocked)
-            if not due:
-                return soonest
-            refill = False
-            launch: list[tuple[Delivery, bool]] = []
-            for d in due:
-                if free <= 0:
-                    break
-                if d.endpoint_id in blocked:
-                    refill = True
-                    continue
-                ep = self._endpoint_of(d)
-                # paused, disabled and deleted endpoints are not sent to: the attempt
-                # only records the delivery as skipped or cancelled, outside any lane
-                sends = ep is not None and not (ep.paused or ep.disabled)
-                if sends and ep is not None:
-                    share = self.tenant_cap(d.tenant)
-                    if self.tenants.full(d.tenant, share):
-                        # the tenant has its share in flight: skip all its endpoints
-                        blocked.update(self.catalog.registry.endpoint_ids(d.tenant))
-                        refill = True
-                        continue
-                    health = self.queue.health.get(d.endpoint_id)
-                    lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
-                    probing = health is not None and health.state == "failing"
-                    cap = 1 if probing else ep.max_in_flight
-                    if (probing and not health.probe_due(now_ms)) or not lane.admit(
-                        ep.rate_limit_per_s, cap, now_s
-                    ):
-                        blocked.add(d.endpoint_id)  # this lane is full; others go on
-                        refill = True
-                        continue
-                    self.tenants.admit(d.tenant, share)
-                    self.slots.add(d.id)
-                free -= 1
-                if d.region != self.region:
-                    self.custody.adopted(d.id)
-                self.inflight[d.id] = d.endpoint_id
-                launch.append((d, sends))
-            if self.claims is not None and len(launch) < len(due):
-                await self._unclaim([d for d in due if d.id not in self.inflight])
-            await self._spawn(launch)
+            if self.claims is not None:
+                # claims are taken for this process alone: no more than it can start
+                due = await self._due(now_ms, free, blocked)
+                launch, refill = self._select(due, free, blocked, now_ms, now_s)
+                if len(launch) < len(due):
+                    await self._unclaim([d for d in due if d.id not in self.inflight])
+                await self._spawn(launch)
+            else:
+                if now_s - self._ready_at > READ_AHEAD_S:
+                    self.ready.clear()  # custody or the registry may have moved since
+                    self._epoch += 1  # a read under way is dropped too
+                if not self.ready and self._fetch is None:
+                    await self._read_ahead(now_ms, blocked)
+                if not self.ready:
+                    return soonest  # (a read under way wakes the loop with its rows)
+                rows = list(self.ready.values())
+                launch, refill = self._select([d for d, _ in rows], free, blocked, now_ms, now_s)
+                for d, event in rows:  # launched, or blocked: read again once it frees
+                    if d.id in self.inflight:
+                        del self.ready[d.id]
+                        self._start(d, event)
+                    elif d.endpoint_id in blocked:
+                        del self.ready[d.id]
+                if len(self.ready) < self.opts.concurrency and self._fetch is None:
+                    # the next rows are read while these attempts run
+                    self._fetch = asyncio.create_task(self._read_ahead(now_ms, blocked))
+                    self._fetch.add_done_callback(self._fetched)
             if not refill:
                 return soonest
         return soonest
+
+    def _select(
+        self, due: list[Delivery], free: int, blocked: set[str], now_ms: int, now_s: float
+    ) -> tuple[list[tuple[Delivery, bool]], bool]:
+        """Take lanes and tenant slots for up to ``free`` of ``due`` (in order), adding
+        endpoints found full to ``blocked``; returns (delivery, sends) to start and
+        whether rows were passed over for a full lane (a re-read may find others)."""
+        refill = False
+        launch: list[tuple[Delivery, bool]] = []
+        claim = self.custody.claimable() if self.claims is None else None
+        for d in due:
+            if free <= 0:
+                break
+            if d.endpoint_id in blocked:
+                refill = True
+                continue
+            if claim is not None and not self._custodian(claim, d):
+                blocked.add(d.endpoint_id)  # read ahead before custody moved
+                continue
+            ep = self._endpoint_of(d)
+            # paused, disabled and deleted endpoints are not sent to: the attempt
+            # only records the delivery as skipped or cancelled, outside any lane
+            sends = ep is not None and not (ep.paused or ep.disabled)
+            if sends and ep is not None:
+                share = self.tenant_cap(d.tenant)
+                if self.tenants.full(d.tenant, share):
+                    # the tenant has its share in flight: skip all its endpoints
+                    blocked.update(self.catalog.registry.endpoint_ids(d.tenant))
+                    refill = True
+                    continue
+                health = self.queue.health.get(d.endpoint_id)
+                lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
+                probing = health is not None and health.state == "failing"
+                cap = 1 if probing else ep.max_in_flight
+                if (probing and not health.probe_due(now_ms)) or not lane.admit(
+                    ep.rate_limit_per_s, cap, now_s
+                ):
+                    blocked.add(d.endpoint_id)  # this lane is full; others go on
+                    refill = True
+                    continue
+                self.tenants.admit(d.tenant, share)
+                self.slots.add(d.id)
+            free -= 1
+            if d.region != self.region:
+                self.custody.adopted(d.id)
+            self.inflight[d.id] = d.endpoint_id
+            launch.append((d, sends))
+        return launch, refill
+
+    async def _read_ahead(self, now_ms: int, blocked: set[str]) -> None:
+        """Read up to ``delivery.concurrency`` due deliveries not yet held, and their
+        events, into ``ready``. One read at a time (``_fetch``, or awaited with none under
+        way): a row it returns was not held when it started, so it was not attempted
+        since (an attempt holds its row until its outcome is durable)."""
+        epoch = self._epoch
+        due = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
+        events = await self.store.get_events([d.event_id for d in due]) if due else {}
+        if epoch != self._epoch:
+            return
+        if not self.ready:
+            self._ready_at = self.clock.monotonic()
+        for d in due:
+            if d.id not in self.inflight and d.id not in self.ready:
+                self.ready[d.id] = (d, events.get(d.event_id))
+
+    def _fetched(self, task: asyncio.Task[None]) -> None:
+        self._fetch = None
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.error("reading due deliveries ahead failed", exc_info=task.exception())
+        elif self.ready:
+            self.queue.wake.set()  # rows to start: claim again
 
     async def _spawn(self, launch: list[tuple[Delivery, bool]]) -> None:
         """Start the attempts of ``launch`` (claimed: in ``inflight``, lanes taken), with
@@ -246,9 +328,16 @@ class DeliveryWorker:
                 self._release(d)
             raise
         for d, _ in launch:
-            task = asyncio.create_task(self._attempt(d, events.get(d.event_id)))
-            self._tasks[task] = None
-            task.add_done_callback(lambda t: self._tasks.pop(t, None))
+            self._start(d, events.get(d.event_id))
+
+    def _start(self, d: Delivery, event: Event | None) -> None:
+        task = asyncio.create_task(self._attempt(d, event))
+        self._tasks[task] = None
+        task.add_done_callback(lambda t: self._tasks.pop(t, None))
+
+    def _held(self) -> list[str]:
+        """Deliveries a due read must not return: in flight or read ahead."""
+        return [*self.inflight, *self.ready]
 
     def _free(self) -> int:
         """Attempts that may start now: ``delivery.concurrency`` sending, and up to
@@ -285,7 +374,7 @@ class DeliveryWorker:
                 owner,
                 now_ms,
                 limit,
-                list(self.inflight),
+                self._held(),
                 sorted(skip),
                 per_endpoint=max(1, limit // 2),
             )
@@ -302,6 +391,18 @@ class DeliveryWorker:
                 await self.claims.release([d.id for d in rows])
             except Exception:  # they expire with their lease
                 log.exception("releasing %d delivery claims failed", len(rows))
+
+    def _custodian(self, claim: dict[str, CustodyRecord | None], d: Delivery) -> bool:
+        """Does this region deliver ``d`` under ``claim`` (``custody.claimable()``)? As
+        ``_due`` reads them: its own owner's rows while it keeps them, an adopted owner's
+        for the endpoints rendezvous gives it, and an endpoint no longer in the registry
+        is nobody's, so any custodian of the owner finishes (cancels) its rows."""
+        if d.region not in claim:
+            return False
+        rec = claim[d.region]
+        if rec is None or self.catalog.registry.endpoint(d.endpoint_id, d.tenant) is None:
+            return True
+        return self.custody.delivers(d.region, rec, d.endpoint_id)
 
     def _foreign(self, owner: str, rec: CustodyRecord) -> set[str]:
         """Endpoints of the registry whose ``owner`` deliveries another region delivers."""
@@ -339,7 +440,7 @@ class DeliveryWorker:
             return
         self._expired_at = mono
         cutoff = now_ms - DEADLINE_S * 1000
-        starved = await self.store.due_deliveries(self.region, cutoff, 100, list(self.inflight))
+        starved = await self.store.due_deliveries(self.region, cutoff, 100, self._held())
         await asyncio.gather(*(
             self.recorder.record(Outcome(d, DeliveryStatus.DEAD, None, d.attempts, None, None))
             for d in starved

@@ -263,6 +263,9 @@ class Recovery:
 
     async def _run_job(self, job: Job) -> None:
         status = DeliveryStatus.DEAD if job.kind == "recover" else DeliveryStatus.SKIPPED
+        # the next page is read while the last one's commit is made durable (the cursor
+        # moves in memory; commits are durable in order): at most two pages in flight
+        durable: asyncio.Future[None] | None = None
         try:
             while self.runs_here(job.region, job.endpoint_id):
                 rows = await self.store.list_deliveries(
@@ -281,12 +284,18 @@ class Recovery:
                     job.done += len(rows)
                     if rows:  # regenerated first: a crash before the cursor moves redoes it
                         self._regenerate(rows)
-                    durable = self._put(job)  # commits in order: resolves after both
+                    last, durable = durable, self._put(job)  # in order: after both
+                if last is not None:
+                    await last
+                    self.queue.wake.set()
+            if durable is not None:
                 await durable
                 self.queue.wake.set()
         except Exception as exc:
             log.exception("job %s failed", job.id)
             job.status, job.error = "failed", str(exc)
+            if durable is not None:  # a page's commit not awaited: its error is logged
+                durable.add_done_callback(lambda f: f.cancelled() or f.exception())
         finally:
             self._running.pop(job.id, None)
         if job.status != "running":  # else custody moved on: the custodian resumes it

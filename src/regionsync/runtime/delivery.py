@@ -49,6 +49,11 @@ class DeliveryWorker:
     run or wait to be recorded (so only a dead process's claims expire); those claimed
     but not started (a lane that filled meanwhile) are released at once.
 
+    Without ``claims`` (one process per region), due deliveries and their events are read
+    ahead into ``ready`` (up to ``READ_AHEAD_ROWS x concurrency`` per read, one read at a
+    time, while attempts run; dropped after ``READ_AHEAD_S``), so a freed slot starts the
+    next attempt without a query.
+
     Due deliveries are claimed round-robin across endpoints (``core.lanes.fair_order``),
     skipping endpoints whose lane is full (in-flight cap, rate limit, a failing endpoint's
     probe not yet due): a tarpit or a burst holds only its own lane, never the others.

@@ -261,8 +261,8 @@ async def collect(s: aiohttp.ClientSession, rcv: Receiver, ids: list[str],
     }
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used (Linux /proc)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads; Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -336,15 +336,15 @@ async def node_runs(
             await node.patch(s, {"paused": False})
             await rcv.arrivals(s, reset=True)
             prof = Profiler(node.proc.pid, profile, gil) if profile else None
-            cpu0 = cpu_s(node.proc.pid), cpu_s(rcv.proc.pid), time.monotonic()
+            cpu0 = cpu_seconds(node.proc.pid), cpu_seconds(rcv.proc.pid), time.monotonic()
             async with s.post(
                 node.base + "/v1/tenants/t/endpoints/ep/replay-missing", json={"since": since}
             ) as r:
                 assert r.status == 202, await r.text()
             replay = await collect(s, rcv, ids, 300)
             wall = time.monotonic() - cpu0[2]  # includes up to 0.25 s of collect's polling
-            replay["node_cpu"] = round((cpu_s(node.proc.pid) - cpu0[0]) / wall, 2)
-            replay["receiver_cpu"] = round((cpu_s(rcv.proc.pid) - cpu0[1]) / wall, 2)
+            replay["node_cpu"] = round((cpu_seconds(node.proc.pid) - cpu0[0]) / wall, 2)
+            replay["receiver_cpu"] = round((cpu_seconds(rcv.proc.pid) - cpu0[1]) / wall, 2)
             if prof:
                 prof.stop()
             # live: publishes while the node delivers them (64 clients: with 16, each

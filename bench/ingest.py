@@ -28,7 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from delivery_rate import Profiler  # noqa: E402
+from delivery_rate import Profiler, cpu_seconds  # noqa: E402
 
 BODY = json.dumps(
     {"event_type": "order.created", "payload": {"id": "ord_1", "items": ["x"] * 50, "n": 1}}
@@ -131,12 +131,6 @@ def commit_stats(base: str) -> dict:
         "commits": int(n),
         "mean_commit_ms": round(1000 * values.get("sum", 0) / n, 2) if n else 0,
     }
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads; Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def node(

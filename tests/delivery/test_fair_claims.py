@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import asyncio
 
-from regionsync.adapters.memory_store import MemoryStore
-from regionsync.adapters.memory_transport import MemoryNetwork
-from regionsync.adapters.system import SystemClock, UlidSource, system_rng
-from regionsync.config import load_settings
+from worker_nodes import stop, worker_node
+
 from regionsync.core.lanes import fair_order
 from regionsync.core.model import Delivery, DeliveryStatus
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
-from regionsync.runtime.node import Node
 from regionsync.runtime.ports import OutboundRequest
 
 BACKLOG = 300
@@ -42,11 +39,6 @@ class GatedSender:
         return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
 
 
-class StaticResolver:
-    async def resolve(self, host: str, port: int) -> list[str]:
-        return ["93.184.216.34"]
-
-
 async def _wait(cond, what: str) -> None:
     for _ in range(500):
         if cond():
@@ -56,14 +48,8 @@ async def _wait(cond, what: str) -> None:
 
 
 async def test_a_fresh_endpoint_is_claimed_before_a_backlog() -> None:
-    settings = load_settings(
-        None, region="a", delivery={"concurrency": WORKERS, "tenant_max_in_flight": 100,
-                                    "poll_interval_s": 0.05},
-    )  # fmt: skip
-    clock, rng, sender = SystemClock(), system_rng(), GatedSender()
-    net = MemoryNetwork()
-    node = Node(settings, store=MemoryStore(), clock=clock, rng=rng, ids=UlidSource(clock, rng),
-                transport=net.transport("a"), sender=sender, resolver=StaticResolver())  # fmt: skip
+    sender = GatedSender()
+    node, net = worker_node(sender, concurrency=WORKERS, tenant_max_in_flight=100)
     await node.start()
     try:
         ops = node.registry_ops
@@ -91,9 +77,7 @@ async def test_a_fresh_endpoint_is_claimed_before_a_backlog() -> None:
         assert (await node.store.counts("a"))["deliveries_delivered"] == BACKLOG + 1
     finally:
         sender.gate.set()
-        await node.stop()
-        for t in list(net.tasks):
-            t.cancel()
+        await stop(node, net)
 
 
 def _d(i: int, endpoint: str, at: int) -> Delivery:

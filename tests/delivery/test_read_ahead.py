@@ -14,14 +14,11 @@ import asyncio
 from collections import Counter
 
 import pytest
+from worker_nodes import stop, worker_node
 
 from regionsync.adapters.memory_store import MemoryStore
-from regionsync.adapters.memory_transport import MemoryNetwork
-from regionsync.adapters.system import SystemClock, UlidSource, system_rng
-from regionsync.config import load_settings
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
 from regionsync.runtime import delivery
-from regionsync.runtime.node import Node
 from regionsync.runtime.ports import OutboundRequest
 
 EVENTS = 400
@@ -41,11 +38,6 @@ class GatedSender:
         return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
 
 
-class StaticResolver:
-    async def resolve(self, host: str, port: int) -> list[str]:
-        return ["93.184.216.34"]
-
-
 class CountingStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
@@ -58,14 +50,8 @@ class CountingStore(MemoryStore):
 
 
 async def _deliver_all(store: CountingStore) -> GatedSender:
-    settings = load_settings(
-        None, region="a", delivery={"concurrency": WORKERS, "tenant_max_in_flight": 100,
-                                    "poll_interval_s": 0.05},
-    )  # fmt: skip
-    clock, rng, sender = SystemClock(), system_rng(), GatedSender()
-    net = MemoryNetwork()
-    node = Node(settings, store=store, clock=clock, rng=rng, ids=UlidSource(clock, rng),
-                transport=net.transport("a"), sender=sender, resolver=StaticResolver())  # fmt: skip
+    sender = GatedSender()
+    node, net = worker_node(sender, store, concurrency=WORKERS, tenant_max_in_flight=100)
     await node.start()
     try:
         ops = node.registry_ops
@@ -89,9 +75,7 @@ async def _deliver_all(store: CountingStore) -> GatedSender:
         return sender
     finally:
         sender.gate.set()
-        await node.stop()
-        for t in list(net.tasks):
-            t.cancel()
+        await stop(node, net)
 
 
 async def test_due_rows_are_read_ahead_not_per_claim_round() -> None:

@@ -11,13 +11,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from worker_nodes import stop, worker_node
 
-from regionsync.adapters.memory_store import MemoryStore
-from regionsync.adapters.memory_transport import MemoryNetwork
-from regionsync.adapters.system import SystemClock, UlidSource, system_rng
-from regionsync.config import load_settings
+from regionsync.adapters.system import SystemClock
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
-from regionsync.runtime.node import Node
 from regionsync.runtime.ports import OutboundRequest
 from regionsync.runtime.wakeup import sleep_until_due
 
@@ -45,19 +42,11 @@ class LockingSender:
                               status_code=self.status, reason=None if ok else "http")  # fmt: skip
 
 
-class StaticResolver:
-    async def resolve(self, host: str, port: int) -> list[str]:
-        return ["93.184.216.34"]
-
-
 async def _run(status: int) -> tuple[list[str], list[str], int]:
     """(requests, those sent while the first attempt's record was held up, attempts
     recorded once released)."""
-    settings = load_settings(None, region="a", delivery={"poll_interval_s": 0.05})
-    clock, rng = SystemClock(), system_rng()
-    sender, net = LockingSender(status), MemoryNetwork()
-    node = Node(settings, store=MemoryStore(), clock=clock, rng=rng, ids=UlidSource(clock, rng),
-                transport=net.transport("a"), sender=sender, resolver=StaticResolver())  # fmt: skip
+    sender = LockingSender(status)
+    node, net = worker_node(sender)
     release = asyncio.Event()
 
     async def holder() -> None:
@@ -99,9 +88,7 @@ async def _run(status: int) -> tuple[list[str], list[str], int]:
         release.set()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await node.stop()
-        for t in list(net.tasks):
-            t.cancel()
+        await stop(node, net)
 
 
 async def test_a_success_frees_the_lane_before_its_record_is_durable() -> None:

@@ -8,13 +8,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from worker_nodes import stop, worker_node
 
-from regionsync.adapters.memory_store import MemoryStore
-from regionsync.adapters.memory_transport import MemoryNetwork
-from regionsync.adapters.system import SystemClock, UlidSource, system_rng
-from regionsync.config import load_settings
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
-from regionsync.runtime.node import Node
 from regionsync.runtime.ports import OutboundRequest
 
 
@@ -39,22 +35,11 @@ class HangingSender:
         return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
 
 
-class StaticResolver:
-    async def resolve(self, host: str, port: int) -> list[str]:
-        return ["93.184.216.34"]
-
-
 async def _run(noisy_cap: int | None) -> tuple[int, int, int]:
     """(noisy attempts in flight at most, quiet deliveries done while noisy hangs, noisy
     deliveries done after release) on a node with 4 workers."""
-    settings = load_settings(
-        None, region="a", delivery={"concurrency": 4, "tenant_max_in_flight": 3,
-                                    "poll_interval_s": 0.05},
-    )  # fmt: skip
-    clock, rng, sender = SystemClock(), system_rng(), HangingSender()
-    net = MemoryNetwork()
-    node = Node(settings, store=MemoryStore(), clock=clock, rng=rng, ids=UlidSource(clock, rng),
-                transport=net.transport("a"), sender=sender, resolver=StaticResolver())  # fmt: skip
+    sender = HangingSender()
+    node, net = worker_node(sender, concurrency=4, tenant_max_in_flight=3)
     await node.start()
     try:
         ops = node.registry_ops
@@ -85,9 +70,7 @@ async def _run(noisy_cap: int | None) -> tuple[int, int, int]:
         return noisy_max, quiet, done
     finally:
         sender.release.set()
-        await node.stop()
-        for t in list(net.tasks):
-            t.cancel()
+        await stop(node, net)
 
 
 @pytest.mark.parametrize("cap, want_max", [(2, 2), (None, 3)])

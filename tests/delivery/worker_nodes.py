@@ -1,0 +1,38 @@
+"""Helpers for the delivery worker tests: one node of region "a" over the in-memory store
+and transport, with a test Sender, started and stopped."""
+
+from __future__ import annotations
+
+from regionsync.adapters.memory_store import MemoryStore
+from regionsync.adapters.memory_transport import MemoryNetwork
+from regionsync.adapters.system import SystemClock, UlidSource, system_rng
+from regionsync.config import load_settings
+from regionsync.runtime.node import Node
+from regionsync.runtime.ports import Sender
+
+
+class StaticResolver:
+    """Every name resolves to one public address (never contacted: the Sender is fake)."""
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        return ["93.184.216.34"]
+
+
+def worker_node(
+    sender: Sender, store: MemoryStore | None = None, **delivery: object
+) -> tuple[Node, MemoryNetwork]:
+    """A node (not started) whose attempts go to ``sender``; ``delivery`` entries go into
+    that settings section (``poll_interval_s`` 0.05 unless given)."""
+    settings = load_settings(None, region="a", delivery={"poll_interval_s": 0.05, **delivery})
+    clock, rng, net = SystemClock(), system_rng(), MemoryNetwork()
+    node = Node(settings, store=store or MemoryStore(), clock=clock, rng=rng,
+                ids=UlidSource(clock, rng), transport=net.transport("a"), sender=sender,
+                resolver=StaticResolver())  # fmt: skip
+    return node, net
+
+
+async def stop(node: Node, net: MemoryNetwork) -> None:
+    """Stop ``node`` and cancel its network's tasks."""
+    await node.stop()
+    for t in list(net.tasks):
+        t.cancel()

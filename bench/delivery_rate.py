@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -262,9 +263,15 @@ async def collect(s: aiohttp.ClientSession, rcv: Receiver, ids: list[str],
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads; Linux)."""
+    """User + system CPU seconds of process ``pid`` and its running child processes (the
+    node's sender process) so far, all their threads (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            children.update(int(c) for c in (task / "children").read_text().split())
+    return own + sum(cpu_seconds(c) for c in children if Path(f"/proc/{c}").exists())
 
 
 class Profiler:

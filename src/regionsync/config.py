@@ -83,6 +83,9 @@ class DeliverySettings(_Section):
     # (a claim of a process that died is taken over after it); must exceed timeout_s
     # plus the clock skew between the processes' machines
     claim_lease_s: float = Field(60.0, gt=0)
+    # attempts made by a child process (adapters/process_sender.py: the HTTP client runs
+    # beside the node's event loop, on another core); false: in the node's own loop
+    sender_process: bool = True
 
     @field_validator("allow_private_networks")
     @classmethod

@@ -10,7 +10,7 @@ from tests_sim_paths import SCENARIOS
 
 from crdt import CRDT, ORSet
 from regionsync.core.model import Delivery, Record, WriteBatch
-from regionsync.core.records import decode_body
+from regionsync.core.records import Decoded, decode_body
 from regionsync.core.registry import Registry
 from regionsync.errors import MalformedRecord
 from regionsync.runtime.node import Node
@@ -84,13 +84,19 @@ class NoDriftCheckNode(Node):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         replica, apply_one = self.replica, self.replica._apply_one
 
-        async def lax(r: Record, batch: WriteBatch, deliveries: dict[str, Delivery]) -> None:
+        def lax(
+            r: Record,
+            decoded: Decoded | str,
+            batch: WriteBatch,
+            deliveries: dict[str, Delivery],
+            stored: dict[str, Delivery],
+        ) -> None:
             try:
-                await apply_one(r, batch, deliveries)
+                apply_one(r, decoded, batch, deliveries, stored)
             except MalformedRecord as exc:
                 if not exc.reason.startswith("clock_drift"):
                     raise
-                await replica.merge(decode_body(r.kind, r.body), batch, deliveries)
+                replica.merge(decode_body(r.kind, r.body), batch, deliveries, stored)
 
         replica._apply_one = lax  # type: ignore[method-assign]
 

@@ -57,6 +57,7 @@ from .sender import (
 __all__ = ["RCVBUF_BYTES", "AiohttpSender", "BoundedHandler", "PinnedResolver"]
 
 RCVBUF_BYTES = 8192  # SO_RCVBUF asked for (Linux doubles it for bookkeeping)
+_LITERALS_KEPT = 4096  # address literals whose verdict a sender keeps
 
 # how far the current attempt got: set once its request is about to be written
 _PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
@@ -237,6 +238,9 @@ class AiohttpSender:
         self.wall = wall or time.time
         self._stats = stats
         self._session: aiohttp.ClientSession | None = None
+        # allowed address literals -> their canonical text: the verdict depends only on
+        # the host and ``allow`` (fixed), so it is judged once, not per attempt (issue 17)
+        self._literals: dict[str, str] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -282,13 +286,20 @@ class AiohttpSender:
         body = bytearray()
         try:
             async with asyncio.timeout(min(request.timeout_s, MAX_TIMEOUT_S)):
-                try:
-                    literal = host_literal(host)
-                except ValueError as exc:
-                    raise DestinationRefused(str(exc)) from None
-                if literal is not None:  # judged here: aiohttp never resolves a literal
-                    pinned = await check_destination(self.resolver, self.allow, host, port)
-                    url = url.with_host(str(pinned))  # its canonical spelling
+                pinned = self._literals.get(host)
+                if pinned is None:
+                    try:
+                        literal = host_literal(host)
+                    except ValueError as exc:
+                        raise DestinationRefused(str(exc)) from None
+                    if literal is not None:  # judged here: aiohttp never resolves a literal
+                        checked = await check_destination(self.resolver, self.allow, host, port)
+                        pinned = str(checked)  # its canonical spelling
+                        if len(self._literals) >= _LITERALS_KEPT:
+                            self._literals.clear()
+                        self._literals[host] = pinned
+                if pinned is not None:
+                    url = url.with_host(pinned)
                 mark = _PROGRESS.set(progress)
                 try:
                     resp = await self._client().post(

@@ -139,6 +139,8 @@ INSERT INTO row_counts
 # (measured by bench/restart.py: 4.4x the payload on disk); 8 KiB pages hold three
 PAGE_SIZE = 8192
 VACUUM_PAGES = 2048  # pages (16 MiB) given back per log truncation at most
+TRUNCATE_CHUNK = 500  # log records deleted per transaction (a few ms here)
+VACUUM_CHUNK = 256  # pages given back per transaction (the write lock is let go between)
 
 # columns added after the first schema: a store created before them gets them on open
 _ADDED_COLUMNS = [
@@ -482,42 +484,62 @@ class SqliteStore:
         return out
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
-        async with self._write:
-            return await self._run(self._truncate, dict(upto))
+        """Delete log records up to ``upto`` (origin -> seq), ``TRUNCATE_CHUNK`` records a
+        transaction with the write lock released between them, so group commits go on
+        meanwhile (one transaction of 20,000 records held publishes for 120 ms, issue 17).
+        Each chunk moves ``log_floor`` with it: a crash between chunks leaves a
+        consistent, partly truncated log."""
+        total = 0
+        for origin, seq in sorted(upto.items()):
+            while True:
+                async with self._write:
+                    n, done = await self._run(self._truncate_chunk, origin, seq)
+                total += n
+                if done:
+                    break
+        for _ in range(VACUUM_PAGES // VACUUM_CHUNK if total else 0):
+            async with self._write:
+                if not await self._run(self._give_back_pages):
+                    break
+        return total
 
-    def _truncate(self, upto: dict[str, int]) -> int:
+    def _truncate_chunk(self, origin: str, upto: int) -> tuple[int, bool]:
+        """Delete up to ``TRUNCATE_CHUNK`` of ``origin``'s oldest records with seq <=
+        ``upto`` in one transaction; (deleted, whether none is left up to ``upto``)."""
         db = self.db
         try:
             db.execute("BEGIN IMMEDIATE")
-            n = 0
-            for origin, seq in sorted(upto.items()):
-                cur = db.execute("DELETE FROM log WHERE origin = ? AND seq <= ?", (origin, seq))
-                n += cur.rowcount
-            db.executemany(
+            row = db.execute(
+                "SELECT seq FROM log WHERE origin = ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
+                (origin, upto, TRUNCATE_CHUNK - 1),
+            ).fetchone()
+            top = upto if row is None or row[0] >= upto else row[0]
+            n = db.execute("DELETE FROM log WHERE origin = ? AND seq <= ?", (origin, top)).rowcount
+            db.execute(
                 "INSERT INTO log_floor(origin, seq) VALUES (?, ?) "
                 "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
-                sorted(upto.items()),
+                (origin, top),
             )
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
-        if n:
-            self._give_back_pages()
-        return n
+        return n, top >= upto
 
-    def _give_back_pages(self) -> None:
-        """Return free pages to the file system, at most ``VACUUM_PAGES`` a call, when more
-        than a quarter of the file is free (a peer was away and the log grew, then got
-        truncated). Free pages are reused by later writes anyway, so a node whose log is
+    def _give_back_pages(self) -> bool:
+        """Return ``VACUUM_CHUNK`` free pages to the file system when more than a quarter
+        of the file is free (a peer was away and the log grew, then got truncated); True
+        if it did. Free pages are reused by later writes anyway, so a node whose log is
         truncated as it goes moves no page; moving them costs a write each. A no-op on a
         store made without auto_vacuum."""
         db = self.db
         free = db.execute("PRAGMA freelist_count").fetchone()[0]
-        if free * 4 > db.execute("PRAGMA page_count").fetchone()[0]:
-            # executescript steps the pragma to the end (execute() frees one page)
-            db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+        if free * 4 <= db.execute("PRAGMA page_count").fetchone()[0]:
+            return False
+        # executescript steps the pragma to the end (execute() frees one page)
+        db.executescript(f"PRAGMA incremental_vacuum({VACUUM_CHUNK});")
+        return True
 
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall("SELECT origin, seq FROM log_floor"))

@@ -21,6 +21,7 @@ from .http_server import server_config
 from .jsonlog import JsonFormatter
 from .postgres_coordinator import PostgresCoordinator
 from .postgres_store import PostgresStore
+from .process_sender import ProcessSender
 from .secretbox import NodeKeys
 from .sqlite_store import SqliteStore
 from .system import SystemClock, SystemResolver, UlidSource, system_rng
@@ -77,9 +78,18 @@ def build_node(settings: Settings) -> Node:
         transport=GrpcTransport(
             settings.grpc_listen, settings.tls, settings.replication.max_message_bytes
         ),
-        sender=AiohttpSender(resolver, parse_networks(settings.delivery.allow_private_networks)),
+        sender=build_sender(settings, resolver),
         resolver=resolver,
     )
+
+
+def build_sender(settings: Settings, resolver: SystemResolver) -> AiohttpSender | ProcessSender:
+    """The production Sender: attempts in a child process unless ``delivery.sender_process``
+    is false, both over the aiohttp client with the SSRF guard's allow-list."""
+    allow = settings.delivery.allow_private_networks
+    if settings.delivery.sender_process:
+        return ProcessSender(allow)
+    return AiohttpSender(resolver, parse_networks(allow))
 
 
 def _split(listen: str) -> tuple[str, int]:
@@ -112,6 +122,8 @@ async def serve(settings: Settings) -> None:
     if settings.tracing is not None:  # off unless configured
         node.telemetry.use_tracer_provider(otlp_tracer_provider(settings.tracing, settings.region))
     try:
+        if isinstance(node.sender, ProcessSender):
+            await node.sender.start()
         await build_server(settings, node).serve()
     finally:
         await node.sender.aclose()  # type: ignore[attr-defined]

@@ -120,10 +120,13 @@ def recorded_headers(headers: Mapping[str, str], max_bytes: int = REQUEST_HEADER
             v = REDACTED
         lines.append(f"{k}: {v}")
     out: list[str] = []
+    size = -1  # bytes of "\n".join(out), kept as lines are added (no re-join per line)
     for line in lines:  # whole lines, in order, while they fit
-        if len("\n".join([*out, line]).encode()) > max_bytes:
+        grown = size + 1 + len(line.encode())
+        if grown > max_bytes:
             break
         out.append(line)
+        size = grown
     while len(out) < len(lines):  # some left out: say so, dropping endpoint lines for it
         note = f"... {len(lines) - len(out)} more headers not recorded"
         if len("\n".join([*out, note]).encode()) <= max_bytes:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import hmac
 from collections.abc import Sequence
 
@@ -49,8 +48,8 @@ def _key(secret: str) -> bytes:
 
 def sign(key: bytes, msg_id: str, timestamp_s: int, body: bytes) -> str:
     """One ``v1,<base64>`` signature of ``{msg_id}.{timestamp_s}.{body}``."""
-    mac = hmac.new(key, f"{msg_id}.{timestamp_s}.".encode() + body, hashlib.sha256)
-    return "v1," + base64.b64encode(mac.digest()).decode()
+    mac = hmac.digest(key, f"{msg_id}.{timestamp_s}.".encode() + body, "sha256")  # one C call
+    return "v1," + base64.b64encode(mac).decode()
 
 
 def signature_headers(

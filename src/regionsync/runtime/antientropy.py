@@ -179,24 +179,29 @@ class AntiEntropy:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)
             return str(exc)
-        async with self.writer.lock:
-            batch = WriteBatch()
-            deliveries: dict[str, Delivery] = {}
-            for dec in decoded:
-                await self.replica.merge(dec, batch, deliveries)
-            batch.deliveries.extend(deliveries.values())
-            for origin, seq in (version_vector or {}).items():
-                if seq > self.writer.version_vector.get(origin, 0):
-                    self.writer.version_vector[origin] = seq
-                    batch.version_vector[origin] = seq
-                    held = self.replica.held.get(origin, {})
-                    for s in [s for s in held if s <= seq]:
-                        del held[s]
-                    if not held:
-                        self.replica.held.pop(origin, None)
-            if not batch:
-                return None
-            durable = self.writer.submit(batch)
+        stored, ids, mark = await self.replica.read_deliveries(decoded)
+        try:
+            async with self.writer.lock:
+                stored = self.writer.unsettled.current(stored, ids)
+                batch = WriteBatch()
+                deliveries: dict[str, Delivery] = {}
+                for dec in decoded:
+                    self.replica.merge(dec, batch, deliveries, stored)
+                batch.deliveries.extend(deliveries.values())
+                for origin, seq in (version_vector or {}).items():
+                    if seq > self.writer.version_vector.get(origin, 0):
+                        self.writer.version_vector[origin] = seq
+                        batch.version_vector[origin] = seq
+                        held = self.replica.held.get(origin, {})
+                        for s in [s for s in held if s <= seq]:
+                            del held[s]
+                        if not held:
+                            self.replica.held.pop(origin, None)
+                if not batch:
+                    return None
+                durable = self.writer.submit(batch)
+        finally:
+            self.writer.unsettled.unpin(mark)
         await durable
         self.counters["anti_entropy_items"] += len(items)
         if deliveries:

@@ -54,7 +54,7 @@ async def send_attempt(
     ) as span:  # fmt: skip
         outcome = await sender.send(OutboundRequest(ep.url, headers, body, opts.timeout_s))
         span.set_attribute("http.response.status_code", outcome.status_code or 0)
-    tel.attempt.labels(outcome.kind.value).observe(outcome.latency_ms / 1000)
+    tel.observe_attempt(outcome.kind.value, outcome.latency_ms / 1000)
     attempts = d.attempts + 1
     now = clock.wall_ms()
     decision = next_step(

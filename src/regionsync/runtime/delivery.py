@@ -38,7 +38,7 @@ log = logging.getLogger("regionsync.delivery")
 _CRASH_BACKOFF_S = 60.0
 RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
 READ_AHEAD_S = 1.0  # rows read ahead are dropped (read again) once this old
-READ_AHEAD_ROWS = 4  # due rows read ahead at a time per ``concurrency``
+READ_AHEAD_ROWS = 8  # due rows read ahead at a time per ``concurrency``
 
 
 class DeliveryWorker:
@@ -227,7 +227,7 @@ class DeliveryWorker:
                     await self._unclaim([d for d in due if d.id not in self.inflight])
                 await self._spawn(launch)
             else:
-                if now_s - self._ready_at > READ_AHEAD_S:
+                if self.ready and now_s - self._ready_at > READ_AHEAD_S:
                     self.ready.clear()  # custody or the registry may have moved since
                     self._epoch += 1  # a read under way is dropped too
                 if not self.ready and self._fetch is None:
@@ -242,7 +242,7 @@ class DeliveryWorker:
                         self._start(d, event)
                     elif d.endpoint_id in blocked:
                         del self.ready[d.id]
-                if len(self.ready) < self.opts.concurrency and self._fetch is None:
+                if len(self.ready) < 2 * self.opts.concurrency and self._fetch is None:
                     # the next rows are read while these attempts run
                     self._fetch = asyncio.create_task(self._read_ahead(now_ms, blocked))
                     self._fetch.add_done_callback(self._fetched)

@@ -102,62 +102,76 @@ class OutcomeRecorder:
     async def _write(
         self, group: list[tuple[Outcome, asyncio.Future[None]]]
     ) -> tuple[asyncio.Future[None] | None, list[_Emit]]:
-        reg = self.catalog.registry
+        ids = [o.delivery.id for o, _ in group]
+        unsettled = self.writer.unsettled
+        mark = unsettled.pin()  # read outside the lock, brought up to date under it
+        try:
+            stored = await self.store.get_deliveries(ids)
+            async with self.writer.local_lock():  # type: ignore[attr-defined]
+                return self._build(group, unsettled.current(stored, ids))
+        finally:
+            unsettled.unpin(mark)
+
+    def _build(
+        self,
+        group: list[tuple[Outcome, asyncio.Future[None]]],
+        current: dict[str, Delivery],
+    ) -> tuple[asyncio.Future[None] | None, list[_Emit]]:
+        """``_write``'s part under the write lock: ``current`` holds each delivery's
+        latest state (stored or submitted)."""
+        reg, now = self.catalog.registry, self.clock.wall_ms()
         emits: list[_Emit] = []
-        async with self.writer.local_lock():  # type: ignore[attr-defined]
-            now = self.clock.wall_ms()
-            current = await self.store.get_deliveries([o.delivery.id for o, _ in group])
-            batch = WriteBatch()
-            moves: dict[tuple[str, str], int] = {}
-            wrote = False
-            for o, _ in group:
-                d = o.delivery
-                cur = current.get(d.id)
-                if cur is not None and cur.generation != d.generation:
-                    continue  # a retry or recovery started a new generation meanwhile
-                new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
-                              attempts=o.attempts, updated_at_ms=now)  # fmt: skip
-                if cur is not None:  # another custodian's outcome may have arrived meanwhile
-                    new = delivery_join(cur, new)
-                current[d.id] = new  # a second outcome of the same delivery builds on it
-                was_final = cur is not None and cur.status.final
-                finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
-                if finished:
-                    # usage counters count deliveries by current status (README, "Usage
-                    # counters"): only a pending -> final transition moves them
-                    if d.region == self.region:
-                        self.queue.backlog -= 1
-                    _move(moves, d.tenant, "backlog", -1)
-                    if new.status is DeliveryStatus.DELIVERED:
-                        _move(moves, d.tenant, "deliveries_succeeded", 1)
-                    elif new.status is DeliveryStatus.DEAD:
-                        _move(moves, d.tenant, "deliveries_failed", 1)
-                deltas, change = health_deltas(
-                    self.catalog, self.queue, self.health_url, self.writer,
-                    d.endpoint_id, o.health_event, now, self.policy,
-                )  # fmt: skip
-                if change is not None:
-                    emits.append((change, {"tenant": d.tenant, "endpoint": d.endpoint_id,
-                                           "trigger": o.health_event}, d.tenant))  # fmt: skip
-                if finished and new.status is DeliveryStatus.DEAD:
-                    emits.append(("delivery.dead", {
-                        "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
-                        "event": d.event_id, "attempts": new.attempts}, d.tenant))  # fmt: skip
-                batch.deliveries.append(new)
-                if o.attempt is not None:
-                    batch.attempts.append(o.attempt)
-                # every outcome is replicated: a region that takes custody over continues
-                # from these attempts and this schedule
-                self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
-                                         delivery=new, attempt=o.attempt)  # fmt: skip
-                wrote = True
-            counters: dict[str, CRDT] = {}
-            for (tenant, counter), n in sorted(moves.items()):
-                if n:
-                    counters.update(reg.count(tenant, counter, n, self.writer.actor))
-            if counters:  # one counter delta per (tenant, counter) and batch
-                self.writer.record_local("registry", self.writer.stamp(), counters, batch)
-            return (self.writer.submit(batch) if wrote else None), emits
+        batch = WriteBatch()
+        moves: dict[tuple[str, str], int] = {}
+        wrote = False
+        for o, _ in group:
+            d = o.delivery
+            cur = current.get(d.id)
+            if cur is not None and cur.generation != d.generation:
+                continue  # a retry or recovery started a new generation meanwhile
+            new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
+                          attempts=o.attempts, updated_at_ms=now)  # fmt: skip
+            if cur is not None:  # another custodian's outcome may have arrived meanwhile
+                new = delivery_join(cur, new)
+            current[d.id] = new  # a second outcome of the same delivery builds on it
+            was_final = cur is not None and cur.status.final
+            finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
+            if finished:
+                # usage counters count deliveries by current status (README, "Usage
+                # counters"): only a pending -> final transition moves them
+                if d.region == self.region:
+                    self.queue.backlog -= 1
+                _move(moves, d.tenant, "backlog", -1)
+                if new.status is DeliveryStatus.DELIVERED:
+                    _move(moves, d.tenant, "deliveries_succeeded", 1)
+                elif new.status is DeliveryStatus.DEAD:
+                    _move(moves, d.tenant, "deliveries_failed", 1)
+            deltas, change = health_deltas(
+                self.catalog, self.queue, self.health_url, self.writer,
+                d.endpoint_id, o.health_event, now, self.policy,
+            )  # fmt: skip
+            if change is not None:
+                emits.append((change, {"tenant": d.tenant, "endpoint": d.endpoint_id,
+                                       "trigger": o.health_event}, d.tenant))  # fmt: skip
+            if finished and new.status is DeliveryStatus.DEAD:
+                emits.append(("delivery.dead", {
+                    "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
+                    "event": d.event_id, "attempts": new.attempts}, d.tenant))  # fmt: skip
+            batch.deliveries.append(new)
+            if o.attempt is not None:
+                batch.attempts.append(o.attempt)
+            # every outcome is replicated: a region that takes custody over continues
+            # from these attempts and this schedule
+            self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
+                                     delivery=new, attempt=o.attempt)  # fmt: skip
+            wrote = True
+        counters: dict[str, CRDT] = {}
+        for (tenant, counter), n in sorted(moves.items()):
+            if n:
+                counters.update(reg.count(tenant, counter, n, self.writer.actor))
+        if counters:  # one counter delta per (tenant, counter) and batch
+            self.writer.record_local("registry", self.writer.stamp(), counters, batch)
+        return (self.writer.submit(batch) if wrote else None), emits
 
     async def _settle(
         self,

@@ -35,6 +35,7 @@ from .store_port import Store, StoreInfo
 
 if TYPE_CHECKING:
     from .telemetry import Telemetry
+    from .unsettled import UnsettledDeliveries
 
 __all__ = [
     "Clock",
@@ -139,6 +140,7 @@ class LocalWriter(Protocol):
     actor: str
     lock: asyncio.Lock
     telemetry: Telemetry
+    unsettled: UnsettledDeliveries  # pin a store read of deliveries made outside ``lock``
 
     def stamp(self) -> Timestamp: ...
 

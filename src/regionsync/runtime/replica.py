@@ -70,52 +70,91 @@ class Replica:
     ) -> tuple[list[MalformedRecord], asyncio.Future[None] | None]:
         """``apply_records`` without waiting for the commit: ``(rejects, durable)`` where
         ``durable`` resolves once the merged records are durable (None: nothing merged).
-        The caller must not acknowledge the records before it resolves."""
+        The caller must not acknowledge the records before it resolves.
+
+        Bodies are decoded, and the stored deliveries they carry read (one query), before
+        the write lock is taken: the lock is held for no I/O (issue 17); what was
+        submitted meanwhile comes from ``WritePath.unsettled``."""
         rejected: list[MalformedRecord] = []
-        async with self.writer.lock:
-            touched: set[str] = set()
-            for r in records:
-                if r.origin == self.writer.actor or r.seq <= self.writer.version_vector.get(
-                    r.origin, 0
-                ):
-                    continue
-                held = self.held.setdefault(r.origin, {})
-                if len(held) < _MAX_HELD:
-                    held[r.seq] = r
-                    touched.add(r.origin)
-            batch = WriteBatch()
-            vv = dict(self.writer.version_vector)
-            deliveries: dict[str, Delivery] = {}
-            for origin in sorted(touched):
-                held = self.held[origin]
-                while (r := held.get(vv.get(origin, 0) + 1)) is not None:
-                    try:
-                        await self._apply_one(r, batch, deliveries)
-                    except MalformedRecord as exc:
-                        log.warning("rejected record: %s", exc)
-                        self.counters["records_rejected"] += 1
-                        rejected.append(exc)
-                        break
-                    del held[r.seq]
-                    vv[origin] = r.seq
-                    batch.records.append(r)
-                    batch.version_vector[origin] = r.seq
-                if not held:
-                    del self.held[origin]
-            if not batch:
-                return rejected, None
-            batch.deliveries.extend(deliveries.values())
-            self.writer.version_vector = vv
-            durable = self.writer.submit(batch)
+        pre = {(r.origin, r.seq): _decode(r) for r in self._next_in_order(records)}
+        unsettled = self.writer.unsettled
+        mark = unsettled.pin()
+        try:
+            ids = [i for dec in pre.values() if not isinstance(dec, str) for i in _ids(dec)]
+            stored = await self.store.get_deliveries(ids) if ids else {}
+            async with self.writer.lock:
+                stored = unsettled.current(stored, ids)
+                touched: set[str] = set()
+                for r in records:
+                    if r.origin == self.writer.actor or r.seq <= self.writer.version_vector.get(
+                        r.origin, 0
+                    ):
+                        continue
+                    held = self.held.setdefault(r.origin, {})
+                    if len(held) < _MAX_HELD:
+                        held[r.seq] = r
+                        touched.add(r.origin)
+                batch = WriteBatch()
+                vv = dict(self.writer.version_vector)
+                deliveries: dict[str, Delivery] = {}
+                for origin in sorted(touched):
+                    held = self.held[origin]
+                    while (r := held.get(vv.get(origin, 0) + 1)) is not None:
+                        dec = pre.get((r.origin, r.seq))
+                        if dec is None:  # reached through records held meanwhile: rare
+                            dec = _decode(r)
+                            if not isinstance(dec, str) and (more := _ids(dec)):
+                                rows = await self.store.get_deliveries(more)
+                                stored.update(unsettled.current(rows, more))
+                        try:
+                            self._apply_one(r, dec, batch, deliveries, stored)
+                        except MalformedRecord as exc:
+                            log.warning("rejected record: %s", exc)
+                            self.counters["records_rejected"] += 1
+                            rejected.append(exc)
+                            break
+                        del held[r.seq]
+                        vv[origin] = r.seq
+                        batch.records.append(r)
+                        batch.version_vector[origin] = r.seq
+                    if not held:
+                        del self.held[origin]
+                if not batch:
+                    return rejected, None
+                batch.deliveries.extend(deliveries.values())
+                self.writer.version_vector = vv
+                durable = self.writer.submit(batch)
+        finally:
+            unsettled.unpin(mark)
         return rejected, durable
 
-    async def _apply_one(
-        self, r: Record, batch: WriteBatch, deliveries: dict[str, Delivery]
+    def _next_in_order(self, records: list[Record]) -> list[Record]:
+        """Of ``records`` and the held ones, those that would apply now: per origin, the
+        run of consecutive sequence numbers after what this node holds (read before
+        taking the lock; re-checked under it)."""
+        incoming: dict[str, dict[int, Record]] = {}
+        for r in records:
+            if r.origin != self.writer.actor:
+                incoming.setdefault(r.origin, {})[r.seq] = r
+        out: list[Record] = []
+        for origin, mine in incoming.items():
+            held = self.held.get(origin, {})
+            seq = self.writer.version_vector.get(origin, 0) + 1
+            while (r := mine.get(seq) or held.get(seq)) is not None:
+                out.append(r)
+                seq += 1
+        return out
+
+    def _apply_one(
+        self,
+        r: Record,
+        decoded: Decoded | str,
+        batch: WriteBatch,
+        deliveries: dict[str, Delivery],
+        stored: dict[str, Delivery],
     ) -> None:
-        try:
-            decoded = decode_body(r.kind, r.body)
-        except ValueError as exc:
-            raise MalformedRecord(r.origin, r.seq, str(exc)) from None
+        if isinstance(decoded, str):
+            raise MalformedRecord(r.origin, r.seq, decoded)
         now = self.clock.wall_ms()
         try:
             self.writer.hlc.observe(Timestamp(*r.hlc), now)
@@ -124,22 +163,34 @@ class Replica:
             raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
-        self._merge_state(decoded, batch)
-        if decoded.deliveries or decoded.delivery is not None:
-            await self._merge_deliveries(decoded, deliveries)
+        self.merge(decoded, batch, deliveries, stored)
         if decoded.audit is not None:  # every region answers for every change
             batch.audit.append(AuditEntry(r.origin, r.seq, *r.hlc, **decoded.audit))
         self.writer.telemetry.observe_lag(r.origin, now, r.hlc[0])
 
-    async def merge(
-        self, decoded: Decoded, batch: WriteBatch, deliveries: dict[str, Delivery]
-    ) -> None:
-        """Merge validated state into memory and ``batch`` (write lock held)."""
-        self._merge_state(decoded, batch)
-        await self._merge_deliveries(decoded, deliveries)
+    async def read_deliveries(
+        self, decoded: list[Decoded]
+    ) -> tuple[dict[str, Delivery], list[str], int]:
+        """Before taking the write lock to ``merge`` ``decoded``: the stored deliveries they
+        carry (one read), their ids and the ``WritePath.unsettled`` mark to ``unpin`` once
+        merged. Under the lock, ``unsettled.current(rows, ids)`` brings them up to date."""
+        mark = self.writer.unsettled.pin()
+        try:
+            ids = [i for dec in decoded for i in _ids(dec)]
+            return (await self.store.get_deliveries(ids) if ids else {}), ids, mark
+        except BaseException:
+            self.writer.unsettled.unpin(mark)
+            raise
 
-    def _merge_state(self, decoded: Decoded, batch: WriteBatch) -> None:
-        """``merge`` but for deliveries (no store read: the per-record fast path)."""
+    def merge(
+        self,
+        decoded: Decoded,
+        batch: WriteBatch,
+        deliveries: dict[str, Delivery],
+        stored: Mapping[str, Delivery],
+    ) -> None:
+        """Merge validated state into memory and ``batch`` (write lock held); ``stored``:
+        the current states of the deliveries ``decoded`` carries (``read_deliveries``)."""
         if decoded.registry:
             changed = self.catalog.apply(decoded.registry)
             batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
@@ -150,11 +201,8 @@ class Replica:
         if decoded.idempotency is not None:
             self.idempotency.merge(decoded.idempotency)
             batch.idempotency.append(decoded.idempotency)
-
-    async def _merge_deliveries(self, decoded: Decoded, deliveries: dict[str, Delivery]) -> None:
-        """Join the record's deliveries with what this batch or the store holds."""
         for d in [*decoded.deliveries, *([decoded.delivery] if decoded.delivery else [])]:
-            old = deliveries.get(d.id) or await self.store.get_delivery(d.id)
+            old = deliveries.get(d.id) or stored.get(d.id)  # this batch's, else the store's
             if old is not None:
                 d = delivery_join(old, d)
             deliveries[d.id] = d
@@ -209,3 +257,19 @@ class Replica:
     def behind_floor(self, vv: Mapping[str, int]) -> list[str]:
         """Origins whose records a holder of ``vv`` lacks that the log no longer has."""
         return sorted(o for o, f in self.log_floor.items() if vv.get(o, 0) < f)
+
+
+def _decode(r: Record) -> Decoded | str:
+    """``decode_body`` of ``r``, or the reason it is malformed."""
+    try:
+        return decode_body(r.kind, r.body)
+    except ValueError as exc:
+        return str(exc)
+
+
+def _ids(decoded: Decoded) -> list[str]:
+    """Ids of the deliveries a decoded body carries."""
+    ids = [d.id for d in decoded.deliveries]
+    if decoded.delivery is not None:
+        ids.append(decoded.delivery.id)
+    return ids

@@ -60,11 +60,19 @@ class Telemetry:
         self.tracer: Any = None  # an opentelemetry Tracer when tracing is on
         self._contexts: OrderedDict[str, Any] = OrderedDict()  # event id -> SpanContext
         self._lag_children: dict[str, Any] = {}  # origin actor -> its lag histogram child
+        self._attempt_children: dict[str, Any] = {}  # outcome kind -> its histogram child
 
     def collect(self) -> Iterator[Any]:
         """Prometheus collector protocol: every histogram's metric family."""
         for h in (self.publish, self.commit, self.attempt, self.replication_lag):
             yield from h.collect()
+
+    def observe_attempt(self, outcome: str, seconds: float) -> None:
+        """An attempt's duration (seconds) under its outcome kind (``OutcomeKind`` value)."""
+        child = self._attempt_children.get(outcome)
+        if child is None:  # labels() takes a lock and builds a key: once per kind
+            child = self._attempt_children[outcome] = self.attempt.labels(outcome)
+        child.observe(seconds)
 
     def observe_lag(self, origin_actor: str, now_ms: int, hlc_wall_ms: int) -> None:
         """Replication lag of a record of ``origin_actor`` (``region:incarnation``);

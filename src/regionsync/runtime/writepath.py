@@ -10,9 +10,8 @@ releasing it (a caller is answered only once its change is durable).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from crdt import CRDT, HLC, Timestamp
 
@@ -24,6 +23,7 @@ from .commit import GroupCommitter
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyRow
 from .telemetry import Telemetry
+from .unsettled import UnsettledDeliveries
 
 __all__ = ["WritePath"]
 
@@ -55,6 +55,7 @@ class WritePath:
         self._in_flight: tuple[dict[tuple[str, str], int], bool] = ({}, False)
         # called with every committed batch, after durable_vv moved (antientropy's tree)
         self.commit_observers: list[Callable[[WriteBatch], None]] = []
+        self.unsettled = UnsettledDeliveries()
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -110,12 +111,10 @@ class WritePath:
         self.notify_log()
         log.warning("new actor %s replaces %s: %s", self.actor, old, why)
 
-    @contextlib.asynccontextmanager
-    async def local_lock(self) -> AsyncIterator[None]:
-        """``lock`` for a local write (one with an own record): waits for the actor check."""
-        await self.actor_checked.wait()
-        async with self.lock:
-            yield
+    def local_lock(self) -> _LocalLock:
+        """``lock`` for a local write (one with an own record): waits for the actor check.
+        Use as ``async with writer.local_lock():``."""
+        return _LocalLock(self)
 
     def start_committer(self, on_failure: Callable[[BaseException], None]) -> GroupCommitter:
         """Create the group committer (the caller runs its ``run()`` as a task)."""
@@ -125,7 +124,11 @@ class WritePath:
             max_batches=opts.commit_max_batches,
             linger_s=opts.commit_linger_ms / 1000,
             on_commit=self._on_commit,
-            on_failure=lambda exc: (self._commit_outcome(False), on_failure(exc)),
+            on_failure=lambda exc: (
+                self._commit_outcome(False),
+                self.unsettled.failed(),
+                on_failure(exc),
+            ),
             monotonic=self.clock.monotonic,
             observe=self.telemetry.commit.observe,
             before_commit=self._before_commit,
@@ -179,6 +182,8 @@ class WritePath:
     def _on_commit(self, batch: WriteBatch) -> None:
         self._commit_outcome(True)
         self.commits += 1
+        if self.committer is not None:
+            self.unsettled.durable(self.committer.batches)
         for origin, seq in batch.version_vector.items():
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
         for observe in self.commit_observers:
@@ -197,6 +202,7 @@ class WritePath:
     def submit(self, batch: WriteBatch) -> asyncio.Future[None]:
         """Queue ``batch`` (replicated or local state, no own record) for group commit."""
         assert self.committer is not None, "open the write path first"
+        self.unsettled.submitted(batch.deliveries)
         return self.committer.submit(batch)
 
     def commit_local(
@@ -262,3 +268,23 @@ class WritePath:
 
     def drop_log_waiter(self, ev: asyncio.Event) -> None:
         self._log_waiters.pop(ev, None)
+
+
+class _LocalLock:
+    """``WritePath.local_lock``'s context manager: a class, not a generator (it is entered
+    once per publish and per recorded outcome; issue 17). Suspends exactly where
+    ``await actor_checked.wait(); async with lock:`` would."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: WritePath):
+        self._path = path
+
+    async def __aenter__(self) -> None:
+        path = self._path
+        if not path.actor_checked.is_set():
+            await path.actor_checked.wait()
+        await path.lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._path.lock.release()

@@ -165,3 +165,13 @@ async def test_aclose_stops_the_child() -> None:
     assert pid is not None and child.pid is None
     with pytest.raises(ProcessLookupError):  # exited and reaped
         os.kill(pid, 0)
+
+
+async def test_a_child_that_cannot_start_gives_an_indeterminate_outcome() -> None:
+    child = ProcessSender(ALLOW, python="/nonexistent/python3")
+    try:
+        outcome = await child.send(post("http://127.0.0.1:9/"))
+    finally:
+        await child.aclose()
+    assert (outcome.kind, outcome.reason) == (OutcomeKind.INDETERMINATE, "network")
+    assert child.children == 0

@@ -114,6 +114,10 @@ class ProcessSender:
         await self._start()
 
     async def send(self, request: OutboundRequest) -> AttemptOutcome:
+        """One attempt, made by the child (started here if none runs). Returns its outcome
+        as ``AiohttpSender.send`` does; an attempt the child could not answer (it died, or
+        none could be started) is ``INDETERMINATE``/``network``. Never raises for network
+        or process failures."""
         stdin = self._stdin if self._transport is not None else await self._start()
         if stdin is None:
             return _lost("the sender process is not running (restarting)")
@@ -139,10 +143,14 @@ class ProcessSender:
                 return None  # died right after starting: not in a tight loop
             self._started_at = time.monotonic()
             loop = asyncio.get_running_loop()
-            transport, pipes = await loop.subprocess_exec(
-                lambda: _ChildPipes(self), self.python, "-m", __name__, *self.allow,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-            )  # fmt: skip
+            try:
+                transport, pipes = await loop.subprocess_exec(
+                    lambda: _ChildPipes(self), self.python, "-m", __name__, *self.allow,
+                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
+                )  # fmt: skip
+            except OSError as exc:
+                log.error("cannot start the delivery sender process: %s", exc)
+                return None
             self._transport, self._pipes = transport, pipes
             self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
             self.children += 1

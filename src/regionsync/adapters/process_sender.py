@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -44,15 +45,16 @@ RESPAWN_MIN_S = 1.0  # a child that died is not replaced sooner than this after 
 STOP_WAIT_S = 5.0  # after stdin closes, how long the child gets to exit before a kill
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(AttemptOutcome))  # ``kind`` first
+
+
 def _outcome_fields(o: AttemptOutcome) -> list[Any]:
-    return [o.kind.value, o.status_code, o.reason, o.latency_ms, o.response_excerpt,
-            o.retry_after_s, o.final, o.response_headers]  # fmt: skip
+    """``o`` as a msgpack-able list, in ``AttemptOutcome``'s field order."""
+    return [o.kind.value, *(getattr(o, name) for name in _FIELDS[1:])]
 
 
 def _outcome(fields: list[Any]) -> AttemptOutcome:
-    kind, status, reason, latency, excerpt, retry_after, final, headers = fields
-    return AttemptOutcome(OutcomeKind(kind), status, reason, latency, excerpt, retry_after,
-                          final, headers)  # fmt: skip
+    return AttemptOutcome(OutcomeKind(fields[0]), *fields[1:])
 
 
 def _lost(why: str) -> AttemptOutcome:

@@ -259,7 +259,7 @@ class SqliteStore:
         self._db: sqlite3.Connection | None = None
         self._rdb: aiosqlite.Connection | None = None
         # a second reader (thread) for reads of delivery state by id (the outcome
-        # recorder's, under the write lock): never queued behind a due read or a page
+        # recorder's and the replica's): never queued behind a due read or a page
         self._sdb: aiosqlite.Connection | None = None
         # every write runs as one call on this one thread: a group commit costs one
         # thread hop, and sqlite3 releases the GIL while it fsyncs

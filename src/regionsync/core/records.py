@@ -99,6 +99,13 @@ class Decoded:
     attempt: Attempt | None = None
     audit: dict[str, str] | None = None  # AUDIT_FIELDS -> value
 
+    def delivery_ids(self) -> list[str]:
+        """Ids of the deliveries it carries (``deliveries``, then ``delivery``)."""
+        ids = [d.id for d in self.deliveries]
+        if self.delivery is not None:
+            ids.append(self.delivery.id)
+        return ids
+
 
 def encode_body(
     registry: dict[str, CRDT] | None = None,

@@ -179,10 +179,10 @@ class AntiEntropy:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)
             return str(exc)
-        stored, ids, mark = await self.replica.read_deliveries(decoded)
-        try:
+        ids = [i for dec in decoded for i in dec.delivery_ids()]
+        async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:
-                stored = self.writer.unsettled.current(stored, ids)
+                stored = read.current()
                 batch = WriteBatch()
                 deliveries: dict[str, Delivery] = {}
                 for dec in decoded:
@@ -200,8 +200,6 @@ class AntiEntropy:
                 if not batch:
                     return None
                 durable = self.writer.submit(batch)
-        finally:
-            self.writer.unsettled.unpin(mark)
         await durable
         self.counters["anti_entropy_items"] += len(items)
         if deliveries:

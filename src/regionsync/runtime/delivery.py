@@ -299,10 +299,11 @@ class DeliveryWorker:
         return launch, refill
 
     async def _read_ahead(self, now_ms: int, blocked: set[str]) -> None:
-        """Read up to ``delivery.concurrency`` due deliveries not yet held, and their
-        events, into ``ready``. One read at a time (``_fetch``, or awaited with none under
-        way): a row it returns was not held when it started, so it was not attempted
-        since (an attempt holds its row until its outcome is durable)."""
+        """Read up to ``READ_AHEAD_ROWS x delivery.concurrency`` due deliveries not yet
+        held, and their events, into ``ready``. One read at a time (``_fetch``, or
+        awaited with none under way): a row it returns was not held when it started, so
+        it was not attempted since (an attempt holds its row until its outcome is
+        durable)."""
         epoch = self._epoch
         due = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
         events = await self.store.get_events([d.event_id for d in due]) if due else {}

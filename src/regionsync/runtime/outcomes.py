@@ -102,15 +102,11 @@ class OutcomeRecorder:
     async def _write(
         self, group: list[tuple[Outcome, asyncio.Future[None]]]
     ) -> tuple[asyncio.Future[None] | None, list[_Emit]]:
+        # read outside the lock (publishes wait for it), brought up to date under it
         ids = [o.delivery.id for o, _ in group]
-        unsettled = self.writer.unsettled
-        mark = unsettled.pin()  # read outside the lock, brought up to date under it
-        try:
-            stored = await self.store.get_deliveries(ids)
+        async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.local_lock():  # type: ignore[attr-defined]
-                return self._build(group, unsettled.current(stored, ids))
-        finally:
-            unsettled.unpin(mark)
+                return self._build(group, read.current())
 
     def _build(
         self,

@@ -77,13 +77,10 @@ class Replica:
         submitted meanwhile comes from ``WritePath.unsettled``."""
         rejected: list[MalformedRecord] = []
         pre = {(r.origin, r.seq): _decode(r) for r in self._next_in_order(records)}
-        unsettled = self.writer.unsettled
-        mark = unsettled.pin()
-        try:
-            ids = [i for dec in pre.values() if not isinstance(dec, str) for i in _ids(dec)]
-            stored = await self.store.get_deliveries(ids) if ids else {}
+        ids = [i for dec in pre.values() if not isinstance(dec, str) for i in dec.delivery_ids()]
+        async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:
-                stored = unsettled.current(stored, ids)
+                stored = read.current()
                 touched: set[str] = set()
                 for r in records:
                     if r.origin == self.writer.actor or r.seq <= self.writer.version_vector.get(
@@ -103,9 +100,8 @@ class Replica:
                         dec = pre.get((r.origin, r.seq))
                         if dec is None:  # reached through records held meanwhile: rare
                             dec = _decode(r)
-                            if not isinstance(dec, str) and (more := _ids(dec)):
-                                rows = await self.store.get_deliveries(more)
-                                stored.update(unsettled.current(rows, more))
+                            if not isinstance(dec, str) and (more := dec.delivery_ids()):
+                                stored.update(await read.more(more))
                         try:
                             self._apply_one(r, dec, batch, deliveries, stored)
                         except MalformedRecord as exc:
@@ -124,8 +120,6 @@ class Replica:
                 batch.deliveries.extend(deliveries.values())
                 self.writer.version_vector = vv
                 durable = self.writer.submit(batch)
-        finally:
-            unsettled.unpin(mark)
         return rejected, durable
 
     def _next_in_order(self, records: list[Record]) -> list[Record]:
@@ -168,20 +162,6 @@ class Replica:
             batch.audit.append(AuditEntry(r.origin, r.seq, *r.hlc, **decoded.audit))
         self.writer.telemetry.observe_lag(r.origin, now, r.hlc[0])
 
-    async def read_deliveries(
-        self, decoded: list[Decoded]
-    ) -> tuple[dict[str, Delivery], list[str], int]:
-        """Before taking the write lock to ``merge`` ``decoded``: the stored deliveries they
-        carry (one read), their ids and the ``WritePath.unsettled`` mark to ``unpin`` once
-        merged. Under the lock, ``unsettled.current(rows, ids)`` brings them up to date."""
-        mark = self.writer.unsettled.pin()
-        try:
-            ids = [i for dec in decoded for i in _ids(dec)]
-            return (await self.store.get_deliveries(ids) if ids else {}), ids, mark
-        except BaseException:
-            self.writer.unsettled.unpin(mark)
-            raise
-
     def merge(
         self,
         decoded: Decoded,
@@ -190,7 +170,7 @@ class Replica:
         stored: Mapping[str, Delivery],
     ) -> None:
         """Merge validated state into memory and ``batch`` (write lock held); ``stored``:
-        the current states of the deliveries ``decoded`` carries (``read_deliveries``)."""
+        the current states of the deliveries ``decoded`` carries (a ``DeliveryRead``)."""
         if decoded.registry:
             changed = self.catalog.apply(decoded.registry)
             batch.registry.update({k: v.to_bytes() for k, v in changed.items()})
@@ -265,11 +245,3 @@ def _decode(r: Record) -> Decoded | str:
         return decode_body(r.kind, r.body)
     except ValueError as exc:
         return str(exc)
-
-
-def _ids(decoded: Decoded) -> list[str]:
-    """Ids of the deliveries a decoded body carries."""
-    ids = [d.id for d in decoded.deliveries]
-    if decoded.delivery is not None:
-        ids.append(decoded.delivery.id)
-    return ids

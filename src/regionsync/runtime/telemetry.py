@@ -59,30 +59,32 @@ class Telemetry:
         )  # fmt: skip
         self.tracer: Any = None  # an opentelemetry Tracer when tracing is on
         self._contexts: OrderedDict[str, Any] = OrderedDict()  # event id -> SpanContext
-        self._lag_children: dict[str, Any] = {}  # origin actor -> its lag histogram child
-        self._attempt_children: dict[str, Any] = {}  # outcome kind -> its histogram child
+        # (id of a histogram, key) -> its labelled child (``_labelled``)
+        self._children: dict[tuple[int, str], Any] = {}
 
     def collect(self) -> Iterator[Any]:
         """Prometheus collector protocol: every histogram's metric family."""
         for h in (self.publish, self.commit, self.attempt, self.replication_lag):
             yield from h.collect()
 
+    def _labelled(self, histogram: Histogram, key: str, label: str) -> Any:
+        """``histogram.labels(label)``, looked up once per ``key`` (``labels()`` takes a
+        lock and builds a key: too dear once per attempt or record)."""
+        child = self._children.get((id(histogram), key))
+        if child is None:
+            child = self._children[(id(histogram), key)] = histogram.labels(label)
+        return child
+
     def observe_attempt(self, outcome: str, seconds: float) -> None:
         """An attempt's duration (seconds) under its outcome kind (``OutcomeKind`` value)."""
-        child = self._attempt_children.get(outcome)
-        if child is None:  # labels() takes a lock and builds a key: once per kind
-            child = self._attempt_children[outcome] = self.attempt.labels(outcome)
-        child.observe(seconds)
+        self._labelled(self.attempt, outcome, outcome).observe(seconds)
 
     def observe_lag(self, origin_actor: str, now_ms: int, hlc_wall_ms: int) -> None:
         """Replication lag of a record of ``origin_actor`` (``region:incarnation``);
         negative lags (clock skew) count as 0."""
         lag = max(now_ms - hlc_wall_ms, 0) / 1000
-        child = self._lag_children.get(origin_actor)
-        if child is None:  # labels() takes a lock and builds a key: once per actor
-            region = origin_actor.partition(":")[0]
-            child = self._lag_children[origin_actor] = self.replication_lag.labels(region)
-        child.observe(lag)
+        region = origin_actor.partition(":")[0]
+        self._labelled(self.replication_lag, origin_actor, region).observe(lag)
 
     # -- tracing -------------------------------------------------------------------------
 

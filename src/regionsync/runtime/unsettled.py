@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..core.model import Delivery, delivery_join
 
-__all__ = ["UnsettledDeliveries"]
+if TYPE_CHECKING:
+    from .store_port import Store
+
+__all__ = ["DeliveryRead", "UnsettledDeliveries"]
 
 
 class UnsettledDeliveries:
@@ -86,6 +90,11 @@ class UnsettledDeliveries:
                 rows[i] = kept[1] if row is None else delivery_join(row, kept[1])
         return rows
 
+    def read(self, store: Store, ids: Sequence[str]) -> DeliveryRead:
+        """``async with unsettled.read(store, ids) as read:`` reads ``ids`` pinned, outside
+        the write lock; under it, ``read.current()`` (see ``DeliveryRead``)."""
+        return DeliveryRead(self, store, list(ids))
+
     def _sweep(self) -> None:
         horizon = min(self._durable, min(self._pins, default=self._durable))
         order, states = self._order, self._states
@@ -95,3 +104,40 @@ class UnsettledDeliveries:
                 kept = states.get(i)
                 if kept is not None and kept[0] == n:
                     del states[i]
+
+
+class DeliveryRead:
+    """One pinned store read of deliveries (``UnsettledDeliveries.read``): entering reads
+    ``ids`` (one query), leaving unpins. Under the write lock, ``current()`` gives the rows
+    brought up to date; ``more(ids)`` reads ids found only then (an extra query under the
+    lock: for rare cases)."""
+
+    def __init__(self, unsettled: UnsettledDeliveries, store: Store, ids: list[str]):
+        self._unsettled, self._store, self.ids = unsettled, store, ids
+        self._mark: int | None = None
+        self.rows: dict[str, Delivery] = {}
+
+    async def __aenter__(self) -> DeliveryRead:
+        self._mark = self._unsettled.pin()
+        try:
+            if self.ids:
+                self.rows = await self._store.get_deliveries(self.ids)
+        except BaseException:
+            self._unsettled.unpin(self._mark)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._mark is not None
+        self._unsettled.unpin(self._mark)
+
+    def current(self) -> dict[str, Delivery]:
+        """The rows read, each joined with its state submitted since (by id)."""
+        return self._unsettled.current(self.rows, self.ids)
+
+    async def more(self, ids: list[str]) -> dict[str, Delivery]:
+        """Read ``ids`` too and return them up to date (also kept in ``rows``)."""
+        rows = self._unsettled.current(await self._store.get_deliveries(ids), ids)
+        self.rows.update(rows)
+        self.ids.extend(ids)
+        return rows

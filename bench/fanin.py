@@ -49,6 +49,7 @@ from delivery_rate import (  # noqa: E402
     top_table,
     wait_ready,
 )
+from ingest import commit_stats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_P99 = 1.2
@@ -73,6 +74,7 @@ class FanInNode:
         self.proc = subprocess_node(self.dir / "node.toml")
         self.base = f"http://127.0.0.1:{port}"
         self.rcv, self.n_quiet = rcv, n_quiet
+        self.quiet_publish_ms: list[float] = []  # quiet publishes' round trips (to the 202)
 
     async def setup(self, s: aiohttp.ClientSession) -> None:
         await wait_ready(s, self.base + "/readyz")
@@ -105,7 +107,9 @@ class FanInNode:
         pending: set[asyncio.Task] = set()
 
         async def one(i: int) -> None:
+            started = time.monotonic()
             eid, at = await self.publish(s, "quiet", f"quiet.e{i % self.n_quiet}")
+            self.quiet_publish_ms.append((time.monotonic() - started) * 1000)
             out[eid] = at
 
         for i in range(int(seconds * self.n_quiet)):
@@ -188,6 +192,7 @@ async def phase(rcv: Receiver, args: argparse.Namespace, burst: bool) -> dict:
             quiet = await quiet_task
             want = set(quiet) | set(burst_ids)
             arrivals = await wait_arrivals(s, rcv, want, 60 + args.events / BURST_RATE_LIMIT)
+            commits = commit_stats(node.base)
             if prof:
                 prof.stop()
                 out_prof = prof
@@ -206,6 +211,10 @@ async def phase(rcv: Receiver, args: argparse.Namespace, burst: bool) -> dict:
         "quiet_p50_ms": round(pct(lat, 0.5), 1),
         "quiet_p99_ms": round(pct(lat, 0.99), 1),
         "duplicates": sum(c - 1 for w, c in seen.items() if c > 1),
+        # where a quiet delivery's time goes: its publish waits for a group commit
+        "quiet_publish_p50_ms": round(pct(sorted(node.quiet_publish_ms), 0.5), 1),
+        "mean_commit_ms": commits["mean_commit_ms"],
+        "commits": commits["commits"],
     }
     if burst:
         span = burst_times[-1] - burst_times[0] if len(burst_times) > 1 else 0.0

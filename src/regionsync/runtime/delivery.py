@@ -99,10 +99,12 @@ class DeliveryWorker:
         self.ready: dict[str, tuple[Delivery, Event | None]] = {}
         self._ready_at, self._epoch = 0.0, 0
         self._fetch: asyncio.Task[None] | None = None
+        self._handed: set[str] = set()  # fresh rows taken while ``_fetch`` was reading
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
         renewer = asyncio.create_task(self._renew_claims()) if self.claims else None
+        self.queue.handoff = self.claims is None  # fresh deliveries come with no read
         try:
             while True:
                 self.queue.wake.clear()
@@ -120,6 +122,8 @@ class DeliveryWorker:
                 await sleep_until_due(self.queue.wake, self._next_due_ms, self.clock,
                                       self.opts.poll_interval_s, soonest)  # fmt: skip
         finally:
+            self.queue.handoff = False
+            self.queue.fresh.clear()
             tasks = list(self._tasks)
             if self._fetch is not None:
                 tasks.append(self._fetch)
@@ -230,10 +234,11 @@ class DeliveryWorker:
                 if self.ready and now_s - self._ready_at > READ_AHEAD_S:
                     self.ready.clear()  # custody or the registry may have moved since
                     self._epoch += 1  # a read under way is dropped too
-                if not self.ready and self._fetch is None:
-                    await self._read_ahead(now_ms, blocked)
+                self._take_fresh(now_s)
                 if not self.ready:
-                    return soonest  # (a read under way wakes the loop with its rows)
+                    if self._fetch is None:
+                        self._start_read(now_ms, blocked)
+                    return soonest  # the read under way wakes the loop with its rows
                 rows = list(self.ready.values())
                 launch, refill = self._select([d for d, _ in rows], free, blocked, now_ms, now_s)
                 for d, event in rows:  # launched, or blocked: read again once it frees
@@ -243,9 +248,7 @@ class DeliveryWorker:
                     elif d.endpoint_id in blocked:
                         del self.ready[d.id]
                 if len(self.ready) < 2 * self.opts.concurrency and self._fetch is None:
-                    # the next rows are read while these attempts run
-                    self._fetch = asyncio.create_task(self._read_ahead(now_ms, blocked))
-                    self._fetch.add_done_callback(self._fetched)
+                    self._start_read(now_ms, blocked)  # while these attempts run
             if not refill:
                 return soonest
         return soonest
@@ -298,12 +301,49 @@ class DeliveryWorker:
             launch.append((d, sends))
         return launch, refill
 
+    def _take_fresh(self, now_s: float) -> None:
+        """Move the deliveries ingest handed over (``DeliveryQueue.fresh``: durable,
+        pending, due now) into ``ready``, noting those taken while a read is under way
+        (``_handed``): that read must not return them, they may be attempted meanwhile.
+        As ``fair_order`` would place them, cheaply: the first row of an endpoint with
+        nothing in flight or ready goes before the rows ready, every other row after."""
+        fresh = self.queue.fresh
+        if not fresh:
+            return
+        if not self.ready:
+            self._ready_at = now_s
+        waiting = {d.endpoint_id for d, _ in self.ready.values()}
+        first: dict[str, tuple[Delivery, Event | None]] = {}
+        for did, row in fresh.items():
+            if did in self.inflight or did in self.ready:
+                continue
+            eid = row[0].endpoint_id
+            lane = self.lanes.get(eid)
+            if eid not in waiting and (lane is None or lane.inflight == 0):
+                first[did] = row
+            else:
+                self.ready[did] = row
+            waiting.add(eid)
+            if self._fetch is not None:
+                self._handed.add(did)
+        fresh.clear()
+        if first:
+            first.update(self.ready)
+            self.ready = first
+
+    def _start_read(self, now_ms: int, blocked: set[str]) -> None:
+        """Start reading ahead (``_fetch``); never awaited by the claim loop, so fresh
+        deliveries handed over meanwhile start without waiting for it."""
+        self._handed.clear()
+        self._fetch = asyncio.create_task(self._read_ahead(now_ms, blocked))
+        self._fetch.add_done_callback(self._fetched)
+
     async def _read_ahead(self, now_ms: int, blocked: set[str]) -> None:
         """Read up to ``READ_AHEAD_ROWS x delivery.concurrency`` due deliveries not yet
-        held, and their events, into ``ready``. One read at a time (``_fetch``, or
-        awaited with none under way): a row it returns was not held when it started, so
-        it was not attempted since (an attempt holds its row until its outcome is
-        durable)."""
+        held, and their events, into ``ready``. One read at a time (``_fetch``): a row
+        it returns was not held when it started, so it was not attempted since (an
+        attempt holds its row until its outcome is durable), unless it was handed over
+        since (``_handed``, emptied before each read: left out)."""
         epoch = self._epoch
         due = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
         events = await self.store.get_events([d.event_id for d in due]) if due else {}
@@ -312,7 +352,7 @@ class DeliveryWorker:
         if not self.ready:
             self._ready_at = self.clock.monotonic()
         for d in due:
-            if d.id not in self.inflight and d.id not in self.ready:
+            if d.id not in self.inflight and d.id not in self.ready and d.id not in self._handed:
                 self.ready[d.id] = (d, events.get(d.event_id))
 
     def _fetched(self, task: asyncio.Task[None]) -> None:

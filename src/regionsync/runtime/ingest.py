@@ -39,13 +39,19 @@ SOURCE_CONFIG_FIELDS = (
 
 @dataclass(frozen=True, slots=True)
 class _Accepted:
-    """An accepted event: its durability future, its record's sequence number and how
-    many pending deliveries it fanned out to."""
+    """An accepted event: its durability future and its record's sequence number."""
 
     event: Event
     durable: asyncio.Future[None]
     seq: int
-    pending: int
+
+
+def _hand_over(
+    durable: asyncio.Future[None], queue: DeliveryQueue, fresh: list[Delivery], event: Event
+) -> None:
+    """Once ``event`` is durable, its pending deliveries go to the worker (woken)."""
+    if not durable.cancelled() and durable.exception() is None:
+        queue.hand_over(fresh, event)
 
 
 class Ingest:
@@ -284,13 +290,11 @@ class Ingest:
         return accepted.event, True
 
     async def _settle(self, accepted: _Accepted, one_remote: bool) -> None:
-        """After ``_accept``: wait until durable, wake the delivery worker if the event
-        fanned out, and for ``one-remote`` until a peer holds it."""
+        """After ``_accept``: wait until durable (which hands its pending deliveries to
+        the worker), and for ``one-remote`` until a peer holds it."""
         tel = self.writer.telemetry
         with tel.span("regionsync.commit", **{"regionsync.event_id": accepted.event.id}):
             await asyncio.shield(accepted.durable)  # the group commit holding the event
-        if accepted.pending:
-            self.queue.wake.set()
         if one_remote:
             await self._wait_remote(accepted.seq)
 
@@ -381,9 +385,12 @@ class Ingest:
             deliveries=batch.deliveries,  # the fan-out snapshot, so any region can deliver
         )  # fmt: skip
         self._pending_events[event.id] = durable
+        if pending:
+            fresh = [d for d in batch.deliveries if d.status is DeliveryStatus.PENDING]
+            durable.add_done_callback(lambda f: _hand_over(f, self.queue, fresh, event))
         self.writer.telemetry.remember_current(event.id)  # its attempts continue the trace
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
-        return _Accepted(event, durable, self.writer.version_vector[self.writer.actor], pending)
+        return _Accepted(event, durable, self.writer.version_vector[self.writer.actor])
 
     async def purge_idempotency(self, batch: int = 5000) -> int:
         """Forget Idempotency-Keys older than the TTL (``IdempotencyKeys.expire``; by

@@ -205,15 +205,33 @@ class Catalog:
         return fields
 
 
+FRESH_MAX = 4096  # fresh deliveries waiting for the worker (DeliveryQueue.fresh)
+
+
 @dataclass
 class DeliveryQueue:
     """What ingest, recovery and the delivery worker share about this region's
     deliveries: ``backlog`` (pending deliveries this region owns), the worker's ``wake``
-    event, and ``health`` (endpoint id -> this region's health view of it)."""
+    event, ``health`` (endpoint id -> this region's health view of it), and ``fresh``:
+    pending deliveries of durable publishes handed to the worker without a store read
+    (issue 17: a quiet endpoint's fresh delivery waited for reads carrying a burst's rows).
+    """
 
     backlog: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     health: dict[str, Health] = field(default_factory=dict)
+    # delivery id -> (delivery, event); taken only while a worker reads ahead (``handoff``)
+    fresh: dict[str, tuple[Delivery, Event]] = field(default_factory=dict)
+    handoff: bool = False
+
+    def hand_over(self, deliveries: list[Delivery], event: Event) -> None:
+        """``event``'s pending ``deliveries`` are durable: give them to the worker (up to
+        ``FRESH_MAX`` waiting; beyond that, or with no worker taking them, its store read
+        finds them) and wake it."""
+        if self.handoff and len(self.fresh) < FRESH_MAX:
+            for d in deliveries:
+                self.fresh[d.id] = (d, event)
+        self.wake.set()
 
 
 @dataclass

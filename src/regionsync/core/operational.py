@@ -11,8 +11,9 @@ events: one event per transition per region, never one per attempt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
+
+from .envelope import rfc3339_ms
 
 __all__ = [
     "HEALTH_TRANSITIONS",
@@ -86,5 +87,4 @@ def operational_payload(
     UTC, ms), ``**data}``. Raises ValueError for a type not in TYPES."""
     if event_type not in TYPES:
         raise ValueError(f"unknown operational event type {event_type!r}")
-    at = datetime.fromtimestamp(now_ms / 1000, UTC).isoformat(timespec="milliseconds")
-    return {"type": event_type, "region": region, "at": at.replace("+00:00", "Z"), **data}
+    return {"type": event_type, "region": region, "at": rfc3339_ms(now_ms), **data}

@@ -14,12 +14,12 @@ import ipaddress
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
+from ...core.envelope import rfc3339_ms
 from ...core.event_types import EventTypeView
 from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
@@ -86,11 +86,9 @@ log = logging.getLogger("regionsync.http")
 
 
 def rfc3339(ms: int | None) -> str | None:
-    """Milliseconds since the epoch -> ``2026-11-29T14:03:36.123Z`` (None stays None)."""
-    if ms is None:
-        return None
-    dt = datetime.fromtimestamp(ms / 1000, UTC)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Milliseconds since the epoch -> ``2026-11-29T14:03:36.123Z`` (None stays None;
+    ``core.envelope.rfc3339_ms``)."""
+    return None if ms is None else rfc3339_ms(ms)
 
 
 def delivery_status(status: str | None) -> DeliveryStatus | None:
@@ -303,16 +301,34 @@ def accepted_json(e: Event) -> dict[str, Any]:
     }
 
 
-def accepted_response(node: Node, e: Event, **extra: Any) -> JSONResponse:
+_compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class Accepted(Response):
+    """A 202 with a JSON body, its headers built directly (issue 17: a starlette
+    ``JSONResponse`` cost 6 % of a publish's CPU, a new encoder and header list each)."""
+
+    def __init__(self, body: dict[str, Any], deprecation: str | None = None):
+        self.status_code, self.background = 202, None
+        self.body = _compact.encode(body).encode()
+        self.raw_headers = [
+            (b"content-length", str(len(self.body)).encode()),
+            (b"content-type", b"application/json"),
+        ]
+        if deprecation is not None:
+            self.raw_headers.append((b"deprecation", deprecation.encode()))
+
+
+def accepted_response(node: Node, e: Event, **extra: Any) -> Accepted:
     """The 202 of an accepted event (``accepted_json`` plus ``extra`` members). If its
     type is deprecated in the tenant's catalog: ``Deprecation: @<unix seconds>`` (RFC
     9745, when it was deprecated) and ``warnings``."""
     body = {**accepted_json(e), **extra}
     deprecated_at = node.catalog.deprecated_at(e.tenant, e.event_type)
     if deprecated_at is None:
-        return JSONResponse(body, status_code=202)
+        return Accepted(body)
     body["warnings"] = [f"event type {e.event_type!r} is deprecated"]
-    return JSONResponse(body, status_code=202, headers={"Deprecation": f"@{deprecated_at // 1000}"})
+    return Accepted(body, f"@{deprecated_at // 1000}")
 
 
 def delivery_json(d: Delivery, custodian: str) -> dict[str, Any]:

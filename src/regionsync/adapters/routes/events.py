@@ -6,7 +6,6 @@ from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
 
 from ...core.jsontext import decode_utf8, loads_members
 from ...core.matching import check_event_pattern
@@ -34,7 +33,7 @@ def build(ctx: ApiContext) -> APIRouter:
     """Publish and read events; registers the publish handler for the fast lane."""
     router, node = APIRouter(), ctx.node
 
-    async def publish_handler(request: Request, tenant: str) -> JSONResponse:
+    async def publish_handler(request: Request, tenant: str) -> Response:
         ctx.auth.check(request, tenant, publish=True)
         node.catalog.require_tenant(tenant)
         # the payload is delivered as the exact text of the body's "payload" member
@@ -57,7 +56,7 @@ def build(ctx: ApiContext) -> APIRouter:
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler
 
     @router.post("/v1/tenants/{tenant}/events", status_code=202, openapi_extra=body("event"))
-    async def publish(request: Request, tenant: str) -> JSONResponse:
+    async def publish(request: Request, tenant: str) -> Response:
         return await publish_handler(request, tenant)
 
     @router.get("/v1/tenants/{tenant}/events")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
 
 from ..openapi_docs import body
 from .common import (
@@ -55,7 +54,7 @@ def build(ctx: ApiContext) -> APIRouter:
         await node.registry_ops.delete_source(source)
         return Response(status_code=204)
 
-    async def inbound_handler(request: Request, source: str) -> JSONResponse:
+    async def inbound_handler(request: Request, source: str) -> Response:
         node.catalog.source(source)  # 404 before reading a byte of an unknown source's body
         raw = await read_body(request, ctx.max_body, also=("application/x-www-form-urlencoded",))
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -65,7 +64,7 @@ def build(ctx: ApiContext) -> APIRouter:
     ctx.fast_routes[r"/in/([^/]+)"] = inbound_handler
 
     @router.post("/in/{source}", status_code=202)
-    async def inbound(request: Request, source: str) -> JSONResponse:
+    async def inbound(request: Request, source: str) -> Response:
         return await inbound_handler(request, source)
 
     return router

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import signal
 import time
@@ -175,3 +176,27 @@ async def test_a_child_that_cannot_start_gives_an_indeterminate_outcome() -> Non
         await child.aclose()
     assert (outcome.kind, outcome.reason) == (OutcomeKind.INDETERMINATE, "network")
     assert child.children == 0
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+async def test_the_child_logs_as_the_node_does(
+    log_format: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The child's log lines take the node's ``log_format`` and region (before, it
+    always wrote text lines tagged ``[sender]``, breaking a JSON log pipeline)."""
+    async with Receiver(canned("204 No Content")) as rcv:
+        child = ProcessSender(ALLOW, logs=(log_format, "info", "eu-west-1"))
+        try:
+            await child.send(post(f"http://127.0.0.1:{rcv.port}/"))
+            pid = child.pid
+        finally:
+            await child.aclose()
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if f"process {pid} started" in ln]
+    assert len(lines) == 1, capfd.readouterr().err
+    if log_format == "json":
+        line = json.loads(lines[0])
+        assert (line["region"], line["level"], line["logger"]) == (
+            "eu-west-1", "info", "regionsync.delivery"
+        )  # fmt: skip
+    else:
+        assert " INFO regionsync.delivery [eu-west-1 sender] " in lines[0]

@@ -11,7 +11,7 @@ import json
 import logging
 from datetime import UTC, datetime
 
-__all__ = ["ID_FIELDS", "JsonFormatter"]
+__all__ = ["ID_FIELDS", "JsonFormatter", "configure"]
 
 ID_FIELDS = ("event_id", "delivery_id", "endpoint_id", "tenant", "peer")
 
@@ -39,3 +39,17 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def configure(log_format: str, level: str, region: str, tag: str = "") -> None:
+    """The root logger of a node's process (and of its sender process): ``log_format``
+    ``json`` (``JsonFormatter``, one object per line) or ``text`` (``<time> <LEVEL>
+    <logger> [<region><tag>] <message>``), at ``level`` (a ``logging`` level name, any
+    case) on stderr. Raises ValueError for an unknown level."""
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(region))
+    else:
+        fmt = "%(asctime)s %(levelname)s %(name)s [" + region + tag + "] %(message)s"
+        handler.setFormatter(logging.Formatter(fmt))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

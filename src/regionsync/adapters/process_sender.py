@@ -15,8 +15,10 @@ starts a new child; an attempt unanswered ``WATCHDOG_GRACE_S`` past its own dead
 the same (a wedged child is killed). The child exits when its stdin closes, so it never
 outlives the node (also after a SIGKILL of the node).
 
-Run as ``python -m regionsync.adapters.process_sender [CIDR ...]`` (the allow-list of
-``delivery.allow_private_networks``) only by ``ProcessSender``.
+Run as ``python -m regionsync.adapters.process_sender FORMAT LEVEL REGION [CIDR ...]``
+(the node's ``log_format``, ``log_level``, ``region`` and the allow-list of
+``delivery.allow_private_networks``) only by ``ProcessSender``: the child logs as the node
+does (``jsonlog.configure``), tagged ``[<region> sender]`` in text.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +38,7 @@ import msgpack
 from ..core.retry import AttemptOutcome, OutcomeKind
 from ..core.urlguard import parse_networks
 from ..runtime.ports import OutboundRequest
+from .jsonlog import configure as configure_logging
 
 __all__ = ["WATCHDOG_GRACE_S", "ProcessSender"]
 
@@ -89,10 +93,18 @@ class ProcessSender:
     """A ``Sender`` whose attempts an ``AiohttpSender`` makes in a child process; see the
     module docstring. ``allow``: CIDR strings exempt from the SSRF guard. The child is
     started on the first ``send`` (inside the running loop); ``aclose`` stops it.
+    ``logs``: the node's ``(log_format, log_level, region)``, for the child's logging.
     ``children`` counts the children started (tests)."""
 
-    def __init__(self, allow: Sequence[str] = (), *, python: str | None = None):
+    def __init__(
+        self,
+        allow: Sequence[str] = (),
+        *,
+        python: str | None = None,
+        logs: tuple[str, str, str] = ("text", "warning", ""),
+    ):
         self.allow = [str(net) for net in parse_networks(list(allow))]
+        self.logs = logs
         self.python = python or sys.executable
         self.children = 0
         self._transport: asyncio.SubprocessTransport | None = None
@@ -147,7 +159,8 @@ class ProcessSender:
             loop = asyncio.get_running_loop()
             try:
                 transport, pipes = await loop.subprocess_exec(
-                    lambda: _ChildPipes(self), self.python, "-m", __name__, *self.allow,
+                    lambda: _ChildPipes(self), self.python, "-m", __name__, *self.logs,
+                    *self.allow,
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
                 )  # fmt: skip
             except OSError as exc:
@@ -262,18 +275,17 @@ async def _child_main(allow: list[str]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """The child process: ``argv`` are the allow-listed CIDRs."""
-    logging.basicConfig(
-        level=logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s [sender] %(message)s",
-    )
+    """The child process: ``argv`` is the log format, level and region, then the
+    allow-listed CIDRs."""
+    log_format, level, region, *allow = argv
+    configure_logging(log_format, level, region, " sender")
+    log.info("delivery sender process %d started", os.getpid())
     try:
         import uvloop
 
-        uvloop.run(_child_main(argv))
+        uvloop.run(_child_main(allow))
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        asyncio.run(_child_main(argv))
+        asyncio.run(_child_main(allow))
 
 
 if __name__ == "__main__":

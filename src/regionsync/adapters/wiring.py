@@ -4,7 +4,6 @@ clock, uvicorn."""
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import secrets
 import socket
@@ -18,7 +17,7 @@ from .aiohttp_sender import AiohttpSender
 from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
-from .jsonlog import JsonFormatter
+from .jsonlog import configure as configure_logging
 from .postgres_coordinator import PostgresCoordinator
 from .postgres_store import PostgresStore
 from .process_sender import ProcessSender
@@ -88,7 +87,8 @@ def build_sender(settings: Settings, resolver: SystemResolver) -> AiohttpSender 
     is false, both over the aiohttp client with the SSRF guard's allow-list."""
     allow = settings.delivery.allow_private_networks
     if settings.delivery.sender_process:
-        return ProcessSender(allow)
+        logs = (settings.log_format, settings.log_level, settings.region)
+        return ProcessSender(allow, logs=logs)
     return AiohttpSender(resolver, parse_networks(allow))
 
 
@@ -107,15 +107,7 @@ def build_server(settings: Settings, node: Node) -> uvicorn.Server:
 
 async def serve(settings: Settings) -> None:
     """Run a node until SIGINT/SIGTERM; the HTTP server's shutdown stops the node."""
-    if settings.log_format == "json":
-        handler = logging.StreamHandler()
-        handler.setFormatter(JsonFormatter(settings.region))
-        logging.basicConfig(level=settings.log_level.upper(), handlers=[handler], force=True)
-    else:
-        logging.basicConfig(
-            level=settings.log_level.upper(),
-            format="%(asctime)s %(levelname)s %(name)s [" + settings.region + "] %(message)s",
-        )
+    configure_logging(settings.log_format, settings.log_level, settings.region)
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
     node = build_node(settings)

@@ -225,9 +225,9 @@ class DeliveryQueue:
     handoff: bool = False
 
     def hand_over(self, deliveries: list[Delivery], event: Event) -> None:
-        """``event``'s pending ``deliveries`` are durable: give them to the worker (up to
-        ``FRESH_MAX`` waiting; beyond that, or with no worker taking them, its store read
-        finds them) and wake it."""
+        """``event``'s pending ``deliveries`` are durable: give them to the worker (while
+        fewer than ``FRESH_MAX`` wait; beyond that, or with no worker taking them, its
+        store read finds them) and wake it."""
         if self.handoff and len(self.fresh) < FRESH_MAX:
             for d in deliveries:
                 self.fresh[d.id] = (d, event)

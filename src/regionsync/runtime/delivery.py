@@ -312,20 +312,23 @@ class DeliveryWorker:
             return
         if not self.ready:
             self._ready_at = now_s
-        waiting = {d.endpoint_id for d, _ in self.ready.values()}
+        waiting: set[str] | None = None  # endpoints with rows ready (built if needed)
         first: dict[str, tuple[Delivery, Event | None]] = {}
         for did, row in fresh.items():
             if did in self.inflight or did in self.ready:
                 continue
-            eid = row[0].endpoint_id
-            lane = self.lanes.get(eid)
-            if eid not in waiting and (lane is None or lane.inflight == 0):
-                first[did] = row
-            else:
-                self.ready[did] = row
-            waiting.add(eid)
             if self._fetch is not None:
                 self._handed.add(did)
+            eid = row[0].endpoint_id
+            lane = self.lanes.get(eid)
+            if lane is None or lane.inflight == 0:
+                if waiting is None:
+                    waiting = {d.endpoint_id for d, _ in self.ready.values()}
+                if eid not in waiting:
+                    first[did] = row
+                    waiting.add(eid)
+                    continue
+            self.ready[did] = row
         fresh.clear()
         if first:
             first.update(self.ready)

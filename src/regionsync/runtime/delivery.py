@@ -51,8 +51,9 @@ class DeliveryWorker:
 
     Without ``claims`` (one process per region), due deliveries and their events are read
     ahead into ``ready`` (up to ``READ_AHEAD_ROWS x concurrency`` per read, one read at a
-    time, while attempts run; dropped after ``READ_AHEAD_S``), so a freed slot starts the
-    next attempt without a query.
+    time, in the background, while attempts run; dropped after ``READ_AHEAD_S``), so a
+    freed slot starts the next attempt without a query; a publish's pending deliveries
+    join them from its group commit (``DeliveryQueue.hand_over``), not from a read.
 
     Due deliveries are claimed round-robin across endpoints (``core.lanes.fair_order``),
     skipping endpoints whose lane is full (in-flight cap, rate limit, a failing endpoint's

@@ -158,10 +158,13 @@ class Recovery:
     async def retry_delivery(self, tenant_id: str, delivery_id: str) -> Delivery:
         """Re-send one delivery now, whatever its status: a new generation owned by this
         region, same event, so the same ``webhook-id``. NotFound unless the delivery
-        belongs to the live tenant and endpoint generation (``delivery``)."""
+        belongs to the live tenant and endpoint generation (``delivery``). The new
+        generation follows the delivery's latest state, also one submitted but not yet
+        stored (another retry, an outcome: ``WritePath.unsettled``)."""
         d = await self.delivery(tenant_id, delivery_id)
-        async with self.writer.local_lock():
-            new, durable = self._regenerate([d])
+        async with self.writer.unsettled.read(self.store, [d.id]) as read:
+            async with self.writer.local_lock():
+                new, durable = self._regenerate([read.current().get(d.id, d)])
         await durable
         self.queue.wake.set()
         return new[0]
@@ -266,25 +269,33 @@ class Recovery:
         # the next page is read while the last one's commit is made durable (the cursor
         # moves in memory; commits are durable in order): at most two pages in flight
         durable: asyncio.Future[None] | None = None
+        unsettled = self.writer.unsettled
         try:
             while self.runs_here(job.region, job.endpoint_id):
-                rows = await self.store.list_deliveries(
-                    job.endpoint_id, status, job.since_ms, job.cursor, 200
-                )
-                if not rows:
-                    job.status = "succeeded"
-                    break
-                live = self.catalog.registry.endpoint_gen(job.endpoint_id, job.tenant)
-                if live is None:
-                    raise NotFound(f"endpoint {job.endpoint_id!r} was deleted", field="endpoint")
-                job.cursor = rows[-1].id
-                # never into a re-created endpoint id: only its own generation's rows
-                rows = [d for d in rows if gen_live(d.owner_gen, live)]
-                async with self.writer.local_lock():
-                    job.done += len(rows)
-                    if rows:  # regenerated first: a crash before the cursor moves redoes it
-                        self._regenerate(rows)
-                    last, durable = durable, self._put(job)  # in order: after both
+                with unsettled.pinned():  # the page is brought up to date under the lock
+                    rows = await self.store.list_deliveries(
+                        job.endpoint_id, status, job.since_ms, job.cursor, 200
+                    )
+                    if not rows:
+                        job.status = "succeeded"
+                        break
+                    live = self.catalog.registry.endpoint_gen(job.endpoint_id, job.tenant)
+                    if live is None:
+                        raise NotFound(
+                            f"endpoint {job.endpoint_id!r} was deleted", field="endpoint"
+                        )
+                    job.cursor = rows[-1].id
+                    # never into a re-created endpoint id: only its own generation's rows
+                    rows = [d for d in rows if gen_live(d.owner_gen, live)]
+                    async with self.writer.local_lock():
+                        # as they are now: a row retried or re-sent since the page was
+                        # read is left to that generation, not regenerated twice
+                        current = unsettled.current({d.id: d for d in rows}, [d.id for d in rows])
+                        rows = [c for d in rows if (c := current[d.id]).status is status]
+                        job.done += len(rows)
+                        if rows:  # regenerated first: a crash before the cursor moves redoes it
+                            self._regenerate(rows)
+                        last, durable = durable, self._put(job)  # in order: after both
                 if last is not None:
                     await last
                     self.queue.wake.set()

@@ -5,8 +5,9 @@ path (runtime/writepath.py); used by the outcome recorder, the replica and anti-
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ..core.model import Delivery, delivery_join
@@ -89,6 +90,16 @@ class UnsettledDeliveries:
                 row = rows.get(i)
                 rows[i] = kept[1] if row is None else delivery_join(row, kept[1])
         return rows
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """``with unsettled.pinned():`` around a store read of deliveries that is not by
+        id (a page); under the write lock, ``current(rows, ids)`` brings it up to date."""
+        mark = self.pin()
+        try:
+            yield
+        finally:
+            self.unpin(mark)
 
     def read(self, store: Store, ids: Sequence[str]) -> DeliveryRead:
         """``async with unsettled.read(store, ids) as read:`` reads ``ids`` pinned, outside

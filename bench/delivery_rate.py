@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,8 @@ from collections import Counter
 from pathlib import Path
 
 import aiohttp
+
+from regionsync.demo import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL = 0.5
@@ -92,12 +93,6 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 204, "headers": []})
     await send({"type": "http.response.body", "body": b""})
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def wait_ready(session: aiohttp.ClientSession, url: str) -> None:

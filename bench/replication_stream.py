@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from regionsync.config import load_settings
 from regionsync.core.model import Record
 from regionsync.core.records import encode_body
 from regionsync.core.registry import Registry
+from regionsync.demo import free_port
 from regionsync.runtime.links import to_pb
 from regionsync.runtime.node import Node
 from regionsync.v1 import replication_pb2 as pb
@@ -40,12 +40,6 @@ from regionsync.v1 import replication_pb2_grpc as pb_grpc
 
 GRPC_PREFIX = 5  # compressed flag + length
 H2_FRAME = 9  # HTTP/2 DATA frame header
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Sink(pb_grpc.ReplicationServicer):

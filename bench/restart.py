@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -45,6 +44,7 @@ import httpx
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch
 from regionsync.core.records import encode_body
+from regionsync.demo import free_port
 
 REGION = "bench-1"
 ACTOR = f"{REGION}:1"
@@ -58,12 +58,6 @@ def payload() -> bytes:
         return json.dumps(json.loads(SAMPLE.read_bytes()), separators=(",", ":")).encode()
     doc = {"action": "created", "items": [{"id": i, "name": f"item-{i:04d}"} for i in range(70)]}
     return json.dumps(doc, separators=(",", ":")).encode()[:2000].rsplit(b",", 1)[0] + b"]}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def status_kb(pid: int, field: str) -> int:

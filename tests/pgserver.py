@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from regionsync.demo import free_port
+
 __all__ = ["PgServer", "find_bindir"]
 
 
@@ -50,19 +52,13 @@ def _major(d: str) -> int:
     return int(part) if part.isdigit() else 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PgServer:
     """One running server; ``url(dbname)`` is a libpq URL for superuser ``postgres``."""
 
     def __init__(self, durable: bool = False) -> None:
         self.durable = durable
         self.bindir = find_bindir()
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="regionsync-pg-"))
         self._proc: subprocess.Popen[bytes] | None = None
         self._as: dict[str, Any] = {"cwd": self.dir}

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -47,15 +48,35 @@ REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1")
 
 
 _HANDED_OUT: set[int] = set()
+_PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _listen_ports() -> range:
+    """Ports to hand out: the 12,000 below the kernel's ephemeral range (Linux
+    ``ip_local_port_range``, else IANA's 49152), never into the privileged ones. An
+    ephemeral port is also what every outgoing connection's local end gets: a port taken
+    by a client between ``free_port`` and the server's bind failed the server's start."""
+    try:
+        low = int(_PORT_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 49152
+    return range(max(1024, low - 12_000), low)
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
-    handed out before: the kernel may offer a just-closed port again, and two servers
-    started together must never be given the same one. Raises OSError if none is found."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral range
+    (``_listen_ports``), and that this process has not handed out before (two servers
+    started together must never be given the same one). Raises OSError if none is
+    found."""
+    ports = _listen_ports()
+    rng = random.SystemRandom()
     for _ in range(1000):
+        port = rng.choice(ports) if len(ports) else 0
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or lingering): another one
             port = s.getsockname()[1]
         if port not in _HANDED_OUT:
             _HANDED_OUT.add(port)

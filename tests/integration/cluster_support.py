@@ -119,7 +119,8 @@ def http_base(config: Path) -> str:
 
 
 def stop_processes(procs: list[subprocess.Popen[Any]], root: Path) -> None:
-    """Terminate ``procs`` (SIGKILL any still running after 15 s) and remove ``root``."""
+    """Terminate ``procs`` (SIGKILL any still running after 15 s), print the tail of each
+    ``*.log`` in ``root`` (pytest shows it when the test failed) and remove ``root``."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
@@ -128,4 +129,7 @@ def stop_processes(procs: list[subprocess.Popen[Any]], root: Path) -> None:
             p.wait(timeout=15)
         except subprocess.TimeoutExpired:
             p.kill()
+    for log in sorted(root.glob("*.log")):
+        lines = log.read_text(errors="replace").splitlines()
+        print(f"--- {log.name} (last 40 of {len(lines)} lines)", *lines[-40:], sep="\n")
     shutil.rmtree(root, ignore_errors=True)

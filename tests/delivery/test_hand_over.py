@@ -14,27 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 
-from worker_nodes import stop, worker_node
+from worker_nodes import CountingSender, stop, worker_node
 
 from regionsync.adapters.memory_store import MemoryStore
-from regionsync.core.retry import AttemptOutcome, OutcomeKind
-from regionsync.runtime.ports import OutboundRequest
-
-
-class Sender:
-    """Counts requests per ``webhook-id``; holds them while ``gate`` is closed."""
-
-    def __init__(self) -> None:
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.sent: Counter[str] = Counter()
-
-    async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        self.sent[request.headers["webhook-id"]] += 1
-        await self.gate.wait()
-        return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
 
 
 class SlowReadStore(MemoryStore):
@@ -72,7 +55,7 @@ async def _delivered(store: MemoryStore) -> int:
     return (await store.counts("a"))["deliveries_delivered"]
 
 
-async def _node_with_held_read(sender: Sender, store: SlowReadStore):  # type: ignore[no-untyped-def]
+async def _node_with_held_read(sender: CountingSender, store: SlowReadStore):  # type: ignore[no-untyped-def]
     node, net = worker_node(sender, store, concurrency=4)
     await node.start()
     await node.registry_ops.create_tenant("acme", "A")
@@ -85,7 +68,7 @@ async def _node_with_held_read(sender: Sender, store: SlowReadStore):  # type: i
 
 
 async def test_a_fresh_delivery_starts_while_a_due_read_is_under_way() -> None:
-    sender, store = Sender(), SlowReadStore()
+    sender, store = CountingSender(), SlowReadStore()
     node, net = await _node_with_held_read(sender, store)
     try:
         await node.ingest.publish("acme", "push", b"{}", None)
@@ -98,7 +81,7 @@ async def test_a_fresh_delivery_starts_while_a_due_read_is_under_way() -> None:
 
 
 async def test_a_row_handed_over_during_a_read_is_not_sent_again() -> None:
-    sender, store = Sender(), SlowReadStore()
+    sender, store = CountingSender(), SlowReadStore()
     node, net = await _node_with_held_read(sender, store)
     try:
         sender.gate.clear()

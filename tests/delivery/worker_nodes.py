@@ -3,12 +3,32 @@ and transport, with a test Sender, started and stopped."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
+from regionsync.core.retry import AttemptOutcome, OutcomeKind
 from regionsync.runtime.node import Node
-from regionsync.runtime.ports import Sender
+from regionsync.runtime.ports import OutboundRequest, Sender
+
+
+class CountingSender:
+    """Counts requests per ``webhook-id`` (``sent``) and answers 204, holding each
+    attempt while ``gate`` is closed (open at first unless ``held``)."""
+
+    def __init__(self, held: bool = False) -> None:
+        self.gate = asyncio.Event()
+        if not held:
+            self.gate.set()
+        self.sent: Counter[str] = Counter()
+
+    async def send(self, request: OutboundRequest) -> AttemptOutcome:
+        self.sent[request.headers["webhook-id"]] += 1
+        await self.gate.wait()
+        return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
 
 
 class StaticResolver:

@@ -15,19 +15,9 @@ from pathlib import Path
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.core.model import DeliveryStatus
-from regionsync.core.retry import AttemptOutcome
-from regionsync.runtime.ports import OutboundRequest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "delivery"))
-from worker_nodes import stop, worker_node  # noqa: E402
-
-
-class HeldSender:
-    """Attempts never finish (their deliveries stay pending)."""
-
-    async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
+from worker_nodes import CountingSender, stop, worker_node  # noqa: E402
 
 
 class HeldPageStore(MemoryStore):
@@ -49,7 +39,7 @@ class HeldPageStore(MemoryStore):
 async def _skipped(store: MemoryStore, n: int):  # type: ignore[no-untyped-def]
     """A node with ``n`` skipped deliveries (published while the endpoint was paused),
     the endpoint resumed; returns (node, network, delivery ids)."""
-    node, net = worker_node(HeldSender(), store)
+    node, net = worker_node(CountingSender(held=True), store)  # attempts never end
     await node.start()
     ops = node.registry_ops
     await ops.create_tenant("acme", "A")

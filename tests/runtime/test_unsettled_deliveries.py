@@ -19,13 +19,11 @@ from pathlib import Path
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.core.model import Delivery, DeliveryStatus, Record, WriteBatch
 from regionsync.core.records import encode_body
-from regionsync.core.retry import AttemptOutcome
 from regionsync.runtime.outcomes import Outcome
-from regionsync.runtime.ports import OutboundRequest
 from regionsync.runtime.unsettled import UnsettledDeliveries
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "delivery"))
-from worker_nodes import stop, worker_node  # noqa: E402
+from worker_nodes import CountingSender, stop, worker_node  # noqa: E402
 
 
 def _d(gen: int = 0, status: DeliveryStatus = DeliveryStatus.PENDING, n: int = 0) -> Delivery:
@@ -112,16 +110,8 @@ class GatedStore(MemoryStore):
         await super().commit(batch)
 
 
-class HangingSender:
-    """Never answers (the test records outcomes itself)."""
-
-    async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        await asyncio.Event().wait()
-        raise AssertionError
-
-
 async def _node_with_delivery(store: GatedStore):  # type: ignore[no-untyped-def]
-    node, net = worker_node(HangingSender(), store)
+    node, net = worker_node(CountingSender(held=True), store)  # the test records outcomes
     await node.start()
     ops = node.registry_ops
     await ops.create_tenant("t", "T")
@@ -131,18 +121,25 @@ async def _node_with_delivery(store: GatedStore):  # type: ignore[no-untyped-def
     return node, net, d
 
 
+async def _publish_while_reading(node, store: GatedStore, reader: asyncio.Task):  # type: ignore[no-untyped-def]
+    """Once ``reader`` is held in a store read: the write lock is free and a publish
+    completes; then the read goes on. Returns ``reader``'s result."""
+    await asyncio.wait_for(store.reading.wait(), 5)
+    assert not node.writer.lock.locked()
+    await asyncio.wait_for(node.ingest.publish("t", "t", b"{}", None), 5)
+    store.reads.set()
+    return await asyncio.wait_for(reader, 5)
+
+
 async def test_a_publish_goes_on_while_the_recorder_reads() -> None:
     store = GatedStore()
     node, net, d = await _node_with_delivery(store)
     try:
         store.reads.clear()
         out = Outcome(d, DeliveryStatus.DELIVERED, None, 1, None, "success")
-        recording = asyncio.create_task(node.delivery.recorder.record(out))
-        await asyncio.wait_for(store.reading.wait(), 5)
-        assert not node.writer.lock.locked()
-        await asyncio.wait_for(node.ingest.publish("t", "t", b"{}", None), 5)
-        store.reads.set()
-        await asyncio.wait_for(recording, 5)
+        await _publish_while_reading(
+            node, store, asyncio.create_task(node.delivery.recorder.record(out))
+        )
     finally:
         store.reads.set()
         await stop(node, net)
@@ -158,11 +155,7 @@ async def test_a_publish_goes_on_while_the_replica_reads() -> None:
         applying = asyncio.create_task(
             node.replica.apply_records([Record("b:1", 1, "delivery", body, (1, 0))])
         )
-        await asyncio.wait_for(store.reading.wait(), 5)
-        assert not node.writer.lock.locked()
-        await asyncio.wait_for(node.ingest.publish("t", "t", b"{}", None), 5)
-        store.reads.set()
-        assert await asyncio.wait_for(applying, 5) == []
+        assert await _publish_while_reading(node, store, applying) == []
         assert (await store.get_delivery("dlv_b")) is not None
     finally:
         store.reads.set()

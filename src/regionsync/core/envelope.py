@@ -66,10 +66,11 @@ def rfc3339_ms(ms: int) -> str:
     Raises OverflowError/ValueError outside years 1..9999."""
     global _last_second
     second, milli = divmod(ms, 1000)
-    if _last_second[0] != second:
+    cached = _last_second  # one read: another thread may replace it meanwhile
+    if cached[0] != second:
         text = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
-        _last_second = (second, text.removesuffix("+00:00"))
-    return f"{_last_second[1]}.{milli:03d}Z"
+        cached = _last_second = (second, text.removesuffix("+00:00"))
+    return f"{cached[1]}.{milli:03d}Z"
 
 
 def delivery_body(fmt: str, event_type: str, received_at_ms: int, payload: bytes) -> bytes:

@@ -374,7 +374,8 @@ class Ingest:
             idem = (tenant_id, idempotency_key, event.id, digest, now, self.region)
             batch.idempotency.append(idem)
             self.idempotency.remember(idem)
-        pending = sum(d.status is DeliveryStatus.PENDING for d in batch.deliveries)
+        fresh = [d for d in batch.deliveries if d.status is DeliveryStatus.PENDING]
+        pending = len(fresh)
         self.queue.backlog += pending
         # usage counters move once per group commit, not per event (WritePath._before_commit)
         batch.usage[(tenant_id, "events_published")] = 1
@@ -386,7 +387,6 @@ class Ingest:
         )  # fmt: skip
         self._pending_events[event.id] = durable
         if pending:
-            fresh = [d for d in batch.deliveries if d.status is DeliveryStatus.PENDING]
             durable.add_done_callback(lambda f: _hand_over(f, self.queue, fresh, event))
         self.writer.telemetry.remember_current(event.id)  # its attempts continue the trace
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from crdt import Timestamp
 from regionsync.adapters.grpc_transport import GrpcTransport
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.adapters.system import SystemClock, SystemResolver, UlidSource, system_rng
+from regionsync.adapters.wiring import GC_GEN0_THRESHOLD
 from regionsync.config import load_settings
 from regionsync.core.model import Record
 from regionsync.core.records import encode_body
@@ -167,6 +169,9 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20_000)
     args = ap.parse_args()
+    # the nodes run in this process: with the young-generation threshold a serving node
+    # sets (adapters/wiring.serve), not CPython's default
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     print(f"replication stream benchmark: {args.records} records, loopback gRPC")
     # the machine is shared: the baseline is measured before and after each node run and
     # each run is judged against the mean of the two around it

@@ -58,5 +58,6 @@ def test_custodian_and_record_values() -> None:
     assert CustodyRecord(("b", "c"), 5, "c").custodian("b", "ep_1") == "b"  # owner is live
     assert CustodyRecord.from_value(rec.to_value()) == rec
     for bad in (None, 3, {"live": "c", "since": 1, "by": "c"}, {"live": [1], "since": 1, "by": "c"},
-                {"live": ["c"], "since": "1", "by": "c"}):  # fmt: skip
+                {"live": ["c"], "since": "1", "by": "c"},
+                {"live": ["c"], "since": True, "by": "c"}):  # fmt: skip
         assert CustodyRecord.from_value(bad) is None

@@ -26,8 +26,11 @@ def test_attempt_round_trips_and_old_bodies_still_decode() -> None:
 
 @pytest.mark.parametrize(
     ("change", "reason"),
-    [({"n": "1"}, "attempt.n"), ({"extra": 1}, "attempt:"), ({"error": 5}, "attempt.error")],
-)
+    [({"n": "1"}, "attempt.n"), ({"extra": 1}, "attempt:"), ({"error": 5}, "attempt.error"),
+     # a bool is no number, in a field of one type or of several
+     ({"n": True}, "attempt.n"), ({"latency_ms": True}, "attempt.latency_ms"),
+     ({"status_code": False}, "attempt.status_code")],
+)  # fmt: skip
 def test_malformed_attempt_is_refused(change: dict, reason: str) -> None:
     body = msgpack.unpackb(encode_body(delivery=D, attempt=A))
     body["attempt"].update(change)
@@ -56,3 +59,25 @@ def test_bad_request_headers_are_refused(value: object, reason: str) -> None:
     body["attempt"]["request_headers"] = value
     with pytest.raises(ValueError, match=reason):
         decode_body("delivery", msgpack.packb(body, use_bin_type=True))
+
+
+@pytest.mark.parametrize(
+    ("section", "change", "reason"),
+    [("delivery", {"next_attempt_at_ms": True}, "delivery.next_attempt_at_ms"),
+     ("delivery", {"attempts": False}, "delivery.attempts"),
+     ("delivery", {"owner_gen": 5}, "delivery.owner_gen"),
+     ("delivery", {"owner_gen": "g", "extra": 1}, "delivery:")],
+)  # fmt: skip
+def test_malformed_delivery_is_refused(section: str, change: dict, reason: str) -> None:
+    body = msgpack.unpackb(encode_body(delivery=D))
+    body[section].update(change)
+    with pytest.raises(ValueError, match=reason):
+        decode_body("delivery", msgpack.packb(body, use_bin_type=True))
+
+
+def test_delivery_with_and_without_owner_gen_decodes() -> None:
+    body = msgpack.unpackb(encode_body(delivery=D))
+    assert "owner_gen" not in body["delivery"]  # written only when set
+    assert decode_body("delivery", msgpack.packb(body)).delivery == D
+    body["delivery"]["owner_gen"] = "a:1#1"
+    assert decode_body("delivery", msgpack.packb(body)).delivery == replace(D, owner_gen="a:1#1")

@@ -179,3 +179,11 @@ def test_endpoint_views_are_cached_until_their_keys_tenants_or_endpoint_sets_cha
     assert reg.endpoint("ep_2") is not None
     reg.apply(reg.delete_tenant("acme"))
     assert reg.endpoint("ep_2") is None
+
+
+@pytest.mark.parametrize(("value", "rate"), [(5, 5.0), (2.5, 2.5), (True, None), ("5", None)])
+def test_publish_rate_reads_only_numbers(value: object, rate: float | None) -> None:
+    """A replicated register holding a bool (or any non-number) is no rate override."""
+    reg, _ = _setup()
+    reg.apply(reg.patch_tenant("acme", {"publish_rate_per_s": value}, A, Timestamp(2000, 0)))
+    assert reg.publish_rate("acme") == rate

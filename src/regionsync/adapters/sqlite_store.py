@@ -184,18 +184,24 @@ def _cols(names: str, blobs: Sequence[int] = ()) -> str:
 
 
 def _each(part: str, cols: str, blobs: Sequence[int] = ()) -> str:
-    return f"SELECT {_cols(cols, blobs)} FROM json_each(NEW.doc, '$.{part}') WHERE true"
+    return f"SELECT {_cols(cols, blobs)} FROM json_each(NEW.{part}) WHERE true"
 
 
 # A WriteBatch is written by one INSERT into this view: its trigger fans the batch (one
-# JSON document, its BLOB values cut from one BLOB) out to the tables. Why one statement:
+# JSON array of rows per table, ``_PARTS``, its BLOB values cut from one BLOB) out to the
+# tables. One array per table, not one document: SQLite parses a JSON argument anew for
+# every ``json_each`` over it, and one document parsed once per table cost a third of a
+# replicated event's commit (22 -> 17 us of CPU, bench/README.md). Why one statement:
 # sqlite3 releases the GIL for every step of every statement (every row of an
 # executemany) and the writer thread must win it back from the busy event loop each time,
 # up to the 5 ms switch interval: 7.5 ms per row against a busy thread, 10 us alone
 # (measured, bench/README.md "delivery_rate.py"). A single statement outside BEGIN is its
 # own transaction (autocommit), fsync'd at its end like any commit.
+_PARTS = ("r", "l", "v", "e", "d", "a", "u", "i")  # registry, log, ... idempotency
+_COMMIT_IN = f"INSERT INTO commit_in VALUES ({', '.join('?' * (len(_PARTS) + 1))})"
+_to_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
 _COMMIT_TRIGGER = f"""
-CREATE TEMP VIEW commit_in(doc, blobs) AS SELECT NULL, NULL;
+CREATE TEMP VIEW commit_in({", ".join(_PARTS)}, blobs) AS SELECT {"NULL, " * len(_PARTS)}NULL;
 CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
   INSERT INTO registry(key, state) {_each("r", "key, state", (1,))}
     ON CONFLICT(key) DO UPDATE SET state = excluded.state;
@@ -204,7 +210,7 @@ CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
   INSERT INTO version_vector(origin, seq) {_each("v", "origin, seq")}
     ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq);
   INSERT INTO row_counts SELECT 'event', value->>5, '', count(DISTINCT value->>0)
-    FROM json_each(NEW.doc, '$.e') WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = value->>0)
+    FROM json_each(NEW.e) WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = value->>0)
     GROUP BY value->>5 ON CONFLICT DO UPDATE SET n = n + excluded.n;
   INSERT OR IGNORE INTO events({_EVENT_COLS}) {_each("e", _EVENT_COLS, (3,))};
   INSERT INTO deliveries({_DELIVERY_COLS}) {_each("d", _DELIVERY_COLS)} {_DELIVERY_UPSERT};
@@ -456,9 +462,10 @@ class SqliteStore:
         if not doc:
             return
         db.execute(
-            "INSERT INTO commit_in(doc, blobs) VALUES (?, ?)",
-            (json.dumps(doc, ensure_ascii=False), b"".join(blobs.parts)),
-        )
+            _COMMIT_IN,
+            [None if (v := doc.get(p)) is None else _to_json(v) for p in _PARTS]
+            + [b"".join(blobs.parts)],
+        )  # fmt: skip
 
     async def load_registry(self) -> dict[str, bytes]:
         rows = await self.rdb.execute_fetchall("SELECT key, state FROM registry")

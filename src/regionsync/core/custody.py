@@ -70,7 +70,7 @@ class CustodyRecord:
         live, since, by = value.get("live"), value.get("since"), value.get("by")
         if not (isinstance(live, list) and all(isinstance(r, str) for r in live)):
             return None
-        if not (isinstance(since, int) and isinstance(by, str)):
+        if not (isinstance(since, int) and not isinstance(since, bool) and isinstance(by, str)):
             return None
         return cls(tuple(sorted(set(live))), since, by)
 

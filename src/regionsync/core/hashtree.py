@@ -93,11 +93,15 @@ class HashTree:
 
     def _update(self, pos: str, delta: int, count: int) -> None:
         for level, buckets in enumerate(self._levels):
-            entry = buckets.setdefault(pos[:level], [0, 0])
+            prefix = pos[:level]
+            entry = buckets.get(prefix)
+            if entry is None:  # a new bucket: only an added item (count 1) makes one
+                buckets[prefix] = [delta, count]
+                continue
             entry[0] ^= delta
             entry[1] += count
             if entry[1] == 0:
-                del buckets[pos[:level]]
+                del buckets[prefix]
 
     def hash(self, prefix: str) -> bytes:
         """32-byte hash of bucket ``prefix`` (at most ``depth`` digits); b"" if empty."""

@@ -32,6 +32,7 @@ __all__ = ["AUDIT_FIELDS", "AUDIT_MAX_CHARS", "KINDS", "Decoded", "decode_body",
 
 KINDS = ("registry", "event", "delivery")
 _SECTIONS = (*KINDS, "deliveries", "idempotency", "attempt", "audit")
+_SECTION_SET = frozenset(_SECTIONS)
 AUDIT_FIELDS = ("who", "op", "object", "tenant", "detail")
 AUDIT_MAX_CHARS = 512
 _MAX_FANOUT = 100_000  # deliveries one event record may carry
@@ -167,29 +168,55 @@ def _delivery(obj: Any, what: str) -> Delivery:
     return Delivery(**{**d, "status": status})
 
 
-_SPECS: dict[int, tuple[frozenset[str], frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+class _Spec:
+    """A section's fields (``spec``: name -> type or tuple of types, plus ``_OPTIONAL``
+    ones), compiled once per module-level table: every replicated record is checked here.
+    Types are matched exactly (msgpack decodes to exact builtins), so a bool is no int."""
+
+    __slots__ = ("all_checks", "allowed", "checks", "names", "optional", "required")
+
+    def __init__(self, spec: dict[str, Any]):
+        def exact(t: Any) -> tuple[type, ...]:
+            return t if isinstance(t, tuple) else (t,)
+
+        self.names = sorted(spec)
+        self.required = frozenset(spec)
+        self.allowed = self.required | frozenset(_OPTIONAL)
+        self.checks = tuple((k, exact(t)) for k, t in spec.items())
+        self.optional = tuple(
+            (k, exact(t)) for k, (t, _d) in _OPTIONAL.items() if k not in spec
+        )  # fmt: skip
+        self.all_checks = self.checks + self.optional
+
+    def check(self, obj: Any, what: str) -> dict[str, Any]:
+        """``obj`` if it is a map with exactly these fields of their types, else
+        ValueError naming ``what`` and the field."""
+        if type(obj) is not dict:
+            raise ValueError(f"{what}: expected fields {self.names}")
+        keys = obj.keys()
+        if keys == self.allowed:
+            checks = self.all_checks
+        elif keys == self.required:
+            checks = self.checks
+        else:
+            if not self.required <= keys <= self.allowed:
+                raise ValueError(f"{what}: expected fields {self.names}")
+            checks = (*self.checks, *((k, t) for k, t in self.optional if k in obj))
+        for name, types in checks:
+            if type(obj[name]) not in types:
+                raise ValueError(f"{what}.{name}: wrong type {type(obj[name]).__name__}")
+        return obj
+
+
+_SPECS: dict[int, _Spec] = {}
 
 
 def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
-    """``obj`` if it is a map with exactly ``spec``'s fields (plus ``_OPTIONAL`` ones) of
-    their types, else ValueError naming ``what``. ``spec`` is a module-level table: its
-    key sets are computed once (every replicated record is checked here)."""
-    pre = _SPECS.get(id(spec))
-    if pre is None:
-        pre = _SPECS[id(spec)] = (
-            frozenset(spec), frozenset(spec) | frozenset(_OPTIONAL), tuple(spec.items())
-        )  # fmt: skip
-    required, allowed, types = pre
-    if not isinstance(obj, dict) or not required <= obj.keys() <= allowed:
-        raise ValueError(f"{what}: expected fields {sorted(spec)}")
-    checks = types
-    if len(obj) > len(required):
-        checks = (*types, *((k, t) for k, (t, _d) in _OPTIONAL.items() if k in obj))
-    for name, typ in checks:
-        v = obj[name]
-        if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
-            raise ValueError(f"{what}.{name}: wrong type {type(v).__name__}")
-    return obj
+    """``_Spec(spec).check(obj, what)``, with ``spec``'s compiled form kept."""
+    compiled = _SPECS.get(id(spec))
+    if compiled is None:
+        compiled = _SPECS[id(spec)] = _Spec(spec)
+    return compiled.check(obj, what)
 
 
 def decode_body(kind: str, body: bytes) -> Decoded:
@@ -205,7 +232,7 @@ def decode_body(kind: str, body: bytes) -> Decoded:
         obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types
         raise ValueError(f"body is not msgpack: {exc}") from None
-    if not isinstance(obj, dict) or not obj or not set(obj) <= set(_SECTIONS):
+    if type(obj) is not dict or not obj or not obj.keys() <= _SECTION_SET:
         raise ValueError(
             "body must be a map of registry/event/delivery/deliveries/attempt/idempotency/"
             "audit sections"

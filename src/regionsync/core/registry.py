@@ -334,7 +334,7 @@ class Registry:
     def publish_rate(self, tenant_id: str) -> float | None:
         """The tenant's publish rate override (events/s per region), or None (default)."""
         v = self._get(f"t/{tenant_id}/publish_rate_per_s", LWWRegister).value()
-        return float(v) if isinstance(v, int | float) else None
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
     def delivery_cap(self, tenant_id: str) -> int | None:
         """The tenant's cap on attempts in flight per region, or None (node default)."""

@@ -317,8 +317,7 @@ class PeerLink:
                         await stream.send(message)
                     inflight += 1
                     sent_at.append(clock.monotonic())  # acked by ack_timeout_s, or torn down
-                    for r in records:
-                        sent[r.origin] = max(sent.get(r.origin, 0), r.seq)
+                    sent.update((r.origin, r.seq) for r in records)  # seq order per origin
                     next_beat = clock.monotonic() + self.opts.heartbeat_s
                     continue
                 if inflight == 0 and clock.monotonic() >= next_digest:

@@ -75,12 +75,17 @@ def test_payload_text_is_the_body_as_written(body: bytes) -> None:
     assert got.text == body.decode() and got.payload["id"] == "1"
 
 
-def test_delivery_id_with_a_lone_surrogate_is_422_not_500() -> None:
-    body = b'{"id":"\\ud83d","type":"a"}'
-    with pytest.raises(Unprocessable):
+@pytest.mark.parametrize("bad", ["\\ud83d", "a\\u0000b", "\\u0007", "x\\u202ey"])
+def test_delivery_id_with_a_lone_surrogate_or_a_control_is_422_not_500(bad: str) -> None:
+    """A NUL in an id was accepted: SQLite cut the stored key at it, PostgreSQL refused
+    the commit, and a peer refuses a record holding one."""
+    body = b'{"id":"%s","type":"a"}' % bad.encode()
+    with pytest.raises(Unprocessable) as exc:
         verify(HM, hm_headers(body), body, NOW)
-    with pytest.raises(Unprocessable):
+    assert exc.value.field == "payload:id"
+    with pytest.raises(Unprocessable) as exc:
         verify(STRIPE, stripe_headers(body, str(NOW)), body, NOW)
+    assert exc.value.field == "id"
 
 
 def test_github_form_body() -> None:

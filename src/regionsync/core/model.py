@@ -21,6 +21,7 @@ __all__ = [
     "WriteBatch",
     "delivery_join",
     "status_join",
+    "storable_text",
 ]
 
 
@@ -112,6 +113,13 @@ def _join_key(d: Delivery) -> tuple[object, ...]:
         -1 if d.next_attempt_at_ms is None else d.next_attempt_at_ms, d.region,
         d.created_at_ms, d.event_id, d.endpoint_id, d.tenant, d.id,
     )  # fmt: skip
+
+
+def storable_text(text: str) -> str:
+    """``text`` with every NUL replaced by U+FFFD: no store keeps a NUL (SQLite cuts a text
+    there, PostgreSQL refuses it). For free text from outside, such as a receiver's
+    answer; replicated records apply the same rule (core.records)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,15 +17,16 @@ names its main section
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-from crdt import CRDT, DecodeError, decode
+from crdt import CRDT, DecodeError, ORSet, decode
 
 from .envelope import REQUEST_HEADERS_MAX_BYTES
-from .model import Attempt, Delivery, DeliveryStatus, Event
+from .model import Attempt, Delivery, DeliveryStatus, Event, storable_text
 from .registry import key_type
 
 __all__ = ["AUDIT_FIELDS", "AUDIT_MAX_CHARS", "KINDS", "Decoded", "decode_body", "encode_body"]
@@ -79,12 +80,19 @@ _ATTEMPT_FIELDS = {
     "response_headers": str,
     "owner_gen": str,
 }
-# fields a record may leave out (written before they existed): name -> (type, default)
-_OPTIONAL = {"owner_gen": (str, "")}
-# attempt fields written only when not empty (records from before them decode as "")
+# fields a record may leave out (written before they existed, or only when not empty;
+# a record without one decodes to the model's default): name -> type
+_OPTIONAL = {"owner_gen": str}  # events and deliveries
 _ATTEMPT_OPTIONAL = {"request_headers": str}
-_ATTEMPT_WITH_OPTIONAL = {**_ATTEMPT_FIELDS, **_ATTEMPT_OPTIONAL}
 _AUDIT_SPEC = dict.fromkeys(AUDIT_FIELDS, str)
+# Values every store keeps exactly, whatever region wrote them: integers in 0..2**63-1
+# (SQLite INTEGER, PostgreSQL BIGINT) or, for these, 0..2**31-1 (PostgreSQL INTEGER);
+# finite floats; strings without NUL (SQLite cuts a text there, PostgreSQL refuses it)
+_INT_MAX = 2**63 - 1
+_INT32_MAX = {name: 2**31 - 1 for name in ("attempts", "generation", "n", "status_code")}
+# free text from outside (a receiver's answer, an error's message): made ``storable_text``
+# here, as the attempt's origin wrote it (core.retry.attempt_row), not refused
+_TEXT = frozenset({"error", "response_excerpt", "response_headers", "request_headers"})
 
 
 @dataclass(slots=True)
@@ -160,7 +168,7 @@ def _delivery_fields(d: Delivery) -> dict[str, Any]:
 
 
 def _delivery(obj: Any, what: str) -> Delivery:
-    d = _fields(obj, _DELIVERY_FIELDS, what)
+    d = _DELIVERY.check(obj, what)
     try:
         status = DeliveryStatus(d["status"])
     except ValueError:
@@ -169,28 +177,29 @@ def _delivery(obj: Any, what: str) -> Delivery:
 
 
 class _Spec:
-    """A section's fields (``spec``: name -> type or tuple of types, plus ``_OPTIONAL``
-    ones), compiled once per module-level table: every replicated record is checked here.
-    Types are matched exactly (msgpack decodes to exact builtins), so a bool is no int."""
+    """A section's fields, compiled once: ``spec`` (name -> type or tuple of types) and
+    ``optional`` fields a record may leave out. Types are matched exactly (msgpack decodes
+    to exact builtins), so a bool is no number; values are checked as ``_INT_MAX``,
+    ``_INT32_MAX`` and ``_TEXT`` say."""
 
     __slots__ = ("all_checks", "allowed", "checks", "names", "optional", "required")
 
-    def __init__(self, spec: dict[str, Any]):
-        def exact(t: Any) -> tuple[type, ...]:
-            return t if isinstance(t, tuple) else (t,)
+    def __init__(self, spec: dict[str, Any], optional: dict[str, Any] | None = None):
+        def compiled(name: str, t: Any) -> tuple[str, tuple[type, ...], int, bool]:
+            types = t if isinstance(t, tuple) else (t,)
+            return name, types, _INT32_MAX.get(name, _INT_MAX), name in _TEXT
 
         self.names = sorted(spec)
         self.required = frozenset(spec)
-        self.allowed = self.required | frozenset(_OPTIONAL)
-        self.checks = tuple((k, exact(t)) for k, t in spec.items())
-        self.optional = tuple(
-            (k, exact(t)) for k, (t, _d) in _OPTIONAL.items() if k not in spec
-        )  # fmt: skip
+        self.allowed = self.required | frozenset(optional or ())
+        self.checks = tuple(compiled(k, t) for k, t in spec.items())
+        self.optional = tuple(compiled(k, t) for k, t in (optional or {}).items())
         self.all_checks = self.checks + self.optional
 
     def check(self, obj: Any, what: str) -> dict[str, Any]:
-        """``obj`` if it is a map with exactly these fields of their types, else
-        ValueError naming ``what`` and the field."""
+        """``obj`` if it is a map with exactly these fields, each of its type and with a
+        value every store keeps (a NUL in free text replaced), else ValueError naming
+        ``what`` and the field."""
         if type(obj) is not dict:
             raise ValueError(f"{what}: expected fields {self.names}")
         keys = obj.keys()
@@ -201,22 +210,30 @@ class _Spec:
         else:
             if not self.required <= keys <= self.allowed:
                 raise ValueError(f"{what}: expected fields {self.names}")
-            checks = (*self.checks, *((k, t) for k, t in self.optional if k in obj))
-        for name, types in checks:
-            if type(obj[name]) not in types:
-                raise ValueError(f"{what}.{name}: wrong type {type(obj[name]).__name__}")
+            checks = self.checks + tuple(c for c in self.optional if c[0] in obj)
+        for name, types, most, text in checks:
+            v = obj[name]
+            t = type(v)
+            if t not in types:
+                raise ValueError(f"{what}.{name}: wrong type {t.__name__}")
+            if t is str:
+                if "\x00" in v:
+                    if not text:
+                        raise ValueError(f"{what}.{name}: holds a NUL character")
+                    obj[name] = storable_text(v)
+            elif t is int:
+                if not 0 <= v <= most:
+                    raise ValueError(f"{what}.{name}: outside 0..{most}")
+            elif t is float and not math.isfinite(v):
+                raise ValueError(f"{what}.{name}: not a finite number")
         return obj
 
 
-_SPECS: dict[int, _Spec] = {}
-
-
-def _fields(obj: Any, spec: dict[str, Any], what: str) -> dict[str, Any]:
-    """``_Spec(spec).check(obj, what)``, with ``spec``'s compiled form kept."""
-    compiled = _SPECS.get(id(spec))
-    if compiled is None:
-        compiled = _SPECS[id(spec)] = _Spec(spec)
-    return compiled.check(obj, what)
+_EVENT = _Spec(_EVENT_FIELDS, _OPTIONAL)
+_DELIVERY = _Spec(_DELIVERY_FIELDS, _OPTIONAL)
+_ATTEMPT = _Spec(_ATTEMPT_FIELDS, _ATTEMPT_OPTIONAL)
+_IDEMPOTENCY = _Spec(_IDEMPOTENCY_FIELDS)
+_AUDIT = _Spec(_AUDIT_SPEC)
 
 
 def decode_body(kind: str, body: bytes) -> Decoded:
@@ -240,9 +257,9 @@ def decode_body(kind: str, body: bytes) -> Decoded:
     if kind not in obj:
         raise ValueError(f"kind {kind!r} but no {kind!r} section")
     out = Decoded()
-    reg = obj.get("registry")
-    if reg is not None:
-        if not isinstance(reg, dict):
+    if "registry" in obj:
+        reg = obj["registry"]
+        if type(reg) is not dict:
             raise ValueError("registry: must be a map")
         for key, data in reg.items():
             cls = key_type(key) if isinstance(key, str) else None
@@ -256,35 +273,32 @@ def decode_body(kind: str, body: bytes) -> Decoded:
                 raise ValueError(f"registry.{key}: {exc}") from None
             if not isinstance(state, cls):
                 raise ValueError(f"registry.{key}: holds {type(state).__name__}")
+            if cls is ORSet and not all(
+                type(e) is str and "\x00" not in e for e in state.elements()
+            ):  # every set of the registry holds ids or event types (core.registry)
+                raise ValueError(f"registry.{key}: holds an element that is not an id")
             out.registry[key] = state
     if "event" in obj:
-        ev = _fields(obj["event"], _EVENT_FIELDS, "event")
-        out.event = Event(**ev)
+        out.event = Event(**_EVENT.check(obj["event"], "event"))
     if "delivery" in obj:
         out.delivery = _delivery(obj["delivery"], "delivery")
     if "deliveries" in obj:
         rows = obj["deliveries"]
-        if not isinstance(rows, list) or len(rows) > _MAX_FANOUT:
+        if type(rows) is not list or len(rows) > _MAX_FANOUT:
             raise ValueError(f"deliveries: must be a list of at most {_MAX_FANOUT}")
         out.deliveries = [_delivery(r, f"deliveries[{i}]") for i, r in enumerate(rows)]
     if "attempt" in obj:
-        a = obj["attempt"]
-        if not isinstance(a, dict) or not (
-            set(_ATTEMPT_FIELDS) <= set(a) <= set(_ATTEMPT_FIELDS) | set(_ATTEMPT_OPTIONAL)
-        ):
-            raise ValueError(f"attempt: expected fields {sorted(_ATTEMPT_FIELDS)}")
-        full = len(a) == len(_ATTEMPT_WITH_OPTIONAL)  # (one optional field so far)
-        _fields(a, _ATTEMPT_WITH_OPTIONAL if full else _ATTEMPT_FIELDS, "attempt")
+        a = _ATTEMPT.check(obj["attempt"], "attempt")
         if len(a.get("request_headers", "").encode()) > REQUEST_HEADERS_MAX_BYTES:
             raise ValueError(
                 f"attempt.request_headers: longer than {REQUEST_HEADERS_MAX_BYTES} bytes"
             )
         out.attempt = Attempt(**{**a, "latency_ms": float(a["latency_ms"])})
     if "idempotency" in obj:
-        i = _fields(obj["idempotency"], _IDEMPOTENCY_FIELDS, "idempotency")
+        i = _IDEMPOTENCY.check(obj["idempotency"], "idempotency")
         out.idempotency = tuple(i[k] for k in _IDEMPOTENCY_FIELDS)  # type: ignore[assignment]
     if "audit" in obj:
-        au = _fields(obj["audit"], _AUDIT_SPEC, "audit")
+        au = _AUDIT.check(obj["audit"], "audit")
         for k in AUDIT_FIELDS:
             if len(au[k]) > AUDIT_MAX_CHARS:
                 raise ValueError(f"audit.{k}: longer than {AUDIT_MAX_CHARS} characters")

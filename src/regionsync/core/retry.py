@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .model import Attempt, Delivery, DeliveryStatus
+from .model import Attempt, Delivery, DeliveryStatus, storable_text
 
 __all__ = [
     "DEADLINE_S",
@@ -111,8 +111,11 @@ def attempt_row(
 ) -> Attempt:
     """The attempt log row of try ``n`` of ``d`` at ``now_ms`` in ``region``;
     ``request_headers``: what the request sent, as ``core.envelope.recorded_headers``
-    renders it."""
+    renders it. Free text (the error, the response's excerpt and head) is made
+    ``storable_text``."""
     error = None if outcome.kind is OutcomeKind.SUCCEEDED else outcome.reason
+    if error is not None:
+        error = storable_text(error)
     return Attempt(
         owner_gen=d.owner_gen,
         endpoint_id=d.endpoint_id,
@@ -124,7 +127,7 @@ def attempt_row(
         status_code=outcome.status_code,
         latency_ms=round(outcome.latency_ms, 3),
         error=error,
-        response_excerpt=outcome.response_excerpt,
-        response_headers=outcome.response_headers,
-        request_headers=request_headers,
+        response_excerpt=storable_text(outcome.response_excerpt),
+        response_headers=storable_text(outcome.response_headers),
+        request_headers=storable_text(request_headers),
     )

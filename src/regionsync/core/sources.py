@@ -28,7 +28,7 @@ from ..errors import BadRequest, Unauthorized, Unprocessable, UnsupportedMediaTy
 from .jsontext import decode_utf8, loads
 from .numtext import parse_uint
 from .signing import parse_secret
-from .validate import EVENT_TYPE_RE
+from .validate import EVENT_TYPE_RE, check_text
 
 __all__ = [
     "KINDS",
@@ -228,14 +228,10 @@ def _event_type(src: SourceConfig, headers: Mapping[str, str], payload: Any) -> 
 
 
 def _delivery_id(value: Any, field: str) -> str:
-    """A sender's delivery id: 1..256 characters that UTF-8 can encode."""
-    if not isinstance(value, str) or not 1 <= len(value) <= 256:
-        raise Unprocessable("must be a string of 1..256 characters", field=field)
-    try:
-        value.encode()
-    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
-        raise Unprocessable("must not hold a lone surrogate", field=field) from None
-    return value
+    """A sender's delivery id: 1..256 characters, none of them a control, format or
+    surrogate character (``check_text``: a NUL, which no store keeps, or a lone surrogate
+    from a JSON escape, which UTF-8 cannot encode)."""
+    return check_text(value, field, 256, 1)
 
 
 def _within(ts: str, now_s: int, tolerance_s: int, field: str) -> int:

@@ -76,8 +76,10 @@ class Replica:
         the write lock is taken: the lock is held for no I/O (issue 17); what was
         submitted meanwhile comes from ``WritePath.unsettled``."""
         rejected: list[MalformedRecord] = []
-        pre = {(r.origin, r.seq): _decode(r) for r in self._next_in_order(records)}
-        ids = [i for dec in pre.values() if not isinstance(dec, str) for i in dec.delivery_ids()]
+        # keyed by the record object (kept alive here, so its id is unique): under the
+        # lock, the held copy of an (origin, seq) may be another one, from a concurrent call
+        pre = {id(r): (r, _decode(r)) for r in self._next_in_order(records)}
+        ids = [i for _r, d in pre.values() if not isinstance(d, str) for i in d.delivery_ids()]
         async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:
                 stored = read.current()
@@ -97,7 +99,8 @@ class Replica:
                 for origin in sorted(touched):
                     held = self.held[origin]
                     while (r := held.get(vv.get(origin, 0) + 1)) is not None:
-                        dec = pre.get((r.origin, r.seq))
+                        got = pre.get(id(r))
+                        dec = None if got is None else got[1]
                         if dec is None:  # reached through records held meanwhile: rare
                             dec = _decode(r)
                             if not isinstance(dec, str) and (more := dec.delivery_ids()):

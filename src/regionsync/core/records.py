@@ -274,7 +274,7 @@ def decode_body(kind: str, body: bytes) -> Decoded:
             if not isinstance(state, cls):
                 raise ValueError(f"registry.{key}: holds {type(state).__name__}")
             if cls is ORSet and not all(
-                type(e) is str and "\x00" not in e for e in state.elements()
+                type(e) is str and "\x00" not in e for e in state.entries
             ):  # every set of the registry holds ids or event types (core.registry)
                 raise ValueError(f"registry.{key}: holds an element that is not an id")
             out.registry[key] = state

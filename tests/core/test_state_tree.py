@@ -5,10 +5,12 @@ replicated tree (local items counted as ``b""``)."""
 
 from __future__ import annotations
 
+import hashlib
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regionsync.core.hashtree import HashTree, StateTree, children
+from regionsync.core.hashtree import StateTree, children
 
 IDENTS = [f"{k}/{i}" for k in ("r", "e", "d") for i in range(4)]  # few: items are often replaced
 
@@ -31,11 +33,31 @@ def buckets(depth: int) -> list[str]:
     return out
 
 
-def from_scratch(items: dict[str, tuple[bytes, bool]], depth: int) -> tuple[HashTree, HashTree]:
-    full, replicated = HashTree(depth), HashTree(depth)
-    for ident, (data, local) in items.items():
-        full.put(ident, data)
-        replicated.put(ident, b"" if local else data)
+class Oracle:
+    """Bucket hashes and counts computed straight from the module docstring's rule over
+    the whole item set (no incremental state): XOR of ``sha256(ident NUL bytes)`` of the
+    items whose ``sha256(ident)`` hex digits start with the bucket."""
+
+    def __init__(self, items: dict[str, bytes]):
+        self.items = items
+
+    def _in(self, prefix: str) -> list[str]:
+        return [i for i in self.items if hashlib.sha256(i.encode()).hexdigest().startswith(prefix)]
+
+    def hash(self, prefix: str) -> bytes:
+        members = self._in(prefix)
+        acc = 0
+        for i in members:
+            acc ^= int.from_bytes(hashlib.sha256(i.encode() + b"\0" + self.items[i]).digest())
+        return acc.to_bytes(32, "big") if members else b""
+
+    def count(self, prefix: str) -> int:
+        return len(self._in(prefix))
+
+
+def from_scratch(items: dict[str, tuple[bytes, bool]]) -> tuple[Oracle, Oracle]:
+    full = Oracle({i: d for i, (d, _) in items.items()})
+    replicated = Oracle({i: b"" if local else d for i, (d, local) in items.items()})
     return full, replicated
 
 
@@ -51,13 +73,44 @@ def test_incremental_tree_equals_a_rebuild(ops, depth) -> None:
         else:
             tree.discard(ident)
             items.pop(ident, None)
-    full, replicated = from_scratch(items, depth)
+    full, replicated = from_scratch(items)
     assert len(tree) == len(items)
     for b in buckets(depth):
         assert tree.hash(b) == full.hash(b), b
         assert tree.count(b) == full.count(b), b
     assert tree.idents(children("")) == sorted(items)
     assert tree.replicated_root() == replicated.hash("")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    batches=st.lists(st.lists(op, max_size=30), max_size=8),
+    depth=st.integers(1, 2),
+)
+def test_changes_applied_in_batches_equal_one_by_one(batches, depth) -> None:
+    """A commit's changes go in one ``apply`` (bucket deltas summed per bucket first):
+    the same tree as putting and discarding them one at a time, items repeated within a
+    batch included (the last change wins)."""
+    batched, single = StateTree(depth), StateTree(depth)
+    items: dict[str, tuple[bytes, bool]] = {}
+    for batch in batches:
+        changes = [(i, d if k == "put" else None, loc) for k, i, d, loc in batch]
+        batched.apply(changes)
+        for kind, ident, data, local in batch:
+            if kind == "put":
+                single.put(ident, data, local=local)
+                items[ident] = (data, local)
+            else:
+                single.discard(ident)
+                items.pop(ident, None)
+    full, replicated = from_scratch(items)
+    for b in buckets(depth):
+        assert (batched.hash(b), batched.count(b)) == (full.hash(b), full.count(b)), b
+        assert (single.hash(b), single.count(b)) == (full.hash(b), full.count(b)), b
+    assert batched.replicated_root() == replicated.hash("")
+    assert batched.idents(children("")) == single.idents(children(""))
+    assert batched.replicated_root() == single.replicated_root()
+    assert batched._local == single._local
 
 
 def test_local_items_differ_only_in_the_replicated_root() -> None:

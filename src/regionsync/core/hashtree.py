@@ -18,15 +18,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["HEX", "HashTree", "StateTree", "children", "position"]
+__all__ = ["HEX", "HashTree", "StateTree", "children"]
 
 HEX = "0123456789abcdef"
 _ABSENT = object()
-
-
-def position(ident: str) -> str:
-    """The item's place in the tree: sha256 of ``ident`` as 64 lower-case hex digits."""
-    return hashlib.sha256(ident.encode()).hexdigest()
 
 
 def children(prefix: str) -> list[str]:
@@ -59,49 +54,74 @@ class HashTree:
 
     def put(self, ident: str, data: bytes) -> None:
         """Add item ``ident`` with bytes ``data``, or replace its bytes."""
-        self._put(ident, _digest(ident, data), not data)
+        self._change([(ident, data)])
 
     def discard(self, ident: str) -> None:
         """Remove item ``ident`` if present."""
-        self._pop(ident)
+        self._change([(ident, None)])
 
-    def _pop(self, ident: str) -> int | None:
-        """Remove item ``ident``; its digest, or None if it was absent."""
-        pos = position(ident)
-        leaf = self._leaves.get(pos[: self.depth])
-        if leaf is None or ident not in leaf:
-            return None
-        kept = leaf.pop(ident)
-        if not leaf:
-            del self._leaves[pos[: self.depth]]
-        old = _digest(ident, b"") if kept is None else kept
-        self._update(pos, old, -1)
-        return old
+    def _change(self, changes: list[tuple[str, bytes | None]]) -> list[tuple[int | None, int]]:
+        """Apply ``(ident, data)`` changes in order (``data`` None: remove the item);
+        per change ``(old, new)``: the item's digest before (None if it was absent) and
+        after (0 once removed).
 
-    def _put(self, ident: str, digest: int, empty: bool = False) -> int | None:
-        """Set item ``ident``'s digest (``empty``: of ``b""``, kept as None: an event's
-        digest follows from its ident, which saves an int per event); its previous
-        digest, or None if it was absent."""
-        pos = position(ident)
-        leaf = self._leaves.setdefault(pos[: self.depth], {})
-        kept = leaf.get(ident, _ABSENT)
-        old = None if kept is _ABSENT else _digest(ident, b"") if kept is None else kept
-        if old != digest:
-            leaf[ident] = None if empty else digest
-            self._update(pos, digest ^ (old or 0), 0 if old is not None else 1)
-        return old
-
-    def _update(self, pos: str, delta: int, count: int) -> None:
-        for level, buckets in enumerate(self._levels):
-            prefix = pos[:level]
-            entry = buckets.get(prefix)
-            if entry is None:  # a new bucket: only an added item (count 1) makes one
-                buckets[prefix] = [delta, count]
-                continue
-            entry[0] ^= delta
-            entry[1] += count
-            if entry[1] == 0:
-                del buckets[prefix]
+        Each item's leaf is updated at once; the XOR and count deltas of the buckets
+        above are summed per bucket first, so a batch of n items touches each bucket on
+        their paths once instead of n times (``depth + 1`` updates per item alone)."""
+        depth, leaves = self.depth, self._leaves
+        sha256 = hashlib.sha256
+        acc: dict[str, list[int]] = {}  # leaf bucket -> [XOR delta, count delta]
+        out: list[tuple[int | None, int]] = []
+        for ident, data in changes:
+            raw = ident.encode()
+            lp = sha256(raw).hexdigest()[:depth]
+            leaf = leaves.get(lp)
+            kept = _ABSENT if leaf is None else leaf.get(ident, _ABSENT)
+            old = None if kept is _ABSENT else _digest(ident, b"") if kept is None else kept
+            if data is None:
+                out.append((old, 0))
+                if old is None:
+                    continue
+                del leaf[ident]  # type: ignore[index]
+                if not leaf:
+                    del leaves[lp]
+                delta, count = old, -1
+            else:
+                new = int.from_bytes(sha256(raw + b"\0" + data).digest(), "big")
+                out.append((old, new))
+                if old == new:
+                    continue
+                if leaf is None:
+                    leaf = leaves[lp] = {}
+                leaf[ident] = None if not data else new
+                delta, count = new ^ (old or 0), 0 if old is not None else 1
+            entry = acc.get(lp)
+            if entry is None:
+                acc[lp] = [delta, count]
+            else:
+                entry[0] ^= delta
+                entry[1] += count
+        for buckets in reversed(self._levels):
+            up: dict[str, list[int]] = {}
+            for prefix, (delta, count) in acc.items():
+                entry = buckets.get(prefix)
+                if entry is None:
+                    if count:  # a new bucket: only added items make one
+                        buckets[prefix] = [delta, count]
+                else:
+                    entry[0] ^= delta
+                    entry[1] += count
+                    if entry[1] == 0:
+                        del buckets[prefix]
+                if prefix:
+                    parent = up.get(prefix[:-1])
+                    if parent is None:
+                        up[prefix[:-1]] = [delta, count]
+                    else:
+                        parent[0] ^= delta
+                        parent[1] += count
+            acc = up
+        return out
 
     def hash(self, prefix: str) -> bytes:
         """32-byte hash of bucket ``prefix`` (at most ``depth`` digits); b"" if empty."""
@@ -136,9 +156,9 @@ class StateTree(HashTree):
     knows). Both equal a tree built from scratch over the same items (the property test in
     tests/core/test_state_tree.py), so roots and bucket hashes are what a rebuild gave.
 
-    Cost per ``put``/``discard``: one or two sha256 and ``depth + 1`` XORs (every level on
-    the item's path is updated at once; an XOR update costs less than marking the path
-    dirty). Memory: ``HashTree``'s, plus one set entry per local item.
+    Cost per changed item: two sha256, its leaf, and the buckets above it shared with the
+    other items of the same ``apply`` (at most ``depth + 1`` XORs each). Memory:
+    ``HashTree``'s, plus one set entry per local item.
     """
 
     def __init__(self, depth: int = 4):
@@ -149,23 +169,30 @@ class StateTree(HashTree):
     def put(self, ident: str, data: bytes, local: bool = False) -> None:
         """Add item ``ident`` with bytes ``data`` or replace them; ``local``: in the
         replicated tree it counts as ``b""``."""
-        digest = _digest(ident, data)
-        old = self._put(ident, digest, not data)
-        if old is not None:
-            self._root ^= _digest(ident, b"") if ident in self._local else old
-        if local:
-            self._root ^= digest if not data else _digest(ident, b"")
-            self._local.add(ident)
-        else:
-            self._root ^= digest
-            self._local.discard(ident)
+        self.apply([(ident, data, local)])
 
     def discard(self, ident: str) -> None:
         """Remove item ``ident`` if present."""
-        old = self._pop(ident)
-        if old is not None:
-            self._root ^= _digest(ident, b"") if ident in self._local else old
-            self._local.discard(ident)
+        self.apply([(ident, None, False)])
+
+    def apply(self, changes: list[tuple[str, bytes | None, bool]]) -> None:
+        """Apply ``(ident, data, local)`` changes in order, as ``put`` (``data`` bytes)
+        or ``discard`` (``data`` None) one by one would; a commit's changes in one call
+        share the bucket updates above their leaves (``HashTree._change``)."""
+        root, loc = self._root, self._local
+        olds = self._change([(ident, data) for ident, data, _ in changes])
+        for (ident, data, local), (old, new) in zip(changes, olds, strict=True):
+            if old is not None:
+                root ^= _digest(ident, b"") if ident in loc else old
+            if data is None:
+                loc.discard(ident)
+            elif local:
+                root ^= new if not data else _digest(ident, b"")
+                loc.add(ident)
+            else:
+                root ^= new
+                loc.discard(ident)
+        self._root = root
 
     def replicated_root(self) -> bytes:
         """Root hash of the replicated tree (32 bytes; b"" when there are no items)."""

@@ -30,6 +30,11 @@ log = logging.getLogger("regionsync.node")
 _PAGE = 10_000  # items read from the store at once while a tree is built
 
 
+def _delivery_change(d: Delivery) -> tuple[str, bytes, bool]:
+    """A delivery's tree item: its canonical bytes, local until final (``StateTree``)."""
+    return "d/" + d.id, encode_body(delivery=d), not d.status.final
+
+
 class AntiEntropy:
     """State tree, items and state merges of one node. ``counters``: the node's shared
     counter table (``state_rejected``, ``anti_entropy_items``)."""
@@ -68,22 +73,18 @@ class AntiEntropy:
             self._apply(self.tree, batch)
 
     def _apply(self, tree: StateTree, batch: WriteBatch) -> None:
-        for key, data in batch.registry.items():
-            self._put_registry(tree, key, data)
-        for event in batch.events:
-            tree.put("e/" + event.id, b"")
-        for d in batch.deliveries:
-            tree.put("d/" + d.id, encode_body(delivery=d), local=not d.status.final)
+        changes = [self._registry_change(k, v) for k, v in batch.registry.items()]
+        changes += [("e/" + e.id, b"", False) for e in batch.events]
+        changes += [_delivery_change(d) for d in batch.deliveries]
+        tree.apply(changes)
 
-    def _put_registry(self, tree: StateTree, key: str, data: bytes) -> None:
+    def _registry_change(self, key: str, data: bytes) -> tuple[str, bytes | None, bool]:
         cls = key_type(key)
         empty = self._empty.get(cls)
         if empty is None and cls is not None:
             empty = self._empty[cls] = cls.empty().to_bytes()
-        if data == empty:
-            tree.discard("r/" + key)  # as ``Registry.states`` leaves empty states out
-        else:
-            tree.put("r/" + key, data)
+        # an empty state leaves the tree, as ``Registry.states`` leaves it out
+        return "r/" + key, None if data == empty else data, False
 
     async def state_tree(self) -> StateTree:
         """The hash tree (core.hashtree.StateTree) over this node's durable state: every
@@ -107,18 +108,16 @@ class AntiEntropy:
         self._pending.append(pending)
         try:
             tree = StateTree(self.settings.replication.tree_depth)
-            for key, state in self.catalog.registry.states().items():  # non-empty ones
-                tree.put("r/" + key, state.to_bytes())
+            states = self.catalog.registry.states()  # the non-empty ones
+            tree.apply([("r/" + key, state.to_bytes(), False) for key, state in states.items()])
             after = ""  # a page at a time: memory bounded by the page, not the store
             while ids := await self.store.list_event_ids(after, _PAGE):
-                for event_id in ids:
-                    tree.put("e/" + event_id, b"")
+                tree.apply([("e/" + event_id, b"", False) for event_id in ids])
                 after = ids[-1]
                 await asyncio.sleep(0)  # a long build must not stall the node
             after = ""
             while page := await self.store.load_deliveries(after, _PAGE):
-                for d in page:
-                    tree.put("d/" + d.id, encode_body(delivery=d), local=not d.status.final)
+                tree.apply([_delivery_change(d) for d in page])
                 after = page[-1].id
                 await asyncio.sleep(0)
             for batch in pending:  # in commit order: the last state of an item wins

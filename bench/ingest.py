@@ -9,6 +9,7 @@ CPU per second: 1.0 is one core busy), the throughput ratio (goal >= 0.5x) and t
 p99 paced at half of its own closed-loop rate of the same run (goal <= 10 ms).
 
     .venv/bin/python bench/ingest.py [--seconds 5] [--connections 64 256]
+                                     [--payload small|github] [--pin]
 """
 
 from __future__ import annotations
@@ -31,9 +32,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from delivery_rate import Profiler, cpu_seconds  # noqa: E402
 
-BODY = json.dumps(
-    {"event_type": "order.created", "payload": {"id": "ord_1", "items": ["x"] * 50, "n": 1}}
-).encode()
+GITHUB = ROOT / "bench/data/github-team.created.json"  # 2,099 bytes (bench/data/NOTICE)
+BODIES = {
+    # a synthetic 328-byte body (issue 5's runs and issue 17's tables up to 2026-12-01)
+    "small": json.dumps(
+        {"event_type": "order.created", "payload": {"id": "ord_1", "items": ["x"] * 50, "n": 1}}
+    ).encode(),
+    # issue 17's method: a real 2 KB GitHub payload
+    "github": b'{"event_type":"team.created","payload":' + GITHUB.read_bytes() + b"}",
+}
+BODY = BODIES["small"]
+# --pin (issue 17's method): the load generator on core 0, the server on core 1
+CLIENT_CPUS: list[str] = []
+SERVER_CPUS: list[str] = []
 
 BARE_APP = """
 import json
@@ -64,8 +75,8 @@ def wait_ready(url: str) -> None:
 def load(url: str, seconds: float, connections: int, rate: float | None = None) -> dict:
     with tempfile.NamedTemporaryFile(delete=False) as f:
         f.write(BODY)
-    cmd = [sys.executable, str(ROOT / "bench/loadgen.py"), url, "--seconds", str(seconds),
-           "--connections", str(connections), "--body", f.name]  # fmt: skip
+    cmd = [*CLIENT_CPUS, sys.executable, str(ROOT / "bench/loadgen.py"), url, "--seconds",
+           str(seconds), "--connections", str(connections), "--body", f.name]  # fmt: skip
     if rate:
         cmd += ["--rate", str(rate)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -78,8 +89,8 @@ def bare(seconds: float, connections: int) -> dict:
     (tmp / "bare_app.py").write_text(BARE_APP)
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--loop",
-         "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning"],
+        [*SERVER_CPUS, sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port),
+         "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning"],
         cwd=tmp,
     )  # fmt: skip
     try:
@@ -149,8 +160,9 @@ def node(
         f'store = "{store}"\n[ingest]\ncommit_linger_ms = {linger_ms}\n'
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regionsync.cli", "serve", "--config", str(tmp / "node.toml")]
-    )
+        [*SERVER_CPUS, sys.executable, "-m", "regionsync.cli", "serve", "--config",
+         str(tmp / "node.toml")]
+    )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
         wait_ready(base + "/readyz")
@@ -182,9 +194,17 @@ def main() -> None:
                     help="connection counts to compare (each runs bare and node)")  # fmt: skip
     ap.add_argument("--linger-ms", type=float, nargs="*", default=[0.0],
                     help="group commit linger values to compare (ms)")  # fmt: skip
+    ap.add_argument("--payload", choices=sorted(BODIES), default="small",
+                    help="publish body: 328 synthetic bytes or a 2 KB GitHub payload")  # fmt: skip
+    ap.add_argument("--pin", action="store_true",
+                    help="load generator on core 0, server on core 1 (taskset)")  # fmt: skip
     ap.add_argument("--profile", type=Path,
                     help="py-spy table of the node's closed loop (first count)")  # fmt: skip
     args = ap.parse_args()
+    global BODY
+    BODY = BODIES[args.payload]
+    if args.pin:
+        CLIENT_CPUS[:], SERVER_CPUS[:] = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
     for i, connections in enumerate(args.connections):
         run(args, connections, args.profile if i == 0 else None)
 

@@ -2,9 +2,8 @@
 not by data): time to serving, resident memory, and bytes on disk per event.
 
 Builds ``<tmp>/bench-1.db`` through the Store API in big batches: N events of a real ~2 KB
-GitHub payload (``team.created`` from ../shared/datasets/github-webhooks when present,
-else a generated 2 KB JSON document), one delivery each (99 % delivered, 1 % dead), an
-Idempotency-Key each, and each event's replication log record as the node writes it
+GitHub payload (``team.created``, bench/data/), one delivery each (99 % delivered, 1 %
+dead), an Idempotency-Key each, and each event's replication log record as the node writes it
 (event and deliveries, core.records), which log truncation deletes after each batch (a
 50th of N, at most 20,000), as a node does once every peer acked (the freed pages are
 reused by the next batch). Then starts ``regionsync serve`` over it in its own process
@@ -29,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import os
 import shutil
 import sqlite3
@@ -50,14 +48,11 @@ REGION = "bench-1"
 ACTOR = f"{REGION}:1"
 BATCH = 20_000
 GOAL_READY_S, GOAL_RSS_MB, GOAL_DISK_RATIO = 10.0, 500.0, 2.0
-SAMPLE = Path(__file__).resolve().parents[2] / "shared/datasets/github-webhooks/team.created.json"
+SAMPLE = Path(__file__).resolve().parent / "data/github-team.created.json"  # data/NOTICE
 
 
 def payload() -> bytes:
-    if SAMPLE.exists():
-        return json.dumps(json.loads(SAMPLE.read_bytes()), separators=(",", ":")).encode()
-    doc = {"action": "created", "items": [{"id": i, "name": f"item-{i:04d}"} for i in range(70)]}
-    return json.dumps(doc, separators=(",", ":")).encode()[:2000].rsplit(b",", 1)[0] + b"]}"
+    return SAMPLE.read_bytes()  # minified, 2,099 bytes
 
 
 def status_kb(pid: int, field: str) -> int:

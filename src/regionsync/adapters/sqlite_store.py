@@ -52,8 +52,8 @@ T = TypeVar("T")
 # A rowid table, not WITHOUT ROWID: a record carries its event's payload (2-3 KB for a
 # GitHub webhook), and a WITHOUT ROWID table keeps whole rows in its b-tree, which SQLite
 # advises only for rows under about 1/20 of a page ("The WITHOUT ROWID Optimization",
-# section 4). Measured with 2.7 KB bodies: 26-41 us of CPU per inserted row against
-# 12-16 us as a rowid table (bench/README.md, "Log rows", issue 17).
+# section 4). With a 2,099-byte GitHub payload: 24.7 us of CPU per inserted row against
+# 8.7 us as a rowid table (bench/log_rows.py, issue 17).
 _LOG_COLUMNS = """
   origin TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL,
   hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, PRIMARY KEY(origin, seq)

@@ -83,8 +83,16 @@ async def test_endpoint_disabled_reaches_the_operations_endpoint_signed(
     assert body["region"] == US and body["tenant"] == "acme"
     assert body["endpoint"] == gone["id"] and body["trigger"] == "gone"
     assert body["at"].endswith("Z")
-    ep = await expect(client, "GET", f"{eu}/v1/tenants/acme/endpoints/{gone['id']}", 200)
+    # the region that disabled it shows it at once; another region once the registry
+    # change has replicated (it races the operational webhook's delivery)
+    ep = await expect(client, "GET", f"{us}/v1/tenants/acme/endpoints/{gone['id']}", 200)
     assert ep["state"] == "disabled"
+
+    async def disabled_in_eu() -> bool:
+        ep = await expect(client, "GET", f"{eu}/v1/tenants/acme/endpoints/{gone['id']}", 200)
+        return ep["state"] == "disabled"
+
+    await eventually(disabled_in_eu)
 
     # a further event to the disabled endpoint is skipped: no second endpoint.disabled
     second = await expect(client, "POST", f"{us}/v1/tenants/acme/events", 202,

@@ -61,11 +61,8 @@ def from_scratch(items: dict[str, tuple[bytes, bool]]) -> tuple[Oracle, Oracle]:
     return full, replicated
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(ops=st.lists(op, max_size=120), depth=st.integers(1, 2))
-def test_incremental_tree_equals_a_rebuild(ops, depth) -> None:
-    tree = StateTree(depth)
-    items: dict[str, tuple[bytes, bool]] = {}
+def one_by_one(tree: StateTree, items: dict[str, tuple[bytes, bool]], ops: list) -> None:
+    """``ops`` as single ``put``/``discard`` calls on ``tree``; ``items`` follows them."""
     for kind, ident, data, local in ops:
         if kind == "put":
             tree.put(ident, data, local=local)
@@ -73,13 +70,26 @@ def test_incremental_tree_equals_a_rebuild(ops, depth) -> None:
         else:
             tree.discard(ident)
             items.pop(ident, None)
+
+
+def assert_equals_a_rebuild(tree: StateTree, items: dict[str, tuple[bytes, bool]]) -> None:
+    """Every bucket's hash and count, the idents and the replicated root of ``tree`` are
+    those of the oracle over ``items``."""
     full, replicated = from_scratch(items)
     assert len(tree) == len(items)
-    for b in buckets(depth):
-        assert tree.hash(b) == full.hash(b), b
-        assert tree.count(b) == full.count(b), b
+    for b in buckets(tree.depth):
+        assert (tree.hash(b), tree.count(b)) == (full.hash(b), full.count(b)), b
     assert tree.idents(children("")) == sorted(items)
     assert tree.replicated_root() == replicated.hash("")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(ops=st.lists(op, max_size=120), depth=st.integers(1, 2))
+def test_incremental_tree_equals_a_rebuild(ops, depth) -> None:
+    tree = StateTree(depth)
+    items: dict[str, tuple[bytes, bool]] = {}
+    one_by_one(tree, items, ops)
+    assert_equals_a_rebuild(tree, items)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -94,22 +104,10 @@ def test_changes_applied_in_batches_equal_one_by_one(batches, depth) -> None:
     batched, single = StateTree(depth), StateTree(depth)
     items: dict[str, tuple[bytes, bool]] = {}
     for batch in batches:
-        changes = [(i, d if k == "put" else None, loc) for k, i, d, loc in batch]
-        batched.apply(changes)
-        for kind, ident, data, local in batch:
-            if kind == "put":
-                single.put(ident, data, local=local)
-                items[ident] = (data, local)
-            else:
-                single.discard(ident)
-                items.pop(ident, None)
-    full, replicated = from_scratch(items)
-    for b in buckets(depth):
-        assert (batched.hash(b), batched.count(b)) == (full.hash(b), full.count(b)), b
-        assert (single.hash(b), single.count(b)) == (full.hash(b), full.count(b)), b
-    assert batched.replicated_root() == replicated.hash("")
-    assert batched.idents(children("")) == single.idents(children(""))
-    assert batched.replicated_root() == single.replicated_root()
+        batched.apply([(i, d if k == "put" else None, loc) for k, i, d, loc in batch])
+        one_by_one(single, items, batch)
+    assert_equals_a_rebuild(batched, items)
+    assert_equals_a_rebuild(single, items)
     assert batched._local == single._local
 
 

@@ -23,8 +23,9 @@ import asyncio
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -232,6 +233,20 @@ END;
 """
 
 
+@contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction on ``db`` (autocommit mode): BEGIN IMMEDIATE, COMMIT when the
+    block ends, ROLLBACK if it raises (the exception goes on)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
 def _log_as_rowid_table(db: sqlite3.Connection) -> None:
     """Rebuild the log of a file written before it became a rowid table (``_LOG_COLUMNS``)
     as one: its records copied, in one transaction (about 8 s per 100,000 records of
@@ -239,8 +254,7 @@ def _log_as_rowid_table(db: sqlite3.Connection) -> None:
     (sql,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = 'log'").fetchone()
     if "WITHOUT ROWID" not in sql.upper():
         return
-    try:
-        db.execute("BEGIN IMMEDIATE")
+    with _immediate(db):
         db.execute(f"CREATE TABLE log_rowid({_LOG_COLUMNS})")
         db.execute(
             "INSERT INTO log_rowid(origin, seq, kind, body, hlc_wall, hlc_logical) "
@@ -248,11 +262,6 @@ def _log_as_rowid_table(db: sqlite3.Connection) -> None:
         )
         db.execute("DROP TABLE log")
         db.execute("ALTER TABLE log_rowid RENAME TO log")
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
 
 
 class _Blobs:
@@ -396,30 +405,16 @@ class SqliteStore:
             return
         log.warning("sealing %d registry rows and %d log records", len(regs), len(logs))
         db.execute("PRAGMA secure_delete=ON")
-        try:
-            db.execute("BEGIN IMMEDIATE")
+        with _immediate(db):
             db.executemany("UPDATE registry SET state = ? WHERE key = ?", regs)
             db.executemany("UPDATE log SET body = ? WHERE origin = ? AND seq = ?", logs)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         db.execute("PRAGMA secure_delete=OFF")
 
     def _in_transaction(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        db = self.db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            n = db.executemany(sql, rows).rowcount
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return n
+        with _immediate(self.db):
+            return self.db.executemany(sql, rows).rowcount
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._run(
@@ -545,8 +540,7 @@ class SqliteStore:
         """Delete up to ``TRUNCATE_CHUNK`` of ``origin``'s oldest records with seq <=
         ``upto`` in one transaction; (deleted, whether none is left up to ``upto``)."""
         db = self.db
-        try:
-            db.execute("BEGIN IMMEDIATE")
+        with _immediate(db):
             row = db.execute(
                 "SELECT seq FROM log WHERE origin = ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
                 (origin, upto, TRUNCATE_CHUNK - 1),
@@ -558,11 +552,6 @@ class SqliteStore:
                 "ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq)",
                 (origin, top),
             )
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
         return n, top >= upto
 
     def _give_back_pages(self) -> bool:

@@ -59,6 +59,50 @@ async def publish(request):
 app = Starlette(routes=[Route("/v1/tenants/{t}/events", publish, methods=["POST"])])
 """
 
+# The least a durable publish must do, as a second reference: the bare handler plus one
+# SQLite group commit (one writer thread, WAL, synchronous=FULL, the node's page size)
+# of an id and the body before the 202; no event record, log record, deliveries, HLC,
+# idempotency, counters or telemetry. The node's ratio to it is the cost of those.
+FLOOR_APP = BARE_APP.replace(
+    "async def publish(request):\n    body = json.loads(await request.body())",
+    """import asyncio, itertools, sqlite3
+from concurrent.futures import ThreadPoolExecutor
+
+from regionsync.adapters.sqlite_store import PAGE_SIZE
+
+db = sqlite3.connect("floor.db", isolation_level=None, check_same_thread=False)
+db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA synchronous=FULL")
+db.execute("CREATE TABLE events(id TEXT PRIMARY KEY, body BLOB)")
+writer, queued, committing, ids = ThreadPoolExecutor(1), [], False, itertools.count()
+
+def commit(rows):
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany("INSERT INTO events VALUES (?, ?)", rows)
+    db.execute("COMMIT")
+
+async def group_commit():
+    global queued, committing
+    while queued:  # every body queued while a commit ran goes into the next one
+        batch, queued = queued, []
+        await asyncio.get_running_loop().run_in_executor(writer, commit, [r for r, _ in batch])
+        for _, done in batch:
+            done.set_result(None)
+    committing = False
+
+async def publish(request):
+    global committing
+    raw = await request.body()
+    body = json.loads(raw)
+    done = asyncio.get_running_loop().create_future()
+    queued.append(((f"evt_{next(ids)}", raw), done))
+    if not committing:
+        committing = True
+        asyncio.ensure_future(group_commit())
+    await done""",
+)
+
 
 def wait_ready(url: str) -> None:
     deadline = time.monotonic() + 30
@@ -84,9 +128,11 @@ def load(url: str, seconds: float, connections: int, rate: float | None = None) 
     return json.loads(out.strip().splitlines()[-1])
 
 
-def bare(seconds: float, connections: int) -> dict:
+def bare(seconds: float, connections: int, source: str = BARE_APP) -> dict:
+    """loadgen's closed-loop result against ``source`` (an app module: BARE_APP or
+    FLOOR_APP) under uvicorn with the node's HTTP settings, in its own process."""
     tmp = Path(tempfile.mkdtemp())
-    (tmp / "bare_app.py").write_text(BARE_APP)
+    (tmp / "bare_app.py").write_text(source)
     port = free_port()
     proc = subprocess.Popen(
         [*SERVER_CPUS, sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port),
@@ -218,6 +264,9 @@ def run(args: argparse.Namespace, connections: int, profile: Path | None) -> Non
     print("bare Starlette handler (parse JSON, 202, no storage):", json.dumps(base))
     print("bare SQLite commit of 64 rows here (WAL, synchronous=FULL):",
           json.dumps(disk_commit_ms()))  # fmt: skip
+    floor = bare(args.seconds, connections, FLOOR_APP)
+    print("durable floor (the bare handler + one SQLite group commit of the body, then 202):",
+          json.dumps(floor))  # fmt: skip
     runs = {}
     for linger in args.linger_ms:
         runs[linger] = node(args.seconds, connections, linger, profile)
@@ -233,6 +282,10 @@ def run(args: argparse.Namespace, connections: int, profile: Path | None) -> Non
         f"{base['rps']:.0f} -> ratio {ratio:.2f}x (goal >= 0.50x): "
         f"{'PASS' if ratio >= 0.5 else 'FAIL'}"
     )
+    if base["rps"] and floor["rps"]:
+        print(f"{connections} connections: durable floor {floor['rps']:.0f}/s = "
+              f"{floor['rps'] / base['rps']:.2f}x of bare; the node is "
+              f"{closed['rps'] / floor['rps']:.2f}x of the floor")  # fmt: skip
     ok = paced["p99_ms"] <= 10 and paced["rps"] >= 0.9 * closed["paced_at"]
     print(f"{connections} connections: p99 at half the node's max rate "
           f"({closed['paced_at']}/s): {paced['p99_ms']} ms at {paced['rps']} req/s "

@@ -1,12 +1,14 @@
 """Ingest benchmark: durable publishes/s and latency of one node vs a bare handler.
 
 In one run, on this machine: a bare Starlette app under the same uvicorn settings that
-parses the JSON body and answers 202 without storing (the baseline), then a regionsync
-node (SQLite, synchronous=FULL, group commit, no peers) answering 202 after the event
-is durable. Both are driven by bench/loadgen.py in its own process with the same
-connections. Prints each result, the node's CPU use during its closed loop (seconds of
-CPU per second: 1.0 is one core busy), the throughput ratio (goal >= 0.5x) and the node's
-p99 paced at half of its own closed-loop rate of the same run (goal <= 10 ms).
+parses the JSON body and answers 202 without storing (the baseline), the same handler
+answering only after one fsync'd SQLite group commit of the body (the durable floor),
+then a regionsync node (SQLite, synchronous=FULL, group commit, no peers) answering 202
+after the event is durable. All three are driven by bench/loadgen.py in its own process
+with the same connections. Prints each result, the node's CPU use during its closed loop
+(seconds of CPU per second: 1.0 is one core busy), the throughput ratio (goal >= 0.5x),
+the floor's ratio to the bare handler and the node's to the floor, and the node's p99
+paced at half of its own closed-loop rate of the same run (goal <= 10 ms).
 
     .venv/bin/python bench/ingest.py [--seconds 5] [--connections 64 256]
                                      [--payload small|github] [--pin]
@@ -130,7 +132,8 @@ def load(url: str, seconds: float, connections: int, rate: float | None = None) 
 
 def bare(seconds: float, connections: int, source: str = BARE_APP) -> dict:
     """loadgen's closed-loop result against ``source`` (an app module: BARE_APP or
-    FLOOR_APP) under uvicorn with the node's HTTP settings, in its own process."""
+    FLOOR_APP) under uvicorn (uvloop, httptools), in its own process, cwd a new
+    temporary directory."""
     tmp = Path(tempfile.mkdtemp())
     (tmp / "bare_app.py").write_text(source)
     port = free_port()

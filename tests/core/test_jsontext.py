@@ -68,6 +68,9 @@ def test_member_texts_are_exact() -> None:
         ('{"a": 1, "a": 2}', Unprocessable, "a"),
         ('{"a": 1, "p": {"x": 1e400}}', Unprocessable, "p"),
         ('{"a": 1, "p": NaN}', BadRequest, "body"),
+        ('{"a": 1, "p": [' + "9" * 5000 + "]}", Unprocessable, "p"),  # the strict rescan
+        ('{"a": 1, "p": [' + "9" * 5000 + ",]}", Unprocessable, "p"),  # range before syntax
+        ('{"a": 1, "p": [1,, ' + "9" * 5000 + "]}", BadRequest, "body"),  # syntax first
         ('{"a": [1], "p": ' + "[" * 65 + "]" * 65 + "}", Unprocessable, "p"),
         ('{"a": 1, "p": ' + "[" * 2000 + "]" * 2000 + "}", Unprocessable, "p"),
         ("[]", Unprocessable, "body"),
@@ -82,6 +85,13 @@ def test_loads_members_names_the_member(text: str, error: type[ClientError], fie
     with pytest.raises(error) as exc:
         loads_members(text)
     assert exc.value.field == field
+
+
+def test_integers_read_by_the_scanner_are_the_same_as_int() -> None:
+    # integers are read by the C scanner first, the strict decoder only after a refusal
+    text = "[-0, 0, 12345678901234567890, -98765432109876543210, " + "9" * 4300 + "]"
+    assert loads(text) == json.loads(text)
+    assert loads_members('{"n": ' + text + "}")[0]["n"] == json.loads(text)
 
 
 def test_embed_keeps_the_text_and_is_json() -> None:

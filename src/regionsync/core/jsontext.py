@@ -35,6 +35,7 @@ __all__ = ["MAX_DEPTH", "decode_utf8", "embed", "loads", "loads_members"]
 MAX_DEPTH = 64  # arrays/objects nested in one value; a scalar is depth 0, {} depth 1
 
 _WS = re.compile(r"[ \t\n\r]*")  # RFC 8259 section 2
+_WS_CHARS = " \t\n\r"
 # a string token (skipped whole) or a bracket; unrolled so it never backtracks
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 _ESCAPES = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.S)
@@ -82,6 +83,11 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_object, parse_float=_float, parse_int=_int, parse_constant=_constant
 )
+# The same without the integer hook, tried first: the C scanner then reads integers
+# itself. The one integer it refuses (more digits than sys.get_int_max_str_digits())
+# raises ValueError like a syntax error; the text is then scanned again by _DECODER,
+# which tells the two apart.
+_FAST = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_constant=_constant)
 
 
 def decode_utf8(raw: bytes, field: str = "body") -> str:
@@ -156,7 +162,10 @@ def loads(
         raise Unprocessable(f"nests deeper than {max_depth} levels", field=field,
                             code="too_deep")  # fmt: skip
     try:
-        value = _DECODER.decode(text)
+        try:
+            value = _FAST.decode(text)
+        except ValueError:
+            value = _DECODER.decode(text)
     except _Refused as exc:
         raise _refusal(exc, field) from None
     except (ValueError, RecursionError) as exc:
@@ -167,6 +176,8 @@ def loads(
 
 
 def _ws(text: str, i: int) -> int:
+    if text[i : i + 1] not in _WS_CHARS:  # compact JSON: no regex call ('' is in any str)
+        return i
     m = _WS.match(text, i)
     assert m is not None  # * matches the empty string
     return m.end()
@@ -205,7 +216,10 @@ def loads_members(
                 raise _bad_json(f"expected ':' at char {i}")
             start = _ws(text, i + 1)
             try:
-                value, end = _DECODER.scan_once(text, start)
+                try:
+                    value, end = _FAST.scan_once(text, start)
+                except ValueError:
+                    value, end = _DECODER.scan_once(text, start)
             except StopIteration:
                 raise _bad_json(f"expected a value at char {start}") from None
             except _Refused as exc:

@@ -30,7 +30,12 @@ def children(prefix: str) -> list[str]:
 
 
 def _digest(ident: str, data: bytes) -> int:
-    return int.from_bytes(hashlib.sha256(ident.encode() + b"\0" + data).digest(), "big")
+    return _raw_digest(ident.encode(), data)
+
+
+def _raw_digest(raw_ident: bytes, data: bytes) -> int:
+    """An item's digest from its UTF-8 ident: sha256(ident NUL data) as an int."""
+    return int.from_bytes(hashlib.sha256(raw_ident + b"\0" + data).digest(), "big")
 
 
 class HashTree:
@@ -77,7 +82,7 @@ class HashTree:
             lp = sha256(raw).hexdigest()[:depth]
             leaf = leaves.get(lp)
             kept = _ABSENT if leaf is None else leaf.get(ident, _ABSENT)
-            old = None if kept is _ABSENT else _digest(ident, b"") if kept is None else kept
+            old = None if kept is _ABSENT else _raw_digest(raw, b"") if kept is None else kept
             if data is None:
                 out.append((old, 0))
                 if old is None:
@@ -87,7 +92,7 @@ class HashTree:
                     del leaves[lp]
                 delta, count = old, -1
             else:
-                new = int.from_bytes(sha256(raw + b"\0" + data).digest(), "big")
+                new = _raw_digest(raw, data)
                 out.append((old, new))
                 if old == new:
                     continue

@@ -90,6 +90,15 @@ _DECODER = json.JSONDecoder(
 _FAST = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_constant=_constant)
 
 
+def _parse(how: str, *args: Any) -> Any:
+    """``_FAST.<how>(*args)`` (``decode`` or ``scan_once``), or ``_DECODER``'s after a
+    ValueError; raises what ``_DECODER`` raises."""
+    try:
+        return getattr(_FAST, how)(*args)
+    except ValueError:
+        return getattr(_DECODER, how)(*args)
+
+
 def decode_utf8(raw: bytes, field: str = "body") -> str:
     """``raw`` as text; BadRequest (400, ``bad_encoding``) if it is not UTF-8."""
     try:
@@ -162,10 +171,7 @@ def loads(
         raise Unprocessable(f"nests deeper than {max_depth} levels", field=field,
                             code="too_deep")  # fmt: skip
     try:
-        try:
-            value = _FAST.decode(text)
-        except ValueError:
-            value = _DECODER.decode(text)
+        value = _parse("decode", text)
     except _Refused as exc:
         raise _refusal(exc, field) from None
     except (ValueError, RecursionError) as exc:
@@ -216,10 +222,7 @@ def loads_members(
                 raise _bad_json(f"expected ':' at char {i}")
             start = _ws(text, i + 1)
             try:
-                try:
-                    value, end = _FAST.scan_once(text, start)
-                except ValueError:
-                    value, end = _DECODER.scan_once(text, start)
+                value, end = _parse("scan_once", text, start)
             except StopIteration:
                 raise _bad_json(f"expected a value at char {start}") from None
             except _Refused as exc:

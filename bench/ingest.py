@@ -66,8 +66,11 @@ app = Starlette(routes=[Route("/v1/tenants/{t}/events", publish, methods=["POST"
 # SQLite group commit (one writer thread, WAL, synchronous=FULL, the node's page size)
 # of an id and the body before the 202; no event record, log record, deliveries, HLC,
 # idempotency, counters or telemetry. The node's ratio to it is the cost of those.
+_BARE_HEAD = "async def publish(request):\n    body = json.loads(await request.body())"
+if _BARE_HEAD not in BARE_APP:  # else the "floor" would silently be the bare handler
+    raise RuntimeError("FLOOR_APP: BARE_APP's handler head changed")
 FLOOR_APP = BARE_APP.replace(
-    "async def publish(request):\n    body = json.loads(await request.body())",
+    _BARE_HEAD,
     """import asyncio, itertools, sqlite3
 from concurrent.futures import ThreadPoolExecutor
 

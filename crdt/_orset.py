@@ -154,7 +154,10 @@ class ORSet(CRDT, tag="orset"):
 
     def elements(self) -> list[Element]:
         """Return the elements present, sorted: ints, then strs, then bytes."""
-        return sorted(self._entries, key=element_key)
+        try:  # one type (the usual case): its natural order is element_key's
+            return sorted(self._entries)
+        except TypeError:  # mixed types cannot be compared with each other
+            return sorted(self._entries, key=element_key)
 
     def __contains__(self, element: object) -> bool:
         if type(element) is bool:

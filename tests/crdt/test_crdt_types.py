@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crdt import CausalContext, LWWRegister, ORSet, PNCounter, Timestamp, VectorClock
+from crdt._orset import element_key
 
 EAST, WEST = "us-east-1:1", "eu-west-1:1"
 
@@ -113,3 +116,14 @@ def test_actors_must_be_non_empty_strings() -> None:
         ORSet.empty().add("x", actor=b"a")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         LWWRegister.empty().set(1, actor=EAST, stamp=(1, 0))  # type: ignore[arg-type]
+
+
+_ELEMENT = st.one_of(st.integers(-(2**63), 2**64 - 1), st.text(max_size=4), st.binary(max_size=4))
+
+
+@given(st.lists(_ELEMENT, max_size=12, unique=True))
+def test_orset_elements_order_is_element_key_for_one_type_or_many(items: list) -> None:
+    s = ORSet.empty()
+    for i, element in enumerate(items):
+        s = s.merge(s.add(element, actor=f"r{i}:1"))
+    assert s.elements() == sorted(items, key=element_key)

@@ -142,6 +142,7 @@ class SubscriptionIndex:
         self._max_negative = max_negative
         self._entries: dict[str, _Entry] = {}
         self._tenants: dict[str, _TenantSubs] = {}
+        self._by_tenant: dict[str, set[str]] = {}  # tenant -> its indexed endpoint ids
         self._negative: dict[tuple[str, str], None] = {}  # insertion-ordered, for eviction
         self._negative_by_tenant: dict[str, set[str]] = {}
         self.hits = 0
@@ -178,6 +179,7 @@ class SubscriptionIndex:
         else:
             gained = set(patterns)
         self._entries[view.id] = new
+        self._by_tenant.setdefault(new.tenant, set()).add(view.id)
         subs = self._tenants.setdefault(new.tenant, _TenantSubs())
         for p in patterns:
             subs.add(p, view.id)
@@ -193,6 +195,10 @@ class SubscriptionIndex:
             self._unlink(endpoint_id, old)
 
     def _unlink(self, endpoint_id: str, entry: _Entry) -> None:
+        ids = self._by_tenant[entry.tenant]
+        ids.discard(endpoint_id)
+        if not ids:
+            del self._by_tenant[entry.tenant]
         subs = self._tenants[entry.tenant]
         for p in entry.patterns:
             subs.discard(p, endpoint_id)
@@ -236,8 +242,8 @@ class SubscriptionIndex:
         return (tenant, event_type) in self._negative
 
     def endpoints_of(self, tenant: str) -> list[str]:
-        """Ids of the indexed endpoints of ``tenant``."""
-        return [eid for eid, e in self._entries.items() if e.tenant == tenant]
+        """Ids of the indexed endpoints of ``tenant``, sorted; O(its endpoints)."""
+        return sorted(self._by_tenant.get(tenant, ()))
 
     def candidates(self, tenant: str, event_type: str) -> list[str]:
         """Ids of the tenant's endpoints whose patterns match ``event_type``, sorted.

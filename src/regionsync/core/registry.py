@@ -42,6 +42,7 @@ __all__ = [
     "USAGE_COUNTERS",
     "EndpointView",
     "Registry",
+    "changed_members",
     "gen_live",
     "TenantView",
     "is_secret_key",
@@ -145,6 +146,16 @@ def gen_live(recorded: str, live: str | None) -> bool:
     if not recorded:
         return True
     return not set(recorded.split(",")).isdisjoint(live.split(","))
+
+
+def changed_members(old: ORSet, new: ORSet) -> set[Any]:
+    """Elements whose dots differ between two states of one OR-Set: added, removed or
+    re-added. A re-added tenant counts, as its generation is its dots (``gen_live``).
+    O(elements) dict work, no CRDT operation."""
+    before, after = old.entries, new.entries
+    out = set(before.keys() ^ after.keys())
+    out.update(e for e, dots in after.items() if before.get(e, dots) != dots)
+    return out
 
 
 def key_type(key: str) -> type | None:
@@ -255,6 +266,7 @@ class Registry:
         Raises TypeError if a delta's type does not match its key.
         """
         changed: dict[str, CRDT] = {}
+        olds: dict[str, CRDT | None] = {}
         for key, delta in deltas.items():
             cls = key_type(key)
             if cls is None or not isinstance(delta, cls):
@@ -264,20 +276,35 @@ class Registry:
             if new != old:
                 self._states[key] = new
                 changed[key] = new
+                olds[key] = old
         if changed:
             self._hash = None
             if self._views:
-                self._forget_views(changed)
+                self._forget_views(changed, olds)
         return changed
 
-    def _forget_views(self, changed: Mapping[str, CRDT]) -> None:
-        for key in changed:
+    def _forget_views(self, changed: Mapping[str, CRDT], olds: Mapping[str, CRDT | None]) -> None:
+        """Drop the cached views a change can affect, and only those: an endpoint's own
+        keys, the endpoints of a tenant set's changed members, and every id an endpoint
+        set held before or holds now (a view is cached only while its id is in its
+        tenant's endpoint set)."""
+        views = self._views
+        for key, new in changed.items():
             kind, _, rest = key.partition("/")
             if kind == "e":
-                self._views.pop(rest.partition("/")[0], None)
-            elif key == "tenants" or (kind == "t" and rest.endswith("/endpoints")):
-                self._views.clear()
-                return
+                views.pop(rest.partition("/")[0], None)
+                continue
+            if key != "tenants" and not (kind == "t" and rest.endswith("/endpoints")):
+                continue
+            old = olds[key]
+            before = old if isinstance(old, ORSet) else ORSet.empty()
+            if key == "tenants":
+                for tenant in changed_members(before, new):  # type: ignore[arg-type]
+                    for eid in self._get(f"t/{tenant}/endpoints", ORSet).entries:
+                        views.pop(eid, None)
+            else:
+                for eid in {*before.entries, *new.entries}:  # type: ignore[attr-defined]
+                    views.pop(eid, None)
 
     def state_hash(self) -> str:
         """sha256 hex over the canonical encoding of every non-empty state, keys sorted.

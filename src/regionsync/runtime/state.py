@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crdt import CRDT, PNCounter
+from crdt import CRDT, ORSet, PNCounter
 
 from ..core.custody import CustodyRecord
 from ..core.event_types import EventTypeView, ValidatorCache, check_publish
 from ..core.health import Health
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
-from ..core.registry import EndpointView, Registry, TenantView, gen_live
+from ..core.registry import EndpointView, Registry, TenantView, changed_members, gen_live
 from ..core.tokens import TokenView, tokens
 from ..errors import NotFound, Unprocessable
 from .idempotency import IdempotencyKeys, IdempotencyRow
@@ -65,33 +65,41 @@ class Catalog:
         changed = self.registry.apply(deltas)
         if changed and not all(type(v) is PNCounter for v in changed.values()):
             # usage counters (every publish moves one) index nothing: skip the rest
-            self._reindex(changed)
+            members: set[str] = set()  # tenants created, deleted or re-created
+            if "tenants" in changed:
+                tenant_set: ORSet = changed["tenants"]  # type: ignore[assignment]
+                members = changed_members(self._tenant_set, tenant_set)
+                self._tenant_set = tenant_set
+            self._reindex(changed, members)
             if any(k.startswith("c/") for k in changed):
                 self.custody = self.registry.custody()
             if any(k.startswith("j/") for k in changed):
                 self.jobs = self.registry.jobs()
             if any(k == "tokens" or k.startswith("k/") for k in changed):
                 self._reindex_tokens()
-            self._reindex_event_types(changed)
+            self._reindex_event_types(changed, members)
         return changed
 
-    def _reindex_event_types(self, changed: Mapping[str, CRDT] | None) -> None:
-        """Bring ``event_types`` and ``strict`` up to date (None: everything changed)."""
+    def _reindex_event_types(self, changed: Mapping[str, CRDT] | None, members: set[str]) -> None:
+        """Bring ``event_types`` and ``strict`` up to date with ``changed`` keys and the
+        tenants created, deleted or re-created (``members``); None: everything changed."""
         reg = self.registry
-        if changed is None or "tenants" in changed:
-            tenants = set(reg.tenant_ids()) | set(self.event_types)
+        if changed is None:
+            catalogs = set(reg.tenant_ids()) | set(self.event_types)
             self.strict = frozenset(t for t in reg.tenant_ids() if reg.strict_event_types(t))
         else:
-            tenants = set()
+            catalogs, modes = set(members), set(members)
             for key in changed:
                 kind, _, rest = key.partition("/")
                 tenant, _, tail = rest.partition("/")
                 if kind == "y" or (kind == "t" and tail == "event_types"):
-                    tenants.add(tenant)
+                    catalogs.add(tenant)
                 elif kind == "t" and tail == "strict_event_types":
-                    on = reg.has_tenant(tenant) and reg.strict_event_types(tenant)
-                    self.strict = (self.strict | {tenant}) if on else (self.strict - {tenant})
-        for tenant in tenants:
+                    modes.add(tenant)
+            for tenant in modes:
+                on = reg.has_tenant(tenant) and reg.strict_event_types(tenant)
+                self.strict = (self.strict | {tenant}) if on else (self.strict - {tenant})
+        for tenant in catalogs:
             views = {v.name: v for v in reg.event_types(tenant)}
             if views:
                 self.event_types[tenant] = views
@@ -123,8 +131,11 @@ class Catalog:
         self.token_hashes = {t.hash: t for t in tokens(self.registry)}
 
     def rebuild_index(self) -> None:
+        """Derive everything from the whole registry (at start and on ``load``; a delta
+        re-derives only what it touches, ``apply``)."""
+        self._tenant_set: ORSet = self.registry.get("tenants", ORSet)  # as last indexed
         self.custody, self.jobs = self.registry.custody(), self.registry.jobs()
-        self._reindex_event_types(None)
+        self._reindex_event_types(None, set())
         self.index = SubscriptionIndex()
         for tenant in self.registry.tenant_ids():
             for view in self.registry.endpoints(tenant):
@@ -137,12 +148,13 @@ class Catalog:
             log.error("endpoint %s has an unusable filter or pattern: %s", view.id, exc)
             self.index.remove(view.id)
 
-    def _reindex(self, changed: Mapping[str, CRDT]) -> None:
-        """Bring the subscription index up to date with changed registry keys."""
-        if "tenants" in changed:
-            self.rebuild_index()  # tenants come and go rarely
-            return
+    def _reindex(self, changed: Mapping[str, CRDT], members: set[str]) -> None:
+        """Bring the subscription index up to date with changed registry keys and the
+        endpoints of the tenants in ``members``: O(what changed), not O(registry)."""
         ids: set[str] = set()
+        for tenant in members:
+            ids.update(self.registry.endpoint_ids(tenant))
+            ids.update(self.index.endpoints_of(tenant))
         for key in changed:
             kind, _, rest = key.partition("/")
             if kind == "e":

@@ -7,7 +7,9 @@ and again at ``--tenants``, it measures, one request at a time:
 
 - creating a tenant, and creating an endpoint in a tenant of its own (median, p90, ms);
 - the longest publish of another tenant (a paced 100/s publisher) while those registry
-  changes run: what a change costs every tenant, as the node has one event loop.
+  changes run: what a change costs every tenant, as the node has one event loop;
+- ``GET /v1/cluster`` right after a publish (median of 10): its ``registry_hash`` covers
+  every registry key, and a publish's usage counter makes the cached one stale.
 
 Prints each figure at both sizes and its ratio (large / small). A change that costs
 O(registry) shows a ratio that grows with ``--tenants``; one that costs O(what changed)
@@ -116,6 +118,14 @@ async def measure(node: Node, s: aiohttp.ClientSession) -> dict[str, list[float]
         )
     done.set()
     await task
+    out["cluster"] = []
+    for _ in range(10):  # a publish moves a usage counter: the registry hash is stale
+        await node.post(s, "/v1/tenants/t0/events", {"event_type": "audit.noop", "payload": {}})
+        started = time.perf_counter()
+        async with s.get(node.base + "/v1/cluster") as r:
+            assert r.status == 200, await r.text()
+            await r.read()
+        out["cluster"].append((time.perf_counter() - started) * 1000)
     return out
 
 
@@ -136,7 +146,8 @@ async def run(args: argparse.Namespace, pythonpath: str | None, label: str) -> N
                       f"(filled in {time.perf_counter() - started:.1f} s)", flush=True)  # fmt: skip
                 figures[size] = await measure(node, s)
         small, large = figures[args.small], figures[args.tenants]
-        for name, what in (("tenant", "tenant create"), ("endpoint", "endpoint create")):
+        for name, what in (("tenant", "tenant create"), ("endpoint", "endpoint create"),
+                           ("cluster", "GET /v1/cluster after a publish")):  # fmt: skip
             a, b = statistics.median(small[name]), statistics.median(large[name])
             print(f"{label}: {what} median {a:.1f} ms at {args.small}, {b:.1f} ms at "
                   f"{args.tenants} tenants: {b / a:.2f}x (p90 {p90(small[name]):.1f} / "

@@ -187,3 +187,39 @@ def test_publish_rate_reads_only_numbers(value: object, rate: float | None) -> N
     reg, _ = _setup()
     reg.apply(reg.patch_tenant("acme", {"publish_rate_per_s": value}, A, Timestamp(2000, 0)))
     assert reg.publish_rate("acme") == rate
+
+
+def _reference_hash(reg: Registry) -> str:
+    """The documented rule, computed from scratch: sha256 over (len, key, len, bytes) of
+    every non-empty state, keys sorted."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for key in sorted(reg._states):
+        state = reg._states[key]
+        if state == type(state).empty():
+            continue
+        data = state.to_bytes()
+        h.update(len(key).to_bytes(4, "big") + key.encode())
+        h.update(len(data).to_bytes(4, "big") + data)
+    return h.hexdigest()
+
+
+def test_state_hash_follows_new_keys_changes_and_states_that_become_empty() -> None:
+    reg, actor = Registry(), "r:1"
+    assert reg.state_hash() == _reference_hash(reg)
+    steps = [  # deltas made from the state at their turn
+        lambda: reg.create_tenant("b", "B", 1, actor, Timestamp(1, 0)),
+        lambda: reg.create_tenant("a", "A", 2, actor, Timestamp(2, 0)),  # sorts before
+        lambda: reg.create_endpoint("ep", "a", EP_FIELDS, ["x"], 3, actor, Timestamp(3, 0)),
+        lambda: reg.count("a", "events_published", 1, actor),  # a counter key appears
+        lambda: reg.delete_endpoint("ep", "a"),  # the endpoint set becomes empty
+        lambda: reg.delete_tenant("b"),
+    ]
+    seen = {reg.state_hash()}
+    for step in steps:
+        reg.apply(step())
+        assert reg.state_hash() == _reference_hash(reg)
+        assert reg.states() == {k: v for k, v in reg._states.items() if v != type(v).empty()}
+        seen.add(reg.state_hash())
+    assert len(seen) == len(steps) + 1

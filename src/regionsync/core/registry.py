@@ -148,6 +148,12 @@ def gen_live(recorded: str, live: str | None) -> bool:
     return not set(recorded.split(",")).isdisjoint(live.split(","))
 
 
+@functools.cache
+def _empty_bytes(cls: type[CRDT]) -> bytes:
+    """The canonical bytes of ``cls``'s bottom state (a state equal to it is empty)."""
+    return cls.empty().to_bytes()
+
+
 def changed_members(old: ORSet, new: ORSet) -> set[Any]:
     """Elements whose dots differ between two states of one OR-Set: added, removed or
     re-added. A re-added tenant counts, as its generation is its dots (``gen_live``).
@@ -239,9 +245,10 @@ class Registry:
     def __init__(self, states: Mapping[str, CRDT] | None = None):
         self._states: dict[str, CRDT] = dict(states or {})
         self._hash: str | None = None
-        # live endpoint id -> its view, built on first read; ``apply`` drops an
-        # endpoint's on any change of its keys and all of them when tenants or endpoint
-        # sets change (delivery reads the view per attempt, ingest per matched endpoint)
+        self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
+        # live endpoint id -> its view, built on first read; ``apply`` drops the views a
+        # change can affect (``_forget_views``; delivery reads the view per attempt,
+        # ingest per matched endpoint)
         self._views: dict[str, EndpointView] = {}
 
     # -- state ---------------------------------------------------------------------------
@@ -274,6 +281,8 @@ class Registry:
             old = self._states.get(key)
             new = delta if old is None else old.merge(delta)
             if new != old:
+                if old is None:
+                    self._sorted_keys = None
                 self._states[key] = new
                 changed[key] = new
                 olds[key] = old
@@ -312,12 +321,13 @@ class Registry:
         Equal in every region once they have converged (shared/API.md, cluster).
         """
         if self._hash is None:
-            h = hashlib.sha256()
-            for key in sorted(self._states):
-                state = self._states[key]
-                if state == type(state).empty():
+            if self._sorted_keys is None:  # kept until a key is added
+                self._sorted_keys = sorted(self._states)
+            h, states = hashlib.sha256(), self._states
+            for key in self._sorted_keys:
+                data = states[key].to_bytes()  # cached on the (immutable) state
+                if data == _empty_bytes(type(states[key])):
                     continue
-                data = state.to_bytes()
                 h.update(len(key).to_bytes(4, "big") + key.encode())
                 h.update(len(data).to_bytes(4, "big") + data)
             self._hash = h.hexdigest()
@@ -328,7 +338,7 @@ class Registry:
 
     def states(self) -> dict[str, CRDT]:
         """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable)."""
-        return {k: v for k, v in self._states.items() if v != type(v).empty()}
+        return {k: v for k, v in self._states.items() if v.to_bytes() != _empty_bytes(type(v))}
 
     # -- reads ---------------------------------------------------------------------------
 

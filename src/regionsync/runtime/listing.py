@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from crdt import LWWRegister
+
 from ..core.model import AuditEntry, Delivery, DeliveryQuery, Event, EventQuery
 from ..core.registry import EndpointView, TenantView
 from ..core.tokens import TokenView
@@ -24,6 +26,7 @@ __all__ = ["Cursor", "Listing"]
 
 Cursor = tuple[int, str]  # (ms, id) of the last item of a page
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 def _page(items: Iterable[T], key: Callable[[T], Cursor], before: Cursor | None, limit: int):
@@ -32,6 +35,31 @@ def _page(items: Iterable[T], key: Callable[[T], Cursor], before: Cursor | None,
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (key(rows[-1]) if more else None)
+
+
+def _page_of_ids(
+    ids: Iterable[str],
+    key: Callable[[str], Cursor],
+    view: Callable[[str], V | None],
+    before: Cursor | None,
+    limit: int,
+) -> tuple[list[V], Cursor | None]:
+    """As ``_page`` over registry ids whose ``key`` is a cheap read: views are built in
+    key order until the page is full (None: not listed), so a page costs O(ids) key reads
+    and O(page) views, not a view of every id."""
+    keyed = [(key(i), i) for i in ids]
+    if before is not None:
+        keyed = [(k, i) for k, i in keyed if k < before]
+    keyed.sort(reverse=True)
+    out: list[tuple[Cursor, V]] = []
+    for k, i in keyed:
+        if (v := view(i)) is not None:
+            out.append((k, v))
+            if len(out) > limit:
+                break
+    more = len(out) > limit
+    out = out[:limit]
+    return [v for _, v in out], (out[-1][0] if more else None)
 
 
 class Listing:
@@ -65,8 +93,11 @@ class Listing:
     def tenants(self, before: Cursor | None, limit: int) -> tuple[list[TenantView], Cursor | None]:
         """Live tenants, newest first."""
         reg = self.catalog.registry
-        views = [v for t in reg.tenant_ids() if (v := reg.tenant(t)) is not None]
-        return _page(views, lambda v: (v.created_at_ms, v.id), before, limit)
+
+        def key(t: str) -> Cursor:
+            return reg.get(f"t/{t}/created_at", LWWRegister).value() or 0, t
+
+        return _page_of_ids(reg.tenant_ids(), key, reg.tenant, before, limit)
 
     def endpoints(
         self, tenant: str, before: Cursor | None, limit: int
@@ -87,9 +118,14 @@ class Listing:
         """Live sources (of ``tenant`` if given), newest first; fields as
         ``Registry.source`` gives them (secret included: the route drops it)."""
         reg = self.catalog.registry
-        rows = [s for sid in reg.source_ids() if (s := reg.source(sid)) is not None]
-        rows = [s for s in rows if tenant is None or s["tenant"] == tenant]
-        return _page(rows, lambda s: (s.get("created_at") or 0, s["id"]), before, limit)
+        ids = reg.source_ids()
+        if tenant is not None:
+            ids = [i for i in ids if reg.get(f"s/{i}/tenant", LWWRegister).value() == tenant]
+
+        def key(sid: str) -> Cursor:
+            return reg.get(f"s/{sid}/created_at", LWWRegister).value() or 0, sid
+
+        return _page_of_ids(ids, key, reg.source, before, limit)
 
     def jobs_of(
         self, tenant: str, before: Cursor | None, limit: int

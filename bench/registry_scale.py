@@ -9,7 +9,8 @@ and again at ``--tenants``, it measures, one request at a time:
 - the longest publish of another tenant (a paced 100/s publisher) while those registry
   changes run: what a change costs every tenant, as the node has one event loop;
 - ``GET /v1/cluster`` right after a publish (median of 10): its ``registry_hash`` covers
-  every registry key, and a publish's usage counter makes the cached one stale.
+  every registry key, and a publish's usage counter makes the cached one stale;
+- the first page of ``GET /v1/tenants`` (50 tenants; median of 10).
 
 Prints each figure at both sizes and its ratio (large / small). A change that costs
 O(registry) shows a ratio that grows with ``--tenants``; one that costs O(what changed)
@@ -118,7 +119,7 @@ async def measure(node: Node, s: aiohttp.ClientSession) -> dict[str, list[float]
         )
     done.set()
     await task
-    out["cluster"] = []
+    out["cluster"], out["page"] = [], []
     for _ in range(10):  # a publish moves a usage counter: the registry hash is stale
         await node.post(s, "/v1/tenants/t0/events", {"event_type": "audit.noop", "payload": {}})
         started = time.perf_counter()
@@ -126,6 +127,11 @@ async def measure(node: Node, s: aiohttp.ClientSession) -> dict[str, list[float]
             assert r.status == 200, await r.text()
             await r.read()
         out["cluster"].append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        async with s.get(node.base + "/v1/tenants?limit=50") as r:
+            assert r.status == 200, await r.text()
+            await r.read()
+        out["page"].append((time.perf_counter() - started) * 1000)
     return out
 
 
@@ -147,7 +153,8 @@ async def run(args: argparse.Namespace, pythonpath: str | None, label: str) -> N
                 figures[size] = await measure(node, s)
         small, large = figures[args.small], figures[args.tenants]
         for name, what in (("tenant", "tenant create"), ("endpoint", "endpoint create"),
-                           ("cluster", "GET /v1/cluster after a publish")):  # fmt: skip
+                           ("cluster", "GET /v1/cluster after a publish"),
+                           ("page", "GET /v1/tenants?limit=50")):  # fmt: skip
             a, b = statistics.median(small[name]), statistics.median(large[name])
             print(f"{label}: {what} median {a:.1f} ms at {args.small}, {b:.1f} ms at "
                   f"{args.tenants} tenants: {b / a:.2f}x (p90 {p90(small[name]):.1f} / "

@@ -47,6 +47,17 @@ def element_key(element: Element) -> tuple[int, Element]:
     return (_RANK[type(element)], element)
 
 
+_FEW_DOTS = 64  # a context of at most this many dots is joined by its dots (ORSet.merge)
+
+
+def _few_dots(ctx: CausalContext) -> frozenset[Dot] | None:
+    """Every dot of `ctx` if it holds at most `_FEW_DOTS` of them, else None."""
+    vector = ctx.vector
+    if sum(vector.values()) + len(ctx.cloud) > _FEW_DOTS:
+        return None
+    return frozenset(ctx.dots())
+
+
 class ORSet(CRDT, tag="orset"):
     """An immutable add-wins observed-remove set in dot-store form.
 
@@ -129,12 +140,21 @@ class ORSet(CRDT, tag="orset"):
     def merge(self, other: ORSet) -> ORSet:
         """Return the dot-store join: a dot survives if both hold it, or one holds it and the
         other's context has not seen it; contexts unite. TypeError if `other` is not an ORSet.
+
+        A small `other` (a delta: fewer entries, at most `_FEW_DOTS` dots in its context)
+        leaves every element of `self` that holds none of those dots as it is, so only
+        the others are joined dot by dot; the result is the same.
         """
         self._check_peer(other)
         mine, theirs = self._entries, other._entries
         my_ctx, their_ctx = self._context, other._context
-        out: dict[Element, frozenset[Dot]] = {}
-        for element in mine.keys() | theirs.keys():
+        seen = _few_dots(their_ctx) if len(theirs) < len(mine) else None
+        out: dict[Element, frozenset[Dot]] = {} if seen is None else dict(mine)
+        if seen is None:
+            touched = mine.keys() | theirs.keys()
+        else:
+            touched = {e for e, dots in mine.items() if not seen.isdisjoint(dots)} | theirs.keys()
+        for element in touched:
             a = mine.get(element, _EMPTY)
             b = theirs.get(element, _EMPTY)
             kept = (
@@ -144,6 +164,8 @@ class ORSet(CRDT, tag="orset"):
             )
             if kept:
                 out[element] = frozenset(kept)
+            else:
+                out.pop(element, None)
         return ORSet._new(out, my_ctx.union(their_ctx))
 
     # -- queries ------------------------------------------------------------------------------
@@ -186,10 +208,14 @@ class ORSet(CRDT, tag="orset"):
     # -- codec --------------------------------------------------------------------------------
 
     def _body(self) -> list[object]:
-        entries = [
-            [element, [[a, c] for a, c in sorted(self._entries[element])]]
-            for element in self.elements()
-        ]
+        by_element, entries = self._entries, []
+        for element in self.elements():
+            dots = by_element[element]
+            if len(dots) == 1:  # the usual case: one add, nothing to sort
+                ((a, c),) = dots
+                entries.append([element, [[a, c]]])
+            else:
+                entries.append([element, [[a, c] for a, c in sorted(dots)]])
         return [entries, self._context._body()]
 
     @classmethod

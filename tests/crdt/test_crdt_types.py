@@ -127,3 +127,47 @@ def test_orset_elements_order_is_element_key_for_one_type_or_many(items: list) -
     for i, element in enumerate(items):
         s = s.merge(s.add(element, actor=f"r{i}:1"))
     assert s.elements() == sorted(items, key=element_key)
+
+
+def _reference_merge(x: ORSet, y: ORSet) -> ORSet:
+    """The dot-store join over every element (what ORSet.merge computes in one pass when
+    ``y`` is not small)."""
+    out = {}
+    for element in x.entries.keys() | y.entries.keys():
+        a, b = x.entries.get(element, frozenset()), y.entries.get(element, frozenset())
+        kept = (
+            (a & b)
+            | {d for d in a - b if d not in y.context}
+            | {d for d in b - a if d not in x.context}
+        )
+        if kept:
+            out[element] = frozenset(kept)
+    return ORSet(out, x.context.union(y.context))
+
+
+_OPS = st.lists(
+    st.tuples(st.booleans(), st.sampled_from("abcdefgh"), st.sampled_from([EAST, WEST])),
+    max_size=25,
+)
+
+
+def _replay(ops: list) -> tuple[ORSet, list[ORSet]]:
+    s, deltas = ORSet.empty(), []
+    for add, element, actor in ops:
+        d = s.add(element, actor=actor) if add else s.remove(element)
+        deltas.append(d)
+        s = s.merge(d)
+    return s, deltas
+
+
+@given(_OPS, _OPS)
+def test_orset_merge_of_a_small_delta_equals_the_join_over_every_element(
+    mine_ops: list, their_ops: list
+) -> None:
+    mine, _ = _replay(mine_ops)
+    theirs, deltas = _replay(their_ops)
+    for other in [theirs, *deltas, *_replay(mine_ops)[1]]:  # concurrent and own deltas
+        assert mine.merge(other) == _reference_merge(mine, other)
+        assert other.merge(mine) == _reference_merge(other, mine)
+        merged = mine.merge(other)
+        assert merged.entries == _reference_merge(mine, other).entries

@@ -160,9 +160,10 @@ class Catalog:
             if kind == "e":
                 ids.add(rest.split("/", 1)[0])
             elif kind == "t" and rest.endswith("/endpoints"):
+                # an endpoint set decides only membership: the ids that joined or left it
                 tenant = rest.split("/", 1)[0]
-                ids.update(self.registry.endpoint_ids(tenant))
-                ids.update(self.index.endpoints_of(tenant))
+                listed = set(self.registry.endpoint_ids(tenant))
+                ids.update(listed.symmetric_difference(self.index.endpoints_of(tenant)))
         for eid in sorted(ids):
             view = self.registry.endpoint(eid)
             if view is None:

@@ -246,6 +246,8 @@ class Registry:
         self._states: dict[str, CRDT] = dict(states or {})
         self._hash: str | None = None
         self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
+        # tenants whose dots the last ``apply`` changed: created, deleted or re-created
+        self.tenants_changed: set[str] = set()
         # live endpoint id -> its view, built on first read; ``apply`` drops the views a
         # change can affect (``_forget_views``; delivery reads the view per attempt,
         # ingest per matched endpoint)
@@ -286,6 +288,11 @@ class Registry:
                 self._states[key] = new
                 changed[key] = new
                 olds[key] = old
+        self.tenants_changed = set()
+        if "tenants" in changed:
+            old = olds["tenants"]
+            before = old if isinstance(old, ORSet) else ORSet.empty()
+            self.tenants_changed = changed_members(before, changed["tenants"])  # type: ignore[arg-type]
         if changed:
             self._hash = None
             if self._views:
@@ -303,16 +310,14 @@ class Registry:
             if kind == "e":
                 views.pop(rest.partition("/")[0], None)
                 continue
-            if key != "tenants" and not (kind == "t" and rest.endswith("/endpoints")):
-                continue
-            old = olds[key]
-            before = old if isinstance(old, ORSet) else ORSet.empty()
             if key == "tenants":
-                for tenant in changed_members(before, new):  # type: ignore[arg-type]
+                for tenant in self.tenants_changed:
                     for eid in self._get(f"t/{tenant}/endpoints", ORSet).entries:
                         views.pop(eid, None)
-            else:
-                for eid in {*before.entries, *new.entries}:  # type: ignore[attr-defined]
+            elif kind == "t" and rest.endswith("/endpoints"):
+                old = olds[key]
+                before = old.entries if isinstance(old, ORSet) else {}
+                for eid in {*before, *new.entries}:  # type: ignore[attr-defined]
                     views.pop(eid, None)
 
     def state_hash(self) -> str:

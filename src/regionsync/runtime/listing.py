@@ -29,28 +29,22 @@ T = TypeVar("T")
 V = TypeVar("V")
 
 
-def _page(items: Iterable[T], key: Callable[[T], Cursor], before: Cursor | None, limit: int):
-    """Newest-first page of in-memory ``items``: (at most ``limit`` items, next cursor)."""
-    rows = sorted((i for i in items if before is None or key(i) < before), key=key, reverse=True)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (key(rows[-1]) if more else None)
-
-
-def _page_of_ids(
-    ids: Iterable[str],
-    key: Callable[[str], Cursor],
-    view: Callable[[str], V | None],
+def _page(
+    items: Iterable[T],
+    key: Callable[[T], Cursor],
     before: Cursor | None,
     limit: int,
+    view: Callable[[T], V | None] = lambda item: item,  # type: ignore[assignment,return-value]
 ) -> tuple[list[V], Cursor | None]:
-    """As ``_page`` over registry ids whose ``key`` is a cheap read: views are built in
-    key order until the page is full (None: not listed), so a page costs O(ids) key reads
-    and O(page) views, not a view of every id."""
-    keyed = [(key(i), i) for i in ids]
+    """Newest-first page of in-memory ``items``: (at most ``limit`` views, next cursor).
+
+    ``key`` is read for every item; ``view`` (default: the item itself; None: not listed)
+    only in key order until the page is full, so a page of registry ids whose key is a
+    cheap read costs O(ids) key reads and O(page) views, not a view of every id."""
+    keyed = [(key(i), i) for i in items]
     if before is not None:
         keyed = [(k, i) for k, i in keyed if k < before]
-    keyed.sort(reverse=True)
+    keyed.sort(key=lambda pair: pair[0], reverse=True)
     out: list[tuple[Cursor, V]] = []
     for k, i in keyed:
         if (v := view(i)) is not None:
@@ -97,7 +91,7 @@ class Listing:
         def key(t: str) -> Cursor:
             return reg.get(f"t/{t}/created_at", LWWRegister).value() or 0, t
 
-        return _page_of_ids(reg.tenant_ids(), key, reg.tenant, before, limit)
+        return _page(reg.tenant_ids(), key, before, limit, reg.tenant)
 
     def endpoints(
         self, tenant: str, before: Cursor | None, limit: int
@@ -125,7 +119,7 @@ class Listing:
         def key(sid: str) -> Cursor:
             return reg.get(f"s/{sid}/created_at", LWWRegister).value() or 0, sid
 
-        return _page_of_ids(ids, key, reg.source, before, limit)
+        return _page(ids, key, before, limit, reg.source)
 
     def jobs_of(
         self, tenant: str, before: Cursor | None, limit: int

@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crdt import CRDT, ORSet, PNCounter
+from crdt import CRDT, PNCounter
 
 from ..core.custody import CustodyRecord
 from ..core.event_types import EventTypeView, ValidatorCache, check_publish
 from ..core.health import Health
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
-from ..core.registry import EndpointView, Registry, TenantView, changed_members, gen_live
+from ..core.registry import EndpointView, Registry, TenantView, gen_live
 from ..core.tokens import TokenView, tokens
 from ..errors import NotFound, Unprocessable
 from .idempotency import IdempotencyKeys, IdempotencyRow
@@ -65,11 +65,7 @@ class Catalog:
         changed = self.registry.apply(deltas)
         if changed and not all(type(v) is PNCounter for v in changed.values()):
             # usage counters (every publish moves one) index nothing: skip the rest
-            members: set[str] = set()  # tenants created, deleted or re-created
-            if "tenants" in changed:
-                tenant_set: ORSet = changed["tenants"]  # type: ignore[assignment]
-                members = changed_members(self._tenant_set, tenant_set)
-                self._tenant_set = tenant_set
+            members = self.registry.tenants_changed
             self._reindex(changed, members)
             if any(k.startswith("c/") for k in changed):
                 self.custody = self.registry.custody()
@@ -133,7 +129,6 @@ class Catalog:
     def rebuild_index(self) -> None:
         """Derive everything from the whole registry (at start and on ``load``; a delta
         re-derives only what it touches, ``apply``)."""
-        self._tenant_set: ORSet = self.registry.get("tenants", ORSet)  # as last indexed
         self.custody, self.jobs = self.registry.custody(), self.registry.jobs()
         self._reindex_event_types(None, set())
         self.index = SubscriptionIndex()

@@ -136,3 +136,17 @@ async def test_every_api_route_refuses_unknown_query_parameters(api: Api, tenant
     assert (await api.client.get("/v1/tenants/t2")).status_code == 404  # nothing was done
     # the console's static files ignore a query string like any static file server
     assert (await api.client.get("/console?v=1")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("params", "field"), [("statuss=dead&x=1", "statuss"), ("x=1&x=2", "x"), ("flag", "flag")]
+)
+async def test_publish_refuses_query_parameters(
+    api: Api, tenant: str, params: str, field: str
+) -> None:
+    """The publish route is served by the fast lane, which ignored a query string (QA
+    2026-12-02): like every other ``/v1/`` route it refuses one it does not take."""
+    resp = await api.client.post(f"{ACME_EVENTS}?{params}", json={"event_type": "t", "payload": {}})
+    assert_problem(resp, 422, field)
+    ok = await api.client.post(ACME_EVENTS, json={"event_type": "t", "payload": {}})
+    assert ok.status_code == 202

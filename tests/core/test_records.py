@@ -168,3 +168,20 @@ def test_a_set_holds_only_ids(key: str, element: object) -> None:
         decode_body("registry", encode_body(registry={key: state}))
     ok = ORSet.empty().add("ep_1", actor="x")
     assert decode_body("registry", encode_body(registry={key: ok})).registry[key] == ok
+
+
+def test_a_registry_record_without_its_section_is_an_empty_change() -> None:
+    """An empty tenant PATCH logged a record with only its audit section, which every
+    peer refused, stopping that region's replication (QA 2026-12-02): it decodes now as
+    a change of nothing. The other kinds still need their section; an empty map is
+    still refused."""
+    audit = {"who": "token:ops", "op": "tenant.update", "object": "tenant/t1", "tenant": "t1",
+             "detail": ""}  # fmt: skip
+    dec = decode_body("registry", encode_body(audit=audit))
+    assert dec.registry == {} and dec.audit == audit
+    for kind in ("event", "delivery"):
+        with pytest.raises(ValueError, match=f"no '{kind}' section"):
+            decode_body(kind, encode_body(audit=audit))
+    for kind in ("registry", "event", "delivery"):
+        with pytest.raises(ValueError, match="must be a map"):
+            decode_body(kind, encode_body())

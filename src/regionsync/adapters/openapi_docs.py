@@ -340,7 +340,7 @@ def install_docs(app: FastAPI) -> None:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "an API token from [[tokens]]: admin, "
-                    "tenant:<id>:manage or tenant:<id>:publish",
+                    "tenant:<id>:manage, tenant:<id>:publish or tenant:<id>:read",
                 }
             }
             doc["security"] = [{"bearerAuth": []}]
@@ -375,6 +375,11 @@ def _null(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _obj(**props: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": sorted(props)}
+
+
+def _with_optional(schema: dict[str, Any], **props: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (an ``_obj``) with ``props`` as members that are not always present."""
+    return {**schema, "properties": {**schema["properties"], **props}}
 
 
 def _page(item: str) -> dict[str, Any]:
@@ -423,7 +428,25 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         created_at=_null(_TIME),
         updated_at=_null(_TIME),
     ),  # fmt: skip
-    "Source": _obj(id=_STR, tenant=_STR, kind=_STR, url_path=_STR, created_at=_null(_TIME)),
+    "Source": _with_optional(
+        _obj(
+            id=_STR,
+            tenant=_STR,
+            kind=_STR,
+            url_path=_STR,
+            created_at=_null(_TIME),
+            priority=_null(_STR),
+            ack_policy=_null(_STR),
+        ),
+        # only the settings its kind reads (core.sources.KIND_FIELDS)
+        header=_null(_STR),
+        algorithm=_null(_STR),
+        encoding=_null(_STR),
+        prefix=_null(_STR),
+        event_type_from=_null(_STR),
+        id_from=_null(_STR),
+        default_event_type=_null(_STR),
+    ),  # fmt: skip
     "Token": _obj(
         id=_STR,
         name=_null(_STR),
@@ -432,7 +455,11 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         created_at=_null(_TIME),
         created_by=_null(_STR),
     ),  # fmt: skip
-    "Accepted": _obj(id=_STR, event_type=_STR, region=_STR, received_at=_null(_TIME)),
+    "Accepted": _with_optional(
+        _obj(id=_STR, event_type=_STR, region=_STR, received_at=_null(_TIME)),
+        warnings={"type": "array", "items": _STR},  # the event type is deprecated
+        duplicate=_BOOL,  # POST /in/{source}: a redelivery of an event already accepted
+    ),
     "Delivery": _obj(
         id=_STR,
         event=_STR,
@@ -508,6 +535,7 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         version_vector={"type": "object", "additionalProperties": _INT},
         log_floor={"type": "object", "additionalProperties": _INT},
         registry_hash=_STR,
+        counts={"type": "object", "additionalProperties": _INT},
         peers={"type": "array", "items": {"type": "object"}},
         custody={},
         # this process among its region's (runtime/cluster.py ClusterView.process):

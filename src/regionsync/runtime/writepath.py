@@ -18,7 +18,7 @@ from crdt import CRDT, HLC, Timestamp
 from ..config import Settings
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
-from ..core.records import encode_body
+from ..core.records import decode_body, encode_body
 from .commit import GroupCommitter
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyRow
@@ -226,6 +226,10 @@ class WritePath:
         batch = batch or WriteBatch()
         self.record_local(kind, stamp, deltas, batch, event, delivery, idempotency, deliveries,
                           attempt, audit)  # fmt: skip
+        if not batch:  # a change that changed nothing: nothing to wait for
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
         return self.submit(batch)
 
     def record_local(
@@ -244,10 +248,27 @@ class WritePath:
         """``commit_local`` without the submit: apply ``deltas`` in memory and append the
         new own record (and the registry states it changed) to ``batch``, which the
         caller submits once with every record it added (one atomic group commit). Call
-        with ``lock`` held and submit before releasing it (records go out in seq order)."""
+        with ``lock`` held and submit before releasing it (records go out in seq order).
+
+        A registry change without deltas (an empty PATCH) adds no record and no audit
+        entry. A registry record is checked with the decoder every peer applies
+        (``core.records.decode_body``) before anything is applied: a record its peers
+        refuse would stop replication of every later record of this node to them. Raises
+        ValueError (nothing applied or queued) if it is refused."""
+        if (
+            kind == "registry"
+            and not deltas
+            and not (event or delivery or idempotency or deliveries or attempt)
+        ):
+            return
+        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt, audit)
+        if kind == "registry":
+            try:
+                decode_body(kind, body)
+            except ValueError as exc:
+                raise ValueError(f"a registry record the peers would refuse: {exc}") from None
         changed = self.catalog.apply(deltas)
         seq = self.version_vector.get(self.actor, 0) + 1
-        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt, audit)
         batch.records.append(Record(self.actor, seq, kind, body, (stamp.wall_ms, stamp.logical)))
         if audit is not None:
             batch.audit.append(AuditEntry(self.actor, seq, stamp.wall_ms, stamp.logical, **audit))

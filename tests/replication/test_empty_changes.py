@@ -1,0 +1,75 @@
+"""A change that changes nothing must not stop replication (QA of 2026-12-02: an empty
+``PATCH /v1/tenants/{t}`` wrote a registry record with no registry section; every peer
+refused it, and since records apply in order per origin, nothing its region wrote after
+it reached them again, anti-entropy included).
+
+The kind: the local write path could log a record the peers' decoder refuses. Now a
+change without deltas logs nothing, every local registry record is checked with the
+peers' decoder before it is applied, and a registry record without a registry section
+(written before this fix) decodes as an empty change, so logs that hold one heal."""
+
+from __future__ import annotations
+
+import pytest
+from memnodes import eventually, make_node
+
+from crdt import ORSet
+from regionsync.core.model import Record, WriteBatch
+from regionsync.core.records import encode_body
+from regionsync.runtime.audit import audit_section
+
+
+async def _pair(net, started):
+    a, b = make_node(net, "a", ["b"]), make_node(net, "b", ["a"])
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    return a, b
+
+
+async def test_an_empty_patch_logs_nothing_and_later_changes_replicate(net, started) -> None:
+    a, b = await _pair(net, started)
+    await a.registry_ops.create_tenant("t1", "One")
+    await a.event_types.create("t1", {"name": "order.paid"})
+    await eventually(lambda: b.catalog.registry.event_type("t1", "order.paid") is not None)
+    seq = a.writer.version_vector[a.writer.actor]
+    view = await a.registry_ops.patch_tenant("t1", {})
+    assert view.name == "One" and a.writer.version_vector[a.writer.actor] == seq  # no record
+    # the neighbours: an empty PATCH of an event type still records its updated_at
+    await a.event_types.update("t1", "order.paid", {})
+    await a.registry_ops.create_tenant("t2", "Two")
+    await eventually(lambda: b.catalog.registry.has_tenant("t2"))
+    assert b.counters["records_rejected"] == 0
+    rows, _ = await a.listing.audit("t1", None, None, 10)
+    assert "tenant.update" not in [r.op for r in rows]
+
+
+async def test_a_logged_registry_record_without_registry_section_heals(net, started) -> None:
+    """A record as the old code wrote it for an empty PATCH (audit only) is applied by
+    the peers as an empty change, and what follows it replicates."""
+    a, b = await _pair(net, started)
+    await a.registry_ops.create_tenant("t1", "One")
+    async with a.writer.local_lock():  # the old record, logged as the old code did
+        stamp = a.writer.stamp()
+        seq = a.writer.version_vector[a.writer.actor] + 1
+        body = encode_body(audit=audit_section("tenant.update", "tenant/t1", "t1", ""))
+        old = Record(a.writer.actor, seq, "registry", body, (stamp.wall_ms, stamp.logical))
+        a.writer.version_vector[a.writer.actor] = seq
+        durable = a.writer.submit(WriteBatch(records=[old], version_vector={a.writer.actor: seq}))
+    await durable
+    await a.registry_ops.create_tenant("t2", "Two")
+    await eventually(lambda: b.catalog.registry.has_tenant("t2"))
+    assert b.counters["records_rejected"] == 0
+    rows, _ = await b.listing.audit("t1", None, None, 10)
+    assert [r.op for r in rows] == ["tenant.update", "tenant.create"]
+
+
+async def test_a_registry_record_the_peers_would_refuse_is_not_logged(net, started) -> None:
+    a, _ = await _pair(net, started)
+    await a.registry_ops.create_tenant("t1", "One")
+    vv, tenants = dict(a.writer.version_vector), a.catalog.registry.tenant_ids()
+    bad = {"tenants": ORSet().add("t\x00bad", actor=a.writer.actor)}  # not an id
+    async with a.writer.local_lock():
+        with pytest.raises(ValueError, match="peers would refuse"):
+            a.writer.commit_local("registry", a.writer.stamp(), bad)
+    assert a.writer.version_vector == vv and a.catalog.registry.tenant_ids() == tenants

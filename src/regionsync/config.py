@@ -140,6 +140,9 @@ class IngestSettings(_Section):
     idempotency_ttl_s: float = Field(24 * 3600, gt=0)  # Idempotency-Key lifetime
     # Idempotency-Keys live in the store; memory caches at most this many (LRU, issue 17)
     idempotency_cache_entries: int = Field(100_000, ge=1024)
+    # a Bloom filter of the keys the store may hold, sized for this many keys per TTL
+    # (about 2.4 MB per million: two generations): a new key skips the store read; 0: off
+    idempotency_filter_entries: int = Field(2_000_000, ge=0, le=1_000_000_000)
     backlog_capacity: int = Field(100_000, ge=1)  # undelivered + queued writes at S = 1
     pressure_tau_s: float = Field(2.0, ge=0)  # smoothing time constant of S
     # event type pattern (exact, "prefix.*" or "*") -> critical | high | normal | low

@@ -78,3 +78,58 @@ async def test_expired_keys_are_purged_in_batches_and_free_again(tmp_path: Path)
         assert created and fresh.id != first.id  # the key may be used again
     finally:
         await node.stop()
+
+
+async def test_new_keys_skip_the_store_read_once_the_filter_is_filled(tmp_path: Path) -> None:
+    """A publish with a new Idempotency-Key reads the store only until the key filter is
+    filled (issue 17): after that a new key costs no read, and every key the store holds
+    (from before a restart, or evicted from the cache) is still answered from it."""
+    node = make(tmp_path / "a.db")
+    await node.start()
+    try:
+        await node.keys.fill(node.clock.wall_ms())  # the purge loop's first step, awaited
+        assert node.keys.filter is not None and node.keys.filter.ready
+        await node.registry_ops.create_tenant("acme", "Acme")
+        first, _ = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")
+        for i in range(1, CACHE + 100):
+            await node.ingest.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+        assert node.keys.misses <= 0.05 * CACHE  # false positives only (1 % expected)
+        assert node.keys.spared >= CACHE
+        again, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")  # evicted
+        assert not created and again.id == first.id
+    finally:
+        await node.stop()
+
+    node = make(tmp_path / "a.db")  # a new process: the filter is filled from the store
+    await node.start()
+    try:
+        assert not node.keys.filter.ready  # type: ignore[union-attr]
+        again, created = await node.ingest.publish("acme", "x", b'{"i":0}', "k0")  # reads
+        assert not created and again.id == first.id and node.keys.misses == 1
+        node.keys.cache.clear()
+        await node.keys.fill(node.clock.wall_ms())
+        assert node.keys.filter.approx_keys >= CACHE + 50  # type: ignore[union-attr]
+        for i in (0, 7, CACHE + 99):  # every stored key is still found
+            again, created = await node.ingest.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+            assert not created
+        with pytest.raises(Conflict):
+            await node.ingest.publish("acme", "x", b'{"i":"other"}', "k1")
+        spared = node.keys.spared
+        await node.ingest.publish("acme", "x", b'{"i":-1}', "new-after-restart")
+        assert node.keys.spared == spared + 1 or node.keys.misses > 1  # a false positive reads
+    finally:
+        await node.stop()
+
+
+async def test_filter_off_reads_the_store_for_every_new_key(tmp_path: Path) -> None:
+    node = make(tmp_path / "a.db", idempotency_filter_entries=0)
+    await node.start()
+    try:
+        await node.keys.fill(node.clock.wall_ms())
+        assert node.keys.filter is None
+        await node.registry_ops.create_tenant("acme", "Acme")
+        for i in range(20):
+            await node.ingest.publish("acme", "x", b'{"i":%d}' % i, f"k{i}")
+        assert node.keys.misses == 20 and node.keys.spared == 0
+    finally:
+        await node.stop()

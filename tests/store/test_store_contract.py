@@ -470,6 +470,22 @@ async def test_idempotency_purge_in_bounded_batches(store) -> None:
     assert await store.get_idempotency("acme", "k020") == rows[20]
 
 
+async def test_idempotency_rows_read_a_page_at_a_time(store) -> None:
+    """``load_idempotency(after, limit)`` walks every row once in ``(tenant, key)`` order
+    (the key filter is filled this way at start)."""
+    rows = [(t, f"k{i:02}", f"evt_{t}{i:02}", "d", i, REGION) for t in ("b", "a") for i in range(7)]
+    await store.commit(WriteBatch(idempotency=rows))
+    pages, after = [], None
+    while page := await store.load_idempotency(after, 3):
+        assert len(page) <= 3
+        pages.append(page)
+        after = (page[-1][0], page[-1][1])
+    assert [len(p) for p in pages] == [3, 3, 3, 3, 2]
+    assert [r for p in pages for r in p] == sorted(rows)
+    assert await store.load_idempotency(("a", "k05"), None) == sorted(rows)[6:]
+    assert await store.load_idempotency(("b", "k06"), 5) == []
+
+
 async def _scanned_counts(store, region: str) -> dict[str, int]:
     """What ``counts`` must say, by reading every event and delivery back."""
     events = (await store.get_events(await store.list_event_ids())).values()

@@ -163,9 +163,12 @@ class MemoryStore:
         self._check()
         return {i: self._events[i] for i in event_ids if i in self._events}
 
-    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
+    async def load_idempotency(
+        self, after: tuple[str, str] | None = None, limit: int | None = None
+    ) -> list[tuple[str, str, str, str, int, str]]:
         self._check()
-        return list(self._idem.values())
+        keys = sorted(k for k in self._idem if after is None or k > after)[:limit]
+        return [self._idem[k] for k in keys]
 
     async def get_idempotency(
         self, tenant: str, key: str

@@ -522,9 +522,14 @@ class PostgresStore:
         args.append(limit)
         return [AuditEntry(*r) for r in await self._fetch(sql, args)]
 
-    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
+    async def load_idempotency(
+        self, after: tuple[str, str] | None = None, limit: int | None = None
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        tenant, key = after or ("", "")
         rows = await self._fetch(
             "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"
+            " WHERE (tenant, key) > (%s, %s) ORDER BY tenant, key LIMIT %s",
+            (tenant, key, limit),
         )
         return [tuple(r) for r in rows]  # type: ignore[misc]
 

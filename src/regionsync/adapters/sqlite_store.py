@@ -627,9 +627,14 @@ class SqliteStore:
         rows = await self._by_ids(_DELIVERY_COLS, "deliveries", delivery_ids, self._sdb)
         return {r[0]: _delivery(r) for r in rows}
 
-    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
+    async def load_idempotency(
+        self, after: tuple[str, str] | None = None, limit: int | None = None
+    ) -> list[tuple[str, str, str, str, int, str]]:
+        tenant, key = after or ("", "")
         rows = await self.rdb.execute_fetchall(
             "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"
+            " WHERE (tenant, key) > (?, ?) ORDER BY tenant, key LIMIT ?",
+            (tenant, key, -1 if limit is None else limit),
         )
         return [tuple(r) for r in rows]  # type: ignore[misc]
 

@@ -92,7 +92,14 @@ class Node:
         )  # fmt: skip
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
         self.catalog, self.queue = Catalog(), DeliveryQueue()
-        self.keys = IdempotencyKeys(store, settings.ingest.idempotency_cache_entries)
+        opts = settings.ingest
+        self.keys = IdempotencyKeys(
+            store,
+            opts.idempotency_cache_entries,
+            # the filter sees this process's commits only: none beside other processes
+            0 if coordinator is not None else opts.idempotency_filter_entries,
+            int(opts.idempotency_ttl_s * 1000),
+        )
         self.writer = writer = WritePath(settings, store, clock, self.catalog)
         writer.commit_observers.append(self.keys.committed)  # durable rows: the store's
         self.telemetry = writer.telemetry
@@ -263,6 +270,10 @@ class Node:
     async def _purge_loop(self) -> None:
         interval = min(self.settings.ingest.idempotency_ttl_s / 4, 3600.0)
         while True:
+            try:  # until filled, a publish with a new key reads the store
+                await self.keys.fill(self.clock.wall_ms())
+            except Exception:
+                log.exception("filling the Idempotency-Key filter failed; retrying later")
             await self.clock.sleep(interval)
             try:
                 await self.ingest.purge_idempotency()

@@ -92,8 +92,12 @@ class Store(Protocol):
         """The stored events of ``event_ids`` by id (absent ids left out); one read."""
         ...
 
-    async def load_idempotency(self) -> list[tuple[str, str, str, str, int, str]]:
-        """Every stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)``."""
+    async def load_idempotency(
+        self, after: tuple[str, str] | None = None, limit: int | None = None
+    ) -> list[_IdemRow]:
+        """The stored ``(tenant, key, event_id, body_sha256, created_at_ms, region)`` rows
+        whose ``(tenant, key)`` comes after ``after`` (None: from the first), in that
+        order, at most ``limit`` (None: all; the key filter reads a page at a time)."""
         ...
 
     async def get_idempotency(self, tenant: str, key: str) -> _IdemRow | None:

@@ -191,6 +191,23 @@ class _Snapshot:
         yield GaugeMetricFamily(
             "regionsync_match_endpoints", "Endpoints in the subscription index", stats["endpoints"]
         )
+        keys = node.keys
+        c = CounterMetricFamily(
+            "regionsync_idempotency_lookups",
+            "Idempotency-Key lookups before the write lock: from the cache, a store read, "
+            "or a read the key filter spared",
+            labels=["result"],
+        )
+        for result, n in (("cached", keys.hits), ("read", keys.misses), ("spared", keys.spared)):
+            c.add_metric([result], n)
+        yield c
+        if keys.filter is not None:
+            yield GaugeMetricFamily(
+                "regionsync_idempotency_filter_keys",
+                "Keys in the Idempotency-Key filter (estimate; sized for "
+                "ingest.idempotency_filter_entries per generation; -1 while it is filled)",
+                keys.filter.approx_keys if keys.filter.ready else -1,
+            )
         c = CounterMetricFamily(
             "regionsync_ingest", "Ingest decisions", labels=["decision", "priority"]
         )

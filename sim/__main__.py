@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import multiprocessing
+import os
 import sys
 import time
 from collections import Counter
@@ -217,4 +218,5 @@ def hashes(seed_range: str, jobs: int, write_to: Path | None, check_against: Pat
 
 
 if __name__ == "__main__":
-    main()
+    # ``regionsync sim`` runs this module: usage lines name the command that was typed
+    main(prog_name=os.environ.get("REGIONSYNC_SIM_PROG", "python -m sim"))

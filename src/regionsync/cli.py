@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -72,8 +73,9 @@ def serve(config_path: str | None) -> None:
         where = Path(config_path).name if config_path else "configuration"
         lines = "\n".join(describe_errors(exc, where))
         raise click.ClickException(f"invalid configuration:\n{lines}") from None
-    except ValueError as exc:  # tomllib.TOMLDecodeError
-        raise click.ClickException(f"invalid configuration: {exc}") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError: name the file, as above
+        where = Path(config_path).name if config_path else "configuration"
+        raise click.ClickException(f"invalid configuration: {where}: {exc}") from None
     if settings.tls is not None:
         for name in ("cert", "key", "ca"):
             path = getattr(settings.tls, name)
@@ -185,7 +187,8 @@ def sim(args: tuple[str, ...]) -> None:
     imports the simulator (the layering contract in pyproject.toml)."""
     import subprocess
 
-    sys.exit(subprocess.call([sys.executable, "-m", "sim", *args]))
+    env = {**os.environ, "REGIONSYNC_SIM_PROG": "regionsync sim"}  # its usage lines
+    sys.exit(subprocess.call([sys.executable, "-m", "sim", *args], env=env))
 
 
 if __name__ == "__main__":  # pragma: no cover

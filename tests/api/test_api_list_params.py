@@ -150,3 +150,23 @@ async def test_publish_refuses_query_parameters(
     assert_problem(resp, 422, field)
     ok = await api.client.post(ACME_EVENTS, json={"event_type": "t", "payload": {}})
     assert ok.status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [("limit=%201", "limit"), ("limit=%2B1", "limit"), ("limit=-1", "limit"),
+     ("limit=%D9%A3", "limit"), ("limit=abc", "limit"), ("endpoint=../x", "endpoint"),
+     ("endpoint=", "endpoint"), ("endpoint=..", "endpoint")],
+)  # fmt: skip
+async def test_integers_and_ids_in_queries_are_checked(
+    api: Api, tenant: str, params: str, field: str
+) -> None:
+    """``limit`` takes ASCII digits only and an id parameter an id (QA 2026-12-02:
+    `` 1``, ``+1`` were taken, ``endpoint=../x`` answered an empty list)."""
+    for path in (ACME_EVENTS, "/v1/tenants/acme/deliveries"):
+        resp = await api.client.get(f"{path}?{params}")
+        assert_problem(resp, 422, field)
+        assert "pydantic" not in resp.text and "Input should" not in resp.text
+    assert_problem(await api.client.get("/v1/audit?tenant=../x"), 422, "tenant")
+    assert_problem(await api.client.get("/v1/sources?tenant=%00"), 422, "tenant")
+    assert (await api.client.get(f"{ACME_EVENTS}?limit=01&endpoint=ep.1")).status_code == 200

@@ -56,7 +56,10 @@ async def test_filters_and_patterns_route_events(
     }
     miss = (await c.post(test, json={"payload": {"action": "closed"}})).json()
     assert miss == {"matches": False, "failed_clause": "action.$eq"}
-    assert_problem(await c.post(test, json={"sample": 1}), 422, "payload")
+    assert_problem(await c.post(test, json={"sample": 1}), 422, "sample")
+    assert_problem(await c.post(test, json={}), 422, "payload")
+    # QA 2026-12-02: an extra member was reported as "payload"
+    assert_problem(await c.post(test, json={"payload": {}, "filter": {}}), 422, "filter")
 
 
 async def test_filter_changes_take_effect(

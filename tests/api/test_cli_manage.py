@@ -52,7 +52,14 @@ async def test_endpoints_create_list_delete(api: Api, tenant: str) -> None:
     out = ok(await cli(api, "--json", "endpoints", "create", "--tenant", tenant, "--id", "e1",
                        "--url", "http://127.0.0.1:9/hook", "--event-type", "a.*"))  # fmt: skip
     assert json.loads(out)["event_types"] == ["a.*"]
-    assert "http://127.0.0.1:9/hook" in ok(await cli(api, "endpoints", "list", "--tenant", tenant))
+    listing = ok(await cli(api, "endpoints", "list", "--tenant", tenant))
+    assert "http://127.0.0.1:9/hook" in listing
+    # values for people, not Python reprs (QA 2026-12-02: "['a.*']", "None")
+    assert listing.splitlines()[1].split()[-1] == "a.*" and "['" not in listing
+    shown = ok(await cli(api, "endpoints", "create", "--tenant", tenant, "--id", "e2",
+                         "--url", "http://127.0.0.1:9/two"))  # fmt: skip
+    assert "filter: -" in shown and "None" not in shown and "paused: false" in shown
+    ok(await cli(api, "endpoints", "delete", "--tenant", tenant, "e2"))
     ok(await cli(api, "endpoints", "delete", "--tenant", tenant, "e1"))
     listed = json.loads(ok(await cli(api, "--json", "endpoints", "list", "--tenant", tenant)))
     assert listed == []

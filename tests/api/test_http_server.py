@@ -374,3 +374,29 @@ async def test_unknown_route_and_wrong_method_name_the_field(served: Served) -> 
     answer = await exchange(served.port, raw)
     assert answer.status == 405 and answer.problem()["field"] == "method", answer
     assert set(answer.headers["allow"].replace(" ", "").split(",")) == {"GET", "POST"}
+
+
+# -- HEAD (RFC 9110 section 9.3.2; QA 2026-12-02: 405 on every route) -------------------
+
+
+async def test_head_answers_as_get_without_content(served: Served) -> None:
+    """HEAD gets GET's status and header fields, Content-Length included, and no content:
+    the next request on the same connection is read from where the head ended."""
+    reader, writer = await connect(served.port)
+    try:
+        for path in (b"/healthz", b"/v1/tenants", b"/console", b"/openapi.json"):
+            writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = await read_one(reader)
+            writer.write(b"HEAD " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            async with asyncio.timeout(WAIT_S):
+                head = parse(await reader.readuntil(b"\r\n\r\n"))
+            assert head.status == got.status == 200, path
+            assert head.headers["content-length"] == str(len(got.body))
+            assert head.headers["content-type"] == got.headers["content-type"]
+        writer.write(b"HEAD /v1/tenants/nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        async with asyncio.timeout(WAIT_S):
+            assert parse(await reader.readuntil(b"\r\n\r\n")).status == 404
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # no stray bytes between
+        assert (await read_one(reader)).status == 200
+    finally:
+        writer.close()

@@ -128,3 +128,11 @@ def test_parse_uint_range() -> None:
     assert parse_uint("5", "f", lo=5, hi=5) == 5
     with pytest.raises(BadRequest):
         parse_uint("6", "f", hi=5)
+
+
+@pytest.mark.parametrize("text", ["9" * 20, "99999999999999999999", "0" * 20 + "1"])
+def test_parse_uint_says_out_of_range_for_too_many_digits(text: str) -> None:
+    """QA 2026-12-02: a 20-digit timestamp was refused as "not ASCII digits"."""
+    with pytest.raises(BadRequest, match=r"in \[0, ") as exc:
+        parse_uint(text, "webhook-timestamp")
+    assert exc.value.field == "webhook-timestamp"

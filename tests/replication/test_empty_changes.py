@@ -73,3 +73,26 @@ async def test_a_registry_record_the_peers_would_refuse_is_not_logged(net, start
         with pytest.raises(ValueError, match="peers would refuse"):
             a.writer.commit_local("registry", a.writer.stamp(), bad)
     assert a.writer.version_vector == vv and a.catalog.registry.tenant_ids() == tenants
+
+
+async def test_a_record_the_peer_refuses_is_repaired_past(net, started) -> None:
+    """Whatever record a peer refuses (an older version's bug, a bit flip), its origin's
+    later records must not stop there for good: the link repairs the peer by anti-entropy,
+    which carries the state and raises its version vector past the refused record."""
+    a, b = await _pair(net, started)
+    await a.registry_ops.create_tenant("t1", "One")
+    await eventually(lambda: b.catalog.registry.has_tenant("t1"))
+    async with a.writer.local_lock():  # a record no decoder takes: an unknown registry key
+        stamp = a.writer.stamp()
+        seq = a.writer.version_vector[a.writer.actor] + 1
+        body = encode_body(registry={"no/such/key": ORSet()})
+        bad = Record(a.writer.actor, seq, "registry", body, (stamp.wall_ms, stamp.logical))
+        a.writer.version_vector[a.writer.actor] = seq
+        durable = a.writer.submit(WriteBatch(records=[bad], version_vector={a.writer.actor: seq}))
+    await durable
+    await a.registry_ops.create_tenant("t2", "Two")
+    await eventually(lambda: b.catalog.registry.has_tenant("t2"))
+    assert b.counters["records_rejected"] >= 1 and a.counters["anti_entropy_passes"] >= 1
+    await eventually(lambda: b.writer.version_vector.get(a.writer.actor, 0) > seq)
+    await a.registry_ops.create_tenant("t3", "Three")  # and the log flows again
+    await eventually(lambda: b.catalog.registry.has_tenant("t3"))

@@ -79,7 +79,7 @@ def test_serve_with_missing_or_bad_config_exits_cleanly(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("region = [\n")
     result = CliRunner().invoke(main, ["serve", "--config", str(bad)])
-    assert result.exit_code == 1 and "invalid configuration" in result.output
+    assert result.exit_code == 1 and "invalid configuration: bad.toml: " in result.output
     bad.write_text("[delivery]\ntimeout_s = -1\n")
     result = CliRunner().invoke(main, ["serve", "--config", str(bad)])
     assert result.exit_code == 1 and "timeout_s" in result.output
@@ -98,6 +98,11 @@ def test_sim_command_runs_the_harness_in_a_child_process(tmp_path: Path) -> None
     assert out.returncode == 0, out.stdout + out.stderr
     assert "seed" in out.stdout + out.stderr
     assert list(tmp_path.glob("*.html"))
+    bad = subprocess.run(
+        [sys.executable, "-m", "regionsync.cli", "sim", "run", "--bogus"],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "Try 'regionsync sim run --help'" in bad.stderr  # QA 12-02
 
 
 def test_certs_command_writes_a_ca_and_region_certificates(tmp_path: Path) -> None:

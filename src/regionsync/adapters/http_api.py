@@ -132,8 +132,8 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
 class _FastLane:
     """Serves the ingest routes without FastAPI's per-request dependency machinery (half
     the CPU of a publish); every other request, and the OpenAPI document, go to the
-    FastAPI app. The handlers are the same functions the FastAPI routes call, and errors
-    get the same JSON problem bodies."""
+    FastAPI app (a HEAD request as its GET, without the content). The handlers are the
+    same functions the FastAPI routes call, and errors get the same JSON problem bodies."""
 
     def __init__(self, app: FastAPI, routes: dict[re.Pattern[str], Any]):
         self.app = app
@@ -141,6 +141,9 @@ class _FastLane:
         self.state = app.state
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            await self.app({**scope, "method": "GET"}, receive, _without_body(send))
+            return
         if scope["type"] == "http" and scope["method"] == "POST":
             for pattern, handler in self.routes.items():
                 m = pattern.fullmatch(scope["path"])
@@ -166,6 +169,18 @@ class _FastLane:
                     await send({"type": "http.response.body", "body": response.body})
                     return
         await self.app(scope, receive, send)
+
+
+def _without_body(send: Any) -> Any:
+    """``send`` for a HEAD request served as GET: the same status and header fields
+    (Content-Length included), no content (RFC 9110 section 9.3.2)."""
+
+    async def send_head(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_head
 
 
 def _no_query(scope: Any) -> None:

@@ -31,6 +31,8 @@ def parse_uint(
     Raises ``error`` (BadRequest by default) naming ``field`` otherwise.
     """
     if not _DIGITS.fullmatch(text):
+        if text.isascii() and text.isdigit():  # digits, but more than an int64 holds
+            raise error(f"must be {what} in [{lo}, {hi}]", field=field)
         raise error(f"must be {what} of ASCII digits 0-9", field=field)
     value = int(text)
     if not lo <= value <= hi:

@@ -154,10 +154,23 @@ def _printable(value: str) -> str:
     )  # fmt: skip
 
 
+def _cell(value: Any) -> str:
+    """A value as text for people: ``-`` for null or missing, a list's items joined by
+    commas, ``true``/``false``, an object as JSON (never a Python repr)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return _printable(", ".join(str(v) for v in value))
+    if isinstance(value, dict | list):
+        return _printable(json.dumps(value, ensure_ascii=False))
+    return _printable(str(value))
+
+
 def table(rows: list[dict], cols: list[str]) -> str:
-    """Aligned text columns ``cols`` of ``rows`` (missing values print as ``-``)."""
-    cells = [[("-" if r.get(c) is None else _printable(str(r.get(c)))) for c in cols]
-             for r in rows]  # fmt: skip
+    """Aligned text columns ``cols`` of ``rows`` (``_cell``: missing values print as ``-``)."""
+    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(cols)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
@@ -172,5 +185,4 @@ def out(ctx: click.Context, data: Any, cols: list[str] | None = None) -> None:
         click.echo(table(data, cols))
     else:
         for k, v in data.items():
-            text = json.dumps(v) if isinstance(v, dict | list) else _printable(str(v))
-            click.echo(f"{k}: {text}")
+            click.echo(f"{k}: {_cell(v)}")

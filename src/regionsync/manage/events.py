@@ -71,11 +71,11 @@ def _run_job(ctx: click.Context, tenant: str, endpoint: str, since: str, kind: s
     failed. The bar's length is the matching deliveries counted at the start."""
     client = client_of(ctx)
     ids = {"tenant": tenant, "endpoint": endpoint}
+    start = api_path("/v1/tenants/{tenant}/endpoints/{endpoint}/", **ids) + kind  # checks ids
     total = len(client.pages(
         api_path("/v1/tenants/{tenant}/deliveries", tenant=tenant),
         {"endpoint": endpoint, "status": _JOB_STATUS[kind], "since": since},
     ))  # fmt: skip
-    start = api_path("/v1/tenants/{tenant}/endpoints/{endpoint}/", **ids) + kind
     job = client.call("POST", start, json_body={"since": since})
     with click.progressbar(length=max(total, 1), label=f"{kind} {job['id']}",
                            file=sys.stderr) as bar:  # fmt: skip

@@ -20,7 +20,11 @@ Silent stalls and divergence (issue 12 items 3, 4): every sent Batch must be ack
 idle link sends a Digest (state root at its version vector) every
 ``digest_interval_s``, and roots that differ at equal version vectors mark the peer
 ``state_agrees=False`` and run an anti-entropy pass on the next session (the accepting
-side asks its own link to do the same, so both directions are repaired). Every Hello is
+side asks its own link to do the same, so both directions are repaired). A record the
+peer refuses for what it holds (not for clock drift, which passes) would block every
+later record of its origin there, since records apply in order: the link then repairs
+the peer by anti-entropy, whose last chunk raises its version vector past that record
+(which stays unmerged; the peer counts it in ``records_rejected``). Every Hello is
 shown to the write path, which renews this node's actor if the peer has seen more of it.
 """
 
@@ -228,6 +232,7 @@ class PeerLink:
         wake = links.log.log_waiter()
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
+        malformed: pb.Rejected | None = None  # a rejection that resending cannot change
         refusals = 0  # acks in a row that rejected something (core.peering.refusal_pause)
         lingered = self.opts.linger_ms <= 0
         sent_at: collections.deque[float] = collections.deque()  # unacked batches, oldest first
@@ -237,7 +242,7 @@ class PeerLink:
         asked: tuple[dict[str, int], bytes] | None = None  # the digest we sent, if any
 
         async def read_acks() -> None:
-            nonlocal inflight, sent, closed, refused, refusals
+            nonlocal inflight, sent, closed, refused, refusals, malformed
             try:
                 while (msg := await stream.recv()) is not None:
                     status.last_contact_at_ms = links.clock.wall_ms()
@@ -261,6 +266,8 @@ class PeerLink:
                     for rej in msg.ack.rejected:
                         status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
                         refused = True
+                        if not rej.reason.startswith("clock_drift"):  # drift passes; this not
+                            malformed = rej
                     refusals = refusals + 1 if msg.ack.rejected else 0
                     links.on_ack()
                     inflight = max(inflight - 1, 0)  # a duplicated ack is not a batch
@@ -286,6 +293,14 @@ class PeerLink:
                     until = (sent_at[0] if sent_at else clock.monotonic()) + self.opts.ack_timeout_s
                     await self._wait(progress, None, until)
                     continue
+                if malformed is not None and inflight == 0:
+                    # records apply in order per origin: the peer would never take another
+                    # of that origin from us. Anti-entropy carries our state past it.
+                    log.warning(
+                        "peer %s refused record %s#%d (%s); repairing it by anti-entropy",
+                        status.region, malformed.origin, malformed.origin_seq, malformed.reason,
+                    )  # fmt: skip
+                    status.repair_wanted = True
                 if status.repair_wanted and inflight == 0:
                     return  # a digest differed: the next session starts with anti-entropy
                 if refused and inflight == 0:

@@ -75,8 +75,11 @@ def build(ctx: ApiContext) -> APIRouter:
         failed (``path.$op``)? Body: ``{"payload": ...}``."""
         ctx.auth.check(request, tenant)
         body = await read_object(request, ctx.max_body, surrogates=True)  # as publish accepts
-        if set(body) != {"payload"}:
-            raise Unprocessable('body must be {"payload": ...}', field="payload")
+        unknown = sorted(set(body) - {"payload"})
+        if unknown:  # name the member that should not be there, as every other body does
+            raise Unprocessable('unknown field (body must be {"payload": ...})', field=unknown[0])
+        if "payload" not in body:
+            raise Unprocessable('is required (body must be {"payload": ...})', field="payload")
         return node.registry_ops.test_filter(tenant, endpoint, body["payload"])
 
     @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")

@@ -15,10 +15,11 @@ import hmac
 import re
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import Request
 
+from ...core.validate import check_id
 from ...errors import Unprocessable
 
 __all__ = [
@@ -121,21 +122,36 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
+def _int_names(dependant: Any) -> frozenset[str]:
+    """Of ``dependant``'s query parameters, those declared ``int`` (or ``int | None``)."""
+    return frozenset(
+        p.alias
+        for p in dependant.query_params
+        if p.field_info.annotation is int or int in get_args(p.field_info.annotation)
+    )
+
+
+# query parameters that name an object by id: checked as ids are in paths and bodies
+_ID_PARAMS = frozenset({"tenant", "endpoint"})
+
+
 async def strict_query(request: Request) -> None:
     """The app-wide dependency of every route: under ``/v1/``, a query parameter the
     route does not declare, or one given twice, is 422 naming it (a misspelt filter such
-    as ``statuss=dead`` would otherwise list everything). Also records the request's path
-    for the cursors (``seal_cursor``)."""
+    as ``statuss=dead`` would otherwise list everything), an ``int`` one that is not ASCII
+    digits, and an id one (``tenant``, ``endpoint``) that is not an id are 422 naming it.
+    Also records the request's path for the cursors (``seal_cursor``)."""
     _ROUTE.set(request.scope["path"])
     route = request.scope.get("route")
     if route is None or not request.scope["path"].startswith("/v1/"):
         return
-    declared = getattr(route, "_regionsync_query_names", None)  # computed once per route
-    if declared is None:
-        declared = frozenset(_query_names(route.dependant))
-        route._regionsync_query_names = declared
+    names = getattr(route, "_regionsync_query_names", None)  # computed once per route
+    if names is None:
+        names = frozenset(_query_names(route.dependant)), _int_names(route.dependant)
+        route._regionsync_query_names = names
+    declared, integers = names
     seen: set[str] = set()
-    for name, _ in request.query_params.multi_items():
+    for name, value in request.query_params.multi_items():
         if name not in declared:
             raise Unprocessable(
                 f"unknown query parameter (this route takes {sorted(declared) or 'none'})",
@@ -144,3 +160,8 @@ async def strict_query(request: Request) -> None:
         if name in seen:
             raise Unprocessable("given more than once", field=name)
         seen.add(name)
+        # integers from request text are ASCII digits (pydantic would take " 1", "+1", "٣")
+        if name in integers and not (value.isascii() and value.isdigit()):
+            raise Unprocessable("must be an integer (ASCII digits)", field=name)
+        if name in _ID_PARAMS:
+            check_id(value, name)

@@ -12,7 +12,7 @@ half of its own closed-loop rate of the same run of the node (goal <= 10 ms) and
 floor (for reference: the same goal for a handler that only commits).
 
     .venv/bin/python bench/ingest.py [--seconds 5] [--connections 64 256]
-                                     [--payload small|github] [--pin]
+                                     [--payload small|github] [--pin] [--idempotency-keys]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ BODIES = {
     "github": b'{"event_type":"team.created","payload":' + GITHUB.read_bytes() + b"}",
 }
 BODY = BODIES["small"]
+UNIQUE_KEYS = False  # --idempotency-keys: loadgen sends a new Idempotency-Key per request
 # --pin (issue 17's method): the load generator on core 0, the server on core 1
 CLIENT_CPUS: list[str] = []
 SERVER_CPUS: list[str] = []
@@ -129,6 +130,8 @@ def load(url: str, seconds: float, connections: int, rate: float | None = None) 
            str(seconds), "--connections", str(connections), "--body", f.name]  # fmt: skip
     if rate:
         cmd += ["--rate", str(rate)]
+    if UNIQUE_KEYS:
+        cmd += ["--unique-keys"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     os.unlink(f.name)
     return json.loads(out.strip().splitlines()[-1])
@@ -255,11 +258,16 @@ def main() -> None:
                     help="publish body: 328 synthetic bytes or a 2 KB GitHub payload")  # fmt: skip
     ap.add_argument("--pin", action="store_true",
                     help="load generator on core 0, server on core 1 (taskset)")  # fmt: skip
+    ap.add_argument(
+        "--idempotency-keys",
+        action="store_true",
+        help="every publish with a new Idempotency-Key (every server is sent it)",
+    )
     ap.add_argument("--profile", type=Path,
                     help="py-spy table of the node's closed loop (first count)")  # fmt: skip
     args = ap.parse_args()
-    global BODY
-    BODY = BODIES[args.payload]
+    global BODY, UNIQUE_KEYS
+    BODY, UNIQUE_KEYS = BODIES[args.payload], args.idempotency_keys
     if args.pin:
         CLIENT_CPUS[:], SERVER_CPUS[:] = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
     for i, connections in enumerate(args.connections):

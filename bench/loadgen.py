@@ -5,7 +5,9 @@ Run as a separate process so it does not share a core's event loop with the serv
 Prints one JSON line: requests, errors, statuses, rps, p50/p90/p99 latency (ms).
 ``--rate`` paces requests open-loop at R per second across all connections (latency
 then includes any queueing behind a slow server); without it every connection sends as
-fast as answers come back (closed loop, for throughput).
+fast as answers come back (closed loop, for throughput). ``--unique-keys`` sends every
+request with an ``Idempotency-Key`` never sent before (a new key per publish, as clients
+that set one per message do).
 """
 
 from __future__ import annotations
@@ -18,16 +20,21 @@ import time
 from urllib.parse import urlsplit
 
 
-async def _worker(host, port, path, body, headers, deadline, lat, statuses, ticks) -> int:
+async def _worker(host, port, path, body, headers, deadline, lat, statuses, ticks,
+                  keys: str | None = None) -> int:  # fmt: skip
+    """One keep-alive connection; ``keys``: a prefix of this connection's unique keys."""
     reader, writer = await asyncio.open_connection(host, port)
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n{headers}\r\n"
+        f"Content-Length: {len(body)}\r\n{headers}"
     ).encode()
-    request = head + body
-    errors = 0
+    request = head + b"\r\n" + body
+    errors = sent = 0
     try:
         while time.perf_counter() < deadline:
+            if keys is not None:
+                sent += 1
+                request = head + f"Idempotency-Key: {keys}-{sent}\r\n\r\n".encode() + body
             if ticks is not None:
                 due = await ticks.get()
                 if due is None:
@@ -70,7 +77,7 @@ async def _pacer(rate: float, deadline: float, ticks: asyncio.Queue, n: int) -> 
 
 
 async def run(url: str, connections: int, seconds: float, rate: float | None, body: bytes,
-              headers: str = "") -> dict:  # fmt: skip
+              headers: str = "", unique_keys: bool = False) -> dict:  # fmt: skip
     parts = urlsplit(url)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     lat: list[float] = []
@@ -78,10 +85,12 @@ async def run(url: str, connections: int, seconds: float, rate: float | None, bo
     t0 = time.perf_counter()
     deadline = t0 + seconds
     ticks: asyncio.Queue | None = asyncio.Queue() if rate else None
+    run_id = f"{time.time_ns():x}"
     tasks = [
-        _worker(parts.hostname, parts.port, path, body, headers, deadline, lat, statuses, ticks)
-        for _ in range(connections)
-    ]
+        _worker(parts.hostname, parts.port, path, body, headers, deadline, lat, statuses, ticks,
+                f"{run_id}-{i}" if unique_keys else None)
+        for i in range(connections)
+    ]  # fmt: skip
     if rate:
         tasks.append(_pacer(rate, deadline, ticks, connections))
     results = await asyncio.gather(*tasks)
@@ -110,14 +119,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=None)
     ap.add_argument("--body", default=None, help="file with the request body")
+    ap.add_argument("--unique-keys", action="store_true", help="a new Idempotency-Key each")
     args = ap.parse_args()
     body = open(args.body, "rb").read() if args.body else b'{"event_type":"a","payload":{}}'
+    job = run(args.url, args.connections, args.seconds, args.rate, body, "", args.unique_keys)
     try:
         import uvloop
 
-        result = uvloop.run(run(args.url, args.connections, args.seconds, args.rate, body))
+        result = uvloop.run(job)
     except ImportError:
-        result = asyncio.run(run(args.url, args.connections, args.seconds, args.rate, body))
+        result = asyncio.run(job)
     print(json.dumps(result))
 
 

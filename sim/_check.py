@@ -206,11 +206,18 @@ async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
                     for x in o.args["remove"]:
                         if _maybe(o):
                             removes[x].append(o)
+            # deleting an endpoint removes its types, and creating its id again removes
+            # what an earlier life left (observed-remove): either may have removed any
+            # type added before it, except the types a create adds itself
+            wipes = [o for o in eops if o.kind in ("delete_endpoint", "create_endpoint")
+                     and _maybe(o)]  # fmt: skip
             for x, aops in sorted(adds.items()):
                 must = [
                     a
                     for a in aops
-                    if _counts(a) and not any(r.invoke_t >= a.invoke_t for r in removes[x])
+                    if _counts(a)
+                    and not any(r.invoke_t >= a.invoke_t for r in removes[x])
+                    and not any(w is not a and w.invoke_t >= a.invoke_t for w in wipes)
                 ]
                 if must and x not in types:
                     out.append(

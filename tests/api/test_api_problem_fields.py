@@ -63,6 +63,10 @@ async def test_display_text_keeps_joiners_scripts_and_description_lines(api: Api
         ({"kind": "stripe", "algorithm": "sha1"}, "algorithm"),
         ({"kind": "standard-webhooks", "secret": "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3",
           "prefix": "v1="}, "prefix"),
+        # QA 2026-12-02: a prefix no header can carry made a source that verifies nothing
+        ({"kind": "hmac", "prefix": "\u00fc\u0000="}, "prefix"),
+        ({"kind": "hmac", "prefix": "sha256=\n"}, "prefix"),
+        ({"kind": "hmac", "prefix": "\u0101="}, "prefix"),
     ],
 )  # fmt: skip
 async def test_source_settings_checked_per_kind(

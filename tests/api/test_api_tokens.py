@@ -98,6 +98,9 @@ async def test_read_and_publish_scopes(api: Api) -> None:
         ({"scope": "admin", "name": "x", "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
         ({"scope": "admin", "name": "x", "expires_at": "tomorrow"}, "expires_at"),
         ({"scope": "admin", "name": "x", "expires_at": 5}, "expires_at"),
+        # QA 2026-12-02: a time past 9999 was stored, and every token list a 500
+        ({"scope": "admin", "name": "x", "expires_at": "9999-12-31T23:59:59-01:00"},
+         "expires_at"),
         ({"scope": "admin", "name": "x", "secret": "mine"}, "secret"),
     ],
 )
@@ -108,6 +111,10 @@ async def test_bad_token_bodies(api: Api, body: dict, field: str) -> None:
 async def test_expiry_is_kept_and_shown(api: Api) -> None:
     made = await _create(api, "admin", expires_at="2999-01-01T00:00:00Z")
     assert made["expires_at"] == "2999-01-01T00:00:00.000Z"
+    # digits below the millisecond are cut (through a float this was year 10000)
+    last = await _create(api, "admin", expires_at="9999-12-31T23:59:59.999999Z")
+    assert last["expires_at"] == "9999-12-31T23:59:59.999Z"
+    assert (await api.client.get("/v1/tokens")).status_code == 200
     assert (await api.client.get("/v1/cluster", headers=bearer(made["token"]))).status_code == 200
 
 

@@ -80,3 +80,15 @@ def test_recorded_headers_are_bounded_and_say_what_was_left_out() -> None:
     assert "more headers" not in recorded_headers({"a": "b"})
     assert recorded_headers({"webhook-id": "evt_1", "x": "y"}, 18) == "webhook-id: evt_1"
     assert recorded_headers({"webhook-id": "evt_1"}, 5) == ""
+
+
+def test_rfc3339_shows_times_it_cannot_write_as_the_nearest_bound() -> None:
+    """A time stored before its range was checked (a token's expiry in year 10000) made
+    every answer showing it a 500 (QA 2026-12-02)."""
+    from regionsync.core.envelope import RFC3339_MS_RANGE, rfc3339_ms
+
+    assert rfc3339_ms(RFC3339_MS_RANGE[1]) == "9999-12-31T23:59:59.999Z"
+    assert rfc3339_ms(RFC3339_MS_RANGE[1] + 1) == "9999-12-31T23:59:59.999Z"
+    assert rfc3339_ms(2**63 - 1) == "9999-12-31T23:59:59.999Z"
+    assert rfc3339_ms(RFC3339_MS_RANGE[0]) == "0001-01-01T00:00:00.000Z"
+    assert rfc3339_ms(-(2**63)) == "0001-01-01T00:00:00.000Z"

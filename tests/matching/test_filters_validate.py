@@ -57,6 +57,10 @@ def _nested(depth: int) -> dict[str, Any]:
         ({"a": "x" * (MAX_STRING + 1)}, "filter.a"),
         ({"x" * (MAX_STRING + 1): 1}, "filter"),
         ({"a": {"$in": [1, 2, {3: 4}]}}, "filter.a.$in[2]"),
+        # QA 2026-12-02: integers msgpack cannot hold were a 500 (the registry encodes)
+        ({"a": {"$eq": 2**64}}, "filter.a.$eq"),
+        ({"a": -(2**63) - 1}, "filter.a"),
+        ({"a": {"$in": [1, 12345678901234567890123]}}, "filter.a.$in[1]"),
     ],
 )
 def test_invalid_filters_name_the_offending_path(doc: Any, field: str) -> None:
@@ -89,6 +93,10 @@ def test_node_limit() -> None:
     with pytest.raises(Unprocessable) as info:
         validate_filter({"a": {"$in": list(range(MAX_NODES))}})
     assert info.value.field is not None and info.value.field.startswith("filter.a.$in")
+
+
+def test_the_integer_bounds_are_valid() -> None:
+    validate_filter({"a": {"$in": [-(2**63), 2**64 - 1]}})
 
 
 def test_valid_filters_pass() -> None:

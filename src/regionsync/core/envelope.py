@@ -37,6 +37,7 @@ __all__ = [
     "PAYLOAD_FORMATS",
     "REDACTED",
     "REQUEST_HEADERS_MAX_BYTES",
+    "RFC3339_MS_RANGE",
     "SENSITIVE_HEADER_RE",
     "delivery_body",
     "delivery_headers",
@@ -56,6 +57,8 @@ _OURS = ("webhook-id", "webhook-timestamp", "webhook-signature", EVENT_TYPE_HEAD
 
 
 _last_second: tuple[int, str] = (0, "1970-01-01T00:00:00")  # rfc3339_ms's one-entry cache
+# ms since the epoch RFC 3339 can write: 0001-01-01T00:00:00.000Z .. 9999-12-31T23:59:59.999Z
+RFC3339_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
 
 
 def rfc3339_ms(ms: int) -> str:
@@ -63,9 +66,10 @@ def rfc3339_ms(ms: int) -> str:
     exact: integer seconds and milliseconds (through ``ms / 1000`` as a float, values
     past year 2200 or so lost their last digit). The last second formatted is kept: a
     burst formats its timestamps from it (issue 17: 3 % of a publish's CPU before).
-    Raises OverflowError/ValueError outside years 1..9999."""
+    A value outside ``RFC3339_MS_RANGE`` (none is accepted now; a store or a peer may
+    hold one written before) is shown as the nearest bound, never an error."""
     global _last_second
-    second, milli = divmod(ms, 1000)
+    second, milli = divmod(min(max(ms, RFC3339_MS_RANGE[0]), RFC3339_MS_RANGE[1]), 1000)
     cached = _last_second  # one read: another thread may replace it meanwhile
     if cached[0] != second:
         text = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")

@@ -207,11 +207,20 @@ def _v_operator(op: str, x: Any, path: str, depth: int, budget: _Budget) -> None
     _v_value(x, path, depth, budget)
 
 
+_INT_RANGE = (-(2**63), 2**64 - 1)  # what msgpack, and so the registry, can store
+
+
 def _v_value(x: Any, path: str, depth: int, budget: _Budget) -> None:
     """A JSON value used as an operand."""
     budget.take(path)
     t = type(x)
-    if x is None or t is bool or t is int:
+    if x is None or t is bool:
+        return
+    if t is int:
+        if not _INT_RANGE[0] <= x <= _INT_RANGE[1]:
+            raise Unprocessable(
+                f"integers are limited to [{_INT_RANGE[0]}, {_INT_RANGE[1]}]", field=path
+            )
         return
     if t is float:
         if not math.isfinite(x):

@@ -237,6 +237,14 @@ class EndpointView:
 Deltas = dict[str, CRDT]
 
 
+def _removal_of_all(state: ORSet) -> ORSet:
+    """The delta removing every element ``state`` holds (empty if it holds none)."""
+    delta = ORSet.empty()
+    for element in state.value():
+        delta = delta.merge(state.remove(element))
+    return delta
+
+
 class Registry:
     """In-memory registry state: key -> CRDT. Mutators return deltas and change nothing;
     ``apply`` merges deltas (local or remote) and returns the keys whose state changed.
@@ -633,9 +641,10 @@ class Registry:
             }.items()
         )
         # new dots continue from the key's current state: a re-created id must not reuse
-        # the dots of its earlier life (they would collide and cancel on merge)
+        # the dots of its earlier life (they would collide and cancel on merge); the
+        # types of that life are removed (a re-created id starts empty, as a tenant does)
         current: ORSet = self._get(p + "event_types", ORSet)
-        delta = ORSet.empty()
+        delta = _removal_of_all(current)
         for t in event_types:
             delta = delta.merge(current.merge(delta).add(t, actor=actor))
         if delta != ORSet.empty():
@@ -681,8 +690,14 @@ class Registry:
         return deltas
 
     def delete_endpoint(self, endpoint_id: str, tenant_id: str) -> Deltas:
+        """Deltas deleting an endpoint: out of its tenant's set, its event types removed
+        (observed-remove: a type added concurrently elsewhere survives, add-wins)."""
         key = f"t/{tenant_id}/endpoints"
-        return {key: self._get(key, ORSet).remove(endpoint_id)}
+        deltas: Deltas = {key: self._get(key, ORSet).remove(endpoint_id)}
+        types = _removal_of_all(self._get(f"e/{endpoint_id}/event_types", ORSet))
+        if types != ORSet.empty():
+            deltas[f"e/{endpoint_id}/event_types"] = types
+        return deltas
 
     def source_ids(self) -> frozenset[str]:
         """Ids in the sources set (``source`` tells which of them are live)."""

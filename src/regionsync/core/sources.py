@@ -103,6 +103,8 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 _KIND_SPECIFIC = frozenset(f for fields in KIND_FIELDS.values() for f in fields)
 # a header name is an RFC 9110 token (section 5.1, 5.6.2)
 _TOKEN_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
+# what a header value may hold (RFC 9110 section 5.5: VCHAR, SP, HTAB, obs-text)
+_FIELD_VALUE_RE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 
 
 def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,6 +164,12 @@ def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
             and not value.startswith(("header:", "payload:"))
         ):
             raise Unprocessable("must start with 'header:' or 'payload:'", field=name)
+        if name == "prefix" and not _FIELD_VALUE_RE.fullmatch(value):  # it must arrive in one
+            raise Unprocessable(
+                "must be characters a header value can carry (RFC 9110 section 5.5: visible "
+                "ASCII, space, tab, or Latin-1 above 0x7f)",
+                field=name,
+            )
         if name == "header" and not _TOKEN_RE.fullmatch(value):
             raise Unprocessable("must be a header name (an RFC 9110 token)", field=name)
         if value.startswith("header:") and not _TOKEN_RE.fullmatch(value[7:]):

@@ -14,11 +14,12 @@ import hashlib
 import hmac
 import re
 from contextvars import ContextVar
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 
 from fastapi import Request
 
+from ...core.envelope import RFC3339_MS_RANGE
 from ...core.validate import check_id
 from ...errors import Unprocessable
 
@@ -33,8 +34,14 @@ __all__ = [
 ]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def parse_time(value: str, field: str) -> int:
-    """Milliseconds since the epoch of an RFC 3339 time with a zone; 422 naming ``field``."""
+    """Milliseconds since the epoch of an RFC 3339 time with a zone, sub-millisecond
+    digits cut (exact integer arithmetic; through a float, 9999-12-31T23:59:59.999999Z
+    rounded up into year 10000, which no answer could then show); 422 naming ``field``,
+    also for a time outside 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z."""
     try:
         # RFC 3339 section 5.6 allows a lower-case "t" and "z"
         dt = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
@@ -42,7 +49,15 @@ def parse_time(value: str, field: str) -> int:
         raise Unprocessable("must be an RFC 3339 time", field=field) from None
     if dt.tzinfo is None:
         raise Unprocessable("must carry a time zone (e.g. Z)", field=field)
-    return int(dt.timestamp() * 1000)
+    try:
+        ms = (dt - _EPOCH) // timedelta(milliseconds=1)
+    except OverflowError:  # an offset moved it out of datetime's years 1..9999
+        ms = RFC3339_MS_RANGE[0] - 1
+    if not RFC3339_MS_RANGE[0] <= ms <= RFC3339_MS_RANGE[1]:
+        raise Unprocessable(
+            "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z", field=field
+        )
+    return ms
 
 
 def page_params(limit: int, since: str | None) -> int | None:

@@ -99,8 +99,7 @@ async def test_read_and_publish_scopes(api: Api) -> None:
         ({"scope": "admin", "name": "x", "expires_at": "tomorrow"}, "expires_at"),
         ({"scope": "admin", "name": "x", "expires_at": 5}, "expires_at"),
         # QA 2026-12-02: a time past 9999 was stored, and every token list a 500
-        ({"scope": "admin", "name": "x", "expires_at": "9999-12-31T23:59:59-01:00"},
-         "expires_at"),
+        ({"scope": "admin", "name": "x", "expires_at": "9999-12-31T23:59:59-01:00"}, "expires_at"),
         ({"scope": "admin", "name": "x", "secret": "mine"}, "secret"),
     ],
 )

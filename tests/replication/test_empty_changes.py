@@ -27,6 +27,19 @@ async def _pair(net, started):
     return a, b
 
 
+async def _log_raw(node, body: bytes) -> int:
+    """Log a registry record of ``body`` as the node's next own record, past every check
+    (what an older version or a bug could have logged); returns its sequence number."""
+    async with node.writer.local_lock():
+        stamp, actor = node.writer.stamp(), node.writer.actor
+        seq = node.writer.version_vector[actor] + 1
+        record = Record(actor, seq, "registry", body, (stamp.wall_ms, stamp.logical))
+        node.writer.version_vector[actor] = seq
+        durable = node.writer.submit(WriteBatch(records=[record], version_vector={actor: seq}))
+    await durable
+    return seq
+
+
 async def test_an_empty_patch_logs_nothing_and_later_changes_replicate(net, started) -> None:
     a, b = await _pair(net, started)
     await a.registry_ops.create_tenant("t1", "One")
@@ -49,14 +62,8 @@ async def test_a_logged_registry_record_without_registry_section_heals(net, star
     the peers as an empty change, and what follows it replicates."""
     a, b = await _pair(net, started)
     await a.registry_ops.create_tenant("t1", "One")
-    async with a.writer.local_lock():  # the old record, logged as the old code did
-        stamp = a.writer.stamp()
-        seq = a.writer.version_vector[a.writer.actor] + 1
-        body = encode_body(audit=audit_section("tenant.update", "tenant/t1", "t1", ""))
-        old = Record(a.writer.actor, seq, "registry", body, (stamp.wall_ms, stamp.logical))
-        a.writer.version_vector[a.writer.actor] = seq
-        durable = a.writer.submit(WriteBatch(records=[old], version_vector={a.writer.actor: seq}))
-    await durable
+    # the old record, logged as the old code did
+    await _log_raw(a, encode_body(audit=audit_section("tenant.update", "tenant/t1", "t1", "")))
     await a.registry_ops.create_tenant("t2", "Two")
     await eventually(lambda: b.catalog.registry.has_tenant("t2"))
     assert b.counters["records_rejected"] == 0
@@ -82,14 +89,8 @@ async def test_a_record_the_peer_refuses_is_repaired_past(net, started) -> None:
     a, b = await _pair(net, started)
     await a.registry_ops.create_tenant("t1", "One")
     await eventually(lambda: b.catalog.registry.has_tenant("t1"))
-    async with a.writer.local_lock():  # a record no decoder takes: an unknown registry key
-        stamp = a.writer.stamp()
-        seq = a.writer.version_vector[a.writer.actor] + 1
-        body = encode_body(registry={"no/such/key": ORSet()})
-        bad = Record(a.writer.actor, seq, "registry", body, (stamp.wall_ms, stamp.logical))
-        a.writer.version_vector[a.writer.actor] = seq
-        durable = a.writer.submit(WriteBatch(records=[bad], version_vector={a.writer.actor: seq}))
-    await durable
+    # a record no decoder takes: an unknown registry key
+    seq = await _log_raw(a, encode_body(registry={"no/such/key": ORSet()}))
     await a.registry_ops.create_tenant("t2", "Two")
     await eventually(lambda: b.catalog.registry.has_tenant("t2"))
     assert b.counters["records_rejected"] >= 1 and a.counters["anti_entropy_passes"] >= 1

@@ -176,7 +176,6 @@ class IdempotencyKeys:
         k = (row[0], row[1])
         self.pending[k] = row
         self._cache(k, row)
-        self._filter_add(row)
 
     def merge(self, row: IdempotencyRow) -> None:
         """A replicated row: kept until durable; a cached row of the key is replaced if
@@ -185,10 +184,10 @@ class IdempotencyKeys:
         self.pending[k] = _earlier(self.pending.get(k), row)  # type: ignore[assignment]
         if k in self.cache:
             self.cache[k] = _earlier(self.cache[k], row)  # type: ignore[assignment]
-        self._filter_add(row)
 
     def committed(self, batch: WriteBatch) -> None:
-        """Commit observer: rows of ``batch`` are durable, the store answers for them."""
+        """Commit observer: rows of ``batch`` are durable, the store answers for them; the
+        key filter learns them here (until then ``pending`` answers for them)."""
         for row in batch.idempotency:
             k = (row[0], row[1])
             if self.pending.get(k) == row:

@@ -52,8 +52,9 @@ class EventTypeOps:
             )
             note = audit_section("event_type.create", f"event_type/{name}", tenant_id)
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.catalog.event_type(tenant_id, name)
         await durable
-        return self.catalog.event_type(tenant_id, name)
+        return view
 
     async def update(self, tenant_id: str, name: str, body: Mapping[str, Any]) -> EventTypeView:
         """Change ``description``, ``schema`` (null: none) or ``deprecated``."""
@@ -67,8 +68,9 @@ class EventTypeOps:
             detail = ",".join(sorted(fields))
             note = audit_section("event_type.update", f"event_type/{name}", tenant_id, detail)
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.catalog.event_type(tenant_id, name)
         await durable
-        return self.catalog.event_type(tenant_id, name)
+        return view
 
     async def delete(self, tenant_id: str, name: str) -> None:
         """Remove a type (endpoints subscribed to it keep their subscription)."""

@@ -107,9 +107,8 @@ class RegistryOps:
             )  # fmt: skip
             note = audit_section("tenant.create", f"tenant/{tid}", tid)
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.catalog.tenant(tid)
         await durable
-        view = self.catalog.registry.tenant(tid)
-        assert view is not None
         return view
 
     async def patch_tenant(self, tenant_id: str, fields: Mapping[str, Any]) -> TenantView:
@@ -125,8 +124,9 @@ class RegistryOps:
                 "tenant.update", f"tenant/{tenant_id}", tenant_id, ",".join(fields)
             )
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.catalog.tenant(tenant_id)
         await durable
-        return self.catalog.tenant(tenant_id)
+        return view
 
     def _check_strict(self, tenant_id: str, patterns: list[str]) -> None:
         """Strict mode: every pattern names or matches a catalogued type (422 otherwise)."""
@@ -220,8 +220,9 @@ class RegistryOps:
             )  # fmt: skip
             note = audit_section("endpoint.create", f"endpoint/{eid}", tenant_id)
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.catalog.endpoint(tenant_id, eid)
         await durable
-        return self.catalog.endpoint(tenant_id, eid)
+        return view
 
     def endpoints(self, tenant_id: str) -> list[EndpointView]:
         self.catalog.tenant(tenant_id)
@@ -277,8 +278,9 @@ class RegistryOps:
             op = "endpoint.rotate_secret" if names == ["secret"] else "endpoint.update"
             note = audit_section(op, f"endpoint/{endpoint_id}", tenant_id, ",".join(names))
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.catalog.endpoint(tenant_id, endpoint_id)
         await durable
-        return self.catalog.endpoint(tenant_id, endpoint_id)
+        return view
 
     async def delete_endpoint(self, tenant_id: str, endpoint_id: str) -> None:
         async with self.writer.local_lock():
@@ -317,8 +319,9 @@ class RegistryOps:
             )
             note = audit_section("source.create", f"source/{sid}", fields["tenant"])
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            fields = self.catalog.source(sid)
         await durable
-        return self.catalog.source(sid)
+        return fields
 
     async def delete_source(self, source_id: str) -> None:
         async with self.writer.local_lock():

@@ -175,8 +175,17 @@ class Recovery:
         Usage counters count deliveries by their current status (README, "Usage
         counters"): leaving ``delivered``/``dead`` takes one off ``deliveries_succeeded``/
         ``deliveries_failed``, and ``backlog`` grows only for a row that was not pending.
+
+        An operator's re-send is sent now: an endpoint this region sees failing gets its
+        next probe now (still one attempt at a time; the outcome moves its health as any
+        probe's does), instead of waiting out a backoff of up to ``probe_max_s``.
         """
         now = self.clock.wall_ms()
+        health = self.queue.health
+        for eid in {d.endpoint_id for d in rows}:
+            h = health.get(eid)
+            if h is not None and h.state == "failing" and not h.probe_due(now):
+                health[eid] = replace(h, next_probe_ms=now)
         new = [
             replace(
                 d,

@@ -236,6 +236,7 @@ async def test_idempotency_key_same_body_same_id_other_body_409(api: Api, tenant
     assert again.status_code == 202, again.text
     assert again.json()["id"] == first.json()["id"]
     assert again.json()["received_at"] == first.json()["received_at"]
+    assert "duplicate" not in first.json() and again.json()["duplicate"] is True
 
     before = (await c.get("/v1/cluster")).json()["counts"]
     other = await c.post(
@@ -250,6 +251,7 @@ async def test_idempotency_key_same_body_same_id_other_body_409(api: Api, tenant
     # another key, or no key, is another event
     fresh = await c.post(url, json=body, headers={"Idempotency-Key": "inv-7-paid-2"})
     assert fresh.status_code == 202 and fresh.json()["id"] != first.json()["id"]
+    assert "duplicate" not in fresh.json()
     unkeyed = await c.post(url, json=body)
     assert unkeyed.status_code == 202 and unkeyed.json()["id"] != first.json()["id"]
 

@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..core.model import DeliveryStatus
 
-__all__ = ["PROBLEM_RESPONSES", "body", "install_docs"]
+__all__ = ["IDEMPOTENCY_KEY", "PROBLEM_RESPONSES", "body", "install_docs"]
 
 
 _ID = r"^[A-Za-z0-9_.\-]{1,64}$"
@@ -275,6 +275,20 @@ def body(name: str) -> dict[str, Any]:
     }
 
 
+# the publish route's optional header (runtime.ingest.Ingest.publish)
+IDEMPOTENCY_KEY: dict[str, Any] = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+    "description": (
+        "A repeat with the same key and body within `ingest.idempotency_ttl_s` (24 h) is "
+        "answered with the original event (`duplicate: true`) in every region the first "
+        "acceptance reached; the same key with another body is 409 "
+        "`idempotency_conflict`."
+    ),
+}
+
 _STATUSES = ["pending", "cancelled", "skipped", "dead", "delivered"]  # core.model
 # query parameters as the routes validate them (common.page_params, parse_time,
 # decode_cursor, delivery_status; the attempt log's own status): 422 naming them otherwise
@@ -458,7 +472,9 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "Accepted": _with_optional(
         _obj(id=_STR, event_type=_STR, region=_STR, received_at=_null(_TIME)),
         warnings={"type": "array", "items": _STR},  # the event type is deprecated
-        duplicate=_BOOL,  # POST /in/{source}: a redelivery of an event already accepted
+        # true: a redelivery (POST /in/{source}) or a repeated Idempotency-Key (publish)
+        # of an event already accepted; the answer names that event
+        duplicate=_BOOL,
     ),
     "Delivery": _obj(
         id=_STR,

@@ -11,7 +11,7 @@ from ...core.jsontext import decode_utf8, loads_members
 from ...core.matching import check_event_pattern
 from ...core.model import EventQuery
 from ...errors import Unprocessable
-from ..openapi_docs import body
+from ..openapi_docs import IDEMPOTENCY_KEY, body
 from .common import (
     ApiContext,
     accepted_response,
@@ -48,14 +48,20 @@ def build(ctx: ApiContext) -> APIRouter:
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 256:
             raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
-        event, _created = await node.ingest.publish(
+        event, created = await node.ingest.publish(
             tenant, body["event_type"], payload.encode(), key, body["payload"]
         )
-        return accepted_response(node, event)
+        return accepted_response(node, event) if created else accepted_response(
+            node, event, duplicate=True
+        )
 
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler
 
-    @router.post("/v1/tenants/{tenant}/events", status_code=202, openapi_extra=body("event"))
+    @router.post(
+        "/v1/tenants/{tenant}/events",
+        status_code=202,
+        openapi_extra={**body("event"), "parameters": [IDEMPOTENCY_KEY]},
+    )
     async def publish(request: Request, tenant: str) -> Response:
         return await publish_handler(request, tenant)
 

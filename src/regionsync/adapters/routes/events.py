@@ -51,8 +51,10 @@ def build(ctx: ApiContext) -> APIRouter:
         event, created = await node.ingest.publish(
             tenant, body["event_type"], payload.encode(), key, body["payload"]
         )
-        return accepted_response(node, event) if created else accepted_response(
-            node, event, duplicate=True
+        return (
+            accepted_response(node, event)
+            if created
+            else accepted_response(node, event, duplicate=True)
         )
 
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler

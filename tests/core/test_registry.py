@@ -223,3 +223,19 @@ def test_state_hash_follows_new_keys_changes_and_states_that_become_empty() -> N
         assert reg.states() == {k: v for k, v in reg._states.items() if v != type(v).empty()}
         seen.add(reg.state_hash())
     assert len(seen) == len(steps) + 1
+
+
+def test_usage_counters_are_shown_never_below_zero() -> None:
+    """Two regions recording one delivery's success concurrently (a custody change with
+    an attempt in flight) each take it off ``backlog``: the PN-Counter undershoots, and
+    the tenant showed ``backlog: -1`` (QA of 2026-12-02). The converged counter keeps its
+    value; the view shows 0."""
+    reg = Registry()
+    reg.apply(reg.create_tenant("acme", "Acme", 1, A, Timestamp(1, 0)))
+    reg.apply(reg.count("acme", "backlog", 1, A))  # one pending delivery
+    reg.apply(reg.count("acme", "backlog", -1, A))  # delivered, recorded in region A
+    reg.apply(reg.count("acme", "backlog", -1, B))  # and by its custodian B
+    reg.apply(reg.count("acme", "deliveries_succeeded", 2, B))
+    t = reg.tenant("acme")
+    assert t is not None and t.usage["backlog"] == 0 and t.usage["deliveries_succeeded"] == 2
+    assert reg.usage("acme", "backlog") == -1

@@ -400,7 +400,11 @@ class Registry:
             id=tenant_id,
             name=self._get(p + "name", LWWRegister).value() or "",
             created_at_ms=self._get(p + "created_at", LWWRegister).value() or 0,
-            usage={c: self._get(f"{p}usage/{c}", PNCounter).value() for c in USAGE_COUNTERS},
+            # never below 0: two regions recording one delivery's outcome concurrently
+            # (a custody change) each count it, so the sum can undershoot (README)
+            usage={
+                c: max(0, self._get(f"{p}usage/{c}", PNCounter).value()) for c in USAGE_COUNTERS
+            },
             ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
             publish_rate_per_s=self.publish_rate(tenant_id),
             strict_event_types=self.strict_event_types(tenant_id),

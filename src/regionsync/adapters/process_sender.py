@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -279,7 +278,6 @@ def main(argv: list[str]) -> None:
     allow-listed CIDRs."""
     log_format, level, region, *allow = argv
     configure_logging(log_format, level, region, " sender")
-    log.info("delivery sender process %d started", os.getpid())
     try:
         import uvloop
 

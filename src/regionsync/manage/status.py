@@ -59,9 +59,8 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         if isinstance(other, dict):
             reached(row, other)
         else:
-            verdict = {True: "agrees (digest)", False: "DIFFERS (digest)",
-                       None: "not compared"}[p.get("state_agrees")]  # fmt: skip
-            row.update(reached=f"no: {other}", registry="-", agrees=verdict, peers_up="-")
+            row.update(reached=_unreached(other), registry="-", agrees=_last_digest(p),
+                       peers_up="-")  # fmt: skip
         rows.append(row)
     for key, other in others.items():
         if key in peer_regions:
@@ -72,9 +71,26 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
             row["region"] = other["region"]
             reached(row, other)
         else:
-            row.update(reached=f"no: {other}", registry="-", agrees="-", peers_up="-")
+            row.update(reached=_unreached(other), registry="-", agrees="-", peers_up="-")
         rows.append(row)
     return rows
+
+
+def _unreached(error: str) -> str:
+    """The REACHED cell of a region that could not be asked: its error, cut to 40
+    characters (the command's error line on stderr has it whole)."""
+    return f"no: {error if len(error) <= 40 else error[:39] + '…'}"
+
+
+def _last_digest(peer: dict) -> str:
+    """The asked node's last state-digest verdict on an unreached peer, with its time:
+    it is a past verdict (digests are compared only at equal version vectors)."""
+    verdict = peer.get("state_agrees")
+    if verdict is None:
+        return "not compared"
+    at = peer.get("last_digest_at") or ""
+    when = f" at {at[11:19]}Z" if len(at) >= 19 else ""
+    return f"{'agreed' if verdict else 'DIFFERED'} (digest{when})"
 
 
 def peer_clusters(client: ApiClient, cluster: dict, extra_urls: tuple[str, ...]) -> dict:
@@ -115,7 +131,8 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
     """Every region: the asked node's links to it (connected, records behind, last
     contact), its own registry hash and whether it agrees, its links up, custody. Peers
     are asked at the ``http_url`` of their ``[[peers]]`` entry (or ``--peer-url``) with
-    the same token; a peer that cannot be asked shows the state-digest verdict. Exits 3
+    the same token; a peer that cannot be asked shows the asked node's last state-digest
+    verdict on it, with its time (``agreed``/``DIFFERED (digest at 12:14:04Z)``). Exits 3
     after printing when a region asked over HTTP (an ``http_url`` or a ``--peer-url``)
     could not be asked (its row says why)."""
     client = client_of(ctx)
@@ -129,4 +146,5 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
         out(ctx, status_rows(cluster, others), cols)
     failed = sorted(k for k, v in others.items() if not isinstance(v, dict))
     if failed:
-        raise ManageError(f"could not ask {', '.join(failed)}", exit_code=3)
+        why = "; ".join(f"{k}: {others[k]}" for k in failed)
+        raise ManageError(f"could not ask {why}", exit_code=3)

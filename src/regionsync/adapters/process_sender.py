@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -170,7 +171,6 @@ class ProcessSender:
             self.children += 1
             if self._watchdog is None:
                 self._watchdog = asyncio.create_task(self._watch())
-            log.info("delivery sender process %s started", transport.get_pid())
             return self._stdin
 
     def _child_gone(self, pipes: _ChildPipes) -> None:
@@ -278,6 +278,7 @@ def main(argv: list[str]) -> None:
     allow-listed CIDRs."""
     log_format, level, region, *allow = argv
     configure_logging(log_format, level, region, " sender")
+    log.info("delivery sender process %d started", os.getpid())
     try:
         import uvloop
 

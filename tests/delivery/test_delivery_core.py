@@ -41,11 +41,30 @@ def test_exhausted_delivery_makes_failing_at_once() -> None:
 def test_probe_backoff_doubles_up_to_max() -> None:
     h = step(Health(), "exhausted", 0, P)
     probes = []
-    for t in range(1, 6):
-        h = step(h, "failure", t * 1000, P)
+    for _ in range(5):
+        h = step(h, "failure", h.next_probe_ms, P)  # each probe fails
         probes.append(h.probe_s)
     assert probes == [2, 4, 8, 8, 8]
     assert not h.probe_due(h.next_probe_ms - 1) and h.probe_due(h.next_probe_ms)
+
+
+def test_only_a_probes_failure_doubles_the_backoff() -> None:
+    """The attempts in flight when an endpoint turns failing (up to max_in_flight) fail
+    together; each doubled the backoff, so 16 of them took it to probe_max_s at once
+    (QA of 2026-12-02: 24 h after one burst)."""
+    h = Health()
+    for _ in range(16):  # one burst, all at t=10
+        h = step(h, "failure", 10, P)
+    assert (h.state, h.failures, h.probe_s, h.next_probe_ms) == ("failing", 16, 1, 1010)
+    h = step(h, "failure", 500, P)  # one more attempt that started before it turned
+    assert (h.probe_s, h.next_probe_ms) == (1, 1010)
+    h = step(h, "failure", 1010, P)  # the probe
+    assert (h.probe_s, h.next_probe_ms) == (2, 3010)
+    # a failing view taken from the replicated state (no probe scheduled): its first
+    # failure schedules one, the others of its burst do not move it
+    h = Health("failing", failing_since_ms=0)
+    h = step(step(h, "failure", 50, P), "failure", 50, P)
+    assert (h.probe_s, h.next_probe_ms) == (2, 2050)
 
 
 def test_long_failing_streak_disables() -> None:

@@ -9,25 +9,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from worker_nodes import stop, worker_node
+from worker_nodes import FlakySender, stop, worker_node
 
 from regionsync.core.model import DeliveryStatus
-from regionsync.core.retry import AttemptOutcome, OutcomeKind
-from regionsync.runtime.ports import OutboundRequest
-
-
-class FlakySender:
-    """Answers 503 until ``up`` is set, then 204; counts requests."""
-
-    def __init__(self) -> None:
-        self.up = False
-        self.sent = 0
-
-    async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        self.sent += 1
-        if self.up:
-            return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
-        return AttemptOutcome(OutcomeKind.FAILED, status_code=503)
 
 
 async def _until(cond, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -31,6 +31,30 @@ class CountingSender:
         return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
 
 
+class FlakySender:
+    """Answers 503 until ``up`` is set, then 204; counts requests (``sent``) and the most
+    in flight at once (``peak``). Each attempt waits for ``gate`` (open unless ``held``)."""
+
+    def __init__(self, held: bool = False) -> None:
+        self.up = False
+        self.sent = self.inflight = self.peak = 0
+        self.gate = asyncio.Event()
+        if not held:
+            self.gate.set()
+
+    async def send(self, request: OutboundRequest) -> AttemptOutcome:
+        self.sent += 1
+        self.inflight += 1
+        self.peak = max(self.peak, self.inflight)
+        try:
+            await self.gate.wait()
+        finally:
+            self.inflight -= 1
+        if self.up:
+            return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
+        return AttemptOutcome(OutcomeKind.FAILED, status_code=503)
+
+
 class StaticResolver:
     """Every name resolves to one public address (never contacted: the Sender is fake)."""
 

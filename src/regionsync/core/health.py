@@ -79,6 +79,11 @@ def _failing(h: Health, now_ms: int, policy: HealthPolicy) -> Health:
     since = h.failing_since_ms if h.failing_since_ms is not None else now_ms
     if now_ms - since >= policy.disable_after_s * 1000:
         return Health("disabled", h.failures, since)
+    if h.state == "failing" and h.next_probe_ms is not None and now_ms < h.next_probe_ms:
+        # not a probe's outcome: an attempt that was in flight when the endpoint turned
+        # failing (up to max_in_flight of them fail together). Only a probe's failure
+        # doubles the backoff, else one burst of failures reaches probe_max_s at once.
+        return replace(h, failing_since_ms=since)
     probe = (
         policy.probe_initial_s
         if h.state != "failing"
@@ -88,7 +93,10 @@ def _failing(h: Health, now_ms: int, policy: HealthPolicy) -> Health:
 
 
 def step(h: Health, event: str, now_ms: int, policy: HealthPolicy = HealthPolicy()) -> Health:
-    """The health after ``event`` at ``now_ms``. Raises KeyError for an unknown pair."""
+    """The health after ``event`` at ``now_ms``. Raises KeyError for an unknown pair.
+
+    While failing, the probe backoff doubles only on a failure at or after the next probe
+    was due (a probe's); a failure before it (an attempt started earlier) only counts."""
     nxt = TABLE[(h.state, event)]
     if event == "failure":
         h = replace(h, failures=h.failures + 1)

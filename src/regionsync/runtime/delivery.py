@@ -18,7 +18,7 @@ import logging
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
-from ..core.health import HealthPolicy
+from ..core.health import Health, HealthPolicy
 from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
 from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Delivery, DeliveryStatus, Event
@@ -284,6 +284,12 @@ class DeliveryWorker:
                     refill = True
                     continue
                 health = self.queue.health.get(d.endpoint_id)
+                if health is None and ep.failing_since_ms is not None:
+                    # failing by the replicated view (another region's attempts, e.g.
+                    # before this region adopted the endpoint): probe it, one at a time
+                    health = Health("failing", failing_since_ms=ep.failing_since_ms)
+                    self.queue.health[d.endpoint_id] = health
+                    self.recorder.health_url[d.endpoint_id] = ep.url
                 lane = self.lane(d.endpoint_id, ep.rate_limit_per_s)
                 probing = health is not None and health.state == "failing"
                 cap = 1 if probing else ep.max_in_flight

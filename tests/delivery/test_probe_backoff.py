@@ -8,15 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from worker_nodes import FlakySender, stop, worker_node
-
-
-async def _until(cond, what: str, tries: int = 300) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(tries):
-        if await cond():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+from worker_nodes import FlakySender, stop, until, worker_node
 
 
 async def test_a_burst_of_failures_leaves_the_first_probe_backoff() -> None:
@@ -37,14 +29,14 @@ async def test_a_burst_of_failures_leaves_the_first_probe_backoff() -> None:
         async def all_in_flight() -> bool:
             return sender.inflight == 16
 
-        await _until(all_in_flight, "16 attempts in flight")
+        await until(all_in_flight, "16 attempts in flight")
         sender.gate.set()  # all 16 fail together
 
         async def failing() -> bool:
             h = node.queue.health.get(ep.id)
             return h is not None and h.state == "failing" and sender.inflight == 0
 
-        await _until(failing, "the endpoint to turn failing")
+        await until(failing, "the endpoint to turn failing")
         assert node.queue.health[ep.id].probe_s == 0.3  # was 3600: doubled by each failure
         sender.up = True
 
@@ -52,7 +44,7 @@ async def test_a_burst_of_failures_leaves_the_first_probe_backoff() -> None:
             counts = await node.store.counts("a")
             return counts["deliveries_delivered"] == 20
 
-        await _until(delivered, "every delivery after the first probe")
+        await until(delivered, "every delivery after the first probe")
     finally:
         await stop(node, net)
 
@@ -83,7 +75,7 @@ async def test_a_region_without_its_own_health_view_probes_a_failing_endpoint() 
         async def one_sent() -> bool:
             return sender.sent >= 1
 
-        await _until(one_sent, "a probe")
+        await until(one_sent, "a probe")
         await asyncio.sleep(0.2)
         assert sender.peak == 1 and sender.sent == 1  # one probe, the rest wait for it
         sender.up = True
@@ -92,7 +84,7 @@ async def test_a_region_without_its_own_health_view_probes_a_failing_endpoint() 
         async def delivered() -> bool:
             return (await node.store.counts("a"))["deliveries_delivered"] == 5
 
-        await _until(delivered, "the deliveries once the probe succeeded")
+        await until(delivered, "the deliveries once the probe succeeded")
         assert node.queue.health[ep.id].state == "active"
     finally:
         await stop(node, net)

@@ -6,20 +6,10 @@ default). The re-send now counts as the probe."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from worker_nodes import FlakySender, stop, worker_node
+from worker_nodes import FlakySender, stop, until, worker_node
 
 from regionsync.core.model import DeliveryStatus
-
-
-async def _until(cond, what: str) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(300):
-        if await cond():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.parametrize("how", ["retry", "recover"])
@@ -41,7 +31,7 @@ async def test_a_resend_to_a_failing_endpoint_is_sent_now(how: str) -> None:
             row = await node.store.get_delivery(d.id)
             return row is not None and row.status is DeliveryStatus.DEAD
 
-        await _until(dead, "the delivery to die")
+        await until(dead, "the delivery to die")
         health = node.queue.health[ep.id]
         assert health.state == "failing" and not health.probe_due(node.clock.wall_ms())
         sender.up = True
@@ -54,7 +44,7 @@ async def test_a_resend_to_a_failing_endpoint_is_sent_now(how: str) -> None:
             row = await node.store.get_delivery(d.id)
             return row is not None and row.status is DeliveryStatus.DELIVERED
 
-        await _until(delivered, "the re-send")  # the next probe was an hour away
+        await until(delivered, "the re-send")  # the next probe was an hour away
         assert node.queue.health[ep.id].state == "active"
     finally:
         await stop(node, net)

@@ -80,3 +80,13 @@ async def stop(node: Node, net: MemoryNetwork) -> None:
     await node.stop()
     for t in list(net.tasks):
         t.cancel()
+
+
+async def until(cond, what: str, tries: int = 300) -> None:  # type: ignore[no-untyped-def]
+    """Await ``cond()`` (an async predicate) every 10 ms until it holds; AssertionError
+    naming ``what`` after ``tries`` checks."""
+    for _ in range(tries):
+        if await cond():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")

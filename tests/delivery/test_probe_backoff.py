@@ -10,6 +10,9 @@ import asyncio
 
 from worker_nodes import FlakySender, stop, until, worker_node
 
+from regionsync.adapters.routes.common import delivery_json
+from regionsync.core.envelope import rfc3339_ms
+
 
 async def test_a_burst_of_failures_leaves_the_first_probe_backoff() -> None:
     sender = FlakySender(held=True)
@@ -37,7 +40,16 @@ async def test_a_burst_of_failures_leaves_the_first_probe_backoff() -> None:
             return h is not None and h.state == "failing" and sender.inflight == 0
 
         await until(failing, "the endpoint to turn failing")
-        assert node.queue.health[ep.id].probe_s == 0.3  # was 3600: doubled by each failure
+        health = node.queue.health[ep.id]
+        assert health.probe_s == 0.3  # was 3600: doubled by each failure
+        # the API shows a pending delivery's next attempt no earlier than the probe
+        pending = await node.store.due_deliveries("a", 2**62, 100, ())
+        waiting = [
+            delivery_json(node, d)["next_attempt_at"]
+            for d in pending
+            if (d.next_attempt_at_ms or 0) <= health.next_probe_ms  # type: ignore[operator]
+        ]
+        assert waiting and set(waiting) == {rfc3339_ms(health.next_probe_ms)}  # type: ignore[arg-type]
         sender.up = True
 
         async def delivered() -> bool:

@@ -331,15 +331,25 @@ def accepted_response(node: Node, e: Event, **extra: Any) -> Accepted:
     return Accepted(body, f"@{deprecated_at // 1000}")
 
 
-def delivery_json(d: Delivery, custodian: str) -> dict[str, Any]:
-    """A delivery; ``region`` owns it, ``custodian`` (runtime.custody) delivers it now."""
+def delivery_json(node: Node, d: Delivery) -> dict[str, Any]:
+    """A delivery; ``region`` owns it, ``custodian`` (runtime.custody) delivers it now.
+
+    ``next_attempt_at`` of a pending delivery whose custodian is this region and whose
+    endpoint this region sees failing is no earlier than the endpoint's next probe: the
+    attempt waits for it (README, endpoint health)."""
+    custodian = node.custody.custodian(d)
+    next_ms = d.next_attempt_at_ms
+    if next_ms is not None and d.status is DeliveryStatus.PENDING and custodian == node.region:
+        health = node.queue.health.get(d.endpoint_id)
+        if health is not None and health.state == "failing" and health.next_probe_ms:
+            next_ms = max(next_ms, health.next_probe_ms)
     return {
         "id": d.id,
         "event": d.event_id,
         "endpoint": d.endpoint_id,
         "status": d.status.value,
         "attempts": d.attempts,
-        "next_attempt_at": rfc3339(d.next_attempt_at_ms),
+        "next_attempt_at": rfc3339(next_ms),
         "region": d.region,
         "custodian": custodian,
         "generation": d.generation,

@@ -55,7 +55,7 @@ def build(ctx: ApiContext) -> APIRouter:
             tenant, endpoint, st, since_ms, after, limit
         )
         return {
-            "items": [delivery_json(d, node.custody.custodian(d)) for d in rows],
+            "items": [delivery_json(node, d) for d in rows],
             "next": None if nxt is None else seal_cursor(nxt),
         }
 
@@ -76,7 +76,7 @@ def build(ctx: ApiContext) -> APIRouter:
         q = DeliveryQuery(tenant, endpoint, delivery_status(status), page_params(limit, since))
         rows, nxt = await node.listing.deliveries(q, decode_cursor(cursor), limit)
         return {
-            "items": [delivery_json(d, node.custody.custodian(d)) for d in rows],
+            "items": [delivery_json(node, d) for d in rows],
             "next": encode_cursor(nxt),
         }
 
@@ -142,7 +142,7 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request, tenant)
         await read_no_body(request, ctx.max_body)
         d = await node.recovery.retry_delivery(tenant, delivery)
-        return delivery_json(d, node.custody.custodian(d))
+        return delivery_json(node, d)
 
     @router.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
     async def list_attempts(

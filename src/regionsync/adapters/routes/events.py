@@ -112,7 +112,7 @@ def build(ctx: ApiContext) -> APIRouter:
     async def get_event(request: Request, tenant: str, event: str) -> Response:
         ctx.auth.check(request, tenant)
         ev, deliveries = await node.ingest.get_event(tenant, event)
-        extra = {"deliveries": [delivery_json(d, node.custody.custodian(d)) for d in deliveries]}
+        extra = {"deliveries": [delivery_json(node, d) for d in deliveries]}
         return Response(event_body(ev, extra), media_type="application/json")
 
     return router

@@ -251,3 +251,13 @@ def test_patterns_re2_cannot_run_are_refused_at_registration(schema, where: str)
 
 def test_pattern_like_data_is_not_a_pattern() -> None:
     check_schema({"const": {"pattern": r"(a)\1"}, "examples": [{"pattern": "(?=x)"}]})
+
+
+def test_a_stored_schema_with_a_pattern_re2_refuses_is_a_422_at_publish() -> None:
+    """A schema stored before registration checked its patterns for RE2 (or replicated
+    from such a node) answers 422 ``schema_unusable``, never a 500."""
+    stored = '{"properties":{"s":{"pattern":"(a)\\\\1"}}}'
+    validator = ValidatorCache().get(stored)
+    with pytest.raises(Unprocessable) as exc:
+        validate_payload(validator, {"s": "aa"})
+    assert (exc.value.code, exc.value.field) == ("schema_unusable", "event_type")

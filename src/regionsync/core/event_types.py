@@ -316,6 +316,9 @@ def validate_payload(validator: Any, payload: Any) -> None:
     except Unresolvable as exc:  # refused at registration; kept as a 422, never a 500
         raise Unprocessable(f"the event type's schema does not resolve: {exc}",
                             field="event_type", code="schema_unusable") from None  # fmt: skip
+    except re2.error as exc:  # stored before patterns were checked for RE2 at registration
+        raise Unprocessable(f"the event type's schema has a pattern RE2 does not take: {exc}",
+                            field="event_type", code="schema_unusable") from None  # fmt: skip
     if error is None:
         return
     path = pointer(error.absolute_path)

@@ -338,6 +338,7 @@ def test_uvicorn_internals_still_there() -> None:
         "on_message_begin",
         "on_headers_complete",
         "on_message_complete",
+        "on_response_complete",
     ):
         assert callable(getattr(base, name, None)), name
         assert name in ProblemHttpProtocol.__dict__, name
@@ -355,6 +356,7 @@ def test_uvicorn_internals_still_there() -> None:
     for attr in ("response_started", "response_complete", "disconnected", "message_event"):
         assert f"self.{attr}" in cycle, attr
     assert "read_paused" in inspect.getsource(httptools_impl.FlowControl.__init__)
+    assert callable(getattr(httptools_impl.FlowControl, "pause_reading", None))
 
 
 async def test_unrecognised_method_gets_json_501(served: Served) -> None:
@@ -400,3 +402,23 @@ async def test_head_answers_as_get_without_content(served: Served) -> None:
         assert (await read_one(reader)).status == 200
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize(
+    "bad", [b"GARBAGE\x01\r\n\r\n", b"GET /healthz HTTP/1.1\r\nX-A: a\x01b\r\n\r\n"]
+)
+async def test_a_malformed_pipelined_request_is_answered_after_the_ones_before_it(
+    served: Served, bad: bytes
+) -> None:
+    """A request and a malformed one in the same send: the first gets its own answer,
+    then the problem (QA of 2026-12-02: only the 400 was written, while the first
+    request still ran, so a client read it as the first request's answer)."""
+    reader, writer = await connect(served.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 2 + bad)
+        await writer.drain()
+        raw = await read_to_eof(reader)
+    finally:
+        writer.close()
+    answers = raw.split(b"HTTP/1.1 ")[1:]
+    assert [a[:3] for a in answers] == [b"200", b"200", b"501" if b"GARBAGE" in bad else b"400"]

@@ -137,6 +137,12 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         self._completed_in_chunk = False
         self._lingering = False  # answered with an error: the rest is dropped
         self._chunk = b""
+        # requests whose head was parsed / whose response is complete; an error found in
+        # a later pipelined request waits (``_deferred``) until every earlier one is
+        # answered, so each client request gets its own response, in order (RFC 9112
+        # section 9.3.2)
+        self._parsed = self._answered = 0
+        self._deferred: tuple[int, str, str, str | None] | None = None
 
     # -- the read deadline ---------------------------------------------------------------
 
@@ -171,16 +177,32 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             cycle.message_event.set()
         log.info("request from %s not received within %ss: 408", self.client, self.read_timeout_s)
         self._reject(
-            408, "request_timeout", f"request not received within {self.read_timeout_s:g} s"
-        )
+            408, "request_timeout", f"request not received within {self.read_timeout_s:g} s",
+            after_earlier=False,
+        )  # fmt: skip
 
-    def _reject(self, status: int, code: str, detail: str, field: str | None = None) -> None:
+    def _reject(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        field: str | None = None,
+        after_earlier: bool = True,
+    ) -> None:
         """Answer with the problem body and end the connection. A lingering close: the
         write side is shut and what the client still sends is read and dropped for up to
         ``LINGER_S``, since closing with unread data sends a TCP reset that can discard
-        the answer before the client reads it."""
+        the answer before the client reads it. With ``after_earlier`` (a request that
+        never got a head parsed) and an earlier pipelined request not answered yet, the
+        problem waits for that response (``on_response_complete``):
+        written now, it would be read as that request's answer (a committed publish
+        answered 400, QA of 2026-12-02)."""
         self._disarm()
         self._lingering = True
+        if after_earlier and self._parsed > self._answered and not self.transport.is_closing():
+            self._deferred = (status, code, detail, field)
+            self.flow.pause_reading()
+            return
         headers = self.server_state.default_headers
         self.transport.write(problem_bytes(status, code, detail, field, headers))
         if not self.transport.can_write_eof():
@@ -241,6 +263,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_done = True
+        self._parsed += 1
         head = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
         limit = self.max_connections
         if head > self.max_header_bytes:
@@ -264,6 +287,13 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         self._begun = False
         self._completed_in_chunk = True
         super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        self._answered += 1
+        super().on_response_complete()
+        if self._deferred is not None and self._answered >= self._parsed:
+            deferred, self._deferred = self._deferred, None
+            self._reject(*deferred)
 
 
 def protocol_class(settings: HttpSettings) -> type[ProblemHttpProtocol]:

@@ -183,6 +183,33 @@ def test_hmac_sources() -> None:
         verify(b64, {"x-sig": sig, "x-type": "t.one"}, body + b"x", NOW)
 
 
+@pytest.mark.parametrize("action", ["re opened", "x" * 130, "é", 7, None])
+def test_github_action_that_is_no_type_fragment_keeps_the_event(action) -> None:  # type: ignore[no-untyped-def]
+    """A verified GitHub delivery is never refused for its body (GitHub does not retry):
+    an ``action`` that cannot be part of an event type gives the bare event (it was 422
+    naming X-GitHub-Event, QA of 2026-12-02)."""
+    secret, body = "s3cr3t", json.dumps({"action": action}).encode()
+    sig = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    headers = {"x-hub-signature-256": sig, "x-github-event": "issues", "x-github-delivery": "d1"}
+    got = verify(SourceConfig("s", "acme", "github", secret), headers, body, NOW)
+    assert got.event_type == "issues" and got.delivery_id == "d1"
+
+
+@pytest.mark.parametrize("prefix", ["SHA256=", "V1=", "sha256=", "Sig "])
+@pytest.mark.parametrize("sent_case", [str.upper, str.lower, lambda s: s])
+def test_hmac_prefix_in_any_case_with_hex(prefix: str, sent_case) -> None:  # type: ignore[no-untyped-def]
+    """A prefix with capitals never verified (QA of 2026-12-02): the received signature
+    was lowercased whole and compared with the prefix as configured."""
+    body = b'{"kind":"ping"}'
+    cfg = SourceConfig("src_h", "acme", "hmac", "k", header="x-sig", prefix=prefix)
+    digest = hmac.new(b"k", body, hashlib.sha256).hexdigest()
+    verify(cfg, {"x-sig": sent_case(prefix) + sent_case(digest)}, body, NOW)
+    with pytest.raises(Unauthorized):
+        verify(cfg, {"x-sig": "x" + prefix[1:] + digest}, body, NOW)  # another label
+    with pytest.raises(Unauthorized):
+        verify(cfg, {"x-sig": prefix + digest[:-1] + "0" * (digest[-1] != "0")}, body, NOW)
+
+
 def test_event_id_is_the_same_everywhere_and_distinct() -> None:
     a = event_id_for("src_gh", "d-1")
     assert a == event_id_for("src_gh", "d-1") and a.startswith("evt_") and len(a) == 30

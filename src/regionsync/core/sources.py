@@ -262,6 +262,8 @@ def _verify_github(src: SourceConfig, headers: Mapping[str, str], body: bytes) -
         raise BadRequest("missing X-GitHub-Event header", field="X-GitHub-Event")
     action = payload.get("action") if isinstance(payload, dict) else None
     etype = f"{event}.{action}" if isinstance(action, str) and action else event
+    if not EVENT_TYPE_RE.fullmatch(etype):
+        etype = event  # an action that cannot be part of a type: the body is not refused
     delivery = headers.get("x-github-delivery")
     if not delivery:
         raise BadRequest("missing X-GitHub-Delivery header", field="X-GitHub-Delivery")
@@ -320,12 +322,15 @@ def _verify_standard(
 def _verify_hmac(src: SourceConfig, headers: Mapping[str, str], body: bytes) -> Inbound:
     sig = _header(headers, src.header).strip()
     mac = hmac.new(src.secret.encode(), body, _ALGORITHMS[src.algorithm]).digest()
+    # the prefix is a label (``sha256=``, ``V1=``): any case; hex digits: any case;
+    # base64: exact
+    label, sig = sig[: len(src.prefix)], sig[len(src.prefix) :]
     if src.encoding == "hex":
         want = mac.hex()
         sig = sig.lower()
     else:
         want = base64.b64encode(mac).decode()
-    if not hmac.compare_digest((src.prefix + want).encode(), sig.encode()):
+    if label.lower() != src.prefix.lower() or not hmac.compare_digest(want.encode(), sig.encode()):
         raise Unauthorized("signature mismatch", field=src.header, code="bad_signature")
     payload, text = _parse_json(body, headers)
     if src.id_from:

@@ -376,6 +376,12 @@ async def test_unknown_route_and_wrong_method_name_the_field(served: Served) -> 
     answer = await exchange(served.port, raw)
     assert answer.status == 405 and answer.problem()["field"] == "method", answer
     assert set(answer.headers["allow"].replace(" ", "").split(",")) == {"GET", "POST"}
+    # a trailing slash is another path: 404, not a 307 whose Location comes from Host
+    for path in (b"/healthz/", b"/v1/tenants/"):
+        raw = b"GET %s HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n" % path
+        answer = await exchange(served.port, raw)
+        assert answer.status == 404 and answer.problem()["field"] == "path", answer
+        assert "location" not in answer.headers
 
 
 # -- HEAD (RFC 9110 section 9.3.2; QA 2026-12-02: 405 on every route) -------------------

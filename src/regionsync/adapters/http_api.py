@@ -72,6 +72,9 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         lifespan=lifespan,
         responses=PROBLEM_RESPONSES,
         dependencies=[Depends(strict_query)],
+        # no 307 to the path without its trailing slash (its Location built from the
+        # client's Host header): an unknown path is a 404 problem like any other
+        redirect_slashes=False,
     )
 
     @app.exception_handler(ClientError)

@@ -206,3 +206,29 @@ async def test_chosen_endpoint_id_is_scoped_to_its_tenant(world: dict[str, Any])
     assert resp.status_code == 201 and resp.json()["id"] == "acme-orders"
     resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
     assert_problem(resp, 409, "id")
+
+
+async def test_a_deleted_tenants_tokens_do_not_act_on_its_re_created_id(tmp_path: Path) -> None:
+    """QA of 2026-12-02: a token of a deleted tenant worked again once the id was
+    created anew (by anyone), and a token could be made for an id nobody held yet."""
+    async with running_node(tmp_path, tokens=[{"token": ADMIN, "scope": "admin"}]) as api:
+        c = api.client
+        c.headers.update(bearer(ADMIN))
+        early = await c.post("/v1/tokens", json={"scope": "tenant:tz:manage", "name": "early"})
+        assert_problem(early, 422, "scope")
+        dots = await c.post("/v1/tokens", json={"scope": "tenant:..:read", "name": "dots"})
+        assert_problem(dots, 422, "scope")
+        assert (await c.post("/v1/tenants", json={"id": "tz", "name": "Z"})).status_code == 201
+        kept = await c.post("/v1/tenants", json={"id": "keep", "name": "K"})
+        assert kept.status_code == 201
+        made = await c.post("/v1/tokens", json={"scope": "tenant:tz:manage", "name": "old"})
+        other = await c.post("/v1/tokens", json={"scope": "tenant:keep:read", "name": "k"})
+        assert made.status_code == 201 and other.status_code == 201, made.text
+        old = {"authorization": f"Bearer {made.json()['token']}"}
+        assert (await c.get("/v1/tenants/tz", headers=old)).status_code == 200
+        assert (await c.delete("/v1/tenants/tz")).status_code == 204
+        listed = [t["id"] for t in (await c.get("/v1/tokens")).json()["items"]]
+        assert made.json()["id"] not in listed and other.json()["id"] in listed
+        assert (await c.post("/v1/tenants", json={"id": "tz", "name": "new"})).status_code == 201
+        again = await c.get("/v1/tenants/tz", headers=old)
+        assert_problem(again, 401, "authorization")

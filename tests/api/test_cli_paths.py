@@ -89,6 +89,14 @@ async def test_token_honours_global_url_token_and_json(tmp_path: Path) -> None:
     admin = "right-token-0123456789"
     async with running_node(tmp_path, tokens=[{"token": admin, "scope": "admin"}]) as api:
         dead = f"http://127.0.0.1:{free_port()}"
+        made = await cli(api, "--json", "token", "create", "--scope", "tenant:acme:read",
+                         "--name", "ro", token=admin)  # fmt: skip
+        assert made.exit_code == 1 and "no tenant 'acme'" in made.output, made.output
+        headers = {"authorization": f"Bearer {admin}"}
+        resp = await api.client.post(
+            "/v1/tenants", json={"id": "acme", "name": "A"}, headers=headers
+        )
+        assert resp.status_code == 201, resp.text
         # the global --url wins over REGIONSYNC_URL (the env names an unreachable node)
         made = await cli(dead, "--url", api.base, "--token", admin, "--json", "token",
                          "create", "--scope", "tenant:acme:read", "--name", "ro")  # fmt: skip

@@ -603,8 +603,9 @@ class Registry:
         return dict(self._set(f"t/{tenant_id}/{k}", v, actor, stamp) for k, v in fields.items())
 
     def delete_tenant(self, tenant_id: str) -> Deltas:
-        """Removes the tenant, every endpoint, event type and source it has, so a re-created
-        id starts empty (what is stamped with the old generation stays invisible too)."""
+        """Removes the tenant, every endpoint, event type, source and API token (scope
+        ``tenant:<id>:...``) it has, so a re-created id starts empty (what is stamped with
+        the old generation stays invisible too) and no old token acts on it."""
         deltas: Deltas = {"tenants": self._get("tenants", ORSet).remove(tenant_id)}
         for key in (f"t/{tenant_id}/endpoints", f"t/{tenant_id}/event_types"):
             members: ORSet = self._get(key, ORSet)
@@ -620,6 +621,15 @@ class Registry:
                 gone = gone.merge(sources.remove(sid))
         if gone != ORSet.empty():
             deltas["sources"] = gone
+        tokens: ORSet = self._get("tokens", ORSet)
+        revoked = ORSet.empty()
+        prefix = f"tenant:{tenant_id}:"
+        for tid in tokens.elements():
+            scope = self._get(f"k/{tid}/scope", LWWRegister).value()
+            if isinstance(scope, str) and scope.startswith(prefix):
+                revoked = revoked.merge(tokens.remove(tid))
+        if revoked != ORSet.empty():
+            deltas["tokens"] = revoked
         return deltas
 
     def create_endpoint(

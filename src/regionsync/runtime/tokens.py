@@ -48,8 +48,9 @@ class TokenOps:
         """A new token: ``(view, secret)``; the secret is never stored or shown again.
 
         422 (field ``scope``, ``name``, ``expires_at``) for a scope outside
-        ``admin | tenant:<id>:(manage|publish|read)``, a name not 1..128 characters, or an
-        expiry not in the future.
+        ``admin | tenant:<id>:(manage|publish|read)`` or naming a tenant that does not
+        exist, a name not 1..128 characters, or an expiry not in the future. Deleting the
+        tenant revokes its tokens (``Registry.delete_tenant``).
         """
         if not isinstance(scope, str) or not SCOPE_RE.fullmatch(scope):
             raise Unprocessable("must be admin or tenant:<id>:manage|publish|read", field="scope")
@@ -58,6 +59,10 @@ class TokenOps:
             raise Unprocessable("must be in the future", field="expires_at")
         secret = make_token(self.rng.randbytes(32))
         async with self.writer.local_lock():
+            tenant = _tenant_of(scope)
+            if tenant and not self.catalog.registry.has_tenant(tenant):
+                # a token for an id nobody holds yet would act on whoever creates it
+                raise Unprocessable(f"no tenant {tenant!r}", field="scope")
             tid = self.ids.new("tok")
             stamp = self.writer.stamp()
             fields = {
@@ -70,7 +75,7 @@ class TokenOps:
             }
             deltas = create_token(self.catalog.registry, tid, fields, self.writer.actor, stamp)
             note = audit_section(
-                "token.create", f"token/{tid}", _tenant_of(scope), f"scope={scope}"
+                "token.create", f"token/{tid}", tenant, f"scope={scope}"
             )
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable

@@ -74,9 +74,7 @@ class TokenOps:
                 "created_by": caller.name,
             }
             deltas = create_token(self.catalog.registry, tid, fields, self.writer.actor, stamp)
-            note = audit_section(
-                "token.create", f"token/{tid}", tenant, f"scope={scope}"
-            )
+            note = audit_section("token.create", f"token/{tid}", tenant, f"scope={scope}")
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
         await durable
         return self.get(tid), secret

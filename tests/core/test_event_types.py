@@ -261,3 +261,27 @@ def test_a_stored_schema_with_a_pattern_re2_refuses_is_a_422_at_publish() -> Non
     with pytest.raises(Unprocessable) as exc:
         validate_payload(validator, {"s": "aa"})
     assert (exc.value.code, exc.value.field) == ("schema_unusable", "event_type")
+
+
+def test_ecma_unicode_escapes_in_patterns_run_on_re2() -> None:
+    """JSON Schema patterns are ECMA-262 regexes, whose ``\\uXXXX`` RE2 spells
+    ``\\x{XXXX}`` (they were refused at registration once patterns went to RE2)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "pattern": "^\\u00e9+$"},
+            "t": {"type": "string", "pattern": "^[\\u0041-\\u005A]+$"},
+            "u": {"type": "string", "pattern": "^\\\\u0041$"},  # an escaped backslash
+        },
+    }
+    validator = ValidatorCache().get(check_schema(schema))
+    validate_payload(validator, {"s": "éé", "t": "ABC", "u": "\\u0041"})
+    for bad in ({"s": "e"}, {"t": "abc"}, {"u": "A"}):
+        with pytest.raises(SchemaViolation):
+            validate_payload(validator, bad)
+
+
+def test_a_refused_pattern_names_re2s_reason() -> None:
+    with pytest.raises(Unprocessable) as exc:
+        check_schema({"properties": {"s": {"pattern": "a{1001}"}}})
+    assert "/properties/s/pattern" in str(exc.value) and "repetition" in str(exc.value)

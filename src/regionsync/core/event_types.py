@@ -123,10 +123,25 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a refused pattern is a 422, not a line on stderr
 
 
+_U_ESCAPE = re.compile(r"\\(\\|u([0-9A-Fa-f]{4}))")
+
+
+def _ecma_to_re2(pattern: str) -> str:
+    """ECMA-262's ``\\uXXXX`` escapes (JSON Schema patterns use them) as RE2's
+    ``\\x{XXXX}``; an escaped backslash stays as it is."""
+    return _U_ESCAPE.sub(lambda m: m[0] if m[2] is None else "\\x{" + m[2] + "}", pattern)
+
+
 @functools.lru_cache(maxsize=4096)
 def _re2(pattern: str) -> Any:
     """``pattern`` compiled by RE2; raises ``re2.error`` for syntax RE2 does not take."""
-    return re2.compile(pattern, _RE2_OPTIONS)
+    return re2.compile(_ecma_to_re2(pattern), _RE2_OPTIONS)
+
+
+def _re2_reason(exc: Exception) -> str:
+    """RE2's own reason for refusing a pattern (``invalid perl operator: (?=``)."""
+    reason = exc.args[0] if exc.args else ""
+    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
 def _pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterable[ValidationError]:
@@ -181,7 +196,6 @@ SchemaValidator = validators.extend(
     },
 )
 
-_RE2_LACKS = "no backreferences or lookaround"
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas
 
 
@@ -200,15 +214,15 @@ def _regex_problems(schema: Any, where: str = "") -> Iterable[str]:
                 if key == "pattern" and isinstance(value, str):
                     try:
                         _re2(value)
-                    except re2.error:
-                        yield f"{here}: RE2 does not take this pattern ({_RE2_LACKS})"
+                    except re2.error as exc:
+                        yield f"{here}: RE2 does not take this pattern: {_re2_reason(exc)}"
                 elif key == "patternProperties" and isinstance(value, dict):
                     pattern_props = True
                     for patrn in value:
                         try:
                             _re2(patrn)
-                        except re2.error:
-                            yield f"{here}: RE2 does not take {patrn!r} ({_RE2_LACKS})"
+                        except re2.error as exc:
+                            yield f"{here}: RE2 does not take {patrn!r}: {_re2_reason(exc)}"
                 if key == "unevaluatedProperties":
                     unevaluated = True
                 stack.append((value, here))

@@ -10,9 +10,10 @@ locations are JSON Pointers (RFC 6901) into the published payload.
 Regular expressions (``pattern``, ``patternProperties``) run on RE2 (google-re2), whose
 matching time is linear in the input: a tenant's pattern such as ``^(a+)+$`` cannot stall
 the node with a backtracking blow-up (QA of 2026-12-02: 4.2 s on the event loop for a
-28-character string with Python's ``re``). A pattern RE2 does not take (backreferences,
-lookaround) is refused at registration, as is ``unevaluatedProperties`` in a schema with
-``patternProperties`` (jsonschema matches those with Python's ``re``).
+28-character string with Python's ``re``). ECMA-262's ``\\uXXXX`` escapes become RE2's
+``\\x{XXXX}``. A pattern RE2 does not take (backreferences, lookaround) is refused at
+registration, as is ``unevaluatedProperties`` in a schema with ``patternProperties``
+(jsonschema matches those with Python's ``re``).
 """
 
 from __future__ import annotations

@@ -236,6 +236,14 @@ CASES: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ),
     (
         "POST",
+        EVENTS,
+        # a C1 control character (U+0085, one latin-1 byte): refused like in every other id
+        {"json": {"event_type": "a", "payload": {}}, "headers": {"Idempotency-Key": b"k\x85"}},
+        422,
+        "Idempotency-Key",
+    ),
+    (
+        "POST",
         "/v1/tenants/nope/events",
         {"json": {"event_type": "a", "payload": {}}},
         404,

@@ -144,6 +144,7 @@ def assert_timed_out(answer: Answer, started: float) -> None:
     assert answer.status == 408, answer
     assert answer.headers.get("connection") == "close"
     assert answer.problem()["error"] == "request_timeout"
+    assert answer.problem()["field"] == "request"
     assert time.monotonic() - started >= READ_TIMEOUT_S * 0.9
 
 

@@ -178,7 +178,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         log.info("request from %s not received within %ss: 408", self.client, self.read_timeout_s)
         self._reject(
             408, "request_timeout", f"request not received within {self.read_timeout_s:g} s",
-            after_earlier=False,
+            "request", after_earlier=False,
         )  # fmt: skip
 
     def _reject(

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from ...core.jsontext import decode_utf8, loads_members
 from ...core.matching import check_event_pattern
 from ...core.model import EventQuery
+from ...core.validate import check_text
 from ...errors import Unprocessable
 from ..openapi_docs import IDEMPOTENCY_KEY, body
 from .common import (
@@ -46,8 +47,8 @@ def build(ctx: ApiContext) -> APIRouter:
                 raise Unprocessable("is required", field=name)
         payload = texts["payload"]
         key = request.headers.get("idempotency-key")
-        if key is not None and not 1 <= len(key) <= 256:
-            raise Unprocessable("must be 1..256 characters", field="Idempotency-Key")
+        if key is not None:  # 1..256 characters, no control characters (C1 included)
+            check_text(key, "Idempotency-Key", 256, 1)
         event, created = await node.ingest.publish(
             tenant, body["event_type"], payload.encode(), key, body["payload"]
         )

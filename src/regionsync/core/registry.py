@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,11 +237,13 @@ class EndpointView:
 Deltas = dict[str, CRDT]
 
 
-def _removal_of_all(state: ORSet) -> ORSet:
-    """The delta removing every element ``state`` holds (empty if it holds none)."""
+def _removal_of_all(state: ORSet, which: Callable[[Any], bool] | None = None) -> ORSet:
+    """The delta removing every element ``state`` holds, or those ``which`` picks
+    (observed-remove: empty if there are none)."""
     delta = ORSet.empty()
     for element in state.value():
-        delta = delta.merge(state.remove(element))
+        if which is None or which(element):
+            delta = delta.merge(state.remove(element))
     return delta
 
 
@@ -608,28 +610,19 @@ class Registry:
         the old generation stays invisible too) and no old token acts on it."""
         deltas: Deltas = {"tenants": self._get("tenants", ORSet).remove(tenant_id)}
         for key in (f"t/{tenant_id}/endpoints", f"t/{tenant_id}/event_types"):
-            members: ORSet = self._get(key, ORSet)
-            delta = ORSet.empty()
-            for e in members.elements():
-                delta = delta.merge(members.remove(e))
+            delta = _removal_of_all(self._get(key, ORSet))
             if key.endswith("endpoints") or delta != ORSet.empty():
                 deltas[key] = delta
-        sources: ORSet = self._get("sources", ORSet)
-        gone = ORSet.empty()
-        for sid in sources.elements():
-            if self._get(f"s/{sid}/tenant", LWWRegister).value() == tenant_id:
-                gone = gone.merge(sources.remove(sid))
-        if gone != ORSet.empty():
-            deltas["sources"] = gone
-        tokens: ORSet = self._get("tokens", ORSet)
-        revoked = ORSet.empty()
-        prefix = f"tenant:{tenant_id}:"
-        for tid in tokens.elements():
-            scope = self._get(f"k/{tid}/scope", LWWRegister).value()
-            if isinstance(scope, str) and scope.startswith(prefix):
-                revoked = revoked.merge(tokens.remove(tid))
-        if revoked != ORSet.empty():
-            deltas["tokens"] = revoked
+        owned = {
+            "sources": lambda sid: self._get(f"s/{sid}/tenant", LWWRegister).value() == tenant_id,
+            "tokens": lambda tid: str(self._get(f"k/{tid}/scope", LWWRegister).value()).startswith(
+                f"tenant:{tenant_id}:"
+            ),
+        }
+        for key, which in owned.items():
+            delta = _removal_of_all(self._get(key, ORSet), which)
+            if delta != ORSet.empty():
+                deltas[key] = delta
         return deltas
 
     def create_endpoint(

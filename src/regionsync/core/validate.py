@@ -83,6 +83,8 @@ def check_text(value: Any, field: str, max_len: int, min_len: int = 0, lines: bo
     ``field`` and the first refused character."""
     if not isinstance(value, str) or not min_len <= len(value) <= max_len:
         raise Unprocessable(f"must be a string of {min_len}..{max_len} characters", field=field)
+    if value.isascii() and value.isprintable():
+        return value  # visible ASCII and space: none refused (the usual id, on hot paths)
     for i, c in enumerate(value):
         if lines and c in "\t\n":
             continue

@@ -76,8 +76,9 @@ class TokenOps:
             deltas = create_token(self.catalog.registry, tid, fields, self.writer.actor, stamp)
             note = audit_section("token.create", f"token/{tid}", tenant, f"scope={scope}")
             durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+            view = self.get(tid)  # as committed, whatever lands during the commit
         await durable
-        return self.get(tid), secret
+        return view, secret
 
     def get(self, token_id: str) -> TokenView:
         """The live token; 404 (field ``token``) if unknown or revoked."""

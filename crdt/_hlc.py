@@ -79,11 +79,20 @@ class ClockDriftError(ValueError):
         self.remote_logical = remote_logical
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
 def _carry(wall_ms: int, logical: int) -> Timestamp:
-    """`Timestamp(wall_ms, logical)`, or `(wall_ms + 1, 0)` if logical passed LOGICAL_MAX."""
+    """`Timestamp(wall_ms, logical)`, or `(wall_ms + 1, 0)` if logical passed LOGICAL_MAX.
+    `wall_ms` is in range and `logical` at most LOGICAL_MAX + 1 (the callers' stamps were
+    checked), so only the carried wall is checked again."""
     if logical > LOGICAL_MAX:
         return Timestamp(wall_ms + 1, 0)
-    return Timestamp(wall_ms, logical)
+    stamp = _new(Timestamp)
+    _set(stamp, "wall_ms", wall_ms)
+    _set(stamp, "logical", logical)
+    return stamp
 
 
 class HLC:
@@ -140,21 +149,32 @@ class HLC:
         """
         if not isinstance(remote, Timestamp):
             raise TypeError(f"remote must be a Timestamp, got {type(remote).__name__}")
-        pt = check_count(physical_ms, maximum=WALL_MS_MAX, what="physical_ms")
-        if remote.wall_ms - pt > self._max_drift_ms:
-            raise ClockDriftError(remote.wall_ms, pt, self._max_drift_ms)
-        wall, logical = self._last.wall_ms, self._last.logical
-        new_wall = max(wall, remote.wall_ms, pt)
-        if new_wall == remote.wall_ms and remote.logical >= LOGICAL_MAX:
-            raise ClockDriftError(
-                remote.wall_ms, pt, self._max_drift_ms, remote_logical=remote.logical
-            )
-        if new_wall == wall and new_wall == remote.wall_ms:
-            new_logical = max(logical, remote.logical) + 1
+        return self.observe_parts(remote.wall_ms, remote.logical, physical_ms)
+
+    def observe_parts(self, wall_ms: int, logical: int, physical_ms: int) -> Timestamp:
+        """`observe(Timestamp(wall_ms, logical), physical_ms)` without building the remote
+        stamp (a replica observes one per applied record): the same result, state and
+        errors, including ValueError for parts `Timestamp` refuses."""
+        if not (type(wall_ms) is int and 0 <= wall_ms <= WALL_MS_MAX):
+            check_count(wall_ms, maximum=WALL_MS_MAX, what="wall_ms")
+        if not (type(logical) is int and 0 <= logical <= LOGICAL_MAX):
+            check_count(logical, maximum=LOGICAL_MAX, what="logical")
+        pt = physical_ms
+        if not (type(pt) is int and 0 <= pt <= WALL_MS_MAX):
+            check_count(pt, maximum=WALL_MS_MAX, what="physical_ms")
+        if wall_ms - pt > self._max_drift_ms:
+            raise ClockDriftError(wall_ms, pt, self._max_drift_ms)
+        last = self._last
+        wall, mine = last.wall_ms, last.logical
+        new_wall = max(wall, wall_ms, pt)
+        if new_wall == wall_ms and logical >= LOGICAL_MAX:
+            raise ClockDriftError(wall_ms, pt, self._max_drift_ms, remote_logical=logical)
+        if new_wall == wall and new_wall == wall_ms:
+            new_logical = max(mine, logical) + 1
         elif new_wall == wall:
+            new_logical = mine + 1
+        elif new_wall == wall_ms:
             new_logical = logical + 1
-        elif new_wall == remote.wall_ms:
-            new_logical = remote.logical + 1
         else:
             new_logical = 0
         stamp = _carry(new_wall, new_logical)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crdt import HLC, CausalContext, ClockDriftError, Timestamp, VectorClock
@@ -110,6 +110,89 @@ def test_hlc_rejects_bad_arguments() -> None:
         HLC().now(-5)
     with pytest.raises(TypeError):
         HLC().observe((1, 0), 5)  # type: ignore[arg-type]
+
+
+_EDGE_WALL = st.sampled_from([0, 1, 149, 150, 151, 2**63 - 2, 2**63 - 1])
+_EDGE_LOGICAL = st.sampled_from([0, 1, 6, 7, 2**32 - 2, 2**32 - 1])
+_BAD = st.sampled_from([-1, True, 1.5, 2**32, 2**63, 2**64, "7", None])
+
+
+def _reference(last: Timestamp, wall: object, logical: object, pt: object, drift: int):
+    """The receive rule written out plainly (HLC paper, Algorithm 2, with the wire's ranges
+    and carry): ``("stamp", Timestamp)`` or ``("drift" | "value", None)``."""
+    try:
+        remote = Timestamp(wall, logical)  # type: ignore[arg-type]
+    except ValueError:
+        return "value", None
+    if type(pt) is not int or not 0 <= pt <= 2**63 - 1:
+        return "value", None
+    if remote.wall_ms - pt > drift:
+        return "drift", None
+    new_wall = max(last.wall_ms, remote.wall_ms, pt)
+    if new_wall == remote.wall_ms and remote.logical >= 2**32 - 1:
+        return "drift", None
+    if new_wall == last.wall_ms == remote.wall_ms:
+        new_logical = max(last.logical, remote.logical) + 1
+    elif new_wall == last.wall_ms:
+        new_logical = last.logical + 1
+    elif new_wall == remote.wall_ms:
+        new_logical = remote.logical + 1
+    else:
+        new_logical = 0
+    if new_logical > 2**32 - 1:
+        new_wall, new_logical = new_wall + 1, 0
+    try:
+        return "stamp", Timestamp(new_wall, new_logical)
+    except ValueError:
+        return "value", None
+
+
+def _outcome(clock: HLC, call) -> tuple[str, Timestamp | None]:
+    before = clock.last
+    try:
+        stamp = call()
+    except ClockDriftError:
+        assert clock.last == before
+        return "drift", None
+    except ValueError:
+        assert clock.last == before
+        return "value", None
+    # a stamp built without Timestamp's checks is a valid, equal, hashable Timestamp
+    assert type(stamp) is Timestamp and stamp == Timestamp(stamp.wall_ms, stamp.logical)
+    assert hash(stamp) == hash(Timestamp(stamp.wall_ms, stamp.logical))
+    assert clock.last == stamp
+    return "stamp", stamp
+
+
+@LAWS
+@given(
+    st.tuples(_EDGE_WALL | st.integers(0, 300), _EDGE_LOGICAL | st.integers(0, 9)),
+    st.one_of(_EDGE_WALL, st.integers(0, 300), _BAD),
+    st.one_of(_EDGE_LOGICAL, st.integers(0, 9), _BAD),
+    st.one_of(_EDGE_WALL, st.integers(0, 300), _BAD),
+    st.sampled_from([0, 10, 2**63 - 1]),
+)
+@example((100, 0), 150, 2**32 - 1, 150, 10)  # the remote's counter cannot be passed on
+@example((150, 2**32 - 1), 150, 3, 140, 10)  # the local counter carries into the wall
+@example((2**63 - 1, 2**32 - 1), 0, 0, 0, 10)  # ... past WALL_MS_MAX: ValueError
+@example((200, 9), 200, 7, 150, 10)
+@example((100, 3), 120, 7, 150, 10)
+@example((100, 0), 120, 2**32, 150, 10)  # a counter the wire cannot carry
+def test_observe_and_observe_parts_follow_the_receive_rule(
+    last: tuple[int, int], wall: object, logical: object, pt: object, drift: int
+) -> None:
+    """``observe`` and ``observe_parts`` (the replica's path, which skips building the
+    remote stamp and the result's checks) give the rule's stamp, or its error with the
+    clock unchanged, at the edges of the wire's ranges too."""
+    want = _reference(Timestamp(*last), wall, logical, pt, drift)
+    parts = HLC(drift, Timestamp(*last))
+    assert _outcome(parts, lambda: parts.observe_parts(wall, logical, pt)) == want  # type: ignore[arg-type]
+    try:
+        remote = Timestamp(wall, logical)  # type: ignore[arg-type]
+    except ValueError:
+        return  # ``observe`` takes a built stamp
+    whole = HLC(drift, Timestamp(*last))
+    assert _outcome(whole, lambda: whole.observe(remote, pt)) == want  # type: ignore[arg-type]
 
 
 # -- VectorClock ------------------------------------------------------------------------------

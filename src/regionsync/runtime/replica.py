@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
-from crdt import ClockDriftError, Timestamp
+from crdt import ClockDriftError
 
 from ..config import Settings
 from ..core.model import AuditEntry, Delivery, Record, WriteBatch, delivery_join
@@ -98,6 +98,7 @@ class Replica:
                 deliveries: dict[str, Delivery] = {}
                 for origin in sorted(touched):
                     held = self.held[origin]
+                    newest = None
                     while (r := held.get(vv.get(origin, 0) + 1)) is not None:
                         got = pre.get(id(r))
                         dec = None if got is None else got[1]
@@ -116,6 +117,11 @@ class Replica:
                         vv[origin] = r.seq
                         batch.records.append(r)
                         batch.version_vector[origin] = r.seq
+                        newest = r
+                    if newest is not None:  # once per origin and call: dear per record
+                        self.writer.telemetry.observe_lag(
+                            origin, self.clock.wall_ms(), newest.hlc[0]
+                        )
                     if not held:
                         del self.held[origin]
                 if not batch:
@@ -154,7 +160,7 @@ class Replica:
             raise MalformedRecord(r.origin, r.seq, decoded)
         now = self.clock.wall_ms()
         try:
-            self.writer.hlc.observe(Timestamp(*r.hlc), now)
+            self.writer.hlc.observe_parts(*r.hlc, now)
         except ClockDriftError as exc:
             self.counters["clock_drift"] += 1
             raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
@@ -163,7 +169,6 @@ class Replica:
         self.merge(decoded, batch, deliveries, stored)
         if decoded.audit is not None:  # every region answers for every change
             batch.audit.append(AuditEntry(r.origin, r.seq, *r.hlc, **decoded.audit))
-        self.writer.telemetry.observe_lag(r.origin, now, r.hlc[0])
 
     def merge(
         self,

@@ -9,7 +9,7 @@ node's clock (``Clock.monotonic``, the simulator's virtual one there), in second
 | ``regionsync_publish_latency_seconds{path}`` | publish API / inbound source: call to durable ack |
 | ``regionsync_commit_latency_seconds`` | one group commit (``Store.commit``) |
 | ``regionsync_attempt_latency_seconds{outcome}`` | one delivery attempt (the sender's timing) |
-| ``regionsync_replication_lag_seconds{origin}`` | a peer's record applied: now - its HLC |
+| ``regionsync_replication_lag_seconds{origin}`` | a peer's records applied: now - newest HLC |
 
 Tracing is off (``tracer`` None) unless a tracer provider is set (``use_tracer_provider``,
 done by the composition root when ``[tracing]`` is configured, or by a test).
@@ -80,8 +80,10 @@ class Telemetry:
         self._labelled(self.attempt, outcome, outcome).observe(seconds)
 
     def observe_lag(self, origin_actor: str, now_ms: int, hlc_wall_ms: int) -> None:
-        """Replication lag of a record of ``origin_actor`` (``region:incarnation``);
-        negative lags (clock skew) count as 0."""
+        """Replication lag of ``origin_actor`` (``region:incarnation``) as of one of its
+        records applied here (the replica observes the newest of each applied run, not
+        every record: a histogram observation is about 1 us); negative lags (clock skew)
+        count as 0."""
         lag = max(now_ms - hlc_wall_ms, 0) / 1000
         region = origin_actor.partition(":")[0]
         self._labelled(self.replication_lag, origin_actor, region).observe(lag)

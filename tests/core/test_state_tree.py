@@ -72,11 +72,18 @@ def one_by_one(tree: StateTree, items: dict[str, tuple[bytes, bool]], ops: list)
             items.pop(ident, None)
 
 
-def assert_equals_a_rebuild(tree: StateTree, items: dict[str, tuple[bytes, bool]]) -> None:
+def assert_equals_a_rebuild(
+    tree: StateTree, items: dict[str, tuple[bytes, bool]], counts_first: bool = False
+) -> None:
     """Every bucket's hash and count, the idents and the replicated root of ``tree`` are
-    those of the oracle over ``items``."""
+    those of the oracle over ``items`` (``counts_first``: every count read before any hash,
+    as either read must bring the tree's pending changes in)."""
     full, replicated = from_scratch(items)
     assert len(tree) == len(items)
+    if counts_first:
+        assert [tree.count(b) for b in buckets(tree.depth)] == [
+            full.count(b) for b in buckets(tree.depth)
+        ]
     for b in buckets(tree.depth):
         assert (tree.hash(b), tree.count(b)) == (full.hash(b), full.count(b)), b
     assert tree.idents(children("")) == sorted(items)
@@ -94,18 +101,21 @@ def test_incremental_tree_equals_a_rebuild(ops, depth) -> None:
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
-    batches=st.lists(st.lists(op, max_size=30), max_size=8),
+    batches=st.lists(st.tuples(st.lists(op, max_size=30), st.booleans()), max_size=8),
     depth=st.integers(1, 2),
 )
 def test_changes_applied_in_batches_equal_one_by_one(batches, depth) -> None:
-    """A commit's changes go in one ``apply`` (bucket deltas summed per bucket first):
-    the same tree as putting and discarding them one at a time, items repeated within a
-    batch included (the last change wins)."""
+    """A commit's changes go in one ``apply`` (bucket deltas summed per bucket first, the
+    buckets above the leaves updated only when read): the same tree as putting and
+    discarding them one at a time, items repeated within a batch included (the last
+    change wins), whether or not the tree was read between batches."""
     batched, single = StateTree(depth), StateTree(depth)
     items: dict[str, tuple[bytes, bool]] = {}
-    for batch in batches:
+    for n, (batch, read) in enumerate(batches):
         batched.apply([(i, d if k == "put" else None, loc) for k, i, d, loc in batch])
         one_by_one(single, items, batch)
+        if read:
+            assert_equals_a_rebuild(batched, items, counts_first=n % 2 == 1)
     assert_equals_a_rebuild(batched, items)
     assert_equals_a_rebuild(single, items)
     assert batched._local == single._local

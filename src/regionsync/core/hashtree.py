@@ -43,7 +43,8 @@ class HashTree:
     65,536 leaf buckets, about 15 items each at a million items).
 
     Memory: one int per item with bytes (none for an item of ``b""``, an event) plus one
-    ``[xor, count]`` per non-empty bucket per level.
+    ``[xor, count]`` per non-empty bucket per level, and at most one more per leaf bucket
+    for changes not yet read.
     """
 
     def __init__(self, depth: int = 4):
@@ -53,38 +54,55 @@ class HashTree:
         self._levels: list[dict[str, list[int]]] = [{} for _ in range(depth + 1)]
         # leaf bucket -> {ident: digest, or None for the digest of b""}
         self._leaves: dict[str, dict[str, int | None]] = {}
+        # leaf bucket -> [XOR delta, count delta] not yet in ``_levels``: the buckets above
+        # the leaves are brought up to date when read (``_flush``), so the commits between
+        # two repair passes share those updates instead of paying depth + 1 per item
+        self._pending: dict[str, list[int]] = {}
+        self._size = 0
+        self._local: set[str] = set()  # idents of local items (``StateTree``)
+        self._root = 0  # XOR of the replicated digests of every item (``StateTree``)
 
     def __len__(self) -> int:
-        return self.count("")
+        return self._size
 
     def put(self, ident: str, data: bytes) -> None:
         """Add item ``ident`` with bytes ``data``, or replace its bytes."""
-        self._change([(ident, data)])
+        self.apply([(ident, data, False)])
 
     def discard(self, ident: str) -> None:
         """Remove item ``ident`` if present."""
-        self._change([(ident, None)])
+        self.apply([(ident, None, False)])
 
-    def _change(self, changes: list[tuple[str, bytes | None]]) -> list[tuple[int | None, int]]:
-        """Apply ``(ident, data)`` changes in order (``data`` None: remove the item);
-        per change ``(old, new)``: the item's digest before (None if it was absent) and
-        after (0 once removed).
-
-        Each item's leaf is updated at once; the XOR and count deltas of the buckets
-        above are summed per bucket first, so a batch of n items touches each bucket on
-        their paths once instead of n times (``depth + 1`` updates per item alone)."""
-        depth, leaves = self.depth, self._leaves
-        sha256 = hashlib.sha256
-        acc: dict[str, list[int]] = {}  # leaf bucket -> [XOR delta, count delta]
-        out: list[tuple[int | None, int]] = []
-        for ident, data in changes:
+    def apply(self, changes: list[tuple[str, bytes | None, bool]]) -> None:
+        """Apply ``(ident, data, local)`` changes in order, as ``put`` (``data`` bytes)
+        or ``discard`` (``data`` None) one by one would; ``local`` items count as ``b""``
+        in the replicated root (``StateTree``). Each item's leaf and the root are updated
+        at once, the buckets above the leaves when next read (``_flush``)."""
+        depth, leaves, loc = self.depth, self._leaves, self._local
+        sha256, from_bytes = hashlib.sha256, int.from_bytes
+        root, size = self._root, self._size
+        acc = self._pending  # leaf bucket -> [XOR delta, count delta]
+        for ident, data, local in changes:
             raw = ident.encode()
             lp = sha256(raw).hexdigest()[:depth]
             leaf = leaves.get(lp)
             kept = _ABSENT if leaf is None else leaf.get(ident, _ABSENT)
-            old = None if kept is _ABSENT else _raw_digest(raw, b"") if kept is None else kept
+            empty = None  # the item's digest with bytes b""
+            if kept is _ABSENT:
+                old = None
+            elif kept is None:
+                old = empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+            else:
+                old = kept
+            if old is not None:  # its part of the replicated root goes
+                if ident in loc:
+                    if empty is None:
+                        empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                    root ^= empty
+                else:
+                    root ^= old
             if data is None:
-                out.append((old, 0))
+                loc.discard(ident)
                 if old is None:
                     continue
                 del leaf[ident]  # type: ignore[index]
@@ -92,20 +110,39 @@ class HashTree:
                     del leaves[lp]
                 delta, count = old, -1
             else:
-                new = _raw_digest(raw, data)
-                out.append((old, new))
+                if data:
+                    new = from_bytes(sha256(raw + b"\0" + data).digest(), "big")
+                else:
+                    if empty is None:
+                        empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                    new = empty
+                if local:
+                    if empty is None:
+                        empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                    root ^= empty
+                    loc.add(ident)
+                else:
+                    root ^= new
+                    loc.discard(ident)
                 if old == new:
                     continue
                 if leaf is None:
                     leaf = leaves[lp] = {}
                 leaf[ident] = None if not data else new
                 delta, count = new ^ (old or 0), 0 if old is not None else 1
+            size += count
             entry = acc.get(lp)
             if entry is None:
                 acc[lp] = [delta, count]
             else:
                 entry[0] ^= delta
                 entry[1] += count
+        self._root, self._size = root, size
+
+    def _flush(self) -> None:
+        """Apply the pending per-leaf-bucket ``[XOR delta, count delta]`` to the bucket at
+        every level on each leaf's path, summed per bucket first (each touched once)."""
+        acc, self._pending = self._pending, {}
         for buckets in reversed(self._levels):
             up: dict[str, list[int]] = {}
             for prefix, (delta, count) in acc.items():
@@ -126,10 +163,11 @@ class HashTree:
                         parent[0] ^= delta
                         parent[1] += count
             acc = up
-        return out
 
     def hash(self, prefix: str) -> bytes:
         """32-byte hash of bucket ``prefix`` (at most ``depth`` digits); b"" if empty."""
+        if self._pending:
+            self._flush()
         entry = self._levels[len(prefix)].get(prefix) if len(prefix) <= self.depth else None
         if entry is None:
             return b""
@@ -137,6 +175,8 @@ class HashTree:
 
     def count(self, prefix: str) -> int:
         """Items in bucket ``prefix``."""
+        if self._pending:
+            self._flush()
         entry = self._levels[len(prefix)].get(prefix) if len(prefix) <= self.depth else None
         return 0 if entry is None else entry[1]
 
@@ -161,43 +201,16 @@ class StateTree(HashTree):
     knows). Both equal a tree built from scratch over the same items (the property test in
     tests/core/test_state_tree.py), so roots and bucket hashes are what a rebuild gave.
 
-    Cost per changed item: two sha256, its leaf, and the buckets above it shared with the
-    other items of the same ``apply`` (at most ``depth + 1`` XORs each). Memory:
-    ``HashTree``'s, plus one set entry per local item.
+    Cost per changed item: two sha256 and its leaf; the buckets above it are shared with
+    every item changed before the tree is next read (a repair pass reads it; a digest
+    only reads the replicated root). Memory: ``HashTree``'s, plus one set entry per local
+    item.
     """
-
-    def __init__(self, depth: int = 4):
-        super().__init__(depth)
-        self._local: set[str] = set()
-        self._root = 0  # XOR of the replicated digests of every item
 
     def put(self, ident: str, data: bytes, local: bool = False) -> None:
         """Add item ``ident`` with bytes ``data`` or replace them; ``local``: in the
         replicated tree it counts as ``b""``."""
         self.apply([(ident, data, local)])
-
-    def discard(self, ident: str) -> None:
-        """Remove item ``ident`` if present."""
-        self.apply([(ident, None, False)])
-
-    def apply(self, changes: list[tuple[str, bytes | None, bool]]) -> None:
-        """Apply ``(ident, data, local)`` changes in order, as ``put`` (``data`` bytes)
-        or ``discard`` (``data`` None) one by one would; a commit's changes in one call
-        share the bucket updates above their leaves (``HashTree._change``)."""
-        root, loc = self._root, self._local
-        olds = self._change([(ident, data) for ident, data, _ in changes])
-        for (ident, data, local), (old, new) in zip(changes, olds, strict=True):
-            if old is not None:
-                root ^= _digest(ident, b"") if ident in loc else old
-            if data is None:
-                loc.discard(ident)
-            elif local:
-                root ^= new if not data else _digest(ident, b"")
-                loc.add(ident)
-            else:
-                root ^= new
-                loc.discard(ident)
-        self._root = root
 
     def replicated_root(self) -> bytes:
         """Root hash of the replicated tree (32 bytes; b"" when there are no items)."""

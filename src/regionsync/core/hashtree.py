@@ -43,8 +43,8 @@ class HashTree:
     65,536 leaf buckets, about 15 items each at a million items).
 
     Memory: one int per item with bytes (none for an item of ``b""``, an event) plus one
-    ``[xor, count]`` per non-empty bucket per level, and at most one more per leaf bucket
-    for changes not yet read.
+    ``[xor, count]`` per non-empty bucket per level, and one more per leaf bucket with
+    changes not yet read (at most a quarter of them).
     """
 
     def __init__(self, depth: int = 4):
@@ -54,10 +54,14 @@ class HashTree:
         self._levels: list[dict[str, list[int]]] = [{} for _ in range(depth + 1)]
         # leaf bucket -> {ident: digest, or None for the digest of b""}
         self._leaves: dict[str, dict[str, int | None]] = {}
-        # leaf bucket -> [XOR delta, count delta] not yet in ``_levels``: the buckets above
-        # the leaves are brought up to date when read (``_flush``), so the commits between
-        # two repair passes share those updates instead of paying depth + 1 per item
-        self._pending: dict[str, list[int]] = {}
+        # first hex digit -> leaf bucket -> [XOR delta, count delta] not yet in ``_levels``:
+        # the buckets above the leaves are brought up to date when read (``flush``), and
+        # one sixteenth of the tree at a time once a quarter of the leaf buckets is pending
+        # (so a read waits for at most that many), so many commits share those updates
+        # instead of paying depth + 1 per item
+        self._pending: dict[str, dict[str, list[int]]] = {c: {} for c in HEX}
+        self._npending = 0  # leaf buckets in ``_pending``
+        self._flush_at = 16**depth // 4
         self._size = 0
         self._local: set[str] = set()  # idents of local items (``StateTree``)
         self._root = 0  # XOR of the replicated digests of every item (``StateTree``)
@@ -77,11 +81,10 @@ class HashTree:
         """Apply ``(ident, data, local)`` changes in order, as ``put`` (``data`` bytes)
         or ``discard`` (``data`` None) one by one would; ``local`` items count as ``b""``
         in the replicated root (``StateTree``). Each item's leaf and the root are updated
-        at once, the buckets above the leaves when next read (``_flush``)."""
+        at once, the buckets above the leaves later (``_pending``)."""
         depth, leaves, loc = self.depth, self._leaves, self._local
         sha256, from_bytes = hashlib.sha256, int.from_bytes
-        root, size = self._root, self._size
-        acc = self._pending  # leaf bucket -> [XOR delta, count delta]
+        root, size, pending, npending = self._root, self._size, self._pending, self._npending
         for ident, data, local in changes:
             raw = ident.encode()
             lp = sha256(raw).hexdigest()[:depth]
@@ -131,18 +134,30 @@ class HashTree:
                 leaf[ident] = None if not data else new
                 delta, count = new ^ (old or 0), 0 if old is not None else 1
             size += count
+            acc = pending[lp[0]]
             entry = acc.get(lp)
             if entry is None:
                 acc[lp] = [delta, count]
+                npending += 1
             else:
                 entry[0] ^= delta
                 entry[1] += count
-        self._root, self._size = root, size
+        self._root, self._size, self._npending = root, size, npending
+        if npending > self._flush_at:  # the sixteenth with the most pending leaves
+            self.flush(max(HEX, key=lambda c: len(pending[c])))
 
-    def _flush(self) -> None:
-        """Apply the pending per-leaf-bucket ``[XOR delta, count delta]`` to the bucket at
-        every level on each leaf's path, summed per bucket first (each touched once)."""
-        acc, self._pending = self._pending, {}
+    def flush(self, digit: str | None = None) -> None:
+        """Bring the buckets above the leaves up to date now (a read does so itself; a
+        builder calls it so that the first read does not wait): the pending per-leaf-bucket
+        ``[XOR delta, count delta]`` under first hex digit ``digit`` (None: all) go to the
+        bucket at every level on each leaf's path, summed per bucket first (each touched
+        once). Deltas add up, so the sixteenths may go in any order."""
+        for d in HEX if digit is None else digit:
+            acc, self._pending[d] = self._pending[d], {}
+            self._npending -= len(acc)
+            self._propagate(acc)
+
+    def _propagate(self, acc: dict[str, list[int]]) -> None:
         for buckets in reversed(self._levels):
             up: dict[str, list[int]] = {}
             for prefix, (delta, count) in acc.items():
@@ -166,8 +181,8 @@ class HashTree:
 
     def hash(self, prefix: str) -> bytes:
         """32-byte hash of bucket ``prefix`` (at most ``depth`` digits); b"" if empty."""
-        if self._pending:
-            self._flush()
+        if self._npending:
+            self.flush()
         entry = self._levels[len(prefix)].get(prefix) if len(prefix) <= self.depth else None
         if entry is None:
             return b""
@@ -175,8 +190,8 @@ class HashTree:
 
     def count(self, prefix: str) -> int:
         """Items in bucket ``prefix``."""
-        if self._pending:
-            self._flush()
+        if self._npending:
+            self.flush()
         entry = self._levels[len(prefix)].get(prefix) if len(prefix) <= self.depth else None
         return 0 if entry is None else entry[1]
 
@@ -202,9 +217,9 @@ class StateTree(HashTree):
     tests/core/test_state_tree.py), so roots and bucket hashes are what a rebuild gave.
 
     Cost per changed item: two sha256 and its leaf; the buckets above it are shared with
-    every item changed before the tree is next read (a repair pass reads it; a digest
-    only reads the replicated root). Memory: ``HashTree``'s, plus one set entry per local
-    item.
+    the items changed before the tree is next read or a quarter of its leaf buckets has
+    changes (a repair pass reads it; a digest only reads the replicated root). Memory:
+    ``HashTree``'s, plus one set entry per local item.
     """
 
     def put(self, ident: str, data: bytes, local: bool = False) -> None:

@@ -122,6 +122,7 @@ class AntiEntropy:
                 await asyncio.sleep(0)
             for batch in pending:  # in commit order: the last state of an item wins
                 self._apply(tree, batch)
+            tree.flush()
             self.builds += 1
             return tree
         finally:

@@ -91,9 +91,10 @@ class AntiEntropy:
         non-empty registry state, every stored event id and every stored delivery.
 
         Built from the store once (O(items), the first time it is asked for or by
-        ``warm``), then kept up to date by every group commit (O(depth) per changed
-        item), so a repair pass starts at once. The tree is live: a pass that awaits
-        between reads may see later commits (their records replicate anyway)."""
+        ``warm``), then kept up to date by every group commit (its leaves at once, the
+        buckets above when read: ``HashTree.flush``), so a repair pass starts at once.
+        The tree is live: a pass that awaits between reads may see later commits (their
+        records replicate anyway)."""
         async with self._building:
             if self.tree is None:
                 self.tree = await self._build()

@@ -29,10 +29,6 @@ def children(prefix: str) -> list[str]:
     return [prefix + c for c in HEX]
 
 
-def _digest(ident: str, data: bytes) -> int:
-    return _raw_digest(ident.encode(), data)
-
-
 def _raw_digest(raw_ident: bytes, data: bytes) -> int:
     """An item's digest from its UTF-8 ident: sha256(ident NUL data) as an int."""
     return int.from_bytes(hashlib.sha256(raw_ident + b"\0" + data).digest(), "big")
@@ -83,7 +79,7 @@ class HashTree:
         in the replicated root (``StateTree``). Each item's leaf and the root are updated
         at once, the buckets above the leaves later (``_pending``)."""
         depth, leaves, loc = self.depth, self._leaves, self._local
-        sha256, from_bytes = hashlib.sha256, int.from_bytes
+        sha256 = hashlib.sha256
         root, size, pending, npending = self._root, self._size, self._pending, self._npending
         for ident, data, local in changes:
             raw = ident.encode()
@@ -94,13 +90,13 @@ class HashTree:
             if kept is _ABSENT:
                 old = None
             elif kept is None:
-                old = empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                old = empty = _raw_digest(raw, b"")
             else:
                 old = kept
             if old is not None:  # its part of the replicated root goes
                 if ident in loc:
                     if empty is None:
-                        empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                        empty = _raw_digest(raw, b"")
                     root ^= empty
                 else:
                     root ^= old
@@ -114,14 +110,14 @@ class HashTree:
                 delta, count = old, -1
             else:
                 if data:
-                    new = from_bytes(sha256(raw + b"\0" + data).digest(), "big")
+                    new = _raw_digest(raw, data)
                 else:
                     if empty is None:
-                        empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                        empty = _raw_digest(raw, b"")
                     new = empty
                 if local:
                     if empty is None:
-                        empty = from_bytes(sha256(raw + b"\0").digest(), "big")
+                        empty = _raw_digest(raw, b"")
                     root ^= empty
                     loc.add(ident)
                 else:

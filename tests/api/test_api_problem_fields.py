@@ -1,7 +1,7 @@
 """Problem bodies name their field and say what is wrong (trial report findings 11, 12,
-13, 15): a too-long GitHub delivery id, display text with control or bidi characters,
-hmac header names that are not RFC 9110 tokens, settings of another source kind, an
-empty Idempotency-Key."""
+13, 15): a too-long GitHub delivery id or one with a C1 control, display text with
+control or bidi characters, hmac header names that are not RFC 9110 tokens, settings of
+another source kind, an empty Idempotency-Key."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ async def test_a_too_long_github_delivery_says_so(api: Api, tenant: str) -> None
     del headers["x-github-delivery"]
     resp = await api.client.post(f"/in/{src}", content=body, headers=headers)
     assert "missing" in assert_problem(resp, 400, "X-GitHub-Delivery")["detail"]
+
+
+async def test_a_github_delivery_with_a_c1_byte_is_400_and_stores_nothing(
+    api: Api, tenant: str
+) -> None:
+    """Header bytes 0x80-0x9F arrive as C1 controls (Latin-1): refused like the body's ids."""
+    src = await _source(api, kind="github", secret=GH_SECRET)
+    body = b'{"action":"opened"}'
+    args = _gh(body, "x")
+    args["headers"]["x-github-delivery"] = b"d-\x9b1"
+    resp = await api.client.post(f"/in/{src}", **args)
+    assert "U+009B" in assert_problem(resp, 400, "X-GitHub-Delivery")["detail"]
+    events = (await api.client.get(f"/v1/tenants/{tenant}/events")).json()
+    assert events["items"] == []
 
 
 @pytest.mark.parametrize("text", BAD_TEXT)

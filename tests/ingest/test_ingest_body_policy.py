@@ -88,6 +88,30 @@ def test_delivery_id_with_a_lone_surrogate_or_a_control_is_422_not_500(bad: str)
     assert exc.value.field == "id"
 
 
+@pytest.mark.parametrize("bad", ["d\x85", "\x9b31m", "a\x00b", "\x07", "x\tz"])
+def test_a_header_delivery_id_with_a_control_is_400(bad: str) -> None:
+    """A header decodes as Latin-1, so bytes 0x80-0x9F arrive as C1 controls: GitHub's and
+    Standard Webhooks' delivery ids are refused as the body's ids are (``check_text``),
+    as a malformed sender header (400), signature verified or not."""
+    body = b'{"action":"opened"}'
+    with pytest.raises(BadRequest) as exc:
+        verify(GH, {**gh_headers(body), "x-github-delivery": bad}, body, NOW)
+    assert exc.value.field == "X-GitHub-Delivery" and "U+00" in exc.value.detail
+    body = b'{"type":"a"}'
+    with pytest.raises(BadRequest) as exc:
+        verify(SW, sw_headers(body, str(NOW), msg_id=bad), body, NOW)
+    assert exc.value.field == "webhook-id" and "U+00" in exc.value.detail
+
+
+def test_a_header_delivery_id_of_visible_text_is_kept() -> None:
+    body = b'{"action":"opened"}'
+    for ok in ("72d3162e-cc78-11e3-81ab-4c9367dc0958", "caf\u00e9 d\u00e9j\u00e0"):
+        got = verify(GH, {**gh_headers(body), "x-github-delivery": ok}, body, NOW)
+        assert got.delivery_id == ok
+        got = verify(SW, sw_headers(b'{"type":"a"}', str(NOW), msg_id=ok), b'{"type":"a"}', NOW)
+        assert got.delivery_id == ok
+
+
 def test_github_form_body() -> None:
     payload = '{"action":"opened","n":1.10,"s":"caf\u00e9 +&="}'
     body = ("payload=" + urllib.parse.quote_plus(payload)).encode()

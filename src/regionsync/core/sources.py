@@ -242,6 +242,16 @@ def _delivery_id(value: Any, field: str) -> str:
     return check_text(value, field, 256, 1)
 
 
+def _header_id(value: str, field: str) -> str:
+    """A sender's delivery id from header ``field``: as ``_delivery_id`` (a header decodes
+    as Latin-1, so a byte 0x80-0x9F is a C1 control character), but BadRequest, like every
+    malformed sender header."""
+    try:
+        return _delivery_id(value, field)
+    except Unprocessable as exc:
+        raise BadRequest(f"{field} {exc.detail}", field=field) from None
+
+
 def _within(ts: str, now_s: int, tolerance_s: int, field: str) -> int:
     t = parse_uint(ts, field, what="a Unix time in seconds")
     if abs(now_s - t) > tolerance_s:
@@ -270,6 +280,7 @@ def _verify_github(src: SourceConfig, headers: Mapping[str, str], body: bytes) -
     if len(delivery) > 256:
         raise BadRequest("X-GitHub-Delivery is too long (over 256 characters)",
                          field="X-GitHub-Delivery")  # fmt: skip
+    delivery = _header_id(delivery, "X-GitHub-Delivery")
     return Inbound(_check_event_type(etype, "X-GitHub-Event"), delivery, payload, text)
 
 
@@ -316,6 +327,7 @@ def _verify_standard(
     payload, text = _parse_json(body, headers)
     if len(msg_id) > 256:
         raise BadRequest("webhook-id is too long", field="webhook-id")
+    msg_id = _header_id(msg_id, "webhook-id")
     return Inbound(_event_type(src, headers, payload), msg_id, payload, text)
 
 
@@ -348,7 +360,8 @@ def verify(src: SourceConfig, headers: Mapping[str, str], body: bytes, now_s: in
 
     Raises Unauthorized (401: missing or bad signature, stale or future timestamp),
     BadRequest (400: body not UTF-8 JSON, a timestamp that is not ASCII digits within
-    int64, missing sender headers), Unprocessable (422: see core.jsontext; a GitHub or
+    int64, missing sender headers, a GitHub or Standard Webhooks delivery id with a
+    control or format character), Unprocessable (422: see core.jsontext; a GitHub or
     Stripe event type not ``[A-Za-z0-9_.-]{1,128}``, a Stripe event without an id),
     UnsupportedMediaType (415: a form body to a kind other than github).
     """

@@ -247,6 +247,11 @@ MALFORMED = {
     ),
     "control-char-in-path": (b"GET /x\x01y HTTP/1.1\r\nHost: x\r\n\r\n", "path"),
     "bad-version": (b"GET / HTTP/9.9\r\nHost: x\r\n\r\n", "version"),
+    # RFC 9112, section 3.2
+    "http-1.1-without-host": (b"GET /healthz HTTP/1.1\r\n\r\n", "Host"),
+    "two-hosts": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "Host"),
+    "two-hosts-http-1.0": (b"GET /healthz HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n", "Host"),
+    "no-version": (b"GET /healthz\r\nHost: x\r\n\r\n", "version"),  # HTTP/0.9
 }
 
 
@@ -261,6 +266,11 @@ async def test_malformed_request_gets_json_400(
     assert problem["error"] == "bad_request"
     assert problem.get("field") == field
     assert problem["detail"] != "Invalid HTTP request received."  # the parser's reason
+
+
+async def test_http_1_0_without_host_is_served(served: Served) -> None:
+    answer = await exchange(served.port, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert answer.status == 200, answer
 
 
 async def test_oversized_head_gets_json_431(served: Served) -> None:

@@ -97,6 +97,13 @@ def _problem_app(
 
 
 _OVERLOADED = _problem_app(503, "unavailable", "too many open connections; retry shortly", 1)
+# RFC 9112, section 3.2: an HTTP/1.1 request without a Host header, or any with two
+_BAD_HOST = _problem_app(
+    400, "bad_request", "needs exactly one Host header (RFC 9112, section 3.2)", field="Host"
+)
+_NO_VERSION = _problem_app(
+    400, "bad_request", "the request line needs HTTP/1.1 or HTTP/1.0", field="version"
+)
 
 
 def _parser_field(detail: str) -> str:
@@ -264,11 +271,19 @@ class ProblemHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_done = True
         self._parsed += 1
-        head = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+        head, hosts = len(self.url), 0
+        for n, v in self.headers:  # names lower-cased by uvicorn
+            head += len(n) + len(v) + 4
+            if n == b"host":
+                hosts += 1
         limit = self.max_connections
         if head > self.max_header_bytes:
             detail = f"request line and headers exceed {self.max_header_bytes} bytes"
             app = _problem_app(431, "headers_too_large", detail, field="headers")
+        elif (version := self.parser.get_http_version()) not in ("1.1", "1.0"):
+            app = _NO_VERSION  # a request line without one: HTTP/0.9, not served
+        elif hosts > 1 or (hosts == 0 and version == "1.1"):
+            app = _BAD_HOST
         elif limit is not None and (len(self.connections) > limit or len(self.tasks) >= limit):
             log.warning("over %d connections: 503", limit)
             app = _OVERLOADED

@@ -252,6 +252,10 @@ MALFORMED = {
     "two-hosts": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "Host"),
     "two-hosts-http-1.0": (b"GET /healthz HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n", "Host"),
     "no-version": (b"GET /healthz\r\nHost: x\r\n\r\n", "version"),  # HTTP/0.9
+    "chunked-not-last": (  # RFC 9112, section 6.3
+        b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, x\r\n\r\n",
+        "transfer-encoding",
+    ),
 }
 
 
@@ -266,6 +270,27 @@ async def test_malformed_request_gets_json_400(
     assert problem["error"] == "bad_request"
     assert problem.get("field") == field
     assert problem["detail"] != "Invalid HTTP request received."  # the parser's reason
+
+
+@pytest.mark.parametrize("codings", [b"gzip, chunked", b"GZIP", b"deflate"])
+async def test_a_transfer_coding_other_than_chunked_gets_json_501(
+    served: Served, codings: bytes
+) -> None:
+    raw = (b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Transfer-Encoding: " + codings + b"\r\n\r\n2\r\n{}\r\n0\r\n\r\n")  # fmt: skip
+    answer = await exchange(served.port, raw)
+    assert answer.status == 501, answer
+    assert answer.problem()["field"] == "Transfer-Encoding"
+    assert answer.headers.get("connection") == "close"
+
+
+async def test_a_chunked_body_is_still_read(served: Served) -> None:
+    body = b'{"id":"t-chunked","name":"T"}'
+    raw = (b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Transfer-Encoding: Chunked\r\nConnection: close\r\n\r\n"
+           + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")  # fmt: skip
+    answer = await exchange(served.port, raw)
+    assert answer.status == 201, answer
 
 
 async def test_http_1_0_without_host_is_served(served: Served) -> None:

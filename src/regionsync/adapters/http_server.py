@@ -13,7 +13,11 @@ does not do on its own (settings ``[http]``, ``config.HttpSettings``):
   ``{"error", "detail", "field"}`` of every other error instead of uvicorn's plain text
   (an unrecognised method gets 501, RFC 9110 §9.1);
   a head (request line and headers) over ``max_header_bytes`` gets 431 (RFC 6585 §5),
-  which httptools alone never sends. Then the connection is closed.
+  which httptools alone never sends. What it lets through and RFC 9112 refuses gets the
+  same: 400 for an HTTP/1.1 request without ``Host`` or any with two (§3.2) and for a
+  request line without a version (HTTP/0.9), 501 for a transfer coding other than
+  chunked (§6.1: httptools would pass its coded bytes on as the body). Then the
+  connection is closed.
 - **Connection bound**: a request on a connection beyond ``max_connections`` open ones
   (or with as many requests in progress) gets 503 with ``Retry-After: 1`` and close
   (uvicorn's ``limit_concurrency``, with the problem body and without its off-by-one).
@@ -100,6 +104,12 @@ _OVERLOADED = _problem_app(503, "unavailable", "too many open connections; retry
 # RFC 9112, section 3.2: an HTTP/1.1 request without a Host header, or any with two
 _BAD_HOST = _problem_app(
     400, "bad_request", "needs exactly one Host header (RFC 9112, section 3.2)", field="Host"
+)
+_CODING = _problem_app(
+    501,
+    "transfer_coding_not_implemented",
+    "only the chunked transfer coding is understood",
+    field="Transfer-Encoding",
 )
 _NO_VERSION = _problem_app(
     400, "bad_request", "the request line needs HTTP/1.1 or HTTP/1.0", field="version"
@@ -271,11 +281,13 @@ class ProblemHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_done = True
         self._parsed += 1
-        head, hosts = len(self.url), 0
+        head, hosts, codings = len(self.url), 0, b""
         for n, v in self.headers:  # names lower-cased by uvicorn
             head += len(n) + len(v) + 4
             if n == b"host":
                 hosts += 1
+            elif n == b"transfer-encoding":
+                codings += b"," + v
         limit = self.max_connections
         if head > self.max_header_bytes:
             detail = f"request line and headers exceed {self.max_header_bytes} bytes"
@@ -284,6 +296,10 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             app = _NO_VERSION  # a request line without one: HTTP/0.9, not served
         elif hosts > 1 or (hosts == 0 and version == "1.1"):
             app = _BAD_HOST
+        elif codings and any(
+            c.strip().lower() not in (b"", b"chunked") for c in codings.split(b",")
+        ):
+            app = _CODING  # RFC 9112, section 6.1: a transfer coding not understood
         elif limit is not None and (len(self.connections) > limit or len(self.tasks) >= limit):
             log.warning("over %d connections: 503", limit)
             app = _OVERLOADED

@@ -178,6 +178,40 @@ async def test_wiped_node_rejoins_by_snapshot(net, started) -> None:
         assert n.anti_entropy.builds == 1
 
 
+async def test_a_repair_sends_registry_state_first(net, started) -> None:
+    """A node repaired from nothing gets registry states before events and deliveries, so
+    its tenants and endpoints answer from the first chunk (QA of 2026-12-02: a wiped
+    node answered 404 for existing tenants until the whole pass was done, deliveries and
+    events being sent first, in ident order)."""
+    store_b = MemoryStore()
+    a, b = await start(
+        started, make_node(net, "a", ["b"], **FAST), make_node(net, "b", ["a"], store_b, **FAST)
+    )
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    for i in range(5):
+        await a.ingest.publish("acme", "x", b'{"i":%d}' % i, None)
+    await eventually(lambda: converged(a, b))
+    await eventually(lambda: a.replica.behind_floor({}) != [])
+    await b.stop()
+    store_b.wipe()
+    b2 = make_node(net, "b", ["a"], store_b, **FAST)
+    kinds: list[str] = []
+    apply_state = b2.anti_entropy.apply_state
+
+    async def recording(items, version_vector=None):
+        kinds.extend(kind for kind, _ in items)
+        return await apply_state(items, version_vector)
+
+    b2.anti_entropy.apply_state = recording
+    await start(started, b2)
+    await eventually(lambda: converged(a, b2))
+    await eventually(lambda: same_events(a, b2))
+    order = {"registry": 0, "event": 1, "delivery": 2}
+    assert {"registry", "event", "delivery"} <= set(kinds)
+    assert kinds == sorted(kinds, key=order.__getitem__), kinds
+
+
 async def test_malformed_state_chunk_is_rejected_and_never_merged(net, started) -> None:
     a, b = await start(started, make_node(net, "a", []), make_node(net, "b", []))
     await a.registry_ops.create_tenant("acme", "Acme")

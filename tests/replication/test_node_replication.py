@@ -149,6 +149,32 @@ async def test_record_from_far_future_is_rejected_as_clock_drift(net, started) -
     assert b.catalog.registry.tenant("acme") is None
 
 
+async def test_a_drift_rejection_shows_until_the_record_is_taken(net, started) -> None:
+    """A record refused as clock drift is taken once physical time catches up; the
+    sender's ``last_error`` names the refusal (its reason once, not "clock_drift:
+    clock_drift: ...") and is cleared when the peer acknowledges the record (QA of
+    2026-12-02: it stayed after the peer had taken it)."""
+    a = make_node(net, "a", ["b"])
+    ahead = a.clock.wall_ms
+    a.clock.wall_ms = lambda: ahead() + 400  # type: ignore[method-assign]
+    b = make_node(net, "b", ["a"], max_drift_ms=100)
+    await start(started, a, b)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    seen: list[str] = []
+
+    def refused() -> bool:
+        if (err := a.peers["b"].last_error) is not None:
+            seen.append(err)
+        return bool(seen)
+
+    await eventually(refused)
+    assert "clock_drift" in seen[0] and "clock_drift: clock_drift" not in seen[0], seen[0]
+    await eventually(lambda: b.catalog.registry.tenant("acme") is not None)
+    await eventually(lambda: a.peers["b"].acked.get(a.writer.actor, 0) >= 1)
+    await eventually(lambda: a.peers["b"].last_error is None)
+    assert b.counters["clock_drift"] >= 1
+
+
 async def test_deliveries_owned_by_origin_and_outcomes_replicate(net, started) -> None:
     a, b = await start(started, make_node(net, "a", ["b"]), make_node(net, "b", ["a"]))
     await a.registry_ops.create_tenant("acme", "Acme")

@@ -68,6 +68,7 @@ def tree_answer(tree: HashTree, req: pb.TreeLevel) -> pb.SyncMessage:
 
 
 _MAX_BUCKETS = 4096  # buckets per TreeLevel message (about 160 KiB)
+_SEND_ORDER = {"r/": 0, "e/": 1, "d/": 2}  # tree items by ident prefix (core.hashtree)
 
 
 class AntiEntropyPass:
@@ -114,7 +115,9 @@ class AntiEntropyPass:
                         send.append(bucket)
                     else:
                         frontier.extend(children(bucket))
-        idents = tree.idents(send)
+        # registry states first (a node repaired from nothing serves its tenants and
+        # endpoints from the first chunk), then events, then the deliveries of them
+        idents = sorted(tree.idents(send), key=lambda i: _SEND_ORDER.get(i[:2], 3))
         chunk: list[pb.StateItem] = []
         size = 0
         budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))

@@ -163,7 +163,7 @@ class Replica:
             self.writer.hlc.observe_parts(*r.hlc, now)
         except ClockDriftError as exc:
             self.counters["clock_drift"] += 1
-            raise MalformedRecord(r.origin, r.seq, f"clock_drift: {exc}") from None
+            raise MalformedRecord(r.origin, r.seq, str(exc)) from None  # "clock_drift: ..."
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
         self.merge(decoded, batch, deliveries, stored)

@@ -233,6 +233,7 @@ class PeerLink:
         closed = False
         refused = False  # the peer rejected a record: pause before resending it
         malformed: pb.Rejected | None = None  # a rejection that resending cannot change
+        shown: pb.Rejected | None = None  # the rejection ``last_error`` names
         refusals = 0  # acks in a row that rejected something (core.peering.refusal_pause)
         lingered = self.opts.linger_ms <= 0
         sent_at: collections.deque[float] = collections.deque()  # unacked batches, oldest first
@@ -242,7 +243,7 @@ class PeerLink:
         asked: tuple[dict[str, int], bytes] | None = None  # the digest we sent, if any
 
         async def read_acks() -> None:
-            nonlocal inflight, sent, closed, refused, refusals, malformed
+            nonlocal inflight, sent, closed, refused, refusals, malformed, shown
             try:
                 while (msg := await stream.recv()) is not None:
                     status.last_contact_at_ms = links.clock.wall_ms()
@@ -265,9 +266,11 @@ class PeerLink:
                     status.last_ack_at_ms = links.clock.wall_ms()
                     for rej in msg.ack.rejected:
                         status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
-                        refused = True
+                        shown, refused = rej, True
                         if not rej.reason.startswith("clock_drift"):  # drift passes; this not
                             malformed = rej
+                    if shown is not None and acked.get(shown.origin, 0) >= shown.origin_seq:
+                        status.last_error, shown = None, None  # the peer took it since
                     refusals = refusals + 1 if msg.ack.rejected else 0
                     links.on_ack()
                     inflight = max(inflight - 1, 0)  # a duplicated ack is not a batch

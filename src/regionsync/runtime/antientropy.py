@@ -153,14 +153,18 @@ class AntiEntropy:
         if registry:
             out.append(("registry", encode_body(registry=registry)))
         event_ids = [i[2:] for i in idents if i[:2] == "e/"]
+        delivery_ids = [i[2:] for i in idents if i[:2] == "d/"]
         keys = await self.idempotency.rows_by_event(event_ids) if event_ids else {}
+        # one read per kind, not per item (a repair from nothing sends every item)
+        events = await self.store.get_events(event_ids) if event_ids else {}
+        deliveries = await self.store.get_deliveries(delivery_ids) if delivery_ids else {}
         for ident in idents:
             kind, oid = ident[:2], ident[2:]
-            if kind == "e/" and (event := await self.store.get_event(oid)) is not None:
+            if kind == "e/" and (event := events.get(oid)) is not None:
                 rows = sorted(keys.get(oid, [])) or [None]
                 for row in rows:  # one item per key (usually none or one)
                     out.append(("event", encode_body(event=event, idempotency=row)))
-            elif kind == "d/" and (d := await self.store.get_delivery(oid)) is not None:
+            elif kind == "d/" and (d := deliveries.get(oid)) is not None:
                 out.append(("delivery", encode_body(delivery=d)))
         return out
 

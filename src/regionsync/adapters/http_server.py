@@ -101,7 +101,9 @@ def _problem_app(
 
 
 _OVERLOADED = _problem_app(503, "unavailable", "too many open connections; retry shortly", 1)
-# RFC 9112, section 3.2: an HTTP/1.1 request without a Host header, or any with two
+# what httptools lets through and RFC 9112 refuses (``on_headers_complete``): an HTTP/1.1
+# request without a Host header or any with two (section 3.2), a transfer coding other
+# than chunked (section 6.1), a request line without a version (HTTP/0.9)
 _BAD_HOST = _problem_app(
     400, "bad_request", "needs exactly one Host header (RFC 9112, section 3.2)", field="Host"
 )
@@ -299,7 +301,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         elif codings and any(
             c.strip().lower() not in (b"", b"chunked") for c in codings.split(b",")
         ):
-            app = _CODING  # RFC 9112, section 6.1: a transfer coding not understood
+            app = _CODING
         elif limit is not None and (len(self.connections) > limit or len(self.tasks) >= limit):
             log.warning("over %d connections: 503", limit)
             app = _OVERLOADED

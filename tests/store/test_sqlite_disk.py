@@ -1,7 +1,8 @@
 """SQLite store on disk (issue 17): a new file uses 8 KiB pages with incremental
 auto-vacuum, log truncation gives the freed pages back to the file system in chunks that
 let group commits in between, the Idempotency-Key reads and purges go through indexes,
-not table scans, and the log is a rowid table (rebuilt as one in an older file)."""
+not table scans, the log is a rowid table (rebuilt as one in an older file), and WAL
+checkpoints run on a thread of their own."""
 
 from __future__ import annotations
 
@@ -90,6 +91,12 @@ def test_idempotency_reads_use_indexes(tmp_path: Path) -> None:
     assert all("USING" in p and "SCAN" not in p for p in plans.values()), plans
 
 
+def wal_size(path: Path) -> int:
+    """Bytes in the database's WAL file; 0 when there is none."""
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
 def log_table_sql(path: Path) -> str:
     with sqlite3.connect(path) as db:
         return db.execute("SELECT sql FROM sqlite_schema WHERE name = 'log'").fetchone()[0]
@@ -130,3 +137,73 @@ async def test_an_older_without_rowid_log_is_rebuilt_with_every_record(tmp_path:
         assert await store.records_after({"a:1": 39}, 1000) == [before[39], *before[40:]]
         await store.close()
         assert "WITHOUT ROWID" not in log_table_sql(path).upper()
+
+
+async def commit_events(store: SqliteStore, batches: int, first: int = 0) -> None:
+    """``batches`` group commits of 10 ~2 KB events and their log records, the first one
+    numbered ``first``."""
+    per_batch = 10
+    for b in range(first // per_batch, first // per_batch + batches):
+        n = range(b * per_batch, (b + 1) * per_batch)
+        events = [Event(f"evt_{i:05}", "acme", "a.b", PAYLOAD, "r", i) for i in n]
+        records = [Record("r:1", i + 1, "event", PAYLOAD, (i, 0)) for i in n]
+        await store.commit(WriteBatch(events=events, records=records))
+
+
+@pytest.mark.parametrize("checkpointer", [True, False])
+async def test_the_checkpointer_keeps_the_wal_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkpointer: bool
+) -> None:
+    """Checkpoints run on their own thread every CHECKPOINT_BYTES, so the WAL starts over
+    at the first commit after a pass that copied it all; without them (and the writer's own
+    off) it holds every commit. WAL_SIZE_LIMIT 0 cuts the file back at each start-over."""
+    monkeypatch.setattr(sqlite_store, "WRITER_CHECKPOINT_PAGES", 1_000_000)
+    monkeypatch.setattr(sqlite_store, "WAL_SIZE_LIMIT", 0)  # the file shows the WAL's length
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 64 * 1024 if checkpointer else 1 << 40)
+    path = tmp_path / "n.db"
+    store = SqliteStore(path)
+    await store.open("r", new_incarnation=1)
+    sizes = []
+    for first in range(0, 1000, 100):  # ~4 MB of events and log records
+        await commit_events(store, batches=10, first=first)
+        if store._checkpoint is not None:
+            await store._checkpoint  # a pause in the commits: the pass in flight ends
+        sizes.append(wal_size(path))
+    if checkpointer:  # at most the frames of one group of 100 events (1.1-1.8 MB here)
+        assert store.checkpoints >= 10 and max(sizes) < 2_500_000
+    else:  # every group's frames (~1.2 MB each)
+        assert store.checkpoints == 0 and sizes[-1] > 10_000_000
+    await store.close()
+    assert wal_size(path) == 0  # the last close checkpointed and removed it
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 1000
+
+
+async def test_the_writer_restarts_a_wal_that_commits_never_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits back to back: a pass on the other thread always ends behind the writer, so
+    the writer's own checkpoint at WRITER_CHECKPOINT_PAGES bounds the WAL."""
+    monkeypatch.setattr(sqlite_store, "WRITER_CHECKPOINT_PAGES", 64)  # 512 KiB
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 64 * 1024)
+    path = tmp_path / "n.db"
+    store = SqliteStore(path)
+    await store.open("r", new_incarnation=1)
+    await commit_events(store, batches=100)
+    assert store.checkpoints > 0 and wal_size(path) < 1_500_000
+    await store.close()
+
+
+async def test_close_waits_for_a_checkpoint_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 1)
+    path = tmp_path / "n.db"
+    store = SqliteStore(path)
+    await store.open("r", new_incarnation=1)
+    await commit_events(store, batches=1)
+    assert store._checkpoint is not None  # started by the commit, not yet done
+    await store.close()
+    assert store.checkpoints == 1 and wal_size(path) == 0
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 10

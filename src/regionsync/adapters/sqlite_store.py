@@ -7,8 +7,8 @@ Writes go through one connection, serialized by a lock; reads use two other conn
 (the second for the outcome recorder's reads by id), so they never see a transaction that
 has not committed (WAL readers see the last committed snapshot) and never queue behind a
 commit. Hot multi-row reads come back as one JSON row (``_json_rows``).
-WAL checkpoints run on a thread of their own (``CHECKPOINT_BYTES``), so a commit does not
-wait for one; the writer checkpoints itself only when that thread falls far behind.
+WAL checkpoints run on a thread of their own (``CHECKPOINT_BYTES``), so a commit seldom
+waits for one; the writer's own, every ``WRITER_CHECKPOINT_PAGES``, lets the WAL start over.
 
 Signing secrets are encrypted at rest when the store has a key ring (``keys``; the node
 always passes one, adapters/secretbox.py): a registry row whose key holds a secret
@@ -154,8 +154,8 @@ VACUUM_CHUNK = 256  # pages given back per transaction (the write lock is let go
 # bytes committed (blobs and JSON handed to SQLite) after which a PASSIVE checkpoint starts
 # on the checkpointer thread. SQLite's own (wal_autocheckpoint, 1,000 pages) ran in the
 # committing thread: every publish queued behind it waited for its writes and fsync (p99
-# at half rate 16-18 ms with it, 5-9 ms with this, bench/ingest.py; issue 17). Small
-# passes keep the WAL short: every 100 commits of a paced run gave a p99 of 18-21 ms.
+# at half rate 16-18 ms with it, 5-9 ms with this, bench/ingest.py; issue 17). Passes
+# must be small: one every 100 commits of a paced run gave a p99 of 18-21 ms.
 CHECKPOINT_BYTES = 256 * 1024
 # WAL pages after which the writer checkpoints after its commit (wal_autocheckpoint). The
 # WAL starts over only at a commit that finds every frame copied, which a pass on the

@@ -22,7 +22,6 @@ sealed on open (with SQLite's secure_delete, then VACUUM, so no old page keeps t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
+import orjson
 
 from ..core.model import (
     Attempt,
@@ -223,7 +223,16 @@ def _each(part: str, cols: str, blobs: Sequence[int] = ()) -> str:
 # own transaction (autocommit), fsync'd at its end like any commit.
 _PARTS = ("r", "l", "v", "e", "d", "a", "u", "i")  # registry, log, ... idempotency
 _COMMIT_IN = f"INSERT INTO commit_in VALUES ({', '.join('?' * (len(_PARTS) + 1))})"
-_to_json = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":")).encode
+
+
+def _to_json(value: Any) -> str:
+    """Compact JSON text (UTF-8 kept as is) of lists, dicts, strings and 64-bit ints.
+    Text, not bytes: SQLite (3.45+) reads a BLOB argument to its JSON functions as JSONB.
+    Raises orjson.JSONEncodeError (a TypeError) for an int beyond 64 bits or a lone
+    surrogate in a str (which sqlite3 refuses to bind as well)."""
+    return orjson.dumps(value).decode()
+
+
 _COMMIT_TRIGGER = f"""
 CREATE TEMP VIEW commit_in({", ".join(_PARTS)}, blobs) AS SELECT {"NULL, " * len(_PARTS)}NULL;
 CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
@@ -678,7 +687,7 @@ class SqliteStore:
         rows = await (reader or self.rdb).execute_fetchall(
             f"SELECT json_group_array(json_array({cols})) {rest}", params
         )
-        return json.loads(rows[0][0]) if rows else []
+        return orjson.loads(rows[0][0]) if rows else []
 
     async def _by_ids(
         self, cols: str, table: str, ids: Sequence[str], reader: aiosqlite.Connection | None = None

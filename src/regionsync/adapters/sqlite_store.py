@@ -476,9 +476,7 @@ class SqliteStore:
         """Count ``written`` bytes; start a checkpoint pass if CHECKPOINT_BYTES have been
         committed since the last one started and none is in flight."""
         self._unchecked += written
-        if self._unchecked < CHECKPOINT_BYTES or self._checkpoint is not None:
-            return
-        if self._checkpointer is None:
+        if self._unchecked < CHECKPOINT_BYTES or self._checkpoint or not self._checkpointer:
             return
         self._unchecked = 0
         self._checkpoint = fut = asyncio.get_running_loop().run_in_executor(

@@ -226,7 +226,7 @@ _COMMIT_IN = f"INSERT INTO commit_in VALUES ({', '.join('?' * (len(_PARTS) + 1))
 
 
 def _to_json(value: Any) -> str:
-    """Compact JSON text (UTF-8 kept as is) of lists, dicts, strings and 64-bit ints.
+    """Compact JSON text (UTF-8 kept as is) of ``value`` (tuples become arrays).
     Text, not bytes: SQLite (3.45+) reads a BLOB argument to its JSON functions as JSONB.
     Raises orjson.JSONEncodeError (a TypeError) for an int beyond 64 bits or a lone
     surrogate in a str (which sqlite3 refuses to bind as well)."""

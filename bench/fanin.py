@@ -14,10 +14,14 @@ receiver in its own process (bench/delivery_rate.py's, counting arrivals per
    flight) as fast as 16 connections go, at the start of the phase.
 
 Delivery latency = arrival at the receiver minus the event's ``received_at`` (the 202's,
-ms); every figure is computed from what arrived. Goals: the burst is published within a
-minute, all of it arrives, none twice; the quiet endpoints' delivery p99 in phase 2 is
-within 1.2x of phase 1. ``--profile FILE`` writes a py-spy table of the node during the
-burst phase and prints the share of samples in lock, semaphore and counter code.
+ms); every figure is computed from what arrived. The burst phase also reports the quiet
+figures split by when the event was received: while the burst was being published
+(``quiet_ingest_*``) or after (``quiet_after_*``: only its deliveries running), each with
+the quiet publishes' round-trip p99 (which holds the wait for a group commit). Goals: the
+burst is published within a minute, all of it arrives, none twice; the quiet endpoints'
+delivery p99 in phase 2 is within 1.2x of phase 1. ``--profile FILE`` writes a py-spy
+table of the node during the burst phase and prints the share of samples in lock,
+semaphore and counter code.
 
     .venv/bin/python bench/fanin.py [--events 20000] [--seconds S] [--profile FILE]
 """
@@ -74,7 +78,7 @@ class FanInNode:
         self.proc = subprocess_node(self.dir / "node.toml")
         self.base = f"http://127.0.0.1:{port}"
         self.rcv, self.n_quiet = rcv, n_quiet
-        self.quiet_publish_ms: list[float] = []  # quiet publishes' round trips (to the 202)
+        self.quiet_publish_ms: dict[str, float] = {}  # event id -> round trip to the 202
 
     async def setup(self, s: aiohttp.ClientSession) -> None:
         await wait_ready(s, self.base + "/readyz")
@@ -109,7 +113,7 @@ class FanInNode:
         async def one(i: int) -> None:
             started = time.monotonic()
             eid, at = await self.publish(s, "quiet", f"quiet.e{i % self.n_quiet}")
-            self.quiet_publish_ms.append((time.monotonic() - started) * 1000)
+            self.quiet_publish_ms[eid] = (time.monotonic() - started) * 1000
             out[eid] = at
 
         for i in range(int(seconds * self.n_quiet)):
@@ -187,8 +191,11 @@ async def phase(rcv: Receiver, args: argparse.Namespace, burst: bool) -> dict:
             quiet_task = asyncio.create_task(node.quiet_load(s, args.seconds))
             burst_ids: list[str] = []
             published_s = 0.0
+            window = (0.0, 0.0)  # unix seconds while the burst was being published
             if burst:
+                started = time.time()
                 burst_ids, published_s = await node.burst(s, args.events)
+                window = (started, time.time())
             quiet = await quiet_task
             want = set(quiet) | set(burst_ids)
             arrivals = await wait_arrivals(s, rcv, want, 60 + args.events / BURST_RATE_LIMIT)
@@ -212,12 +219,23 @@ async def phase(rcv: Receiver, args: argparse.Namespace, burst: bool) -> dict:
         "quiet_p99_ms": round(pct(lat, 0.99), 1),
         "duplicates": sum(c - 1 for w, c in seen.items() if c > 1),
         # where a quiet delivery's time goes: its publish waits for a group commit
-        "quiet_publish_p50_ms": round(pct(sorted(node.quiet_publish_ms), 0.5), 1),
+        "quiet_publish_p50_ms": round(pct(sorted(node.quiet_publish_ms.values()), 0.5), 1),
         "mean_commit_ms": commits["mean_commit_ms"],
         "commits": commits["commits"],
     }
     if burst:
         span = burst_times[-1] - burst_times[0] if len(burst_times) > 1 else 0.0
+        # quiet events received while the burst was being published, and after it (while
+        # only its deliveries ran): delivery latency, and the publish's round trip, which
+        # holds the wait for its group commit
+        during = {w: t for w, t in quiet.items() if window[0] <= t <= window[1]}
+        after = {w: t for w, t in quiet.items() if t > window[1]}
+        for name, part in (("ingest", during), ("after", after)):
+            part_lat = latencies_ms(part, arrivals)
+            trips = sorted(node.quiet_publish_ms[w] for w in part)
+            out[f"quiet_{name}_p50_ms"] = round(pct(part_lat, 0.5), 1)
+            out[f"quiet_{name}_p99_ms"] = round(pct(part_lat, 0.99), 1)
+            out[f"quiet_{name}_publish_p99_ms"] = round(pct(trips, 0.99), 1)
         out.update({
             "burst_published": len(burst_ids),
             "burst_publish_s": round(published_s, 1),

@@ -44,6 +44,7 @@ from ..core.model import (
     Record,
     WriteBatch,
 )  # fmt: skip
+from ..core.registry import may_hold_secret
 from ..runtime.ports import StoreInfo
 from .secretbox import AtRest, NodeKeys
 
@@ -57,9 +58,18 @@ T = TypeVar("T")
 # advises only for rows under about 1/20 of a page ("The WITHOUT ROWID Optimization",
 # section 4). With a 2,099-byte GitHub payload: 24.7 us of CPU per inserted row against
 # 8.7 us as a rowid table (bench/log_rows.py, issue 17).
+#
+# An event record's body holds its event's payload, which the events row holds too: the
+# log keeps such a body without it (``event_id``: the events row, ``event_at``: the byte
+# offset it was cut from; both NULL for a body kept whole) and ``records_after`` puts it
+# back. Events rows are never updated or deleted, and a body stays cut only if the same
+# commit inserts its events row (``_COMMIT_TRIGGER``: an id already stored keeps its first
+# row, which may hold other bytes; the body is then put back together and kept whole).
+# Writing the payload once instead of twice: issue 17, bench/README.md "ingest.py".
 _LOG_COLUMNS = """
   origin TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL,
-  hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, PRIMARY KEY(origin, seq)
+  hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, event_id TEXT, event_at INTEGER,
+  PRIMARY KEY(origin, seq)
 """
 
 _SCHEMA = f"""
@@ -170,7 +180,11 @@ WAL_SIZE_LIMIT = 4 * 1024 * 1024
 _ADDED_COLUMNS = [
     *((t, "owner_gen TEXT NOT NULL DEFAULT ''") for t in ("events", "deliveries", "attempts")),
     ("attempts", "request_headers TEXT NOT NULL DEFAULT ''"),  # issue 15
+    ("log", "event_id TEXT"),  # issue 17: payloads cut from event records (_LOG_COLUMNS)
+    ("log", "event_at INTEGER"),
 ]
+# event records whose payload is shorter are kept whole: too little to save for the join
+CUT_MIN_BYTES = 256
 _ATTEMPT_COLS = (
     "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, "
     "endpoint_id, generation, response_headers, owner_gen, request_headers"
@@ -238,13 +252,22 @@ CREATE TEMP VIEW commit_in({", ".join(_PARTS)}, blobs) AS SELECT {"NULL, " * len
 CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
   INSERT INTO registry(key, state) {_each("r", "key, state", (1,))}
     ON CONFLICT(key) DO UPDATE SET state = excluded.state;
-  INSERT OR IGNORE INTO log(origin, seq, kind, body, hlc_wall, hlc_logical)
-    {_each("l", "origin, seq, kind, body, hlc_wall, hlc_logical", (3,))};
   INSERT INTO version_vector(origin, seq) {_each("v", "origin, seq")}
     ON CONFLICT(origin) DO UPDATE SET seq = max(seq, excluded.seq);
   INSERT INTO row_counts SELECT 'event', value->>5, '', count(DISTINCT value->>0)
     FROM json_each(NEW.e) WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = value->>0)
     GROUP BY value->>5 ON CONFLICT DO UPDATE SET n = n + excluded.n;
+  INSERT OR IGNORE INTO log(origin, seq, kind, body, hlc_wall, hlc_logical, event_id, event_at)
+    SELECT value->>0, value->>1, value->>2,
+      CASE WHEN e.rowid IS NULL
+        THEN CASE WHEN value->>4 = 0 THEN x'' ELSE substr(NEW.blobs, value->>3, value->>4) END
+        ELSE CAST(coalesce(substr(NEW.blobs, value->>3, min(value->>8, value->>4)), x'')
+                  || substr(NEW.blobs, value->>9, value->>10)
+                  || coalesce(substr(NEW.blobs, value->>3 + value->>8, value->>4 - value->>8),
+                              x'') AS BLOB) END,
+      value->>5, value->>6, CASE WHEN e.rowid IS NULL THEN value->>7 END,
+      CASE WHEN e.rowid IS NULL THEN value->>8 END
+    FROM json_each(NEW.l) LEFT JOIN events e ON e.id = value->>7;
   INSERT OR IGNORE INTO events({_EVENT_COLS}) {_each("e", _EVENT_COLS, (3,))};
   INSERT INTO deliveries({_DELIVERY_COLS}) {_each("d", _DELIVERY_COLS)} {_DELIVERY_UPSERT};
   INSERT OR IGNORE INTO attempts({_ATTEMPT_COLS}) {_each("a", _ATTEMPT_COLS)};
@@ -303,6 +326,37 @@ class _Blobs:
             self.parts.append(b)
             self.at += len(b)
         return start, len(b)
+
+
+def _log_rows(
+    records: Sequence[Record], payloads: list[tuple[Event, int, int]], seal: AtRest, blobs: _Blobs
+) -> list[tuple[Any, ...]]:
+    """The commit's log rows (``_COMMIT_TRIGGER``): an ``event`` record whose body holds the
+    payload of one of ``payloads`` (the batch's events, the first of each id, in order,
+    with their payload's place in ``blobs``) goes without it, with that event's id and the
+    byte offset it was cut from (``_LOG_COLUMNS``); any other body goes whole. Records and
+    events of a batch come in the same order, so the search for a record's event starts
+    after the last one found. A body sealed at rest, or that may hold a secret, goes
+    whole (``_seal_plaintext_rows`` looks at whole bodies only)."""
+    rows: list[tuple[Any, ...]] = []
+    at = 0  # where the search for the next record's event starts
+    for r in records:
+        body = seal.seal_body(r.origin, r.seq, r.body)
+        if r.kind == "event" and body is r.body and not may_hold_secret(body):
+            for i in range(at, len(payloads)):
+                e, start, length = payloads[i]
+                cut = body.find(e.payload) if length >= CUT_MIN_BYTES else -1
+                if cut >= 0:
+                    at = i + 1
+                    rest = body[:cut] + body[cut + length :]
+                    rows.append((r.origin, r.seq, r.kind, *blobs.cut(rest), *r.hlc, e.id, cut,
+                                 start, length))  # fmt: skip
+                    break
+            else:
+                rows.append((r.origin, r.seq, r.kind, *blobs.cut(body), *r.hlc))
+            continue
+        rows.append((r.origin, r.seq, r.kind, *blobs.cut(body), *r.hlc))
+    return rows
 
 
 _EVENT_JSON_COLS = "id, tenant, event_type, hex(payload), region, received_at_ms, owner_gen"
@@ -435,7 +489,10 @@ class SqliteStore:
         ]
         logs = [
             (sealed, origin, seq)
-            for origin, seq, body in db.execute("SELECT origin, seq, body FROM log")
+            # a body cut from its event (event_at) may hold no secret (``_log_rows``)
+            for origin, seq, body in db.execute(
+                "SELECT origin, seq, body FROM log WHERE event_at IS NULL"
+            )
             if (sealed := seal.seal_body(origin, seq, body)) != body
         ]
         if not regs and not logs:
@@ -529,21 +586,22 @@ class SqliteStore:
         doc: dict[str, list[Any]] = {}
         if batch.registry:
             doc["r"] = [(k, *blobs.cut(seal.seal_state(k, v))) for k, v in batch.registry.items()]
-        if batch.records:
-            doc["l"] = [
-                (r.origin, r.seq, r.kind, *blobs.cut(seal.seal_body(r.origin, r.seq, r.body)),
-                 *r.hlc)
-                for r in batch.records
-            ]  # fmt: skip
         if batch.version_vector:
             doc["v"] = list(batch.version_vector.items())
+        payloads: list[tuple[Event, int, int]] = []  # events a record may be cut for
         if batch.events:
             # new events are counted per origin region (index 5) in row_counts by the trigger
-            doc["e"] = [
-                (e.id, e.tenant, e.event_type, *blobs.cut(e.payload), e.region, e.received_at_ms,
-                 e.owner_gen)
-                for e in batch.events
-            ]  # fmt: skip
+            doc["e"] = []
+            ids: set[str] = set()
+            for e in batch.events:
+                cut = blobs.cut(e.payload)
+                if e.id not in ids:  # the first row of an id is the one inserted
+                    ids.add(e.id)
+                    payloads.append((e, *cut))
+                doc["e"].append((e.id, e.tenant, e.event_type, *cut, e.region, e.received_at_ms,
+                                 e.owner_gen))  # fmt: skip
+        if batch.records:
+            doc["l"] = _log_rows(batch.records, payloads, seal, blobs)
         if batch.deliveries:
             doc["d"] = [
                 (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
@@ -585,15 +643,24 @@ class SqliteStore:
             if len(out) >= limit:
                 break
             rows = await self.rdb.execute_fetchall(
-                "SELECT origin, seq, kind, body, hlc_wall, hlc_logical FROM log "
-                "WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?",
+                "SELECT l.origin, l.seq, l.kind, l.body, l.hlc_wall, l.hlc_logical, l.event_at, "
+                "e.payload FROM log l LEFT JOIN events e ON l.event_at IS NOT NULL "
+                "AND e.id = l.event_id WHERE l.origin = ? AND l.seq > ? ORDER BY l.seq LIMIT ?",
                 (origin, after.get(origin, 0), limit - len(out)),
             )
-            out.extend(
-                Record(r[0], r[1], r[2], self.at_rest.open_body(r[0], r[1], r[3]), (r[4], r[5]))
-                for r in rows
-            )
+            out.extend(Record(r[0], r[1], r[2], self._body(r), (r[4], r[5])) for r in rows)
         return out
+
+    def _body(self, row: Sequence[Any]) -> bytes:
+        """A log row's record body (``records_after``'s columns): opened if sealed, its
+        event's payload put back where it was cut (``_LOG_COLUMNS``). Raises
+        sqlite3.DatabaseError if the events row it was cut for is missing."""
+        origin, seq, _, body, _, _, cut, payload = row
+        if cut is None:
+            return self.at_rest.open_body(origin, seq, body)
+        if payload is None:
+            raise sqlite3.DatabaseError(f"log record {origin}:{seq} lost its event's row")
+        return body[:cut] + payload + body[cut:]
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
         """Delete log records up to ``upto`` (origin -> seq), ``TRUNCATE_CHUNK`` records a

@@ -336,26 +336,31 @@ def _log_rows(
     with their payload's place in ``blobs``) goes without it, with that event's id and the
     byte offset it was cut from (``_LOG_COLUMNS``); any other body goes whole. Records and
     events of a batch come in the same order, so the search for a record's event starts
-    after the last one found. A body sealed at rest, or that may hold a secret, goes
-    whole (``_seal_plaintext_rows`` looks at whole bodies only)."""
+    after the last one found. A body that may hold a secret goes whole (sealed at rest
+    with a key ring; ``_seal_plaintext_rows`` looks at whole bodies only)."""
     rows: list[tuple[Any, ...]] = []
     at = 0  # where the search for the next record's event starts
     for r in records:
-        body = seal.seal_body(r.origin, r.seq, r.body)
-        if r.kind == "event" and body is r.body and not may_hold_secret(body):
-            for i in range(at, len(payloads)):
-                e, start, length = payloads[i]
-                cut = body.find(e.payload) if length >= CUT_MIN_BYTES else -1
-                if cut >= 0:
-                    at = i + 1
-                    rest = body[:cut] + body[cut + length :]
-                    rows.append((r.origin, r.seq, r.kind, *blobs.cut(rest), *r.hlc, e.id, cut,
-                                 start, length))  # fmt: skip
-                    break
-            else:
-                rows.append((r.origin, r.seq, r.kind, *blobs.cut(body), *r.hlc))
+        body = r.body
+        if r.kind != "event" or may_hold_secret(body):
+            sealed = seal.seal_body(r.origin, r.seq, body)
+            rows.append((r.origin, r.seq, r.kind, *blobs.cut(sealed), *r.hlc))
             continue
-        rows.append((r.origin, r.seq, r.kind, *blobs.cut(body), *r.hlc))
+        for i in range(at, len(payloads)):  # a body without a secret is not sealed
+            e, start, length = payloads[i]
+            if length < CUT_MIN_BYTES:
+                continue
+            # found by its first bytes, then compared whole: a search for all of it
+            # costs 3 us of preprocessing per call (CPython's two-way search)
+            cut = body.find(e.payload[:64])
+            if cut >= 0 and body[cut : cut + length] == e.payload:
+                at = i + 1
+                rest = body[:cut] + body[cut + length :]
+                rows.append((r.origin, r.seq, r.kind, *blobs.cut(rest), *r.hlc, e.id, cut,
+                             start, length))  # fmt: skip
+                break
+        else:
+            rows.append((r.origin, r.seq, r.kind, *blobs.cut(body), *r.hlc))
     return rows
 
 

@@ -125,6 +125,28 @@ async def test_a_sealed_record_is_not_cut(tmp_path: Path) -> None:
     assert log_rows(tmp_path / "n.db")[0][2:] == (None, None)
 
 
+async def test_sealing_on_open_leaves_cut_records_readable(tmp_path: Path) -> None:
+    """A store written without a key ring, opened with one: secret-bearing records are
+    sealed then (``_seal_plaintext_rows``); cut event records stay cut and read back."""
+    path = tmp_path / "n.db"
+    store = SqliteStore(path)
+    await store.open("r", new_incarnation=1)
+    e = event(1)
+    secret = Record("r:1", 2, "registry", b"\x81\xa8registry" + b"e/ep_1/secret", (2, 0))
+    records = [record(1, e), secret]
+    await store.commit(WriteBatch(events=[e], records=records))
+    await store.close()
+    keys = NodeKeys([("k1", hashlib.sha256(b"k1").digest())])
+    store = SqliteStore(path, keys)
+    await store.open("r", new_incarnation=2)
+    assert await store.records_after({}, 10) == records
+    await store.close()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT seq, event_id, body FROM log ORDER BY seq").fetchall()
+    assert rows[0][1] == e.id and rows[1][1] is None
+    assert b"e/ep_1/secret" not in rows[1][2]  # sealed
+
+
 async def test_a_cut_record_without_its_event_row_is_an_error(tmp_path: Path) -> None:
     """Events rows are never deleted; if one were, the record is not sent broken."""
     path = tmp_path / "n.db"

@@ -1,10 +1,11 @@
 """The receiver zoo: one steady event stream to a healthy endpoint and five bad ones.
 
 A tarpit (answers after 9.5 s), one that answers 200 then 500 for a while, one that
-answers 404 during a deploy window, one that answers 410, and one that redirects to a
-trap receiver on another loopback port (standing in for a metadata address). The healthy
-endpoint's deliveries are not held up, every endpoint ends in the state the health table
-says, the trap is never contacted, and the attempt log explains every outcome.
+answers 404 during a deploy window (its first 1.5 s), one that answers 410, and one that
+redirects to a trap receiver on another loopback port (standing in for a metadata
+address). The healthy endpoint's deliveries are not held up, every endpoint ends in the
+state the health table says, the trap is never contacted, and the attempt log explains
+every outcome.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Zoo:
         self.trap_port = trap_port
         self.arrivals: dict[str, list[tuple[float, dict[str, str], bytes]]] = {n: [] for n in ZOO}
         self.trapped = 0
-        self.started = time.monotonic()
+        self.deploy_from: float | None = None  # its first request: the deploy window starts
         self.flaky_calls = 0
 
     async def hook(self, request: Request) -> Response:
@@ -47,7 +48,11 @@ class Zoo:
             ok = self.flaky_calls <= 3 or self.flaky_calls > 15
             return Response(status_code=200 if ok else 500)
         if name == "deploy":
-            deploying = time.monotonic() - self.started < 1.5
+            # timed from its own first request, not from the zoo's creation: a node that
+            # took 1.5 s to start (a loaded machine) would otherwise never see the 404s
+            if self.deploy_from is None:
+                self.deploy_from = time.monotonic()
+            deploying = time.monotonic() - self.deploy_from < 1.5
             return Response(b"not found", status_code=404 if deploying else 204)
         if name == "gone":
             return Response(status_code=410)

@@ -53,7 +53,8 @@ class Zoo:
             if self.deploy_from is None:
                 self.deploy_from = time.monotonic()
             deploying = time.monotonic() - self.deploy_from < 1.5
-            return Response(b"not found", status_code=404 if deploying else 204)
+            # a 204 has no content (RFC 9110 section 15.3.5): uvicorn refuses a body there
+            return Response(b"not found", status_code=404) if deploying else Response(None, 204)
         if name == "gone":
             return Response(status_code=410)
         if name == "redirect":

@@ -65,7 +65,9 @@ T = TypeVar("T")
 # back. Events rows are never updated or deleted, and a body stays cut only if the same
 # commit inserts its events row (``_COMMIT_TRIGGER``: an id already stored keeps its first
 # row, which may hold other bytes; the body is then put back together and kept whole).
-# Writing the payload once instead of twice: issue 17, bench/README.md "ingest.py".
+# Writing the payload once instead of twice: issue 17, bench/README.md "Event records
+# without their payload". Payloads shorter than CUT_MIN_BYTES stay: too little to save.
+CUT_MIN_BYTES = 256
 _LOG_COLUMNS = """
   origin TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL,
   hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, event_id TEXT, event_at INTEGER,
@@ -183,8 +185,6 @@ _ADDED_COLUMNS = [
     ("log", "event_id TEXT"),  # issue 17: payloads cut from event records (_LOG_COLUMNS)
     ("log", "event_at INTEGER"),
 ]
-# event records whose payload is shorter are kept whole: too little to save for the join
-CUT_MIN_BYTES = 256
 _ATTEMPT_COLS = (
     "delivery_id, n, at_ms, region, status_code, latency_ms, error, response_excerpt, "
     "endpoint_id, generation, response_headers, owner_gen, request_headers"
@@ -206,14 +206,21 @@ _AUDIT_COLS = "origin, seq, hlc_wall, hlc_logical, who, op, object, tenant, deta
 _EVENT_COLS = "id, tenant, event_type, payload, region, received_at_ms, owner_gen"
 
 
+def _blob(at: int) -> str:
+    """The BLOB a ``json_each`` row holds as [start, length] in ``NEW.blobs`` at ``at``. An
+    empty one is spelled out: ``substr`` of an empty BLOB is NULL (SQLite 3.40), and NULL
+    in a NOT NULL column makes an INSERT OR IGNORE drop the row."""
+    return (f"CASE WHEN value->>{at + 1} = 0 THEN x'' "
+            f"ELSE substr(NEW.blobs, value->>{at}, value->>{at + 1}) END")  # fmt: skip
+
+
 def _cols(names: str, blobs: Sequence[int] = ()) -> str:
     """Select expressions for a ``json_each`` row array holding ``names`` in order; a
     BLOB column (index in ``blobs``) is held as [start, length] in ``NEW.blobs``."""
     out, at = [], 0
     for i, _ in enumerate(names.split(", ")):
         if i in blobs:
-            out.append(f"CASE WHEN value->>{at + 1} = 0 THEN x'' "
-                       f"ELSE substr(NEW.blobs, value->>{at}, value->>{at + 1}) END")  # fmt: skip
+            out.append(_blob(at))
             at += 2
         else:
             out.append(f"value->>{at}")
@@ -259,10 +266,9 @@ CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
     GROUP BY value->>5 ON CONFLICT DO UPDATE SET n = n + excluded.n;
   INSERT OR IGNORE INTO log(origin, seq, kind, body, hlc_wall, hlc_logical, event_id, event_at)
     SELECT value->>0, value->>1, value->>2,
-      CASE WHEN e.rowid IS NULL
-        THEN CASE WHEN value->>4 = 0 THEN x'' ELSE substr(NEW.blobs, value->>3, value->>4) END
-        ELSE CAST(coalesce(substr(NEW.blobs, value->>3, min(value->>8, value->>4)), x'')
-                  || substr(NEW.blobs, value->>9, value->>10)
+      CASE WHEN e.rowid IS NULL THEN {_blob(3)}
+        ELSE CAST(coalesce(substr(NEW.blobs, value->>3, value->>8), x'')
+                  || {_blob(9)}
                   || coalesce(substr(NEW.blobs, value->>3 + value->>8, value->>4 - value->>8),
                               x'') AS BLOB) END,
       value->>5, value->>6, CASE WHEN e.rowid IS NULL THEN value->>7 END,
@@ -332,12 +338,13 @@ def _log_rows(
     records: Sequence[Record], payloads: list[tuple[Event, int, int]], seal: AtRest, blobs: _Blobs
 ) -> list[tuple[Any, ...]]:
     """The commit's log rows (``_COMMIT_TRIGGER``): an ``event`` record whose body holds the
-    payload of one of ``payloads`` (the batch's events, the first of each id, in order,
-    with their payload's place in ``blobs``) goes without it, with that event's id and the
-    byte offset it was cut from (``_LOG_COLUMNS``); any other body goes whole. Records and
-    events of a batch come in the same order, so the search for a record's event starts
-    after the last one found. A body that may hold a secret goes whole (sealed at rest
-    with a key ring; ``_seal_plaintext_rows`` looks at whole bodies only)."""
+    payload of one of ``payloads`` (the batch's events that may be cut for: the first of
+    each id, ``CUT_MIN_BYTES`` or longer; in order, with their payload's place in
+    ``blobs``) goes without it, with that event's id and the byte offset it was cut from
+    (``_LOG_COLUMNS``); any other body goes whole. Records and events of a batch come in
+    the same order, so the search for a record's event starts after the last one found.
+    A body that may hold a secret goes whole (sealed at rest with a key ring;
+    ``_seal_plaintext_rows`` looks at whole bodies only)."""
     rows: list[tuple[Any, ...]] = []
     at = 0  # where the search for the next record's event starts
     for r in records:
@@ -346,10 +353,9 @@ def _log_rows(
             sealed = seal.seal_body(r.origin, r.seq, body)
             rows.append((r.origin, r.seq, r.kind, *blobs.cut(sealed), *r.hlc))
             continue
-        for i in range(at, len(payloads)):  # a body without a secret is not sealed
+        # from here on the body holds no secret, so it is not sealed
+        for i in range(at, len(payloads)):
             e, start, length = payloads[i]
-            if length < CUT_MIN_BYTES:
-                continue
             # found by its first bytes, then compared whole: a search for all of it
             # costs 3 us of preprocessing per call (CPython's two-way search)
             cut = body.find(e.payload[:64])
@@ -599,12 +605,13 @@ class SqliteStore:
             doc["e"] = []
             ids: set[str] = set()
             for e in batch.events:
-                cut = blobs.cut(e.payload)
-                if e.id not in ids:  # the first row of an id is the one inserted
-                    ids.add(e.id)
-                    payloads.append((e, *cut))
-                doc["e"].append((e.id, e.tenant, e.event_type, *cut, e.region, e.received_at_ms,
-                                 e.owner_gen))  # fmt: skip
+                place = blobs.cut(e.payload)
+                # the first row of an id is the one inserted
+                if e.id not in ids and len(e.payload) >= CUT_MIN_BYTES:
+                    payloads.append((e, *place))
+                ids.add(e.id)
+                doc["e"].append((e.id, e.tenant, e.event_type, *place, e.region,
+                                 e.received_at_ms, e.owner_gen))  # fmt: skip
         if batch.records:
             doc["l"] = _log_rows(batch.records, payloads, seal, blobs)
         if batch.deliveries:

@@ -158,17 +158,6 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
 
 
-async def wait_arrivals(s: aiohttp.ClientSession, rcv: Receiver, want: set[str],
-                        timeout_s: float) -> list:  # fmt: skip
-    """Poll the receiver until every id in ``want`` arrived (or ``timeout_s``)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        arrivals = await rcv.arrivals(s)
-        if want <= {w for w, _ in arrivals} or time.monotonic() > deadline:
-            return arrivals
-        await asyncio.sleep(0.5)
-
-
 def latencies_ms(published: dict[str, float], arrivals: list) -> list[float]:
     """Arrival minus received_at (ms) of the first arrival of each published id."""
     first: dict[str, float] = {}
@@ -198,7 +187,7 @@ async def phase(rcv: Receiver, args: argparse.Namespace, burst: bool) -> dict:
                 window = (started, time.time())
             quiet = await quiet_task
             want = set(quiet) | set(burst_ids)
-            arrivals = await wait_arrivals(s, rcv, want, 60 + args.events / BURST_RATE_LIMIT)
+            arrivals = await rcv.wait_for(s, want, 60 + args.events / BURST_RATE_LIMIT, 0.5)
             commits = commit_stats(node.base)
             if prof:
                 prof.stop()

@@ -309,7 +309,6 @@ async def test_oversized_head_gets_json_431(served: Served) -> None:
 async def test_unterminated_head_is_cut_at_the_bound(served: Served) -> None:
     # a head that never ends is not buffered until the read timeout: 431 as it passes
     reader, writer = await connect(served.port)
-    started = time.monotonic()
     try:
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: ")
         with contextlib.suppress(ConnectionError):
@@ -322,8 +321,7 @@ async def test_unterminated_head_is_cut_at_the_bound(served: Served) -> None:
         writer.close()
     assert answer.status == 431, answer
     assert answer.problem()["error"] == "headers_too_large"
-    assert answer.problem()["field"] == "headers"
-    assert time.monotonic() - started < READ_TIMEOUT_S
+    assert answer.problem()["field"] == "headers"  # the read timeout would be a 408
 
 
 async def test_head_under_the_bound_is_served(served: Served) -> None:

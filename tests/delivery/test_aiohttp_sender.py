@@ -83,6 +83,10 @@ async def test_dns_rebinding_over_loopback() -> None:
 
 # httpx cannot send these; here dotted octal and 1.2.3.999 are judged as literals
 # (127.0.0.1 refused, 1.2.3.999 invalid) and 010.010.010.010 is 8.8.8.8, a public address
+# the drips below would hold an attempt 20 s or more past its 1 s deadline: anything under
+# this shows the deadline held (a tight bound would only time the machine)
+DRIP_BOUND_S = 5.0
+
 REFUSED_HERE = [(u, r) for u, r in REFUSED if r == "ssrf"] + [
     ("http://0177.0.0.1/", "ssrf"),
     ("http://1.2.3.999/", "ssrf"),
@@ -138,7 +142,7 @@ async def test_slow_drip_cannot_extend_the_deadline(head_only: bool) -> None:
         elapsed = time.perf_counter() - started
         await sender.aclose()
     assert (outcome.kind, outcome.reason) == (OutcomeKind.INDETERMINATE, "timeout")
-    assert 0.9 <= elapsed < 1.5, elapsed
+    assert 0.9 <= elapsed < DRIP_BOUND_S, elapsed
 
 
 async def test_resolution_that_hangs_is_a_dns_failure_within_the_deadline() -> None:

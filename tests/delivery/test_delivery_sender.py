@@ -28,6 +28,9 @@ from regionsync.core.urlguard import parse_networks
 from regionsync.runtime.ports import OutboundRequest
 
 LOOPBACK = parse_networks(["127.0.0.0/8"])
+# the drips below would hold an attempt 20 s or more past its 1 s deadline: anything under
+# this shows the deadline held (a tight bound would only time the machine)
+DRIP_BOUND_S = 5.0
 
 Respond = Callable[[asyncio.StreamWriter, bytes], Awaitable[None]]
 
@@ -246,7 +249,7 @@ async def test_slow_drip_body_cannot_extend_the_deadline() -> None:
         elapsed = time.perf_counter() - started
         await sender.aclose()
     assert (outcome.kind, outcome.reason) == (OutcomeKind.INDETERMINATE, "timeout")
-    assert 0.9 <= elapsed < 1.5, elapsed
+    assert 0.9 <= elapsed < DRIP_BOUND_S, elapsed
 
 
 async def test_slow_drip_head_cannot_extend_the_deadline() -> None:
@@ -263,7 +266,7 @@ async def test_slow_drip_head_cannot_extend_the_deadline() -> None:
         elapsed = time.perf_counter() - started
         await sender.aclose()
     assert (outcome.kind, outcome.reason) == (OutcomeKind.INDETERMINATE, "timeout")
-    assert 0.9 <= elapsed < 1.5, elapsed
+    assert 0.9 <= elapsed < DRIP_BOUND_S, elapsed
 
 
 async def test_resolution_that_hangs_is_a_dns_failure_within_the_deadline() -> None:

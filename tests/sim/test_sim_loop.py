@@ -31,7 +31,8 @@ def test_sleep_and_timeout_are_virtual() -> None:
     started = time.perf_counter()
     now, timed_out = run_virtual(main())
     assert now == pytest.approx(3 * 3600 + 5) and timed_out
-    assert time.perf_counter() - started < 1.0
+    # waited for in real time it would take 3 hours: a bound far from both, not a goal
+    assert time.perf_counter() - started < 60.0
 
 
 def test_waiting_forever_is_a_deadlock() -> None:

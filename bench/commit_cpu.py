@@ -10,19 +10,29 @@ this thread, so ``time.thread_time`` counts its CPU (SQLite's, the JSON's, and t
 kernel's for the WAL writes, the fsyncs and the writer's own WAL checkpoints; the store as
 a node opens it, ``synchronous=FULL``). Prints the median of the rounds and the ratio.
 
-    .venv/bin/python bench/commit_cpu.py [--batches 300] [--rounds 5]
+``--postgres`` runs the same commits through ``PostgresStore`` on a throwaway server
+(tests/pgserver.py, durable) instead and prints bytes only, per event: WAL written
+(``pg_current_wal_lsn`` before and after) and stored in the log and events tables
+(``pg_total_relation_size``); the server's CPU is not this thread's.
+
+    .venv/bin/python bench/commit_cpu.py [--batches 300] [--rounds 5] [--postgres]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import psycopg
+
+from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import Event, Record, WriteBatch
 from regionsync.core.records import encode_body
@@ -71,11 +81,63 @@ async def one(n: int, records: bool) -> tuple[float, float]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+async def one_pg(server: object, n: int, records: bool) -> tuple[float, float]:
+    """(WAL bytes per event, log and events bytes per event) of a fresh database."""
+    url = server.create_database(f"b{next(_dbs)}")  # type: ignore[attr-defined]
+    work = batches(n + WARMUP, records)
+    store = PostgresStore(url)
+    size = "SELECT pg_current_wal_lsn(), pg_total_relation_size('log') + " \
+        "pg_total_relation_size('events')"  # fmt: skip
+    try:
+        await store.open("r", new_incarnation=1)
+        for b in work[:WARMUP]:
+            await store.commit(b)
+        with psycopg.connect(url, autocommit=True) as c:
+            lsn0, _ = c.execute(size).fetchone()  # type: ignore[misc]
+            for b in work[WARMUP:]:
+                await store.commit(b)
+            lsn1, stored = c.execute(size).fetchone()  # type: ignore[misc]
+            (wal,) = c.execute("SELECT %s::pg_lsn - %s::pg_lsn", (lsn1, lsn0)).fetchone()  # type: ignore[misc]
+        return float(wal) / (n * PER_BATCH), stored / ((n + WARMUP) * PER_BATCH)
+    finally:
+        await store.close()
+
+
+_dbs = itertools.count(1)
+
+
+async def main_pg(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pgserver import PgServer
+
+    server = PgServer(durable=True)
+    server.start()
+    try:
+        alone, logged = [], []
+        for _ in range(args.rounds):
+            alone.append(await one_pg(server, args.batches, records=False))
+            logged.append(await one_pg(server, args.batches, records=True))
+    finally:
+        server.stop()
+    a_wal, a_stored = (statistics.median(x[i] for x in alone) for i in (0, 1))
+    l_wal, l_stored = (statistics.median(x[i] for x in logged) for i in (0, 1))
+    print(f"bench/commit_cpu.py --postgres: {args.rounds} rounds of {args.batches} commits "
+          f"of {PER_BATCH} events, {len(PAYLOAD)}-byte payload (medians)")  # fmt: skip
+    print(f"  events alone (baseline):  {a_wal:7.0f} WAL bytes, {a_stored:7.0f} bytes stored "
+          "per event")  # fmt: skip
+    print(f"  events and their records: {l_wal:7.0f} WAL bytes, {l_stored:7.0f} bytes stored "
+          "per event")  # fmt: skip
+    print(f"  ratio: {l_wal / a_wal:.2f}x the WAL, {l_stored / a_stored:.2f}x the bytes stored")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--postgres", action="store_true", help="bytes of PostgresStore instead")
     args = ap.parse_args()
+    if args.postgres:
+        return await main_pg(args)
     alone, logged = [], []
     for _ in range(args.rounds):
         alone.append(await one(args.batches, records=False))

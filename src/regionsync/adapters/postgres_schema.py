@@ -149,6 +149,11 @@ MIGRATIONS: list[str] = [
     INSERT INTO row_counts
       SELECT 'delivery', region, status, 0, count(*) FROM deliveries GROUP BY region, status;
     """,
+    # 9: an event record's body kept without its event's payload (adapters.log_cut; issue
+    # 17): the events row it was cut for and the byte offset, both NULL for a whole body
+    """
+    ALTER TABLE log ADD COLUMN event_id TEXT COLLATE "C", ADD COLUMN event_at INTEGER;
+    """,
 ]
 
 

@@ -56,6 +56,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
+from .log_cut import CUT_MIN_BYTES, find_cuts, splice
 from .postgres_cluster import REGISTRY_CHANNEL
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .secretbox import AtRest, NodeKeys
@@ -251,8 +252,9 @@ class PostgresStore:
             if (sealed := seal.seal_state(key, bytes(state))) != bytes(state)
         ]
         cur = await conn.execute(
-            "SELECT origin, seq, body FROM log WHERE position('/secret'::bytea IN body) > 0 "
-            "ORDER BY origin, seq"
+            # a body cut from its event (event_at) holds no secret (adapters.log_cut)
+            "SELECT origin, seq, body FROM log WHERE event_at IS NULL "
+            "AND position('/secret'::bytea IN body) > 0 ORDER BY origin, seq"
         )
         logs = [
             (sealed, origin, seq)
@@ -295,15 +297,24 @@ class PostgresStore:
             if len(out) >= limit:
                 break
             rows = await self._fetch(
-                f"SELECT {_RECORD_COLS} FROM log WHERE origin = %s AND seq > %s "
-                "ORDER BY seq LIMIT %s",
+                "SELECT l.origin, l.seq, l.kind, l.body, l.hlc_wall, l.hlc_logical, l.event_at, "
+                "e.payload FROM log l LEFT JOIN events e ON l.event_at IS NOT NULL "
+                "AND e.id = l.event_id WHERE l.origin = %s AND l.seq > %s ORDER BY l.seq LIMIT %s",
                 (origin, seq, limit - len(out)),
             )
-            out.extend(
-                Record(r[0], r[1], r[2], self.at_rest.open_body(r[0], r[1], r[3]), (r[4], r[5]))
-                for r in rows
-            )
+            out.extend(Record(r[0], r[1], r[2], self._body(r), (r[4], r[5])) for r in rows)
         return out
+
+    def _body(self, row: Sequence[Any]) -> bytes:
+        """A log row's record body (``records_of``'s columns): opened if sealed, its event's
+        payload put back where it was cut (adapters.log_cut). Raises psycopg.DataError if
+        the events row it was cut for is missing."""
+        origin, seq, _, body, _, _, cut, payload = row
+        if cut is None:
+            return self.at_rest.open_body(origin, seq, bytes(body))
+        if payload is None:
+            raise psycopg.DataError(f"log record {origin}:{seq} lost its event's row")
+        return splice(bytes(body), bytes(payload), cut)
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(
@@ -319,24 +330,54 @@ class PostgresStore:
         # shielded: a cancelled caller must not cut a transaction short
         await asyncio.shield(self._once_more(self._commit, batch))
 
+    def _log_rows(self, b: WriteBatch, inserted: set[str]) -> list[tuple[Any, ...]]:
+        """``b``'s log rows: an event record cut for an events row of ``inserted`` (the
+        first event of each id in ``b``, ``CUT_MIN_BYTES`` or longer) goes without its
+        payload, with that event's id and the byte offset (adapters.log_cut); any other
+        goes whole, sealed if it may hold a secret."""
+        events: list[Event] = []
+        for e in b.events:
+            if e.id in inserted:
+                inserted.discard(e.id)  # later events of the id were not inserted
+                if len(e.payload) >= CUT_MIN_BYTES:
+                    events.append(e)
+        rows: list[tuple[Any, ...]] = []
+        cuts = find_cuts(b.records, [e.payload for e in events])
+        for r, found in zip(b.records, cuts, strict=True):
+            if found is None:
+                body = self.at_rest.seal_body(r.origin, r.seq, r.body)
+                rows.append((r.origin, r.seq, r.kind, body, *r.hlc, None, None))
+            else:
+                e, cut = events[found[0]], found[1]
+                rest = r.body[:cut] + r.body[cut + len(e.payload) :]
+                rows.append((r.origin, r.seq, r.kind, rest, *r.hlc, e.id, cut))
+        return rows
+
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             if b.registry:
                 await _merge_registry(cur, b.registry, self.at_rest)
+            inserted: set[str] = set()  # ids of the events rows this commit inserts
+            if b.events:
+                await cur.executemany(
+                    f"INSERT INTO events({_EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING RETURNING id",
+                    [
+                        (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms,
+                         e.owner_gen)
+                        for e in sorted(b.events, key=lambda e: e.id)  # stable: first kept
+                    ],
+                    returning=True,
+                )  # fmt: skip
+                while True:
+                    inserted.update(r[0] for r in await cur.fetchall())
+                    if not cur.nextset():
+                        break
             if b.records:
                 await cur.executemany(
-                    f"INSERT INTO log({_RECORD_COLS}) VALUES (%s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    [
-                        (
-                            r.origin,
-                            r.seq,
-                            r.kind,
-                            self.at_rest.seal_body(r.origin, r.seq, r.body),
-                            *r.hlc,
-                        )
-                        for r in b.records
-                    ],
+                    f"INSERT INTO log({_RECORD_COLS}, event_id, event_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    self._log_rows(b, inserted),
                 )
             if b.version_vector:
                 await cur.executemany(
@@ -344,16 +385,6 @@ class PostgresStore:
                     "(origin) DO UPDATE SET seq = greatest(version_vector.seq, excluded.seq)",
                     sorted(b.version_vector.items()),
                 )
-            if b.events:
-                await cur.executemany(
-                    f"INSERT INTO events({_EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    [
-                        (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms,
-                         e.owner_gen)
-                        for e in sorted(b.events, key=lambda e: e.id)
-                    ],
-                )  # fmt: skip
             if b.deliveries:
                 last = {d.id: d for d in b.deliveries}  # a later one of an id wins, as in SQLite
                 await cur.executemany(

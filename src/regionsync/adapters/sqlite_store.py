@@ -44,8 +44,8 @@ from ..core.model import (
     Record,
     WriteBatch,
 )  # fmt: skip
-from ..core.registry import may_hold_secret
 from ..runtime.ports import StoreInfo
+from .log_cut import CUT_MIN_BYTES, find_cuts, splice
 from .secretbox import AtRest, NodeKeys
 
 __all__ = ["SqliteStore"]
@@ -59,15 +59,11 @@ T = TypeVar("T")
 # section 4). With a 2,099-byte GitHub payload: 24.7 us of CPU per inserted row against
 # 8.7 us as a rowid table (bench/log_rows.py, issue 17).
 #
-# An event record's body holds its event's payload, which the events row holds too: the
-# log keeps such a body without it (``event_id``: the events row, ``event_at``: the byte
-# offset it was cut from; both NULL for a body kept whole) and ``records_after`` puts it
-# back. Events rows are never updated or deleted, and a body stays cut only if the same
-# commit inserts its events row (``_COMMIT_TRIGGER``: an id already stored keeps its first
-# row, which may hold other bytes; the body is then put back together and kept whole).
-# Writing the payload once instead of twice: issue 17, bench/README.md "Event records
-# without their payload". Payloads shorter than CUT_MIN_BYTES stay: too little to save.
-CUT_MIN_BYTES = 256
+# An event record's body is kept without its event's payload (adapters.log_cut):
+# ``event_id`` names the events row, ``event_at`` the byte offset it was cut from (both NULL
+# for a body kept whole), and ``records_after`` puts it back. Whether the commit inserts
+# the events row is known inside the statement only: ``_COMMIT_TRIGGER`` puts a body cut
+# for an id already stored back together and keeps it whole.
 _LOG_COLUMNS = """
   origin TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL,
   hlc_wall INTEGER NOT NULL, hlc_logical INTEGER NOT NULL, event_id TEXT, event_at INTEGER,
@@ -338,35 +334,22 @@ def _log_rows(
     records: Sequence[Record], payloads: list[tuple[Event, int, int]], seal: AtRest, blobs: _Blobs
 ) -> list[tuple[Any, ...]]:
     """The commit's log rows (``_COMMIT_TRIGGER``): an ``event`` record whose body holds the
-    payload of one of ``payloads`` (the batch's events that may be cut for: the first of
-    each id, ``CUT_MIN_BYTES`` or longer; in order, with their payload's place in
-    ``blobs``) goes without it, with that event's id and the byte offset it was cut from
-    (``_LOG_COLUMNS``); any other body goes whole. Records and events of a batch come in
-    the same order, so the search for a record's event starts after the last one found.
-    A body that may hold a secret goes whole (sealed at rest with a key ring;
-    ``_seal_plaintext_rows`` looks at whole bodies only)."""
+    payload of one of ``payloads`` (the batch's events it may be cut for, in order, with
+    their payload's place in ``blobs``) goes without it, with that event's id and the byte
+    offset it was cut from (``log_cut.find_cuts``); any other body goes whole, sealed at
+    rest with a key ring if it may hold a secret (``_seal_plaintext_rows`` looks at whole
+    bodies only)."""
     rows: list[tuple[Any, ...]] = []
-    at = 0  # where the search for the next record's event starts
-    for r in records:
-        body = r.body
-        if r.kind != "event" or may_hold_secret(body):
-            sealed = seal.seal_body(r.origin, r.seq, body)
+    cuts = find_cuts(records, [e.payload for e, _, _ in payloads])
+    for r, found in zip(records, cuts, strict=True):
+        if found is None:
+            sealed = seal.seal_body(r.origin, r.seq, r.body)
             rows.append((r.origin, r.seq, r.kind, *blobs.cut(sealed), *r.hlc))
             continue
-        # from here on the body holds no secret, so it is not sealed
-        for i in range(at, len(payloads)):
-            e, start, length = payloads[i]
-            # found by its first bytes, then compared whole: a search for all of it
-            # costs 3 us of preprocessing per call (CPython's two-way search)
-            cut = body.find(e.payload[:64])
-            if cut >= 0 and body[cut : cut + length] == e.payload:
-                at = i + 1
-                rest = body[:cut] + body[cut + length :]
-                rows.append((r.origin, r.seq, r.kind, *blobs.cut(rest), *r.hlc, e.id, cut,
-                             start, length))  # fmt: skip
-                break
-        else:
-            rows.append((r.origin, r.seq, r.kind, *blobs.cut(body), *r.hlc))
+        (e, start, length), cut = payloads[found[0]], found[1]
+        rest = r.body[:cut] + r.body[cut + length :]  # holds no secret: not sealed
+        rows.append((r.origin, r.seq, r.kind, *blobs.cut(rest), *r.hlc, e.id, cut, start,
+                     length))  # fmt: skip
     return rows
 
 
@@ -672,7 +655,7 @@ class SqliteStore:
             return self.at_rest.open_body(origin, seq, body)
         if payload is None:
             raise sqlite3.DatabaseError(f"log record {origin}:{seq} lost its event's row")
-        return body[:cut] + payload + body[cut:]
+        return splice(body, payload, cut)
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
         """Delete log records up to ``upto`` (origin -> seq), ``TRUNCATE_CHUNK`` records a

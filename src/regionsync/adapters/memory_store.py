@@ -6,6 +6,7 @@ models a process crash (the object survives, like a disk); ``wipe()`` models a l
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Mapping, Sequence
 
@@ -40,6 +41,7 @@ class MemoryStore:
         self._floor: dict[str, int] = {}
         self._events: dict[str, Event] = {}
         self._deliveries: dict[str, Delivery] = {}
+        self._sorted_ids: dict[str, list[str]] = {}  # ``_ids_after``'s cache
         # pending deliveries by region, then endpoint (the per-endpoint due heads)
         self._pending: dict[str, dict[str, dict[str, Delivery]]] = {}
         # (kind, region, status) -> rows: events by origin region ("event", r, ""), deliveries
@@ -145,15 +147,25 @@ class MemoryStore:
         self._check()
         return dict(self._floor)
 
+    def _ids_after(self, table: str, after: str, limit: int | None) -> list[str]:
+        """Ids of ``table`` ("events" or "deliveries") above ``after``, in order, at most
+        ``limit``: a bisect in its sorted ids, sorted again only once rows were added
+        (rows of both are never removed), so paging through N rows costs one sort, not one
+        per page."""
+        rows = self._events if table == "events" else self._deliveries
+        ids = self._sorted_ids.get(table)
+        if ids is None or len(ids) != len(rows):
+            ids = self._sorted_ids[table] = sorted(rows)
+        i = bisect.bisect_right(ids, after)
+        return ids[i : None if limit is None else i + limit]
+
     async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
         self._check()
-        return sorted(i for i in self._events if i > after)[:limit]
+        return self._ids_after("events", after, limit)
 
     async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
         self._check()
-        return [self._deliveries[k] for k in sorted(k for k in self._deliveries if k > after)][
-            :limit
-        ]
+        return [self._deliveries[k] for k in self._ids_after("deliveries", after, limit)]
 
     async def get_event(self, event_id: str) -> Event | None:
         self._check()

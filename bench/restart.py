@@ -15,7 +15,10 @@ and reports:
 - ``GET /v1/cluster`` (median of 5; its counts are kept rows, not a scan) against the
   same on the one-event store;
 - resident memory: ``VmRSS`` and its peak ``VmHWM`` from ``/proc/<pid>/status`` once
-  serving (goal < 500 MB);
+  serving (goal < 500 MB); with ``--peer-settle-s S`` also a node with a peer, which builds
+  its anti-entropy tree in the background: its memory S seconds after serving, and
+  ``GET /v1/cluster`` every half second meanwhile (median, p90 and max: what the build
+  costs the requests served during it);
 - bytes on disk per event (database, WAL and shared-memory files, after the truncation
   and a checkpoint) against the payload size (goal <= 2x), and the bytes of the pages in
   use (without SQLite's free list, which a ``VACUUM`` would return to the file system).
@@ -31,6 +34,7 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -111,11 +115,12 @@ def disk(path: Path) -> tuple[int, int]:
 
 def serve(
     tmp: Path, n: int, body: bytes, python: str = sys.executable, settle_s: float = 0.0
-) -> tuple[float, int, int, float]:
+) -> tuple[float, int, int, float, list[float]]:
     """Start a node (``python -m regionsync.cli``) over the store; (seconds to serving,
-    VmRSS kB, VmHWM kB, median ms of ``GET /v1/cluster`` over 5). ``settle_s`` > 0: the
-    node has a peer (never up), so it builds its anti-entropy tree in the background;
-    memory is sampled that long after serving."""
+    VmRSS kB, VmHWM kB, median ms of ``GET /v1/cluster`` over 5, ms of each ``GET
+    /v1/cluster`` during the settle). ``settle_s`` > 0: the node has a peer (never up), so
+    it builds its anti-entropy tree in the background; memory is sampled and the cluster
+    read every half second that long after serving."""
     port = free_port()
     peer = (
         f'[[peers]]\nregion = "bench-2"\naddress = "127.0.0.1:{free_port()}"\n'
@@ -165,11 +170,15 @@ def serve(
                 c.get("/v1/cluster").raise_for_status()
                 took.append((time.perf_counter() - t0) * 1000)
             cluster_ms = sorted(took)[2]
-        until = time.monotonic() + settle_s
-        while time.monotonic() < until:  # the tree's build, in the background
-            time.sleep(0.5)
-            rss, hwm = status_kb(proc.pid, "VmRSS"), status_kb(proc.pid, "VmHWM")
-        return ready_s, rss, hwm, cluster_ms
+            until = time.monotonic() + settle_s
+            settle_ms = []
+            while time.monotonic() < until:  # the tree's build, in the background
+                time.sleep(0.5)
+                t0 = time.perf_counter()
+                c.get("/v1/cluster").raise_for_status()
+                settle_ms.append((time.perf_counter() - t0) * 1000)
+                rss, hwm = status_kb(proc.pid, "VmRSS"), status_kb(proc.pid, "VmHWM")
+        return ready_s, rss, hwm, cluster_ms, settle_ms
     finally:
         proc.terminate()
         proc.wait()
@@ -204,23 +213,27 @@ def main() -> None:
         empty = Path(tempfile.mkdtemp(prefix="regionsync-restart-empty-"))
         try:  # baseline: the same process over an empty store, in this run
             asyncio.run(build(empty / f"{REGION}.db", 1, body))
-            base_s, base_rss, _, base_cluster_ms = serve(empty, 1, body)
+            base_s, base_rss, _, base_cluster_ms, _ = serve(empty, 1, body)
         finally:
             shutil.rmtree(empty, ignore_errors=True)
         print(f"  baseline, a store of 1 event: serving after {base_s:.2f} s, "
               f"{base_rss / 1024:.0f} MB resident")  # fmt: skip
         if args.before:
-            old_s, old_rss, old_hwm, old_cluster_ms = serve(tmp, args.events, body, args.before)
+            old_s, old_rss, old_hwm, old_cluster_ms, _ = serve(tmp, args.events, body, args.before)
             print(f"  before ({args.before}): serving after {old_s:.2f} s, "
                   f"{old_rss / 1024:.0f} MB resident (peak {old_hwm / 1024:.0f} MB), "
                   f"GET /v1/cluster {old_cluster_ms:.1f} ms")  # fmt: skip
         p_hwm = 0
         if args.peer_settle_s > 0:
-            _, p_rss, p_hwm, _ = serve(tmp, args.events, body, settle_s=args.peer_settle_s)
+            _, p_rss, p_hwm, _, during = serve(tmp, args.events, body,
+                                               settle_s=args.peer_settle_s)  # fmt: skip
             print(f"  with a peer (anti-entropy tree built in the background), "
                   f"{args.peer_settle_s:.0f} s after serving: {p_rss / 1024:.0f} MB resident "
-                  f"(peak {p_hwm / 1024:.0f} MB)")  # fmt: skip
-        ready_s, rss, hwm, cluster_ms = serve(tmp, args.events, body)
+                  f"(peak {p_hwm / 1024:.0f} MB); GET /v1/cluster meanwhile: median "
+                  f"{statistics.median(during):.1f} ms, p90 "
+                  f"{statistics.quantiles(during, n=10)[-1]:.1f} ms, max {max(during):.1f} ms "
+                  f"({len(during)} reads)")  # fmt: skip
+        ready_s, rss, hwm, cluster_ms, _ = serve(tmp, args.events, body)
         per_event, per_used = files / args.events, used / args.events
         print(f"  time to serving: {ready_s:.2f} s ({ready_s / base_s:.2f}x the baseline)")
         ratio = cluster_ms / base_cluster_ms

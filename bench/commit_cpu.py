@@ -81,6 +81,9 @@ async def one(n: int, records: bool) -> tuple[float, float]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+_dbs = itertools.count(1)  # database names of one server
+
+
 async def one_pg(server: object, n: int, records: bool) -> tuple[float, float]:
     """(WAL bytes per event, log and events bytes per event) of a fresh database."""
     url = server.create_database(f"b{next(_dbs)}")  # type: ignore[attr-defined]
@@ -101,9 +104,6 @@ async def one_pg(server: object, n: int, records: bool) -> tuple[float, float]:
         return float(wal) / (n * PER_BATCH), stored / ((n + WARMUP) * PER_BATCH)
     finally:
         await store.close()
-
-
-_dbs = itertools.count(1)
 
 
 async def main_pg(args: argparse.Namespace) -> None:

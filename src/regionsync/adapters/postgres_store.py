@@ -56,7 +56,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .log_cut import CUT_MIN_BYTES, find_cuts, splice
+from .log_cut import CUT_MIN_BYTES, body_of, find_cuts, records_sql
 from .postgres_cluster import REGISTRY_CHANNEL
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .secretbox import AtRest, NodeKeys
@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
+_RECORDS_OF = records_sql("%s")
 _CHANGED = (
     "(excluded.status, excluded.attempts, excluded.next_attempt_at_ms, excluded.generation) "
     "IS DISTINCT FROM (deliveries.status, deliveries.attempts, deliveries.next_attempt_at_ms, "
@@ -296,25 +297,13 @@ class PostgresStore:
         for origin, seq in sorted(after.items()):
             if len(out) >= limit:
                 break
-            rows = await self._fetch(
-                "SELECT l.origin, l.seq, l.kind, l.body, l.hlc_wall, l.hlc_logical, l.event_at, "
-                "e.payload FROM log l LEFT JOIN events e ON l.event_at IS NOT NULL "
-                "AND e.id = l.event_id WHERE l.origin = %s AND l.seq > %s ORDER BY l.seq LIMIT %s",
-                (origin, seq, limit - len(out)),
+            rows = await self._fetch(_RECORDS_OF, (origin, seq, limit - len(out)))
+            # a cut record whose events row is gone raises psycopg.DataError
+            out.extend(
+                Record(r[0], r[1], r[2], body_of(r, self.at_rest, psycopg.DataError), (r[4], r[5]))
+                for r in rows
             )
-            out.extend(Record(r[0], r[1], r[2], self._body(r), (r[4], r[5])) for r in rows)
         return out
-
-    def _body(self, row: Sequence[Any]) -> bytes:
-        """A log row's record body (``records_of``'s columns): opened if sealed, its event's
-        payload put back where it was cut (adapters.log_cut). Raises psycopg.DataError if
-        the events row it was cut for is missing."""
-        origin, seq, _, body, _, _, cut, payload = row
-        if cut is None:
-            return self.at_rest.open_body(origin, seq, bytes(body))
-        if payload is None:
-            raise psycopg.DataError(f"log record {origin}:{seq} lost its event's row")
-        return splice(bytes(body), bytes(payload), cut)
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(
@@ -348,9 +337,8 @@ class PostgresStore:
                 body = self.at_rest.seal_body(r.origin, r.seq, r.body)
                 rows.append((r.origin, r.seq, r.kind, body, *r.hlc, None, None))
             else:
-                e, cut = events[found[0]], found[1]
-                rest = r.body[:cut] + r.body[cut + len(e.payload) :]
-                rows.append((r.origin, r.seq, r.kind, rest, *r.hlc, e.id, cut))
+                i, cut, rest = found
+                rows.append((r.origin, r.seq, r.kind, rest, *r.hlc, events[i].id, cut))
         return rows
 
     async def _commit(self, b: WriteBatch) -> None:

@@ -45,7 +45,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .log_cut import CUT_MIN_BYTES, find_cuts, splice
+from .log_cut import CUT_MIN_BYTES, body_of, find_cuts, records_sql
 from .secretbox import AtRest, NodeKeys
 
 __all__ = ["SqliteStore"]
@@ -346,13 +346,14 @@ def _log_rows(
             sealed = seal.seal_body(r.origin, r.seq, r.body)
             rows.append((r.origin, r.seq, r.kind, *blobs.cut(sealed), *r.hlc))
             continue
-        (e, start, length), cut = payloads[found[0]], found[1]
-        rest = r.body[:cut] + r.body[cut + length :]  # holds no secret: not sealed
+        i, cut, rest = found
+        e, start, length = payloads[i]
         rows.append((r.origin, r.seq, r.kind, *blobs.cut(rest), *r.hlc, e.id, cut, start,
                      length))  # fmt: skip
     return rows
 
 
+_RECORDS_AFTER = records_sql("?")
 _EVENT_JSON_COLS = "id, tenant, event_type, hex(payload), region, received_at_ms, owner_gen"
 
 
@@ -638,24 +639,15 @@ class SqliteStore:
             if len(out) >= limit:
                 break
             rows = await self.rdb.execute_fetchall(
-                "SELECT l.origin, l.seq, l.kind, l.body, l.hlc_wall, l.hlc_logical, l.event_at, "
-                "e.payload FROM log l LEFT JOIN events e ON l.event_at IS NOT NULL "
-                "AND e.id = l.event_id WHERE l.origin = ? AND l.seq > ? ORDER BY l.seq LIMIT ?",
-                (origin, after.get(origin, 0), limit - len(out)),
+                _RECORDS_AFTER, (origin, after.get(origin, 0), limit - len(out))
             )
-            out.extend(Record(r[0], r[1], r[2], self._body(r), (r[4], r[5])) for r in rows)
+            # a cut record whose events row is gone raises sqlite3.DatabaseError
+            out.extend(
+                Record(r[0], r[1], r[2], body_of(r, self.at_rest, sqlite3.DatabaseError),
+                       (r[4], r[5]))
+                for r in rows
+            )  # fmt: skip
         return out
-
-    def _body(self, row: Sequence[Any]) -> bytes:
-        """A log row's record body (``records_after``'s columns): opened if sealed, its
-        event's payload put back where it was cut (``_LOG_COLUMNS``). Raises
-        sqlite3.DatabaseError if the events row it was cut for is missing."""
-        origin, seq, _, body, _, _, cut, payload = row
-        if cut is None:
-            return self.at_rest.open_body(origin, seq, body)
-        if payload is None:
-            raise sqlite3.DatabaseError(f"log record {origin}:{seq} lost its event's row")
-        return splice(body, payload, cut)
 
     async def truncate_log(self, upto: Mapping[str, int]) -> int:
         """Delete log records up to ``upto`` (origin -> seq), ``TRUNCATE_CHUNK`` records a

@@ -228,11 +228,10 @@ async def isolation_run(neighbour_delay: float, rate: float, seconds: float) -> 
     received_at: dict[str, int] = {}
     try:
         await node.registry_ops.create_tenant("acme", "Acme")
-        for eid, port in (("ep_healthy", healthy_port), ("ep_neighbour", neighbour_port)):
+        for port in (healthy_port, neighbour_port):
             await node.registry_ops.create_endpoint(
                 "acme",
                 {
-                    "id": eid,
                     "url": f"http://127.0.0.1:{port}/hook",
                     "event_types": ["order.created"],
                     "rate_limit_per_s": max(100, int(rate * 2)),

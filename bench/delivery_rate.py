@@ -217,18 +217,20 @@ class NodeProc:
         )  # fmt: skip
         self.base = f"http://127.0.0.1:{port}"
         self.rcv = rcv
+        self.endpoint = ""  # its path, once setup created it (the id is generated)
 
     async def setup(self, s: aiohttp.ClientSession) -> None:
         await wait_ready(s, self.base + "/readyz")
         async with s.post(self.base + "/v1/tenants", json={"id": "t", "name": "Bench"}) as r:
             assert r.status == 201, await r.text()
-        ep = {"id": "ep", "url": self.rcv.url + "/hook", "event_types": ["*"],
+        ep = {"url": self.rcv.url + "/hook", "event_types": ["*"],
               "rate_limit_per_s": 10_000, "max_in_flight": 64}  # fmt: skip
         async with s.post(self.base + "/v1/tenants/t/endpoints", json=ep) as r:
             assert r.status == 201, await r.text()
+            self.endpoint = f"{self.base}/v1/tenants/t/endpoints/{(await r.json())['id']}"
 
     async def patch(self, s: aiohttp.ClientSession, fields: dict) -> None:
-        async with s.patch(self.base + "/v1/tenants/t/endpoints/ep", json=fields) as r:
+        async with s.patch(self.endpoint, json=fields) as r:
             assert r.status == 200, await r.text()
 
     async def counts(self, s: aiohttp.ClientSession) -> dict:
@@ -356,9 +358,7 @@ async def node_runs(
             await rcv.arrivals(s, reset=True)
             prof = Profiler(node.proc.pid, profile, gil) if profile else None
             cpu0 = cpu_seconds(node.proc.pid), cpu_seconds(rcv.proc.pid), time.monotonic()
-            async with s.post(
-                node.base + "/v1/tenants/t/endpoints/ep/replay-missing", json={"since": since}
-            ) as r:
+            async with s.post(node.endpoint + "/replay-missing", json={"since": since}) as r:
                 assert r.status == 202, await r.text()
             replay = await collect(s, rcv, ids, 300)
             wall = time.monotonic() - cpu0[2]  # includes up to 0.25 s of collect's polling

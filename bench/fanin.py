@@ -85,11 +85,11 @@ class FanInNode:
         for tenant in ("quiet", "gitlab"):
             await self._post(s, "/v1/tenants", {"id": tenant, "name": tenant})
         await self._post(s, "/v1/tenants/gitlab/endpoints", {
-            "id": "burst", "url": self.rcv.url + "/burst", "event_types": ["push"],
+            "url": self.rcv.url + "/burst", "event_types": ["push"],
             "rate_limit_per_s": BURST_RATE_LIMIT, "max_in_flight": 64})  # fmt: skip
         for i in range(self.n_quiet):
             await self._post(s, "/v1/tenants/quiet/endpoints", {
-                "id": f"q{i}", "url": f"{self.rcv.url}/q{i}",
+                "url": f"{self.rcv.url}/q{i}",
                 "event_types": [f"quiet.e{i}"]})  # fmt: skip
 
     async def _post(self, s: aiohttp.ClientSession, path: str, body: dict) -> dict:

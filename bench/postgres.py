@@ -68,14 +68,15 @@ class Region:
             await wait_ready(s, base + "/readyz")
         async with s.post(self.bases[0] + "/v1/tenants", json={"id": "t", "name": "B"}) as r:
             assert r.status == 201, await r.text()
-        ep = {"id": "ep", "url": rcv.url + "/hook", "event_types": ["*"],
+        ep = {"url": rcv.url + "/hook", "event_types": ["*"],
               "rate_limit_per_s": 10_000, "max_in_flight": 64}  # fmt: skip
         async with s.post(self.bases[0] + "/v1/tenants/t/endpoints", json=ep) as r:
             assert r.status == 201, await r.text()
+            eid = (await r.json())["id"]
         created = time.perf_counter()
         for base in self.bases[1:]:  # the other processes see the endpoint
             while True:
-                async with s.get(base + "/v1/tenants/t/endpoints/ep") as r:
+                async with s.get(f"{base}/v1/tenants/t/endpoints/{eid}") as r:
                     if r.status == 200:
                         break
                 await asyncio.sleep(0.002)

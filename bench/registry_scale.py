@@ -79,7 +79,7 @@ class Node:
         self.tenants += 1
         ms = await self.post(s, "/v1/tenants", {"id": tid, "name": tid})
         if with_endpoint:
-            await self.post(s, f"/v1/tenants/{tid}/endpoints", {"id": "e" + tid, **FIELDS})
+            await self.post(s, f"/v1/tenants/{tid}/endpoints", FIELDS)
         return ms
 
     async def fill(self, s: aiohttp.ClientSession, n: int) -> None:
@@ -114,9 +114,7 @@ async def measure(node: Node, s: aiohttp.ClientSession) -> dict[str, list[float]
     for _ in range(SAMPLES):
         out["tenant"].append(await node.tenant(s, with_endpoint=False))
         tid = f"t{node.tenants - 1}"
-        out["endpoint"].append(
-            await node.post(s, f"/v1/tenants/{tid}/endpoints", {"id": "e" + tid, **FIELDS})
-        )
+        out["endpoint"].append(await node.post(s, f"/v1/tenants/{tid}/endpoints", FIELDS))
     done.set()
     await task
     out["cluster"], out["page"] = [], []

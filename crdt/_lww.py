@@ -134,6 +134,11 @@ class LWWRegister(CRDT, tag="lww"):
         """Return the winning value (a fresh copy for lists and dicts), None if empty."""
         return None if self._winner is None else self._winner.read()
 
+    def values(self) -> list[Any]:
+        """Every value held: the winner's and those of the concurrent writes it beat (the
+        siblings of a multi-value register), in rank order, winner last."""
+        return [w.read() for w in sorted(self._writes, key=lambda w: w.rank)]
+
     @property
     def clock(self) -> VectorClock:
         """The join of the clocks of all writes held (everything this state has seen)."""

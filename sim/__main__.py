@@ -69,9 +69,9 @@ def run_cmd(scenario: str | None, seed: int | None, out: Path) -> None:
         sys.exit(1)
 
 
-def _explore_one(args: tuple[int, bool, str | None]) -> Result:
-    seed, recreate, scenario = args
-    opts = load_scenario(scenario, seed) if scenario else Options.explore(seed, recreate=recreate)
+def _explore_one(args: tuple[int, str | None]) -> Result:
+    seed, scenario = args
+    opts = load_scenario(scenario, seed) if scenario else Options.explore(seed)
     res = run(opts)
     res.timeline = []  # keep what crosses the process boundary small
     return res
@@ -86,13 +86,6 @@ def _explore_one(args: tuple[int, bool, str | None]) -> Result:
     help="Worker processes (default: CPU count).",
 )
 @click.option(
-    "--recreate/--no-recreate",
-    default=True,
-    show_default=True,
-    help="Let regions re-create endpoint ids they used before (the workload that found "
-    "sim/regressions/registry-recreate-endpoint-dot-reuse.toml).",
-)
-@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -102,13 +95,12 @@ def _explore_one(args: tuple[int, bool, str | None]) -> Result:
     "--scenario",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="Sweep this scenario file's fault mix over the seeds (--recreate is then ignored).",
+    help="Sweep this scenario file's fault mix over the seeds.",
 )
 @click.option("--verbose", "-v", is_flag=True, help="A line per seed, not only failures.")
 def explore(
     seed_range: str,
     jobs: int | None,
-    recreate: bool,
     scenario: str | None,
     out: Path | None,
     verbose: bool,
@@ -118,13 +110,13 @@ def explore(
     jobs = jobs or multiprocessing.cpu_count()
     click.echo(
         f"explore seeds {seeds.start}..{seeds.stop - 1} jobs {jobs} "
-        + (f"scenario {scenario}" if scenario else f"recreate {recreate}"),
+        + (f"scenario {scenario}" if scenario else "fault mix per seed"),
         err=True,
     )
     started = time.perf_counter()
     failed: list[Result] = []
     cost = 0.0
-    work = [(s, recreate, scenario) for s in seeds]
+    work = [(s, scenario) for s in seeds]
     if jobs == 1:
         results = map(_explore_one, work)
     else:
@@ -164,13 +156,18 @@ def explore(
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
 
-def _hash_one(args: tuple[str, int]) -> tuple[str, int, str]:
+def _hash_one(args: tuple[str, int]) -> tuple[str, int, str, str]:
+    """``(scenario, seed, trace hash, first violation or "")``."""
     path, seed = args
-    return Path(path).stem, seed, run(load_scenario(path, seed)).trace_hash
+    res = run(load_scenario(path, seed))
+    return Path(path).stem, seed, res.trace_hash, str(res.violations[0]) if res.violations else ""
 
 
-def trace_hashes(seeds: range, jobs: int = 1) -> dict[str, dict[str, str]]:
-    """``{scenario: {seed: trace hash}}`` for every scenario in ``sim/scenarios``.
+def trace_hashes(
+    seeds: range, jobs: int = 1, failed: list[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """``{scenario: {seed: trace hash}}`` for every scenario in ``sim/scenarios``; the
+    runs that failed a check are appended to ``failed`` (``scenario seed: violation``).
 
     Each run is independent (its own VirtualLoop); with ``jobs > 1`` they are spread over
     worker processes, which is itself a check that no process state leaks into a run.
@@ -183,8 +180,10 @@ def trace_hashes(seeds: range, jobs: int = 1) -> dict[str, dict[str, str]]:
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
             rows = list(pool.map(_hash_one, work, chunksize=8))
     out: dict[str, dict[str, str]] = {}
-    for name, seed, digest in rows:
+    for name, seed, digest, violation in rows:
         out.setdefault(name, {})[str(seed)] = digest
+        if violation and failed is not None:
+            failed.append(f"{name} seed {seed}: {violation}")
     return out
 
 
@@ -195,14 +194,18 @@ def trace_hashes(seeds: range, jobs: int = 1) -> dict[str, dict[str, str]]:
 @click.option("--check", "check_against", type=click.Path(dir_okay=False, path_type=Path))
 def hashes(seed_range: str, jobs: int, write_to: Path | None, check_against: Path | None) -> None:
     """Trace hashes of every scenario for SEEDS: print them as JSON, --write them to a
-    file, or --check them against one (exit 1 listing every seed whose hash changed)."""
-    got = trace_hashes(_seeds(seed_range), jobs)
+    file, or --check them against one (exit 1 listing every seed whose hash changed).
+    Runs that fail a check are listed on stderr and make the exit status 1."""
+    failed: list[str] = []
+    got = trace_hashes(_seeds(seed_range), jobs, failed)
+    for line in failed:
+        click.echo(f"FAIL {line}", err=True)
     if write_to is not None:
         write_to.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     if check_against is None:
         if write_to is None:
             click.echo(json.dumps(got, indent=1, sort_keys=True))
-        return
+        sys.exit(1 if failed else 0)
     want = json.loads(check_against.read_text())
     changed = [
         f"{name} seed {seed}: {digest[:12]} (fixture {want.get(name, {}).get(seed, '-')[:12]})"
@@ -214,7 +217,7 @@ def hashes(seed_range: str, jobs: int, write_to: Path | None, check_against: Pat
     click.echo(f"{total} runs, {len(changed)} changed")
     for line in changed:
         click.echo("  " + line)
-    sys.exit(1 if changed else 0)
+    sys.exit(1 if changed or failed else 0)
 
 
 if __name__ == "__main__":

@@ -141,114 +141,200 @@ def _saw(later: Op, earlier: Op) -> bool:
     return later.vv_before.get(earlier.actor, 0) >= earlier.vv_after.get(earlier.actor, _INF)
 
 
-async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
+def _may_follow(later: Op, earlier: Op) -> bool:
+    """``later`` (maybe happened) may have taken effect after ``earlier`` was invoked:
+    it had not surely finished before (an op runs between its invocation and completion)."""
+    return _maybe(later) and (later.complete_t is None or later.complete_t >= earlier.invoke_t)
+
+
+def _owner_of(desc: Any, ops_by_id: dict[int, Op]) -> str | None:
+    """The tenant whose op wrote description ``d<op id>`` (None: not a workload value)."""
+    if isinstance(desc, str) and desc[1:].isdigit():
+        op = ops_by_id.get(int(desc[1:]))
+        return op.args["tenant"] if op is not None else None
+    return None
+
+
+def _lww(what: str, reg: Any, writes: list[Op]) -> list[Violation]:
+    """An LWW register written by ``writes`` (ops with a ``description``) must hold the
+    value of a causally maximal acknowledged write, or of one whose outcome is unknown."""
+    if not isinstance(reg, LWWRegister) or reg.is_empty:
+        return []
+    writes = [w for w in writes if _maybe(w)]
+    acked = [w for w in writes if _counts(w)]
+    maximal = [w for w in acked if not any(_saw(o, w) for o in acked if o is not w)]
+    allowed = {w.args["description"] for w in maximal}
+    allowed |= {w.args["description"] for w in writes if not _counts(w)}
+    if reg.value() in allowed:
+        return []
+    detail = f"{what} {reg.value()!r}; causally maximal acknowledged writes {sorted(allowed)}"
+    return [Violation("lww", detail)]
+
+
+def _registry_violations(name: str, st: dict[str, Any], history: History) -> list[Violation]:
+    """What the converged registry of region ``name`` must show, given the history."""
     out: list[Violation] = []
-    regions = cluster.up()
-    states: dict[str, dict[str, Any]] = {}
-    for r in regions:
-        assert r.node is not None
-        rows = await r.store.load_registry()
-        states[r.name] = {k: decode(v) for k, v in rows.items()}
     ops = history.ops
-    creates_t = defaultdict(list)
-    eps: dict[str, list[Op]] = defaultdict(list)
+    ops_by_id = {o.id: o for o in ops}
+    tenant_ops: dict[str, list[Op]] = defaultdict(list)
+    eps: dict[str, list[Op]] = defaultdict(list)  # endpoint id -> its create and changes
     for op in ops:
-        if op.kind == "create_tenant":
-            creates_t[op.args["tenant"]].append(op)
-        elif "endpoint" in op.args:
+        if op.kind in ("create_tenant", "delete_tenant"):
+            tenant_ops[op.args["tenant"]].append(op)
+        elif op.kind == "create_endpoint" and op.result:
+            eps[op.result].append(op)
+        elif "endpoint" in op.args and op.kind != "foreign_patch":
             eps[op.args["endpoint"]].append(op)
+    unknown_creates = {o.args["tenant"] for o in ops if o.kind == "create_endpoint"
+                       and o.status == "unknown"}  # fmt: skip
 
-    for name, st in states.items():
+    def orset(key: str) -> frozenset[Any]:
+        s = st.get(key)
+        return s.value() if isinstance(s, ORSet) else frozenset()
 
-        def orset(key: str, st: dict[str, Any] = st) -> frozenset[Any]:
-            s = st.get(key)
-            return s.value() if isinstance(s, ORSet) else frozenset()
+    tenants = orset("tenants")
+    for t, tops in sorted(tenant_ops.items()):
+        creates = [o for o in tops if o.kind == "create_tenant"]
+        deletes = [o for o in tops if o.kind == "delete_tenant"]
+        must = [c for c in creates if _counts(c) and not any(_may_follow(d, c) for d in deletes)]
+        if must and t not in tenants:
+            out.append(Violation("lost_update", f"{name}: acknowledged tenant {t} missing"))
+    for t in sorted(tenants):
+        if not any(o.kind == "create_tenant" and _maybe(o) for o in tenant_ops.get(t, [])):
+            out.append(Violation("phantom", f"{name}: tenant {t} never created"))
 
-        tenants = orset("tenants")
-        for t, cs in sorted(creates_t.items()):
-            if any(map(_counts, cs)) and t not in tenants:
-                out.append(Violation("lost_update", f"{name}: acknowledged tenant {t} missing"))
-        for t in sorted(tenants):
-            if not any(map(_maybe, creates_t.get(t, []))):
-                out.append(Violation("phantom", f"{name}: tenant {t} never created"))
+    for eid, eops in sorted(eps.items()):
+        tenant = eops[0].args["tenant"]
+        members = orset(f"t/{tenant}/endpoints")
+        creates = [o for o in eops if o.kind == "create_endpoint"]
+        wipes = [o for o in eops if o.kind == "delete_endpoint"]
+        wipes += [o for o in tenant_ops.get(tenant, []) if o.kind == "delete_tenant"]
+        must = [c for c in creates if _counts(c) and not any(_may_follow(w, c) for w in wipes)]
+        if must and eid not in members:
+            out.append(
+                Violation(
+                    "add_wins",
+                    f"{name}: endpoint {eid} created by op {must[0].id} and never deleted "
+                    "after (nor its tenant), but absent",
+                )
+            )
 
-        for eid, eops in sorted(eps.items()):
-            tenant = eops[0].args["tenant"]
-            members = orset(f"t/{tenant}/endpoints")
-            creates = [o for o in eops if o.kind == "create_endpoint"]
-            deletes = [o for o in eops if o.kind == "delete_endpoint" and _maybe(o)]
+        types = orset(f"e/{eid}/event_types")
+        adds: dict[str, list[Op]] = defaultdict(list)
+        removes: dict[str, list[Op]] = defaultdict(list)
+        for o in eops:
+            if o.kind == "create_endpoint":
+                for x in o.args["event_types"]:
+                    adds[x].append(o)
+            elif o.kind == "patch_types":
+                for x in o.args["add"]:
+                    adds[x].append(o)
+                for x in o.args["remove"]:
+                    removes[x].append(o)
+        deletes = [o for o in eops if o.kind == "delete_endpoint"]
+        for x, aops in sorted(adds.items()):
             must = [
-                c
-                for c in creates
-                if _counts(c) and not any(d.invoke_t >= c.invoke_t for d in deletes)
+                a
+                for a in aops
+                if _counts(a)
+                and not any(_may_follow(r, a) for r in removes[x])
+                and not any(_may_follow(d, a) for d in deletes)
             ]
-            if must and eid not in members:
+            if must and x not in types:
                 out.append(
                     Violation(
                         "add_wins",
-                        f"{name}: endpoint {eid} created by op "
-                        f"{must[0].id} and never deleted after, but absent",
+                        f"{name}: {eid} event type {x!r} added by "
+                        f"op {must[0].id}, never removed after, but absent",
                     )
                 )
-            if eid in members and not any(map(_maybe, creates)):
+        for x in sorted(types):
+            if not any(map(_maybe, adds.get(x, []))):
+                out.append(Violation("phantom", f"{name}: {eid} event type {x!r} never added"))
+
+        writes = [o for o in eops if o.kind in ("create_endpoint", "patch_description")]
+        out += _lww(f"{name}: {eid} description", st.get(f"e/{eid}/description"), writes)
+
+    # event types: a tenant's catalog (add-wins by name) and each type's description (LWW)
+    catalog: dict[tuple[str, str], list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.kind.endswith("_event_type"):
+            catalog[(op.args["tenant"], op.args["name"])].append(op)
+    for (t, type_name), tops in sorted(catalog.items()):
+        creates = [o for o in tops if o.kind == "create_event_type"]
+        wipes = [o for o in tops if o.kind == "delete_event_type"]
+        wipes += [o for o in tenant_ops.get(t, []) if o.kind == "delete_tenant"]
+        must = [c for c in creates if _counts(c) and not any(_may_follow(w, c) for w in wipes)]
+        if must and type_name not in orset(f"t/{t}/event_types"):
+            out.append(
+                Violation(
+                    "add_wins",
+                    f"{name}: event type {type_name} created by op {must[0].id} and never "
+                    "deleted after (nor its tenant), but absent",
+                )
+            )
+        writes = [o for o in tops if o.kind != "delete_event_type"]
+        out += _lww(
+            f"{name}: event type {type_name} description",
+            st.get(f"y/{t}/{type_name}/description"),
+            writes,
+        )
+    for t in sorted(tenants):
+        for type_name in sorted(orset(f"t/{t}/event_types")):
+            made = catalog.get((t, type_name), [])
+            if not any(o.kind == "create_event_type" and _maybe(o) for o in made):
+                out.append(Violation("phantom", f"{name}: event type {type_name} never created"))
+
+    # every endpoint the state holds: never unknown to the history, and made of its owner's
+    # writes only (the owner register, every description and url held, every event type)
+    ids = sorted({k.split("/")[1] for k in st if k.startswith("e/")})
+    for eid in ids:
+        if eid not in eps:
+            owner = st.get(f"e/{eid}/tenant")
+            t = owner.value() if isinstance(owner, LWWRegister) else None
+            if t not in unknown_creates:
                 out.append(Violation("phantom", f"{name}: endpoint {eid} never created"))
+            continue
+        owner = eps[eid][0].args["tenant"]
+        found: list[str] = []
+        for field in ("tenant", "description", "url"):
+            reg = st.get(f"e/{eid}/{field}")
+            for v in reg.values() if isinstance(reg, LWWRegister) else []:
+                if field == "tenant":
+                    whose = v
+                elif field == "description":
+                    whose = _owner_of(v, ops_by_id)
+                else:  # .../hook/<tenant>-e<j>/<op id>
+                    whose = str(v).rsplit("/", 2)[-2].rpartition("-")[0]
+                if whose != owner:
+                    found.append(f"{field} {v!r} of {whose}")
+        found += [f"event type {x!r}" for x in sorted(orset(f"e/{eid}/event_types"))
+                  if not str(x).startswith(f"{owner}.")]  # fmt: skip
+        if found:
+            out.append(
+                Violation("owner", f"{name}: endpoint {eid} of {owner} holds {', '.join(found)}")
+            )
+    return out
 
-            types = orset(f"e/{eid}/event_types")
-            adds: dict[str, list[Op]] = defaultdict(list)
-            removes: dict[str, list[Op]] = defaultdict(list)
-            for o in eops:
-                if o.kind == "create_endpoint":
-                    for x in o.args["event_types"]:
-                        adds[x].append(o)
-                elif o.kind == "patch_types":
-                    for x in o.args["add"]:
-                        adds[x].append(o)
-                    for x in o.args["remove"]:
-                        if _maybe(o):
-                            removes[x].append(o)
-            # deleting an endpoint removes its types, and creating its id again removes
-            # what an earlier life left (observed-remove): either may have removed any
-            # type added before it, except the types a create adds itself
-            wipes = [o for o in eops if o.kind in ("delete_endpoint", "create_endpoint")
-                     and _maybe(o)]  # fmt: skip
-            for x, aops in sorted(adds.items()):
-                must = [
-                    a
-                    for a in aops
-                    if _counts(a)
-                    and not any(r.invoke_t >= a.invoke_t for r in removes[x])
-                    and not any(w is not a and w.invoke_t >= a.invoke_t for w in wipes)
-                ]
-                if must and x not in types:
-                    out.append(
-                        Violation(
-                            "add_wins",
-                            f"{name}: {eid} event type {x!r} added by "
-                            f"op {must[0].id}, never removed after, but absent",
-                        )
-                    )
-            for x in sorted(types):
-                if not any(map(_maybe, adds.get(x, []))):
-                    out.append(Violation("phantom", f"{name}: {eid} event type {x!r} never added"))
 
-            reg = st.get(f"e/{eid}/description")
-            writes = [
-                o for o in eops if o.kind in ("create_endpoint", "patch_description") and _maybe(o)
-            ]
-            if isinstance(reg, LWWRegister) and not reg.is_empty:
-                value = reg.value()
-                acked = [w for w in writes if _counts(w)]
-                maximal = [w for w in acked if not any(_saw(o, w) for o in acked if o is not w)]
-                allowed = {w.args["description"] for w in maximal}
-                allowed |= {w.args["description"] for w in writes if not _counts(w)}
-                if value not in allowed:
-                    out.append(
-                        Violation(
-                            "lww",
-                            f"{name}: {eid} description {value!r}; causally maximal "
-                            f"acknowledged writes {sorted(allowed)}",
-                        )
-                    )
+async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
+    out: list[Violation] = []
+    regions = cluster.up()
+    ops = history.ops
+    for r in regions:
+        assert r.node is not None
+        rows = await r.store.load_registry()
+        out += _registry_violations(r.name, {k: decode(v) for k, v in rows.items()}, history)
+    eps = sorted({o.result for o in ops if o.kind == "create_endpoint" and o.result})
+    for op in ops:
+        if op.kind == "foreign_patch" and op.status == "ok":
+            out.append(
+                Violation(
+                    "owner",
+                    f"op {op.id}: tenant {op.args['tenant']} changed endpoint "
+                    f"{op.args['endpoint']} of another tenant",
+                )
+            )
 
     # events: held by the origin region, and by every region once converged
     for op in ops:
@@ -282,7 +368,7 @@ async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
     # a delivery recorded as delivered was answered 2xx at some receiver
     answered = {x.webhook_id for x in cluster.receivers.receipts if x.status and x.status < 300}
     for r in regions:
-        for eid in sorted(eps):
+        for eid in eps:
             rows = await r.store.list_deliveries(eid, DeliveryStatus.DELIVERED, None, None, 10**9)
             for d in rows:
                 if d.region == r.name and d.event_id not in answered:

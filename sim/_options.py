@@ -32,9 +32,6 @@ class Options:
     inflight_per_region: int = 3
     tenants: int = 2
     endpoints_per_tenant: int = 3
-    # False: a region never creates an endpoint id it has touched before. Re-creating one
-    # trips the Registry.create_endpoint dot-reuse bug (sim/regressions/README.md).
-    recreate_endpoints: bool = True
     latency_ms: list[float] = field(default_factory=lambda: [5.0, 120.0])
     mode: str = "stream"  # "stream" (gRPC semantics) | "datagram" (breaks the contract)
     loss: float = 0.0
@@ -93,10 +90,10 @@ class Options:
         return " ".join(f"{k}={d[k]}" for k in d)
 
     @classmethod
-    def explore(cls, seed: int, recreate: bool = True) -> Options:
+    def explore(cls, seed: int) -> Options:
         """Options whose fault mix is drawn from ``seed`` (sized for wide sweeps)."""
         r = derive_rng(seed, "options")
-        o = cls(seed=seed, scenario="explore", regions=r.randint(3, 7), recreate_endpoints=recreate)
+        o = cls(seed=seed, scenario="explore", regions=r.randint(3, 7))
         o.chaos_s = r.choice([120.0, 240.0, 480.0])
         o.ops_per_region = r.randint(10, 30)
         o.tenants = r.randint(1, 3)

@@ -16,8 +16,7 @@ def repro_command(res: Result, scenario_path: str | None) -> str:
     o = res.options
     if scenario_path:
         return f"python -m sim run {scenario_path} --seed {o.seed}"
-    flag = " --recreate" if o.recreate_endpoints else ""
-    return f"python -m sim explore --seeds {o.seed}..{o.seed}{flag}"
+    return f"python -m sim explore --seeds {o.seed}..{o.seed}"
 
 
 def text_report(res: Result, scenario_path: str | None = None) -> str:

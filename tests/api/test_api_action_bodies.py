@@ -7,29 +7,27 @@ import pytest
 from api_support import Api, assert_problem
 
 JSON = {"content-type": "application/json"}
-EP = "/v1/tenants/acme/endpoints/e1"
 
 
 async def _setup(api: Api) -> dict:
     assert (await api.client.post("/v1/tenants", json={"id": "acme", "name": "A"})).is_success
-    resp = await api.client.post("/v1/tenants/acme/endpoints",
-                                 json={"id": "e1", "url": "http://127.0.0.1:9/x"})  # fmt: skip
+    resp = await api.client.post("/v1/tenants/acme/endpoints", json={"url": "http://127.0.0.1:9/x"})
     assert resp.status_code == 201
+    ep = f"/v1/tenants/acme/endpoints/{resp.json()['id']}"
     resp = await api.client.post("/v1/tenants/acme/events", json={"event_type": "t", "payload": 1})
     assert resp.status_code == 202
     dlv = (await api.client.get("/v1/tenants/acme/deliveries")).json()["items"][0]
     src = await api.client.post("/v1/sources", json={"tenant": "acme", "kind": "github",
                                                      "secret": "s"})  # fmt: skip
     tok = await api.client.post("/v1/tokens", json={"scope": "admin", "name": "x"})
-    return {"secret": resp.json(), "dlv": dlv["id"], "src": src.json()["id"],
-            "tok": tok.json()["id"]}  # fmt: skip
+    return {"ep": ep, "dlv": dlv["id"], "src": src.json()["id"], "tok": tok.json()["id"]}
 
 
 def _routes(ids: dict) -> list[tuple[str, str]]:
     return [
-        ("POST", f"{EP}/rotate-secret"),
+        ("POST", f"{ids['ep']}/rotate-secret"),
         ("POST", f"/v1/tenants/acme/deliveries/{ids['dlv']}/retry"),
-        ("DELETE", EP),
+        ("DELETE", ids["ep"]),
         ("DELETE", f"/v1/sources/{ids['src']}"),
         ("DELETE", f"/v1/tokens/{ids['tok']}"),
         ("DELETE", "/v1/tenants/acme"),
@@ -51,13 +49,13 @@ async def test_a_bad_body_is_refused_and_nothing_happens(
     api: Api, content: bytes, headers: dict, status: int, field: str
 ) -> None:
     ids = await _setup(api)
-    before = (await api.client.get(EP)).json()
+    before = (await api.client.get(ids["ep"])).json()
     for method, path in _routes(ids):
         resp = await api.client.request(method, path, content=content, headers=headers)
         problem = assert_problem(resp, status, field)
         if status == 400:
             assert problem["error"] == "bad_json", problem
-    assert (await api.client.get(EP)).json() == before  # secret not rotated, not deleted
+    assert (await api.client.get(ids["ep"])).json() == before  # secret not rotated, not deleted
     deliveries = (await api.client.get("/v1/tenants/acme/deliveries")).json()["items"]
     assert [d["generation"] for d in deliveries] == [0]  # no retry started
     assert (await api.client.get(f"/v1/sources/{ids['src']}")).status_code == 200
@@ -66,8 +64,8 @@ async def test_a_bad_body_is_refused_and_nothing_happens(
 
 async def test_no_body_or_an_empty_object_is_accepted(api: Api) -> None:
     ids = await _setup(api)
-    secret = (await api.client.get(EP)).json()["secret"]
-    resp = await api.client.post(f"{EP}/rotate-secret", content=b"{}", headers=JSON)
+    secret = (await api.client.get(ids["ep"])).json()["secret"]
+    resp = await api.client.post(f"{ids['ep']}/rotate-secret", content=b"{}", headers=JSON)
     assert resp.status_code == 200 and resp.json()["secret"] != secret
     resp = await api.client.post(f"/v1/tenants/acme/deliveries/{ids['dlv']}/retry")
     assert resp.status_code == 202, resp.text
@@ -88,8 +86,8 @@ async def test_no_body_or_an_empty_object_is_accepted(api: Api) -> None:
     ],
 )
 async def test_job_since_is_checked(api: Api, kind: str, body: dict, detail: str) -> None:
-    await _setup(api)
-    resp = await api.client.post(f"{EP}/{kind}", json=body)
+    ids = await _setup(api)
+    resp = await api.client.post(f"{ids['ep']}/{kind}", json=body)
     problem = assert_problem(resp, 422, "since")
     assert problem["detail"].startswith(detail), problem
     assert (await api.client.get("/v1/tenants/acme/jobs")).json()["items"] == []

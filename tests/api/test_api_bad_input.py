@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 T = "acme"
-EP = "ep-x"
+# Endpoint ids are generated: paths name the fixture's two endpoints by these stand-ins,
+# which ``at`` replaces with the ids the node gave them.
+EP, FUZZ_EP = "<ep-x>", "<ep-fuzz>"
 JSON = {"content-type": "application/json"}
 OK_URL = "http://127.0.0.1:9/hook"
 
@@ -28,17 +30,30 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
-    """A node with tenant ``acme`` and its endpoint ``ep-x`` (types a, b)."""
+    """A node with tenant ``acme``."""
     async with running_node(tmp_path_factory.mktemp("bad-input")) as running:
         resp = await running.client.post("/v1/tenants", json={"id": T, "name": "Acme"})
         assert resp.status_code == 201, resp.text
-        for eid in (EP, "ep-fuzz"):
-            resp = await running.client.post(
-                f"/v1/tenants/{T}/endpoints",
-                json={"id": eid, "url": OK_URL, "event_types": ["a", "b"]},
-            )
-            assert resp.status_code == 201, resp.text
         yield running
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def ids(shared: Api) -> dict[str, str]:
+    """Two endpoints of ``acme`` (types a, b): stand-in -> generated id."""
+    out = {}
+    for stand_in in (EP, FUZZ_EP):
+        resp = await shared.client.post(
+            f"/v1/tenants/{T}/endpoints", json={"url": OK_URL, "event_types": ["a", "b"]}
+        )
+        assert resp.status_code == 201, resp.text
+        out[stand_in] = resp.json()["id"]
+    return out
+
+
+def at(path: str, ids: dict[str, str]) -> str:
+    for stand_in, eid in ids.items():
+        path = path.replace(stand_in, eid)
+    return path
 
 
 def raw(data: bytes | str, ctype: str | None = "application/json") -> dict[str, Any]:
@@ -106,7 +121,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("POST", ENDPOINTS, {"json": {"url": "http://167772161/"}}, 422, "url"),  # 10.0.0.1
     ("POST", ENDPOINTS, {"json": {"url": OK_URL, "secrets": []}}, 422, "secrets"),
     ("POST", ENDPOINTS, {"json": {"url": OK_URL, "id": "a b"}}, 422, "id"),
-    ("POST", ENDPOINTS, {"json": {"url": OK_URL, "id": EP}}, 409, "id"),
+    ("POST", ENDPOINTS, {"json": {"url": OK_URL, "id": "ep_1"}}, 422, "id"),  # generated
+    ("POST", ENDPOINTS, {"json": {"url": OK_URL, "id": None}}, 422, "id"),
     (
         "POST",
         ENDPOINTS,
@@ -278,11 +294,11 @@ def _case_id(case: tuple[str, str, dict[str, Any], int, str | None]) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 async def test_rejected_with_problem_body_and_nothing_written(
-    shared: Api, case: tuple[str, str, dict[str, Any], int, str | None]
+    shared: Api, ids: dict[str, str], case: tuple[str, str, dict[str, Any], int, str | None]
 ) -> None:
     method, path, kw, status, field = case
     before = await snapshot(shared, T)
-    resp = await shared.client.request(method, path, **kw)
+    resp = await shared.client.request(method, at(path, ids), **kw)
     assert_problem(resp, status, field)
     assert await snapshot(shared, T) == before
 
@@ -290,7 +306,7 @@ async def test_rejected_with_problem_body_and_nothing_written(
 @pytest.mark.parametrize("path", [ENDPOINTS, EVENTS, "/v1/tenants", ENDPOINT])
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 async def test_body_over_256_kib_is_413_before_anything_is_written(
-    shared: Api, path: str, chunked: bool
+    shared: Api, ids: dict[str, str], path: str, chunked: bool
 ) -> None:
     body = json.dumps(
         {"event_type": "a", "payload": {"blob": "x" * (256 * 1024)}, "url": OK_URL}
@@ -304,7 +320,7 @@ async def test_body_over_256_kib_is_413_before_anything_is_written(
     before = await snapshot(shared, T)
     method = "PATCH" if path == ENDPOINT else "POST"
     resp = await shared.client.request(
-        method, path, content=stream() if chunked else body, headers=JSON
+        method, at(path, ids), content=stream() if chunked else body, headers=JSON
     )
     assert_problem(resp, 413, "body")
     if chunked:
@@ -329,11 +345,14 @@ async def test_url_to_allowed_loopback_address_is_accepted(shared: Api) -> None:
     assert resp.status_code == 201, resp.text
 
 
-async def test_rejected_patch_leaves_every_field_as_it_was(shared: Api) -> None:
+async def test_rejected_patch_leaves_every_field_as_it_was(
+    shared: Api, ids: dict[str, str]
+) -> None:
     """A PATCH whose later field is bad must not apply its earlier, valid fields."""
-    before = (await shared.client.get(ENDPOINT)).json()
+    endpoint = at(ENDPOINT, ids)
+    before = (await shared.client.get(endpoint)).json()
     resp = await shared.client.patch(
-        ENDPOINT,
+        endpoint,
         json={
             "description": "changed",
             "paused": True,
@@ -343,7 +362,7 @@ async def test_rejected_patch_leaves_every_field_as_it_was(shared: Api) -> None:
         },
     )
     assert_problem(resp, 422, "max_in_flight")
-    assert (await shared.client.get(ENDPOINT)).json() == before
+    assert (await shared.client.get(endpoint)).json() == before
 
 
 # -- fuzzing: arbitrary JSON bodies never produce a 500 -----------------------------------
@@ -427,8 +446,8 @@ async def test_fuzz_endpoint_create_never_500(shared: Api, body: Any) -> None:
 
 @FUZZ
 @given(body=endpoint_bodies | json_values)
-async def test_fuzz_endpoint_patch_never_500(shared: Api, body: Any) -> None:
-    _problem_or_success(await shared.client.patch(f"{ENDPOINTS}/ep-fuzz", json=body))
+async def test_fuzz_endpoint_patch_never_500(shared: Api, ids: dict[str, str], body: Any) -> None:
+    _problem_or_success(await shared.client.patch(f"{ENDPOINTS}/{ids[FUZZ_EP]}", json=body))
 
 
 @FUZZ

@@ -82,7 +82,6 @@ async def test_endpoint_list_read_patch_delete(api: Api, tenant: str) -> None:
     resp = await c.post(
         base,
         json={
-            "id": "ep-one",
             "url": "http://127.0.0.1:9/one",
             "event_types": ["order.created", "order.paid"],
             "description": "first",
@@ -95,7 +94,8 @@ async def test_endpoint_list_read_patch_delete(api: Api, tenant: str) -> None:
     )
     assert resp.status_code == 201, resp.text
     one = resp.json()
-    assert one["id"] == "ep-one" and one["secret"] == secret
+    assert one["id"].startswith("ep_") and one["secret"] == secret
+    ep = f"{base}/{one['id']}"
     assert one["event_types"] == ["order.created", "order.paid"]
     assert one["headers"] == {"X-Team": "billing"}
     assert one["paused"] is True and one["state"] == "paused"
@@ -105,10 +105,10 @@ async def test_endpoint_list_read_patch_delete(api: Api, tenant: str) -> None:
     listed = (await c.get(base)).json()
     assert [e["id"] for e in listed["items"]] == [two["id"], one["id"]]  # newest first
     assert listed["next"] is None
-    assert (await c.get(f"{base}/ep-one")).json() == one
+    assert (await c.get(ep)).json() == one
 
     resp = await c.patch(
-        f"{base}/ep-one",
+        ep,
         json={
             "url": "http://127.0.0.1:9/one-b",
             "description": "changed",
@@ -127,24 +127,24 @@ async def test_endpoint_list_read_patch_delete(api: Api, tenant: str) -> None:
     assert patched["headers"] == {"X-Other": "1"}
     assert patched["secret"] == secret and patched["created_at"] == one["created_at"]
     assert patched["updated_at"] >= one["updated_at"]
-    assert (await c.get(f"{base}/ep-one")).json() == patched
+    assert (await c.get(ep)).json() == patched
 
     resp = await c.patch(
-        f"{base}/ep-one",
+        ep,
         json={"event_types_add": ["order.refunded"], "event_types_remove": ["order.created"]},
     )
     assert resp.status_code == 200, resp.text
     assert resp.json()["event_types"] == ["order.paid", "order.refunded"]
-    resp = await c.patch(f"{base}/ep-one", json={"event_types_remove": ["order.nothing"]})
+    resp = await c.patch(ep, json={"event_types_remove": ["order.nothing"]})
     assert resp.json()["event_types"] == ["order.paid", "order.refunded"]
-    resp = await c.patch(f"{base}/ep-one", json={"event_types": ["x.y"]})
+    resp = await c.patch(ep, json={"event_types": ["x.y"]})
     assert resp.json()["event_types"] == ["x.y"]
 
-    resp = await c.delete(f"{base}/ep-one")
+    resp = await c.delete(ep)
     assert resp.status_code == 204 and resp.content == b""
-    assert_problem(await c.get(f"{base}/ep-one"), 404, "endpoint")
-    assert_problem(await c.patch(f"{base}/ep-one", json={"description": "x"}), 404, "endpoint")
-    assert_problem(await c.delete(f"{base}/ep-one"), 404, "endpoint")
+    assert_problem(await c.get(ep), 404, "endpoint")
+    assert_problem(await c.patch(ep, json={"description": "x"}), 404, "endpoint")
+    assert_problem(await c.delete(ep), 404, "endpoint")
     assert [e["id"] for e in (await c.get(base)).json()["items"]] == [two["id"]]
 
 

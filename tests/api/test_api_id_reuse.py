@@ -1,6 +1,8 @@
-"""Issue 11 item 3: deleting a tenant or endpoint deletes what belongs to it; an id that is
-created again starts empty (events, deliveries, attempts, sources of its earlier life stay
-invisible, cannot be retried or recovered into it, and old sources stop accepting)."""
+"""Issue 11 item 3: deleting a tenant or endpoint deletes what belongs to it; a tenant id
+that is created again starts empty (events, deliveries, attempts, sources of its earlier
+life stay invisible, cannot be retried or recovered into it, and old sources stop
+accepting). Endpoint ids are generated (issue 37), so a deleted endpoint's id is never
+created again: it stays gone, and so do its deliveries."""
 
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ async def _delivered(api: Api, tenant: str, ep: str, n: int) -> None:
 async def test_recreated_tenant_starts_empty(api: Api, receiver: RecordingReceiver) -> None:
     c = api.client
     assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
-    ep = await _endpoint(api, "acme", receiver, "r", id="ep1")
+    ep = await _endpoint(api, "acme", receiver, "r")
     src = {"tenant": "acme", "kind": "github", "secret": SECRET}
     created = await c.post("/v1/sources", json=src)
     assert created.status_code == 201
@@ -81,8 +83,10 @@ async def test_recreated_tenant_starts_empty(api: Api, receiver: RecordingReceiv
     assert_problem(await c.post(f"/v1/tenants/acme/deliveries/{delivery}/retry"), 404)
     assert_problem(await c.get(f"/v1/sources/{gh}"), 404)
     assert_problem(await c.post(f"/in/{gh}", **_github(body, "guid-2")), 404)
-    # the endpoint id of the earlier life starts empty too
-    ep_again = await _endpoint(api, "acme", receiver, "r2", id="ep1")
+    # the endpoint of the earlier life is gone; a new one starts empty
+    assert_problem(await c.get(f"/v1/tenants/acme/endpoints/{ep}"), 404)
+    ep_again = await _endpoint(api, "acme", receiver, "r2")
+    assert ep_again != ep
     assert await _deliveries(api, "acme", ep_again) == []
     assert await _attempts(api, "acme", ep_again) == []
     usage = (await c.get("/v1/tenants/acme")).json()
@@ -106,11 +110,11 @@ async def test_source_of_a_recreated_tenant_gets_a_new_id_and_secret(
     assert (await c.post(f"/in/{new}", **_github(body, "guid-9", "new"))).status_code == 202
 
 
-async def test_recreated_endpoint_id_hides_and_never_resends_old_deliveries(
+async def test_deleted_endpoint_stays_gone_and_never_resends_old_deliveries(
     api: Api, tenant: str, receiver: RecordingReceiver
 ) -> None:
     c = api.client
-    ep = await _endpoint(api, tenant, receiver, "old", id="ep1")
+    ep = await _endpoint(api, tenant, receiver, "old")
     receiver.fail_first["old"] = 1000
     resp = await c.post(f"/v1/tenants/{tenant}/events", json={"event_type": "t", "payload": {}})
     assert resp.status_code == 202
@@ -122,13 +126,25 @@ async def test_recreated_endpoint_id_hides_and_never_resends_old_deliveries(
     await eventually(dead)
     old = (await _deliveries(api, tenant, ep))[0]["id"]
     assert await _attempts(api, tenant, ep)
+    tried = len(receiver.of("old"))
     assert (await c.delete(f"/v1/tenants/{tenant}/endpoints/{ep}")).status_code == 204
-    new = await _endpoint(api, tenant, receiver, "new", id="ep1")
-    assert new == ep
+    for path in ("", "/deliveries", "/attempts"):
+        assert_problem(await c.get(f"/v1/tenants/{tenant}/endpoints/{ep}{path}"), 404)
+    recover = await c.post(f"/v1/tenants/{tenant}/endpoints/{ep}/recover", json={"since": EPOCH})
+    assert_problem(recover, 404)
+    new = await _endpoint(api, tenant, receiver, "new")
+    assert new != ep
     assert await _deliveries(api, tenant, new) == []
     assert await _attempts(api, tenant, new) == []
-    assert_problem(await c.post(f"/v1/tenants/{tenant}/deliveries/{old}/retry"), 404)
-    assert_problem(await c.get(f"/v1/tenants/{tenant}/deliveries/{old}/attempts"), 404)
+    # the old delivery stays on its event's record; a retry of it is cancelled, not sent
+    event = resp.json()["id"]
+    assert (await c.post(f"/v1/tenants/{tenant}/deliveries/{old}/retry")).status_code == 202
+
+    async def cancelled() -> bool:
+        got = (await c.get(f"/v1/tenants/{tenant}/events/{event}")).json()
+        return got["deliveries"][0]["status"] == "cancelled"
+
+    await eventually(cancelled)
     job = await c.post(f"/v1/tenants/{tenant}/endpoints/{new}/recover", json={"since": EPOCH})
     assert job.status_code == 202
 
@@ -137,17 +153,18 @@ async def test_recreated_endpoint_id_hides_and_never_resends_old_deliveries(
         return body if body["status"] != "running" else None
 
     assert (await eventually(finished))["done"] == 0
-    assert receiver.of("new") == []
+    assert receiver.of("new") == [] and len(receiver.of("old")) == tried
     assert await _deliveries(api, tenant, new) == []
+    assert_problem(await c.get(f"/v1/tenants/{tenant}/endpoints/{ep}"), 404)
 
 
-async def test_pending_delivery_of_replaced_endpoint_is_cancelled_not_sent(
+async def test_pending_delivery_of_deleted_endpoint_is_cancelled_not_sent(
     tmp_path: Path, receiver: RecordingReceiver
 ) -> None:
     async with running_node(tmp_path, delivery={"retry_schedule_s": [2.0, 2.0]}) as api:
         c = api.client
         assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
-        ep = await _endpoint(api, "acme", receiver, "old", id="ep1")
+        ep = await _endpoint(api, "acme", receiver, "old")
         receiver.fail_first["old"] = 1
         resp = await c.post("/v1/tenants/acme/events", json={"event_type": "t", "payload": {}})
         event = resp.json()["id"]
@@ -158,7 +175,7 @@ async def test_pending_delivery_of_replaced_endpoint_is_cancelled_not_sent(
 
         await eventually(retrying)
         assert (await c.delete(f"/v1/tenants/acme/endpoints/{ep}")).status_code == 204
-        await _endpoint(api, "acme", receiver, "new", id="ep1")
+        await _endpoint(api, "acme", receiver, "new")  # a new endpoint takes no old work
 
         async def cancelled() -> bool:
             got = (await c.get(f"/v1/tenants/acme/events/{event}")).json()

@@ -1,7 +1,7 @@
 """Tenant isolation on every route of the OpenAPI document (issue 14): 401 without a
 token; a tenant token on another tenant's ids gets 404 (ids are not probeable); a
 tenant token on admin routes, a publish token on management routes and a read token on
-anything but GET get 403. Caller-chosen endpoint ids are scoped to their tenant."""
+anything but GET get 403. Endpoint ids are generated, never chosen (issue 37)."""
 
 from __future__ import annotations
 
@@ -189,23 +189,27 @@ async def test_own_tenant_rights(world: dict[str, Any], method: str, path: str, 
         assert_problem(resp, 403, "authorization")
 
 
-async def test_chosen_endpoint_id_is_scoped_to_its_tenant(world: dict[str, Any]) -> None:
+async def test_endpoint_ids_are_generated_never_chosen(world: dict[str, Any]) -> None:
+    """Issue 37: endpoint ids are global registry keys, so a body naming ``id`` is 422
+    naming ``id``, the same answer for another tenant's id as for a free one (nothing
+    revealed, nothing written); the same body twice makes two endpoints."""
     api = world["api"]
     c, taken = api.client, world["ids"]["endpoint"]
     manage = bearer(world["tokens"]["manage"])
-    body = {"id": taken, "url": "http://127.0.0.1:9/a"}
-    resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
-    assert resp.status_code == 201, resp.text  # not 409: other's id is not revealed
-    mine = resp.json()["id"]
-    assert mine != taken and resp.json()["tenant"] == "acme"
+    mine = "/v1/tenants/acme/endpoints"
+    before = (await c.get(mine)).json()
+    answers = []
+    for eid in (taken, "acme-orders"):
+        body = {"id": eid, "url": "http://127.0.0.1:9/a"}
+        answers.append(assert_problem(await c.post(mine, json=body, headers=manage), 422, "id"))
+    assert answers[0] == answers[1] and taken not in str(answers[0])
+    assert (await c.get(mine)).json() == before
+    body = {"url": "http://127.0.0.1:9/a"}
+    made = [(await c.post(mine, json=body, headers=manage)).json() for _ in range(2)]
+    assert [m["tenant"] for m in made] == ["acme", "acme"]
+    assert made[0]["id"] != made[1]["id"] and taken not in (made[0]["id"], made[1]["id"])
     other = (await c.get(f"/v1/tenants/other/endpoints/{taken}")).json()
     assert other["tenant"] == "other" and other["url"] == "http://127.0.0.1:9/h"
-    # a free chosen id is kept; the same tenant choosing it again gets 409
-    body = {"id": "acme-orders", "url": "http://127.0.0.1:9/a"}
-    resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
-    assert resp.status_code == 201 and resp.json()["id"] == "acme-orders"
-    resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=manage)
-    assert_problem(resp, 409, "id")
 
 
 async def test_a_deleted_tenants_tokens_do_not_act_on_its_re_created_id(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ ACME_EVENTS = "/v1/tenants/acme/events"
 async def _endpoints(api: Api, tenant: str, n: int) -> list[str]:
     ids = []
     for i in range(n):
-        body = {"id": f"e{i}", "url": f"http://127.0.0.1:9/{i}"}
+        body = {"url": f"http://127.0.0.1:9/{i}"}
         resp = await api.client.post(f"/v1/tenants/{tenant}/endpoints", json=body)
         assert resp.status_code == 201, resp.text
         ids.append(resp.json()["id"])
@@ -53,8 +53,7 @@ async def test_tokens_list_pages(api: Api) -> None:
 async def test_delivery_attempts_list_pages(
     api: Api, tenant: str, receiver: RecordingReceiver
 ) -> None:
-    resp = await api.client.post(f"/v1/tenants/{tenant}/endpoints",
-                                 json={"id": "r", "url": receiver.url("r")})  # fmt: skip
+    resp = await api.client.post(f"/v1/tenants/{tenant}/endpoints", json={"url": receiver.url("r")})
     receiver.secrets["r"] = resp.json()["secret"]
     receiver.fail_first["r"] = 2  # two failures, then success: three attempts
     await _publish(api, tenant, 1)

@@ -61,11 +61,11 @@ async def test_sources_list_filters_by_tenant_and_hides_secrets(api: Api, tenant
 
 async def _endpoint(api: Api, tenant: str, receiver: RecordingReceiver, name: str) -> str:
     resp = await api.client.post(
-        f"/v1/tenants/{tenant}/endpoints", json={"id": name, "url": receiver.url(name)}
+        f"/v1/tenants/{tenant}/endpoints", json={"url": receiver.url(name)}
     )
     assert resp.status_code == 201, resp.text
     receiver.secrets[name] = resp.json()["secret"]
-    return name
+    return resp.json()["id"]
 
 
 async def test_events_search_filters_and_summaries(

@@ -19,7 +19,7 @@ async def test_read_tokens_see_secrets_and_header_values_masked(tmp_path: Path) 
         c = api.client
         c.headers.update(bearer(ADMIN))
         assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).is_success
-        body = {"id": "e1", "url": "http://127.0.0.1:9/h",
+        body = {"url": "http://127.0.0.1:9/h",
                 "headers": {"X-Api-Key": "consumer-credential", "X-Team": "billing"}}  # fmt: skip
         ep = (await c.post("/v1/tenants/acme/endpoints", json=body)).json()
         assert ep["secret"].startswith("whsec_") and len(ep["secret"]) > 20
@@ -27,7 +27,7 @@ async def test_read_tokens_see_secrets_and_header_values_masked(tmp_path: Path) 
         for right in ("manage", "read"):
             made = await c.post("/v1/tokens", json={"scope": f"tenant:acme:{right}", "name": right})
             tokens[right] = made.json()["token"]
-        paths = ("/v1/tenants/acme/endpoints/e1", "/v1/tenants/acme/endpoints")
+        paths = (f"/v1/tenants/acme/endpoints/{ep['id']}", "/v1/tenants/acme/endpoints")
         for who, token in (
             ("admin", ADMIN),
             ("manage", tokens["manage"]),
@@ -36,7 +36,7 @@ async def test_read_tokens_see_secrets_and_header_values_masked(tmp_path: Path) 
             for path in paths:
                 resp = await c.get(path, headers=bearer(token))
                 assert resp.status_code == 200, resp.text
-                got = resp.json() if path.endswith("e1") else resp.json()["items"][0]
+                got = resp.json() if path.endswith(ep["id"]) else resp.json()["items"][0]
                 if who == "read":
                     assert got["secret"] == "whsec_\u2026", got
                     assert got["headers"] == {"X-Api-Key": "\u2026", "X-Team": "\u2026"}

@@ -49,18 +49,25 @@ async def test_tenants_create_list_delete(api: Api) -> None:
 
 
 async def test_endpoints_create_list_delete(api: Api, tenant: str) -> None:
-    out = ok(await cli(api, "--json", "endpoints", "create", "--tenant", tenant, "--id", "e1",
+    out = ok(await cli(api, "--json", "endpoints", "create", "--tenant", tenant,
                        "--url", "http://127.0.0.1:9/hook", "--event-type", "a.*"))  # fmt: skip
-    assert json.loads(out)["event_types"] == ["a.*"]
+    e1 = json.loads(out)["id"]
+    assert e1.startswith("ep_") and json.loads(out)["event_types"] == ["a.*"]
     listing = ok(await cli(api, "endpoints", "list", "--tenant", tenant))
     assert "http://127.0.0.1:9/hook" in listing
     # values for people, not Python reprs (QA 2026-12-02: "['a.*']", "None")
     assert listing.splitlines()[1].split()[-1] == "a.*" and "['" not in listing
-    shown = ok(await cli(api, "endpoints", "create", "--tenant", tenant, "--id", "e2",
+    shown = ok(await cli(api, "endpoints", "create", "--tenant", tenant,
                          "--url", "http://127.0.0.1:9/two"))  # fmt: skip
     assert "filter: -" in shown and "None" not in shown and "paused: false" in shown
-    ok(await cli(api, "endpoints", "delete", "--tenant", tenant, "e2"))
-    ok(await cli(api, "endpoints", "delete", "--tenant", tenant, "e1"))
+    (e2,) = [line.split()[1] for line in shown.splitlines() if line.startswith("id:")]
+    assert e2.startswith("ep_") and e2 != e1
+    # ids are generated (issue 37): the option to choose one is gone
+    chosen = await cli(api, "endpoints", "create", "--tenant", tenant, "--id", "e3",
+                       "--url", "http://127.0.0.1:9/three")  # fmt: skip
+    assert chosen.exit_code == 2 and "--id" in chosen.output, chosen.output
+    ok(await cli(api, "endpoints", "delete", "--tenant", tenant, e2))
+    ok(await cli(api, "endpoints", "delete", "--tenant", tenant, e1))
     listed = json.loads(ok(await cli(api, "--json", "endpoints", "list", "--tenant", tenant)))
     assert listed == []
 
@@ -109,9 +116,7 @@ async def test_events_show_prints_the_payload_text_exactly(api: Api, tenant: str
 
 
 async def _dead_endpoint(api: Api, tenant: str, receiver: RecordingReceiver) -> tuple[str, str]:
-    resp = await api.client.post(
-        f"/v1/tenants/{tenant}/endpoints", json={"id": "r", "url": receiver.url("r")}
-    )
+    resp = await api.client.post(f"/v1/tenants/{tenant}/endpoints", json={"url": receiver.url("r")})
     receiver.secrets["r"] = resp.json()["secret"]
     receiver.fail_first["r"] = 1000  # every try fails until the delivery is dead
     await _publish(api, tenant, "t")
@@ -122,7 +127,7 @@ async def _dead_endpoint(api: Api, tenant: str, receiver: RecordingReceiver) -> 
 
     dlv = (await eventually(dead))[0]["id"]
     receiver.fail_first["r"] = 0
-    return "r", dlv
+    return resp.json()["id"], dlv
 
 
 async def test_deliveries_retry(api: Api, tenant: str, receiver: RecordingReceiver) -> None:
@@ -143,9 +148,9 @@ async def test_replay_follows_the_job(api: Api, tenant: str) -> None:
     res = await cli(api, "replay", "--tenant", tenant, "--endpoint", "nope", "--since", EPOCH)
     assert res.exit_code == 1 and "404 not_found" in res.output
     assert "field: endpoint" in res.output and "Traceback" not in res.output
-    body = {"id": "p", "url": "http://127.0.0.1:9/p", "paused": True}
-    await api.client.post(f"/v1/tenants/{tenant}/endpoints", json=body)
-    res = await cli(api, "replay", "--tenant", tenant, "--endpoint", "p", "--since", EPOCH,
+    body = {"url": "http://127.0.0.1:9/p", "paused": True}
+    ep = (await api.client.post(f"/v1/tenants/{tenant}/endpoints", json=body)).json()["id"]
+    res = await cli(api, "replay", "--tenant", tenant, "--endpoint", ep, "--since", EPOCH,
                     "--poll", "0.05")  # fmt: skip
     assert "status: succeeded" in ok(res) and "kind: replay-missing" in res.output
 

@@ -14,34 +14,39 @@ from test_cli_manage import cli, ok
 from regionsync.demo import free_port
 from regionsync.manage import ManageError, api_path
 
+G_EP = "<g-ep>"  # stands for the generated id of gamma's endpoint in the cases below
 
-async def _setup(api: Api) -> str:
-    """Tenants gamma (with endpoint g-ep), delta, zeta and acme; acme's endpoint secret."""
+
+async def _setup(api: Api) -> tuple[str, str]:
+    """Tenants gamma and acme (each with an endpoint), delta and zeta; the id of gamma's
+    endpoint and acme's endpoint secret."""
     for t in ("gamma", "delta", "zeta", "acme"):
         assert (await api.client.post("/v1/tenants", json={"id": t, "name": t})).status_code == 201
-    for t, e in (("gamma", "g-ep"), ("acme", "a-ep")):
+    made = {}
+    for t in ("gamma", "acme"):
         resp = await api.client.post(f"/v1/tenants/{t}/endpoints",
-                                     json={"id": e, "url": "http://127.0.0.1:9/x"})  # fmt: skip
+                                     json={"url": "http://127.0.0.1:9/x"})  # fmt: skip
         assert resp.status_code == 201, resp.text
-    return resp.json()["secret"]
+        made[t] = resp.json()
+    return made["gamma"]["id"], made["acme"]["secret"]
 
 
-async def _still_there(api: Api) -> None:
+async def _still_there(api: Api, g_ep: str) -> None:
     listed = (await api.client.get("/v1/tenants")).json()["items"]
     assert sorted(t["id"] for t in listed) == ["acme", "delta", "gamma", "zeta"]
-    assert (await api.client.get("/v1/tenants/gamma/endpoints/g-ep")).status_code == 200
+    assert (await api.client.get(f"/v1/tenants/gamma/endpoints/{g_ep}")).status_code == 200
 
 
 @pytest.mark.parametrize(
     "args",
     [
         ("endpoints", "delete", "../../delta", "--tenant", "gamma"),
-        ("tenants", "delete", "gamma/endpoints/g-ep"),
+        ("tenants", "delete", f"gamma/endpoints/{G_EP}"),
         ("tenants", "delete", "zeta?confirm=no"),
         ("tenants", "delete", "zeta#frag"),
         ("tenants", "delete", ".."),
         ("endpoints", "delete", "..", "--tenant", "gamma"),
-        ("endpoints", "delete", "g-ep", "--tenant", "gamma/../delta"),
+        ("endpoints", "delete", G_EP, "--tenant", "gamma/../delta"),
         ("endpoints", "delete", "%2e%2e", "--tenant", "gamma"),
         ("sources", "delete", "../tenants/delta"),
         ("deliveries", "retry", "--tenant", "gamma", "../../delta"),
@@ -59,16 +64,16 @@ async def _still_there(api: Api) -> None:
     ],
 )
 async def test_ids_that_could_name_another_route_are_refused(api: Api, args: tuple) -> None:
-    await _setup(api)
-    res = await cli(api, *args)
+    g_ep, _ = await _setup(api)
+    res = await cli(api, *(a.replace(G_EP, g_ep) for a in args))
     assert res.exit_code == 2, res.output
     assert "is not an id" in res.output and "Traceback" not in res.output
     assert "deleted" not in res.output and "revoked" not in res.output
-    await _still_there(api)
+    await _still_there(api, g_ep)
 
 
 async def test_events_show_of_a_path_does_not_print_endpoints(api: Api) -> None:
-    secret = await _setup(api)
+    _, secret = await _setup(api)
     res = await cli(api, "events", "show", "--tenant", "acme", "../endpoints")
     assert res.exit_code == 2 and secret not in res.output, res.output
     res = await cli(api, "events", "show", "--tenant", "acme", "no-such-event")

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 US, EU, AP = REGIONS
 TIMEOUT_MS = 20_000
 expect.set_options(timeout=TIMEOUT_MS)
+# receiver name -> the generated id of its endpoint, made by the first test
+ENDPOINTS: dict[str, str] = {}
 
 
 async def eventually(check, timeout_s: float = 30.0):  # noqa: ANN001, ANN201
@@ -71,18 +73,19 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
         for t in ("acme", "globex"):
             await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": t, "name": t.title()},
                      headers=auth)  # fmt: skip
-        for tenant, ep, name in (("acme", "orders", "acme-orders"),
-                                 ("globex", "hooks", "globex-hooks")):  # fmt: skip
+        for tenant, name in (("acme", "acme-orders"), ("globex", "globex-hooks")):
             own = {"Authorization": "Bearer console-s3cr3t", "X-Team": "payments"}
             made = await ok(c, "POST", f"{base}/v1/tenants/{tenant}/endpoints", 201,
-                            json={"id": ep, "url": receiver.url(name), "headers": own},
+                            json={"url": receiver.url(name), "headers": own},
                             headers=auth)  # fmt: skip
             receiver.secrets[name] = made["secret"]
+            ENDPOINTS[name] = made["id"]
         receiver.broken.add("acme-orders")
+        orders = f"/v1/tenants/acme/endpoints/{ENDPOINTS['acme-orders']}"
 
         async def replicated() -> bool:
-            codes = [(await c.get(f"{cluster.http[r]}/v1/tenants/acme/endpoints/orders",
-                                  headers=auth)).status_code for r in (EU, AP)]  # fmt: skip
+            codes = [(await c.get(f"{cluster.http[r]}{orders}", headers=auth)).status_code
+                     for r in (EU, AP)]  # fmt: skip
             return codes == [200, 200]
 
         await eventually(replicated)
@@ -97,10 +100,8 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
                  json={"event_type": "invoice.sent", "payload": {}}, headers=auth)  # fmt: skip
 
         async def all_dead_and_failing() -> bool:
-            ds = (await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders/deliveries",
-                           200, headers=auth))["items"]  # fmt: skip
-            ep = await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders", 200,
-                          headers=auth)  # fmt: skip
+            ds = (await ok(c, "GET", f"{base}{orders}/deliveries", 200, headers=auth))["items"]
+            ep = await ok(c, "GET", f"{base}{orders}", 200, headers=auth)
             return (
                 len(ds) == 3
                 and {d["status"] for d in ds} == {"dead"}
@@ -111,8 +112,7 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
 
         # every attempt, with the request headers it sent, is readable in every region
         # (real gRPC replication): the same rows from us-east-1, eu-central-1, ap-southeast-1
-        ds = (await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders/deliveries",
-                       200, headers=auth))["items"]  # fmt: skip
+        ds = (await ok(c, "GET", f"{base}{orders}/deliveries", 200, headers=auth))["items"]
 
         async def same_attempts_everywhere(d: dict) -> list | None:
             rows = [
@@ -162,7 +162,7 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     await page.click("#tenants >> text=acme")
     failing = page.locator("#endpoints tr:has([data-state='failing'])")
     await expect(failing).to_have_count(1)
-    await expect(failing).to_contain_text("orders")
+    await expect(failing).to_contain_text(ENDPOINTS["acme-orders"])
     await page.screenshot(path=shots / "3-endpoints.png", full_page=True)
     await failing.locator("a").first.click()
 
@@ -212,7 +212,7 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
 
     # fix the receiver, press recover, see the job end and every delivery succeed
     receiver.broken.clear()
-    await page.goto(f"{base}/console#/t/acme/endpoints/orders")
+    await page.goto(f"{base}/console#/t/acme/endpoints/{ENDPOINTS['acme-orders']}")
     await page.click("button.recover")
     await expect(page.locator("#job [data-status='succeeded']")).to_contain_text("3 done")
 
@@ -234,7 +234,7 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
         await ok(c, "POST", publish, 202, json=body)
 
         async def state(want: str) -> bool:
-            ep = await ok(c, "GET", f"{base}/v1/tenants/acme/endpoints/orders", 200)
+            ep = await ok(c, "GET", f"{base}{orders}", 200)
             return ep["state"] == want
 
         await eventually(lambda: state("disabled"))
@@ -287,12 +287,13 @@ async def test_tenant_token_sees_only_its_tenant(
     page = await login(browser, base, made["token"])
     await expect(page).to_have_url(f"{base}/console#/t/globex/endpoints")
     await expect(page.locator("#endpoints tbody tr")).to_have_count(1)
-    await expect(page.locator("#endpoints")).to_contain_text("hooks")
+    await expect(page.locator("#endpoints")).to_contain_text(ENDPOINTS["globex-hooks"])
     await expect(page.locator("nav a")).to_have_text(["Endpoints"])
-    assert "acme" not in await page.content() and "orders" not in await page.content()
+    content = await page.content()
+    assert "acme" not in content and ENDPOINTS["acme-orders"] not in content
     await page.screenshot(path=shots / "10-portal-endpoints.png", full_page=True)
 
-    await page.click("#endpoints >> text=hooks")
+    await page.click(f"#endpoints >> text={ENDPOINTS['globex-hooks']}")
     await expect(page.locator("#deliveries tbody tr[data-status='delivered']")).to_have_count(1)
     await expect(page.locator("button.pause")).to_have_count(0)  # operators' buttons only
     ids_before = receiver.seen.copy()
@@ -309,7 +310,7 @@ async def test_tenant_token_sees_only_its_tenant(
     await page.goto(f"{base}/console#/t/acme/endpoints")
     await expect(page.locator("#error")).to_contain_text("404")
     await expect(page.locator("#error")).to_contain_text("no tenant")
-    await page.goto(f"{base}/console#/t/acme/endpoints/orders")
+    await page.goto(f"{base}/console#/t/acme/endpoints/{ENDPOINTS['acme-orders']}")
     await expect(page.locator("#error")).to_contain_text("404")
     await page.goto(f"{base}/console#/cluster")
     await expect(page.locator("#error")).to_contain_text("403")

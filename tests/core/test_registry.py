@@ -82,6 +82,26 @@ def test_recreated_tenant_starts_without_old_endpoints() -> None:
     assert reg.endpoints("acme") == []
 
 
+def test_recreated_endpoint_id_keeps_new_types_and_a_later_description() -> None:
+    """An older release's records may still re-create an endpoint id (the API generates
+    ids now): the new types survive the merge with the old life's dots
+    (sim/regressions/registry-recreate-endpoint-dot-reuse.toml), and the re-creation's
+    fields win over every write it had seen, whatever their stamps."""
+    reg, log = _setup()
+    patch = reg.patch_endpoint("ep1", {"description": "old"}, [], [], 9, B, Timestamp(9_000, 0))
+    reg.apply(patch)
+    log.append(patch)
+    delete = reg.delete_endpoint("ep1", "acme")
+    reg.apply(delete)
+    again = reg.create_endpoint(
+        "ep1", "acme", {**EP_FIELDS, "description": "new"}, ["c"], 2, A, Timestamp(2, 0)
+    )
+    for order in itertools.permutations([delete, again]):
+        ep = _replay(log + list(order)).endpoint("ep1", "acme")
+        # the create saw the old types and description: both are superseded
+        assert ep is not None and ep.event_types == ("c",) and ep.description == "new"
+
+
 def test_hash_converges_in_any_order() -> None:
     _, log = _setup()
     reg = _replay(log)

@@ -50,8 +50,10 @@ def test_lww_concurrent_writes_are_kept_until_superseded() -> None:
     b = LWWRegister.empty().set("b", actor=WEST, stamp=Timestamp(5, 0))
     both = a.merge(b)
     assert both.conflicts == 2 and both.value() == "a"  # "us-east-1:1" > "eu-west-1:1"
+    assert both.values() == ["b", "a"]  # the siblings, winner last
     settled = both.merge(both.set("c", actor=WEST, stamp=Timestamp(1, 0)))
-    assert settled.conflicts == 1 and settled.value() == "c"
+    assert settled.conflicts == 1 and settled.value() == "c" and settled.values() == ["c"]
+    assert LWWRegister.empty().values() == []
 
 
 def test_lww_bool_int_and_float_are_distinct_values() -> None:

@@ -16,19 +16,22 @@ from memnodes import eventually, make_node
 
 from regionsync.core.model import WriteBatch
 
-_OPS: dict[str, Callable[[Any], Awaitable[Any]]] = {
-    "patch tenant": lambda n: n.registry_ops.patch_tenant("t1", {"name": "Renamed"}),
-    "create endpoint": lambda n: n.registry_ops.create_endpoint(
+# each op takes the node and the id of its endpoint
+_OPS: dict[str, Callable[[Any, str], Awaitable[Any]]] = {
+    "patch tenant": lambda n, ep: n.registry_ops.patch_tenant("t1", {"name": "Renamed"}),
+    "create endpoint": lambda n, ep: n.registry_ops.create_endpoint(
         "t1", {"url": "https://example.com/hook", "event_types": ["a"]}
     ),
-    "patch endpoint": lambda n: n.registry_ops.patch_endpoint(
-        "t1", "ep1", {"description": "changed"}
+    "patch endpoint": lambda n, ep: n.registry_ops.patch_endpoint(
+        "t1", ep, {"description": "changed"}
     ),
-    "create source": lambda n: n.registry_ops.create_source(
+    "create source": lambda n, ep: n.registry_ops.create_source(
         {"tenant": "t1", "kind": "github", "secret": "s" * 32}
     ),
-    "create event type": lambda n: n.event_types.create("t1", {"name": "order.paid"}),
-    "update event type": lambda n: n.event_types.update("t1", "order.made", {"deprecated": True}),
+    "create event type": lambda n, ep: n.event_types.create("t1", {"name": "order.paid"}),
+    "update event type": lambda n, ep: n.event_types.update(
+        "t1", "order.made", {"deprecated": True}
+    ),
 }
 
 
@@ -41,8 +44,8 @@ async def test_a_delete_landing_during_the_commit_does_not_turn_it_into_a_404(
         await n.start()
         started.append(n)
     await a.registry_ops.create_tenant("t1", "One")
-    await a.registry_ops.create_endpoint(
-        "t1", {"id": "ep1", "url": "https://example.com/a", "event_types": ["a"]}
+    ep = await a.registry_ops.create_endpoint(
+        "t1", {"url": "https://example.com/a", "event_types": ["a"]}
     )
     await a.event_types.create("t1", {"name": "order.made"})
     await eventually(lambda: b.catalog.registry.event_type("t1", "order.made") is not None)
@@ -54,7 +57,7 @@ async def test_a_delete_landing_during_the_commit_does_not_turn_it_into_a_404(
         a.catalog.apply(remote_delete)
 
     a.writer.commit_observers.append(land)
-    answer = await _OPS[op](a)
+    answer = await _OPS[op](a, ep.id)
     assert answer is not None
     assert land not in a.writer.commit_observers  # the delete landed before the answer
     assert not a.catalog.registry.has_tenant("t1")

@@ -16,7 +16,7 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
         started.append(n)
     a, b, c = nodes
     await a.registry_ops.create_tenant("acme", "Acme")
-    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
     event, _ = await a.ingest.publish("acme", "t", b"{}", None)
 
     async def delivered_in_a() -> bool:
@@ -43,7 +43,7 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
         got = await other.recovery.delivery("acme", d.id)
         assert got.status.value == "delivered" and other.custody.custodian(got) == "a"
         # and in the endpoint's attempt log of that region
-        rows, _ = await other.recovery.attempts_page("acme", "ep1", None, None, None, 10)
+        rows, _ = await other.recovery.attempts_page("acme", ep.id, None, None, None, 10)
         assert rows == want
 
     # once a's custody record hands its deliveries to b and c, every region names the
@@ -54,7 +54,7 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
         b.writer.commit_local(
             "registry", stamp, b.catalog.registry.set_custody("a", rec, b.writer.actor, stamp)
         )
-    winner = rec.custodian("a", "ep1")
+    winner = rec.custodian("a", ep.id)
     assert winner in ("b", "c")
     for node in nodes:
         await eventually(lambda node=node: node.custody.custodian(d) == winner)

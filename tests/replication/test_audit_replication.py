@@ -22,7 +22,7 @@ async def test_audit_entry_written_in_one_region_is_readable_in_every_other(net,
     a, b, c = nodes
     acting_as("token:ops")  # as the HTTP layer names a caller
     await a.registry_ops.create_tenant("acme", "Acme")
-    ep = await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
     await eventually(lambda: b.catalog.registry.has_tenant("acme"))
     acting_as("config:admin")
     src = await b.registry_ops.create_source({"tenant": "acme", "kind": "github", "secret": "s"})
@@ -36,11 +36,11 @@ async def test_audit_entry_written_in_one_region_is_readable_in_every_other(net,
     await c.registry_ops.patch_endpoint("acme", ep.id, {"paused": True, "description": "x"})
 
     want = [
-        ("c", "config:admin", "endpoint.update", "endpoint/ep1", "acme", "description,paused"),
+        ("c", "config:admin", "endpoint.update", f"endpoint/{ep.id}", "acme", "description,paused"),
         ("c", "config:admin", "tenant.create", "tenant/globex", "globex", ""),
-        ("b", "config:admin", "endpoint.rotate_secret", "endpoint/ep1", "acme", "secret"),
+        ("b", "config:admin", "endpoint.rotate_secret", f"endpoint/{ep.id}", "acme", "secret"),
         ("b", "config:admin", "source.create", f"source/{src['id']}", "acme", ""),
-        ("a", "token:ops", "endpoint.create", "endpoint/ep1", "acme", ""),
+        ("a", "token:ops", "endpoint.create", f"endpoint/{ep.id}", "acme", ""),
         ("a", "token:ops", "tenant.create", "tenant/acme", "acme", ""),
     ]
 

@@ -99,31 +99,46 @@ async def test_a_record_the_peer_refuses_is_repaired_past(net, started) -> None:
     await eventually(lambda: b.catalog.registry.has_tenant("t3"))
 
 
+async def _create_as_an_older_release(node, tenant: str, eid: str, event_types: list[str]):
+    """Create endpoint ``eid`` as a release before issue 37 did for a caller-chosen id:
+    the registry's own deltas, committed and replicated as any local change. Ids are
+    generated now, but a region not yet upgraded can still re-create a deleted one."""
+    fields = {"url": "https://h.example/hook", "secret": "whsec_" + "A" * 44}
+    async with node.writer.local_lock():
+        stamp = node.writer.stamp()
+        deltas = node.catalog.registry.create_endpoint(
+            eid, tenant, fields, event_types, stamp.wall_ms, node.writer.actor, stamp
+        )
+        durable = node.writer.commit_local("registry", stamp, deltas)
+    await durable
+    return node.catalog.endpoint(tenant, eid)
+
+
 async def test_a_re_created_endpoint_starts_without_the_old_subscriptions(net, started) -> None:
     """QA 2026-12-02: delete an endpoint subscribed to a, b and create its id again with
     m: it was subscribed to a, b and m in every region (the set was never emptied)."""
     a, b = await _pair(net, started)
     await a.registry_ops.create_tenant("rx", "Rx")
     url = {"url": "https://h.example/hook"}
-    await a.registry_ops.create_endpoint("rx", {"id": "r1", **url, "event_types": ["a", "b"]})
-    await a.registry_ops.delete_endpoint("rx", "r1")
-    again = await a.registry_ops.create_endpoint("rx", {"id": "r1", **url, "event_types": ["m"]})
+    r1 = (await a.registry_ops.create_endpoint("rx", {**url, "event_types": ["a", "b"]})).id
+    await a.registry_ops.delete_endpoint("rx", r1)
+    again = await _create_as_an_older_release(a, "rx", r1, ["m"])
     assert sorted(again.event_types) == ["m"]
     await eventually(lambda: b.catalog.registry.has_tenant("rx"))
 
     def on_b() -> list[str] | None:
         try:
-            return sorted(b.catalog.endpoint("rx", "r1").event_types)
+            return sorted(b.catalog.endpoint("rx", r1).event_types)
         except Exception:
             return None
 
     await eventually(lambda: on_b() == ["m"])
     # the same re-created in the other region, after it saw the delete
-    await b.registry_ops.delete_endpoint("rx", "r1")
-    await b.registry_ops.create_endpoint("rx", {"id": "r1", **url, "event_types": ["z"]})
-    assert sorted(b.catalog.endpoint("rx", "r1").event_types) == ["z"]
-    await eventually(lambda: sorted(a.catalog.endpoint("rx", "r1").event_types) == ["z"])
+    await b.registry_ops.delete_endpoint("rx", r1)
+    await _create_as_an_older_release(b, "rx", r1, ["z"])
+    assert sorted(b.catalog.endpoint("rx", r1).event_types) == ["z"]
+    await eventually(lambda: sorted(a.catalog.endpoint("rx", r1).event_types) == ["z"])
     # an endpoint created with no types at all (every type) after one that had some
-    await a.registry_ops.delete_endpoint("rx", "r1")
-    fresh = await a.registry_ops.create_endpoint("rx", {"id": "r1", **url})
-    assert fresh.event_types == [] or list(fresh.event_types) == []
+    await a.registry_ops.delete_endpoint("rx", r1)
+    fresh = await _create_as_an_older_release(a, "rx", r1, [])
+    assert list(fresh.event_types) == []

@@ -61,7 +61,7 @@ async def test_sqlite_and_postgresql_regions_converge_truncate_and_repair(
             await n.start()
         await a.registry_ops.create_tenant("acme", "Acme")
         await eventually(lambda: b.catalog.registry.tenant("acme") is not None)
-        await b.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+        await b.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
         await eventually(lambda: converged(a, b))
         for i in range(20):
             await (a, b)[i % 2].ingest.publish("acme", "t", b'{"i":%d}' % i, f"k{i}")

@@ -33,7 +33,7 @@ async def test_tenant_deleted_in_one_region_is_gone_in_the_other(net, started) -
     gh = (
         await a.registry_ops.create_source({"tenant": "acme", "kind": "github", "secret": SECRET})
     )["id"]
-    ep = await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
     body = b'{"action":"opened"}'
     event, created = await a.ingest.ingest(gh, _github(body, "guid-1"), body)
     assert created
@@ -49,8 +49,9 @@ async def test_tenant_deleted_in_one_region_is_gone_in_the_other(net, started) -
     await eventually(lambda: a.catalog.registry.source(gh) is None)
     await b.registry_ops.create_tenant("acme", "Acme again")
     await eventually(lambda: a.catalog.registry.tenant_gen("acme") not in (None, old_gen))
-    await b.registry_ops.create_endpoint("acme", {"id": ep.id, "url": "https://h.example/"})
-    await eventually(lambda: a.catalog.registry.endpoint(ep.id) is not None)
+    new = await b.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    await eventually(lambda: a.catalog.registry.endpoint(new.id) is not None)
+    assert new.id != ep.id  # endpoint ids are generated: the old one is never re-created
 
     for n in (a, b):
         assert n.catalog.registry.source(gh) is None
@@ -60,7 +61,9 @@ async def test_tenant_deleted_in_one_region_is_gone_in_the_other(net, started) -
             await n.recovery.retry_delivery("acme", delivery.id)
         with pytest.raises(NotFound):
             await n.ingest.ingest(gh, _github(body, "guid-2"), body)
-        rows, nxt = await n.recovery.deliveries_page("acme", ep.id, None, None, None, 50)
+        with pytest.raises(NotFound):
+            await n.recovery.deliveries_page("acme", ep.id, None, None, None, 50)
+        rows, nxt = await n.recovery.deliveries_page("acme", new.id, None, None, None, 50)
         assert rows == [] and nxt is None
 
 
@@ -74,8 +77,8 @@ async def test_usage_counters_equal_delivery_states_across_regions(net, started)
         await n.start()
         started.append(n)
     await a.registry_ops.create_tenant("acme", "Acme")
-    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
-    await eventually(lambda: b.catalog.registry.endpoint("ep1") is not None)
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    await eventually(lambda: b.catalog.registry.endpoint(ep.id) is not None)
     events = [(await a.ingest.publish("acme", "t", b"{}", None))[0] for _ in range(4)]
 
     async def states(node, want: str | None = None) -> list[Delivery] | bool:
@@ -98,7 +101,7 @@ async def test_usage_counters_equal_delivery_states_across_regions(net, started)
     # a pending delivery starved past the horizon is dead without an attempt
     now = a.clock.wall_ms()
     old = now - 49 * 3600 * 1000
-    starved = Delivery("dlv_starved", events[0].id, "ep1", "acme", DeliveryStatus.PENDING,
+    starved = Delivery("dlv_starved", events[0].id, ep.id, "acme", DeliveryStatus.PENDING,
                        0, old, "a", old, old)  # fmt: skip
     await a.store.commit(WriteBatch(deliveries=[starved]))
     a.delivery._expired_at = None  # the check runs at most once per poll interval

@@ -38,19 +38,19 @@ class HeldPageStore(MemoryStore):
 
 async def _skipped(store: MemoryStore, n: int):  # type: ignore[no-untyped-def]
     """A node with ``n`` skipped deliveries (published while the endpoint was paused),
-    the endpoint resumed; returns (node, network, delivery ids)."""
+    the endpoint resumed; returns (node, network, delivery ids, endpoint id)."""
     node, net = worker_node(CountingSender(held=True), store)  # attempts never end
     await node.start()
     ops = node.registry_ops
     await ops.create_tenant("acme", "A")
-    await ops.create_endpoint("acme", {"id": "ep", "url": "https://ep.example/",
-                                       "event_types": ["push"], "paused": True})  # fmt: skip
+    ep = await ops.create_endpoint("acme", {"url": "https://ep.example/",
+                                            "event_types": ["push"], "paused": True})  # fmt: skip
     ids = []
     for _ in range(n):
         event, _ = await node.ingest.publish("acme", "push", b"{}", None)
         ids += [d.id for d in await store.deliveries_of_event(event.id)]
-    await ops.patch_endpoint("acme", "ep", {"paused": False})
-    return node, net, ids
+    await ops.patch_endpoint("acme", ep.id, {"paused": False})
+    return node, net, ids, ep.id
 
 
 async def _backlog(node) -> int:  # type: ignore[no-untyped-def]
@@ -60,7 +60,7 @@ async def _backlog(node) -> int:  # type: ignore[no-untyped-def]
 
 async def test_two_retries_of_one_delivery_make_two_generations() -> None:
     store = MemoryStore()
-    node, net, (did,) = await _skipped(store, 1)
+    node, net, (did,), _ = await _skipped(store, 1)
     try:
         first, second = await asyncio.gather(
             node.recovery.retry_delivery("acme", did), node.recovery.retry_delivery("acme", did)
@@ -74,10 +74,10 @@ async def test_two_retries_of_one_delivery_make_two_generations() -> None:
 
 async def test_a_job_leaves_a_row_retried_after_its_page_was_read() -> None:
     store = HeldPageStore()
-    node, net, ids = await _skipped(store, 3)
+    node, net, ids, eid = await _skipped(store, 3)
     try:
         store.hold = True
-        job = await node.recovery.start_job("acme", "ep", "replay-missing", 0)
+        job = await node.recovery.start_job("acme", eid, "replay-missing", 0)
         for _ in range(300):
             if store.waiting:
                 break

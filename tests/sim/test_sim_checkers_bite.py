@@ -1,6 +1,7 @@
 """The checkers catch a wrong merge: one region's registry merges OR-Set removes wrongly
 (injected through a Node subclass; crdt/ and core/ untouched) and the run must fail; so
-do a node that never fails over and one that merges records its HLC refused."""
+do a node that never fails over, one that merges records its HLC refused, and regions
+whose endpoint ids collide across tenants (the owner checker)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,34 @@ def test_wrong_orset_merge_is_reported() -> None:
     # us-east diverges from everyone else; state digests may then spread its wrong merge
     # (repaired into agreement), which the add-wins checker reports instead
     assert kinds & {"convergence", "add_wins"}, res.violations
+
+
+class CountingIds:
+    """Endpoint ids ``ep_1``, ``ep_2``, ... in every region alike: what caller-chosen ids
+    allowed, two tenants creating one id in two regions at once."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def new(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}_{self.n}"
+
+
+class CollidingIdsNode(Node):
+    async def start(self) -> None:
+        await super().start()
+        self.registry_ops.ids = CountingIds()
+
+
+def test_endpoint_of_two_tenants_is_reported() -> None:
+    opts = load_scenario(SCENARIOS / "partition-heal.toml", seed=2)
+    assert run(opts).ok
+    names = ("eu-west", "us-east", "ap-south")
+    res = run(opts, node_classes={n: CollidingIdsNode for n in names})
+    owner = [v.detail for v in res.violations if v.kind == "owner"]
+    # one endpoint id holds the other tenant's owner write, description, url and types
+    assert any("holds tenant" in d and "event type" in d for d in owner), res.violations
 
 
 class NoFailoverNode(Node):

@@ -101,9 +101,6 @@ _HEADERS = Field(
 
 
 class EndpointIn(_Body):
-    id: Annotated[str, Field(pattern=_ID)] | SkipJsonSchema[None] = Field(
-        None, description="default: generated"
-    )
     url: str = Field(
         max_length=2048,
         pattern=_URL,

@@ -27,13 +27,13 @@ def endpoints_list(ctx: click.Context, tenant: str) -> None:
 @endpoints.command("create")
 @TENANT_OPTION
 @click.option("--url", "ep_url", required=True)
-@click.option("--id", "ep_id", default=None)
 @click.option("--event-type", "event_types", multiple=True, help="Repeat; none: every type.")
 @click.pass_context
 def endpoints_create(
-    ctx: click.Context, tenant: str, ep_url: str, ep_id: str | None, event_types: tuple[str, ...]
+    ctx: click.Context, tenant: str, ep_url: str, event_types: tuple[str, ...]
 ) -> None:
-    body = {"url": ep_url, "event_types": list(event_types), **({"id": ep_id} if ep_id else {})}
+    """Create an endpoint; its id is generated and printed."""
+    body = {"url": ep_url, "event_types": list(event_types)}
     path = api_path("/v1/tenants/{tenant}/endpoints", tenant=tenant)
     out(ctx, client_of(ctx).call("POST", path, json_body=body))
 

@@ -136,7 +136,7 @@ class OutcomeRecorder:
                 # usage counters count deliveries by current status (README, "Usage
                 # counters"): only a pending -> final transition moves them
                 if d.region == self.region:
-                    self.queue.backlog -= 1
+                    self.queue.count(d.tenant, -1)
                 _move(moves, d.tenant, "backlog", -1)
                 if new.status is DeliveryStatus.DELIVERED:
                     _move(moves, d.tenant, "deliveries_succeeded", 1)

@@ -146,7 +146,8 @@ class IngestSettings(_Section):
     backlog_capacity: int = Field(100_000, ge=1)  # undelivered + queued writes at S = 1
     # the most of backlog_capacity one tenant's undelivered deliveries in this region may
     # take: at it, the tenant's publishes and inbound requests get 429 (the others' do
-    # not), its recover/replay jobs wait, and retrying its finished deliveries gets 429
+    # not), its recover/replay jobs wait, and retrying its finished deliveries gets 429;
+    # 1: no share (one tenant may take the whole capacity)
     tenant_backlog_share: float = Field(0.5, gt=0, le=1)
     pressure_tau_s: float = Field(2.0, ge=0)  # smoothing time constant of S
     # event type pattern (exact, "prefix.*" or "*") -> critical | high | normal | low

@@ -105,9 +105,9 @@ def test_priority_rules() -> None:
 
 @pytest.mark.parametrize(
     ("capacity", "share", "limit"),
-    [(300, 0.5, 150), (100_000, 0.5, 50_000), (10, 1.0, 10), (3, 0.1, 1), (1, 0.5, 1)],
+    [(300, 0.5, 150), (100_000, 0.5, 50_000), (10, 1.0, None), (3, 0.1, 1), (1, 0.5, 1)],
 )
-def test_tenant_backlog_limit(capacity: int, share: float, limit: int) -> None:
+def test_tenant_backlog_limit(capacity: int, share: float, limit: int | None) -> None:
     assert tenant_backlog_limit(capacity, share) == limit
 
 

@@ -107,10 +107,11 @@ def admit(pressure: Pressure, priority: str, jitter: float) -> Admission:
     return Admission(202, None, state)
 
 
-def tenant_backlog_limit(capacity: int, share: float) -> int:
+def tenant_backlog_limit(capacity: int, share: float) -> int | None:
     """The most undelivered deliveries one tenant may hold in a region before its
-    ingests are refused: ``share`` (0 < share <= 1) of ``capacity``, at least 1."""
-    return max(1, math.floor(capacity * share))
+    ingests are refused: ``share`` (0 < share <= 1) of ``capacity``, at least 1; None
+    for a share of 1 (a tenant may take the whole capacity: the region's rules only)."""
+    return None if share >= 1 else max(1, math.floor(capacity * share))
 
 
 def tenant_retry_after(jitter: float) -> int:

@@ -118,7 +118,7 @@ class Ingest:
         bucket = self.tenant_buckets.get(tenant_id)
         if bucket is None:
             bucket = self.tenant_buckets[tenant_id] = TokenBucket.new(rate, now)
-        bucket.retune(rate)
+        bucket.retune(rate, now)
         if not bucket.take(now):
             raise TooManyRequests(
                 f"tenant {tenant_id!r} is over its publish rate of {rate:g}/s in this region",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,9 @@ log = logging.getLogger("regionsync.node")
 class Catalog:
     """The replicated registry (``core.registry.Registry``) and what is derived from it,
     kept in step (every delta goes through ``apply``): the subscription index, the
-    custody records (``custody``) and the recovery jobs (``jobs``).
+    custody records (``custody``) and the recovery jobs (``jobs``). ``watchers`` are
+    called with the changed keys of every delta that changed more than usage counters
+    (local, replicated or another process's), after the rest is derived.
 
     The lookups raise ``NotFound`` naming the field, as the API answers them.
     """
@@ -60,6 +62,7 @@ class Catalog:
         self.event_types: dict[str, dict[str, EventTypeView]] = {}
         self.strict: frozenset[str] = frozenset()
         self.validators = ValidatorCache()
+        self.watchers: list[Callable[[Mapping[str, CRDT]], None]] = []
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
@@ -82,6 +85,8 @@ class Catalog:
             if any(k == "tokens" or k.startswith("k/") for k in changed):
                 self._reindex_tokens()
             self._reindex_event_types(changed, members)
+            for watch in self.watchers:
+                watch(changed)
         return changed
 
     def _reindex_event_types(self, changed: Mapping[str, CRDT] | None, members: set[str]) -> None:

@@ -144,6 +144,11 @@ class IngestSettings(_Section):
     # (about 2.4 MB per million: two generations): a new key skips the store read; 0: off
     idempotency_filter_entries: int = Field(2_000_000, ge=0, le=1_000_000_000)
     backlog_capacity: int = Field(100_000, ge=1)  # undelivered + queued writes at S = 1
+    # the most of backlog_capacity one tenant's undelivered deliveries in this region may
+    # take: at it, the tenant's publishes and inbound requests get 429 (the others' do
+    # not), its recover/replay jobs wait, and retrying its finished deliveries gets 429;
+    # 1: no share (one tenant may take the whole capacity)
+    tenant_backlog_share: float = Field(0.5, gt=0, le=1)
     pressure_tau_s: float = Field(2.0, ge=0)  # smoothing time constant of S
     # event type pattern (exact, "prefix.*" or "*") -> critical | high | normal | low
     event_type_priorities: dict[str, Literal["critical", "high", "normal", "low"]] = {}

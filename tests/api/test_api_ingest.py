@@ -155,6 +155,7 @@ async def test_shedding_low_priority_while_critical_is_accepted(tmp_path: Path) 
     settings = {
         "ingest": {
             "backlog_capacity": 10,
+            "tenant_backlog_share": 1.0,  # one tenant reaches the region's own states
             "pressure_tau_s": 0.0,
             "event_type_priorities": {"crit.*": "critical", "low.*": "low"},
         },

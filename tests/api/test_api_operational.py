@@ -76,7 +76,8 @@ async def test_failing_recovered_and_dead(tmp_path: Path, receiver: RecordingRec
 
 
 async def test_backpressure_entered(tmp_path: Path, receiver: RecordingReceiver) -> None:
-    ingest = {"backlog_capacity": 2, "pressure_tau_s": 0}
+    # one tenant takes the whole capacity (no tenant share): the region's own states
+    ingest = {"backlog_capacity": 2, "pressure_tau_s": 0, "tenant_backlog_share": 1.0}
     async with running_node(tmp_path, operational_webhooks=OPS, ingest=ingest) as api:
         await _setup(api, receiver, slow={"event_types": ["s"]})
         receiver.fail_first["slow"] = 1000  # its deliveries stay pending: the backlog grows

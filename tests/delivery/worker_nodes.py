@@ -12,7 +12,7 @@ from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
 from regionsync.runtime.node import Node
-from regionsync.runtime.ports import OutboundRequest, Sender
+from regionsync.runtime.ports import Clock, OutboundRequest, Sender
 
 
 class CountingSender:
@@ -63,12 +63,19 @@ class StaticResolver:
 
 
 def worker_node(
-    sender: Sender, store: MemoryStore | None = None, **delivery: object
+    sender: Sender,
+    store: MemoryStore | None = None,
+    ingest: dict[str, object] | None = None,
+    clock: Clock | None = None,
+    **delivery: object,
 ) -> tuple[Node, MemoryNetwork]:
     """A node (not started) whose attempts go to ``sender``; ``delivery`` entries go into
-    that settings section (``poll_interval_s`` 0.05 unless given)."""
-    settings = load_settings(None, region="a", delivery={"poll_interval_s": 0.05, **delivery})
-    clock, rng, net = SystemClock(), system_rng(), MemoryNetwork()
+    that settings section (``poll_interval_s`` 0.05 unless given), ``ingest`` into its."""
+    settings = load_settings(
+        None, region="a", delivery={"poll_interval_s": 0.05, **delivery}, ingest=ingest or {}
+    )
+    clock = clock or SystemClock()
+    rng, net = system_rng(), MemoryNetwork()
     node = Node(settings, store=store or MemoryStore(), clock=clock, rng=rng,
                 ids=UlidSource(clock, rng), transport=net.transport("a"), sender=sender,
                 resolver=StaticResolver())  # fmt: skip

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from regionsync.core.backpressure import Pressure, admit, observe, priority_for
+from regionsync.config import load_settings
+from regionsync.core.backpressure import (
+    Pressure,
+    admit,
+    observe,
+    priority_for,
+    tenant_backlog_limit,
+    tenant_retry_after,
+)
+from regionsync.runtime.state import DeliveryQueue
 
 
 def at(s: float, raw: float | None = None) -> Pressure:
@@ -91,3 +101,39 @@ def test_priority_rules() -> None:
     assert priority_for("a.b.c", rules) == "normal"
     assert priority_for("other", rules) == "low"
     assert priority_for("other", {}) == "normal"
+
+
+@pytest.mark.parametrize(
+    ("capacity", "share", "limit"),
+    [(300, 0.5, 150), (100_000, 0.5, 50_000), (10, 1.0, None), (3, 0.1, 1), (1, 0.5, 1)],
+)
+def test_tenant_backlog_limit(capacity: int, share: float, limit: int | None) -> None:
+    assert tenant_backlog_limit(capacity, share) == limit
+
+
+def test_tenant_retry_after_is_the_longest_jittered() -> None:
+    assert tenant_retry_after(0.0) == 30
+    assert {tenant_retry_after(j) for j in (-1.0, 1.0)} == {24, 36}
+    with pytest.raises(ValueError):
+        tenant_retry_after(1.5)
+
+
+def test_queue_counts_per_tenant() -> None:
+    q = DeliveryQueue(tenant_limit=3)
+    q.count("a", 2)
+    q.count("b", 1)
+    assert (q.backlog, q.tenant_backlog) == (3, {"a": 2, "b": 1})
+    assert q.tenant_room("a") == 1 and not q.tenant_full("a")
+    q.count("a", 1)
+    assert q.tenant_full("a") and q.tenant_room("a") == 0 and not q.tenant_full("b")
+    q.count("b", -1)
+    assert q.tenant_backlog == {"a": 3}  # a tenant at 0 is dropped
+    q.recount(7, {"a": 0, "c": 7})
+    assert (q.backlog, q.tenant_backlog) == (7, {"c": 7}) and q.tenant_full("c")
+    assert DeliveryQueue().tenant_room("a") is None and not DeliveryQueue().tenant_full("a")
+
+
+@pytest.mark.parametrize("share", [0, -0.5, 1.01])
+def test_tenant_backlog_share_is_checked(share: float) -> None:
+    with pytest.raises(ValidationError, match="tenant_backlog_share"):
+        load_settings(None, region="a", ingest={"tenant_backlog_share": share})

@@ -524,6 +524,21 @@ async def test_counts_are_kept_by_commits(store) -> None:
     assert (await store.counts(other))["events_accepted"] == 3
 
 
+async def test_pending_by_tenant(store) -> None:
+    """Pending deliveries a region owns, per tenant (a tenant's share of the backlog,
+    issue 38): other statuses and other regions' rows are not counted."""
+    rows = [dataclasses.replace(_delivery(i), tenant="acme" if i < 3 else "zed") for i in range(5)]
+    rows.append(_delivery(5, DeliveryStatus.DEAD))
+    rows.append(dataclasses.replace(_delivery(6), region="us-east-1"))
+    await store.commit(WriteBatch(deliveries=rows))
+    assert await store.pending_by_tenant(REGION) == {"acme": 3, "zed": 2}
+    done = dataclasses.replace(rows[0], status=DeliveryStatus.DELIVERED, updated_at_ms=50)
+    await store.commit(WriteBatch(deliveries=[done]))
+    assert await store.pending_by_tenant(REGION) == {"acme": 2, "zed": 2}
+    assert await store.pending_by_tenant("us-east-1") == {"acme": 1}
+    assert await store.pending_by_tenant("nowhere") == {}
+
+
 async def test_sqlite_counts_filled_for_an_existing_file(tmp_path: Path) -> None:
     """A file from before the kept row counts gets them, counted once, on open."""
     s = SqliteStore(tmp_path / "old.db")

@@ -389,6 +389,14 @@ class MemoryStore:
         self._check()
         return self._counts.get(("delivery", region, DeliveryStatus.PENDING.value), 0)
 
+    async def pending_by_tenant(self, region: str) -> dict[str, int]:
+        self._check()
+        out: dict[str, int] = {}
+        for rows in self._pending.get(region, {}).values():
+            for d in rows.values():
+                out[d.tenant] = out.get(d.tenant, 0) + 1
+        return out
+
     async def counts(self, region: str) -> dict[str, int]:
         self._check()
         c = self._counts

@@ -255,7 +255,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (413, "body too large"),
         (415, "not JSON"),
         (422, "a field is invalid (named in `field`; a schema violation adds `path`)"),
-        (429, "shedding load (Retry-After)"),
+        (429, "shedding load, or the tenant over its rate or backlog share (Retry-After)"),
         (503, "overloaded or not replicated in time (Retry-After)"),
     )
 }

@@ -843,6 +843,14 @@ class PostgresStore:
     async def pending_count(self, region: str) -> int:
         return (await self.counts(region))["deliveries_pending"]
 
+    async def pending_by_tenant(self, region: str) -> dict[str, int]:
+        rows = await self._fetch(
+            "SELECT tenant, count(*) FROM deliveries WHERE region = %s AND status = 'pending' "
+            "GROUP BY tenant",
+            (region,),
+        )
+        return {t: int(n) for t, n in rows}
+
     async def counts(self, region: str) -> dict[str, int]:
         # fold the rows of other backends' slots that no transaction holds into slot 0
         # (migration 8), one folder at a time, so the rows stay few: kinds x regions x

@@ -1022,6 +1022,14 @@ class SqliteStore:
     async def pending_count(self, region: str) -> int:
         return (await self.counts(region))["deliveries_pending"]
 
+    async def pending_by_tenant(self, region: str) -> dict[str, int]:
+        rows = await self.rdb.execute_fetchall(
+            "SELECT tenant, count(*) FROM deliveries WHERE region = ? AND status = 'pending' "
+            "GROUP BY tenant",
+            (region,),
+        )
+        return {t: n for t, n in rows}
+
     async def counts(self, region: str) -> dict[str, int]:
         out = {"events": 0, "events_accepted": 0}
         out.update((f"deliveries_{s.value}", 0) for s in DeliveryStatus)

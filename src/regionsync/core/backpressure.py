@@ -5,6 +5,9 @@ capacity), smoothed over time, which traffic to admit; never reads time or rando
 (``now_s`` and a ``jitter`` sample in [-1, 1] are passed in). Rules (issue 5): below 0.75
 accept everything; 0.75..0.90 shed ``low`` with 429 and a Retry-After growing with S;
 0.90..1.0 accept only ``critical``; at the hard limit (raw S >= 1) 503 for everyone.
+Before those, a tenant's own share (issue 38): a tenant holding ``tenant_backlog_limit``
+or more of the region's undelivered backlog gets 429 (``tenant_retry_after``), whatever
+the region's saturation, so one tenant's backlog never takes the whole capacity.
 """
 
 from __future__ import annotations
@@ -12,7 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["PRIORITIES", "Admission", "Pressure", "admit", "observe", "priority_for"]
+__all__ = [
+    "PRIORITIES",
+    "Admission",
+    "Pressure",
+    "admit",
+    "observe",
+    "priority_for",
+    "tenant_backlog_limit",
+    "tenant_retry_after",
+]
 
 PRIORITIES = ("critical", "high", "normal", "low")
 SHED_LOW_AT = 0.75
@@ -93,6 +105,22 @@ def admit(pressure: Pressure, priority: str, jitter: float) -> Admission:
     if state == "shedding" and priority == "low":
         return Admission(429, _retry_after(pressure.smoothed, jitter), state)
     return Admission(202, None, state)
+
+
+def tenant_backlog_limit(capacity: int, share: float) -> int | None:
+    """The most undelivered deliveries one tenant may hold in a region before its
+    ingests are refused: ``share`` (0 < share <= 1) of ``capacity``, at least 1; None
+    for a share of 1 (a tenant may take the whole capacity: the region's rules only)."""
+    return None if share >= 1 else max(1, math.floor(capacity * share))
+
+
+def tenant_retry_after(jitter: float) -> int:
+    """Retry-After (seconds) for a tenant at its backlog share: the longest the region
+    gives (its backlog drains at its endpoints' pace), jittered. Raises ValueError for a
+    jitter outside [-1, 1]."""
+    if not -1.0 <= jitter <= 1.0:
+        raise ValueError("jitter must be in [-1, 1]")
+    return _retry_after(HARD_LIMIT, jitter)
 
 
 def priority_for(event_type: str, rules: dict[str, str], default: str = "normal") -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["INPUTS", "STATES", "TABLE", "Health", "HealthPolicy", "step"]
+__all__ = ["INPUTS", "STATES", "TABLE", "Health", "HealthPolicy", "behind", "step"]
 
 STATES = ("active", "failing", "paused", "disabled")
 INPUTS = ("success", "failure", "exhausted", "gone", "pause", "resume")
@@ -111,3 +111,12 @@ def step(h: Health, event: str, now_ms: int, policy: HealthPolicy = HealthPolicy
     if nxt == h.state:
         return h
     return Health(nxt, h.failures, h.failing_since_ms)
+
+
+def behind(h: Health, replicated: str) -> bool:
+    """Is a region's health view ``h`` of an endpoint behind the endpoint's replicated
+    state ``replicated`` (``EndpointView.state``)? A paused, failing or disabled view is,
+    once the registry says otherwise: resumed, re-enabled, reset by a new url or found
+    healthy, in any region (the region's own transitions write the registry as they
+    happen, so they agree). An active view is the region's own evidence: kept."""
+    return h.state != "active" and h.state != replicated

@@ -71,9 +71,11 @@ class TokenBucket:
         self._refill(now_s)
         return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate_per_s
 
-    def retune(self, rate_per_s: float) -> None:
-        """Apply a changed rate limit, keeping the tokens already earned."""
+    def retune(self, rate_per_s: float, now_s: float) -> None:
+        """Apply a changed rate limit from ``now_s`` on, keeping the tokens earned until
+        then at the old rate."""
         if rate_per_s != self.rate_per_s:
+            self._refill(now_s)
             self.rate_per_s = float(rate_per_s)
             self.burst = max(1.0, float(rate_per_s))
             self.tokens = min(self.tokens, self.burst)
@@ -92,7 +94,7 @@ class Lane:
 
     def admit(self, rate_per_s: float, max_in_flight: int, now_s: float) -> bool:
         """Start an attempt if the lane allows it now (takes a token, counts it in flight)."""
-        self.bucket.retune(rate_per_s)
+        self.bucket.retune(rate_per_s, now_s)
         if self.inflight >= max_in_flight or not self.bucket.take(now_s):
             return False
         self.inflight += 1

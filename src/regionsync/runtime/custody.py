@@ -163,7 +163,8 @@ class Custody:
         if self.region in writes:
             pending = await self.store.pending_count(self.region)
             self.counters["deliveries_handed_back"] += pending
-            self.queue.backlog = pending  # successors finished some while we were away
+            # successors finished some while we were away
+            self.queue.recount(pending, await self.store.pending_by_tenant(self.region))
         async with self.writer.local_lock():
             stamp = self.writer.stamp()
             deltas: dict[str, Any] = {}

@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
+
+from crdt import CRDT
 
 from ..config import Settings
 from ..core.custody import CustodyRecord
-from ..core.health import Health, HealthPolicy
+from ..core.health import Health, HealthPolicy, behind
 from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
 from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Delivery, DeliveryStatus, Event
@@ -101,6 +104,14 @@ class DeliveryWorker:
         self._ready_at, self._epoch = 0.0, 0
         self._fetch: asyncio.Task[None] | None = None
         self._handed: set[str] = set()  # fresh rows taken while ``_fetch`` was reading
+        catalog.watchers.append(self._registry_changed)
+
+    def _registry_changed(self, changed: Mapping[str, CRDT]) -> None:
+        """An endpoint's or a tenant's fields changed (rate, in-flight caps, pause...):
+        claim again now, so the change counts at the next claim, also for a lane that
+        waits on its bucket or cap (``_blocked`` reads the limits afresh)."""
+        if any(key.startswith(("e/", "t/", "tenants")) for key in changed):
+            self.queue.wake.set()
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
@@ -183,6 +194,9 @@ class DeliveryWorker:
         soonest: float | None = None
         idle: list[str] = []
         for eid, lane in self.lanes.items():
+            view = self.catalog.registry.endpoint(eid)
+            if view is not None:  # a changed rate counts now, also for a lane waiting on it
+                lane.bucket.retune(view.rate_limit_per_s, now_s)
             health = self.queue.health.get(eid)
             failing = health is not None and health.state == "failing"
             if lane.inflight == 0 and not failing and lane.bucket.wait_s(now_s) == 0:
@@ -190,9 +204,8 @@ class DeliveryWorker:
                 if lane.bucket.tokens >= lane.bucket.burst:
                     idle.append(eid)
                 continue
-            view = self.catalog.registry.endpoint(eid)
-            if view is None:
-                continue
+            if view is None or view.paused or view.disabled:
+                continue  # not sent to: its rows are only recorded, outside any lane
             if lane.inflight >= view.max_in_flight:
                 blocked.add(eid)
                 continue
@@ -504,10 +517,15 @@ class DeliveryWorker:
 
     def _forget_stale_health(self) -> None:
         """Drop this region's health view of endpoints deleted or given a new url (also
-        a url changed in another region): failures at the old url do not count."""
-        for eid in list(self.queue.health):
+        a url changed in another region): failures at the old url do not count; and of
+        those resumed, re-enabled or found healthy elsewhere (``core.health.behind``)."""
+        for eid, health in list(self.queue.health.items()):
             view = self.catalog.registry.endpoint(eid)
-            if view is None or view.url != self.recorder.health_url.get(eid, view.url):
+            if (
+                view is None
+                or view.url != self.recorder.health_url.get(eid, view.url)
+                or behind(health, view.state)
+            ):
                 del self.queue.health[eid]
                 self.recorder.health_url.pop(eid, None)
 

@@ -26,7 +26,7 @@ from ..core.validate import check_event_type
 from ..errors import Conflict, NotFound, TooManyRequests, Unavailable
 from .operational import OperationalEvents
 from .ports import Clock, IdSource, Rng, Store
-from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
+from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus, tenant_backlog_full
 from .writepath import WritePath
 
 __all__ = ["Ingest"]
@@ -118,7 +118,7 @@ class Ingest:
         bucket = self.tenant_buckets.get(tenant_id)
         if bucket is None:
             bucket = self.tenant_buckets[tenant_id] = TokenBucket.new(rate, now)
-        bucket.retune(rate)
+        bucket.retune(rate, now)
         if not bucket.take(now):
             raise TooManyRequests(
                 f"tenant {tenant_id!r} is over its publish rate of {rate:g}/s in this region",
@@ -127,7 +127,17 @@ class Ingest:
                 field="tenant",
             )
 
-    def _admit_or_raise(self, priority: str) -> None:
+    def _tenant_share_or_raise(self, tenant_id: str, priority: str) -> None:
+        """429 (code ``tenant_backlog_full``) while the tenant holds its share of this
+        region's backlog (``ingest.tenant_backlog_share`` of the capacity), whatever the
+        region's saturation: its backlog never takes the other tenants' capacity."""
+        if not self.queue.tenant_full(tenant_id):
+            return
+        self.ingest_counts[("shed", priority)] = self.ingest_counts.get(("shed", priority), 0) + 1
+        raise tenant_backlog_full(self.queue, tenant_id, self.rng.uniform(-1.0, 1.0))
+
+    def _admit_or_raise(self, priority: str, tenant_id: str) -> None:
+        self._tenant_share_or_raise(tenant_id, priority)
         decision = self.admission(priority)
         if decision.status == 429:
             raise TooManyRequests(
@@ -180,7 +190,7 @@ class Ingest:
         self.catalog.require_tenant(tenant_id)
         self._tenant_rate_or_raise(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
-        self._admit_or_raise(priority)
+        self._admit_or_raise(priority, tenant_id)
         digest = ""  # only an Idempotency-Key needs the body's digest
         if idempotency_key is not None:
             digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
@@ -265,8 +275,7 @@ class Ingest:
         existing = await self.store.get_event(event_id)
         if existing is not None:
             return existing, False
-        priority = src.priority
-        self._admit_or_raise(priority)
+        self._admit_or_raise(src.priority, src.tenant)
         payload = inbound.text  # delivered as the sender wrote it (core.jsontext)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
         async with self.writer.local_lock():
@@ -376,7 +385,7 @@ class Ingest:
             self.idempotency.remember(idem)
         fresh = [d for d in batch.deliveries if d.status is DeliveryStatus.PENDING]
         pending = len(fresh)
-        self.queue.backlog += pending
+        self.queue.count(tenant_id, pending)
         # usage counters move once per group commit, not per event (WritePath._before_commit)
         batch.usage[(tenant_id, "events_published")] = 1
         if pending:

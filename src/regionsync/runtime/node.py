@@ -33,6 +33,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ..config import Settings
+from ..core.backpressure import tenant_backlog_limit
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .cohort import Cohort, Coordinator
@@ -91,8 +92,9 @@ class Node:
              "digest_mismatches"), 0,
         )  # fmt: skip
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
-        self.catalog, self.queue = Catalog(), DeliveryQueue()
         opts = settings.ingest
+        limit = tenant_backlog_limit(opts.backlog_capacity, opts.tenant_backlog_share)
+        self.catalog, self.queue = Catalog(), DeliveryQueue(tenant_limit=limit)
         self.keys = IdempotencyKeys(
             store,
             opts.idempotency_cache_entries,
@@ -170,7 +172,10 @@ class Node:
         writer.open(self.region, incarnation, await store.load_version_vector())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()
-        self.queue.backlog = await store.pending_count(self.region)  # a kept count (no scan)
+        # the total is a kept count (no scan); per tenant one read of the pending index
+        self.queue.recount(
+            await store.pending_count(self.region), await store.pending_by_tenant(self.region)
+        )
         self._spawn(writer.start_committer(self._on_commit_failure).run(), "committer")
         await writer.resume_hlc()
         self.custody.start()

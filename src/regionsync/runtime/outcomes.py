@@ -19,7 +19,7 @@ from typing import Any
 
 from crdt import CRDT
 
-from ..core.health import Health, HealthPolicy
+from ..core.health import Health, HealthPolicy, behind
 from ..core.health import step as health_step
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.operational import health_transition
@@ -136,7 +136,7 @@ class OutcomeRecorder:
                 # usage counters count deliveries by current status (README, "Usage
                 # counters"): only a pending -> final transition moves them
                 if d.region == self.region:
-                    self.queue.backlog -= 1
+                    self.queue.count(d.tenant, -1)
                 _move(moves, d.tenant, "backlog", -1)
                 if new.status is DeliveryStatus.DELIVERED:
                     _move(moves, d.tenant, "deliveries_succeeded", 1)
@@ -217,11 +217,8 @@ def health_deltas(
     if event is None or view is None:
         return {}, None
     before = queue.health.get(endpoint_id)
-    if before is None:
-        state = "disabled" if view.disabled else "paused" if view.paused else (
-            "failing" if view.failing_since_ms is not None else "active"
-        )  # fmt: skip
-        before = Health(state, failing_since_ms=view.failing_since_ms)
+    if before is None or behind(before, view.state):  # e.g. re-enabled in another region
+        before = Health(view.state, failing_since_ms=view.failing_since_ms)
     after = health_step(before, event, now_ms, policy)
     queue.health[endpoint_id] = after
     health_url[endpoint_id] = view.url

@@ -27,12 +27,13 @@ from ..core.registry import gen_live
 from ..errors import NotFound
 from .audit import audit_section
 from .ports import Clock, IdSource, Store
-from .state import Catalog, DeliveryQueue
+from .state import Catalog, DeliveryQueue, tenant_backlog_full
 from .writepath import WritePath
 
 __all__ = ["Job", "Recovery"]
 
 log = logging.getLogger("regionsync.node")
+JOB_PAGE = 200  # deliveries a recovery job reads and regenerates at a time
 # the usage counter that counts deliveries in a final status (README, "Usage counters")
 _STATUS_COUNTER = {
     DeliveryStatus.DELIVERED: "deliveries_succeeded",
@@ -160,8 +161,12 @@ class Recovery:
         region, same event, so the same ``webhook-id``. NotFound unless the delivery
         belongs to the live tenant and endpoint generation (``delivery``). The new
         generation follows the delivery's latest state, also one submitted but not yet
-        stored (another retry, an outcome: ``WritePath.unsettled``)."""
+        stored (another retry, an outcome: ``WritePath.unsettled``). TooManyRequests
+        when a finished delivery would add to the tenant's backlog at its share
+        (``DeliveryQueue.tenant_full``)."""
         d = await self.delivery(tenant_id, delivery_id)
+        if d.status is not DeliveryStatus.PENDING and self.queue.tenant_full(tenant_id):
+            raise tenant_backlog_full(self.queue, tenant_id, 0.0)
         async with self.writer.unsettled.read(self.store, [d.id]) as read:
             async with self.writer.local_lock():
                 new, durable = self._regenerate([read.current().get(d.id, d)])
@@ -204,10 +209,10 @@ class Recovery:
             if d.status is DeliveryStatus.PENDING:
                 continue
             moves[(d.tenant, "backlog")] = moves.get((d.tenant, "backlog"), 0) + 1
+            self.queue.count(d.tenant, 1)
             left = _STATUS_COUNTER.get(d.status)
             if left is not None:
                 moves[(d.tenant, left)] = moves.get((d.tenant, left), 0) - 1
-        self.queue.backlog += sum(n for (_t, c), n in moves.items() if c == "backlog")
         deltas: dict[str, CRDT] = {}
         for (tenant, counter), n in sorted(moves.items()):
             deltas.update(reg.count(tenant, counter, n, actor))
@@ -244,7 +249,9 @@ class Recovery:
     async def start_job(self, tenant_id: str, endpoint_id: str, kind: str, since_ms: int) -> Job:
         """Start a background recovery job: ``recover`` re-sends dead deliveries of an
         endpoint since ``since_ms``, ``replay-missing`` the skipped ones. Returns once the
-        job is recorded (durable, replicated like any registry change)."""
+        job is recorded (durable, replicated like any registry change). A page is at most
+        what the tenant's share of this region's backlog has room for
+        (``DeliveryQueue.tenant_room``); at its share the job waits for it to drain."""
         self.catalog.endpoint(tenant_id, endpoint_id)
         job = Job(self.ids.new("job"), tenant_id, endpoint_id, kind, since_ms, "running",
                   started_at_ms=self.clock.wall_ms(), region=self.region)  # fmt: skip
@@ -281,9 +288,14 @@ class Recovery:
         unsettled = self.writer.unsettled
         try:
             while self.runs_here(job.region, job.endpoint_id):
+                room = self.queue.tenant_room(job.tenant)
+                if room == 0:  # the tenant holds its share of the backlog: wait for it
+                    await self.clock.sleep(self.settings.delivery.poll_interval_s)
+                    continue
+                page = JOB_PAGE if room is None else min(JOB_PAGE, room)
                 with unsettled.pinned():  # the page is brought up to date under the lock
                     rows = await self.store.list_deliveries(
-                        job.endpoint_id, status, job.since_ms, job.cursor, 200
+                        job.endpoint_id, status, job.since_ms, job.cursor, page
                     )
                     if not rows:
                         job.status = "succeeded"

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from crdt import CRDT, PNCounter
 
+from ..core.backpressure import tenant_retry_after
 from ..core.custody import CustodyRecord
 from ..core.event_types import EventTypeView, ValidatorCache, check_publish
 from ..core.health import Health
@@ -24,10 +25,17 @@ from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
 from ..core.registry import EndpointView, Registry, TenantView, gen_live
 from ..core.tokens import TokenView, tokens
-from ..errors import NotFound, Unprocessable
+from ..errors import NotFound, TooManyRequests, Unprocessable
 from .idempotency import IdempotencyKeys, IdempotencyRow
 
-__all__ = ["Catalog", "DeliveryQueue", "IdempotencyKeys", "IdempotencyRow", "PeerStatus"]
+__all__ = [
+    "Catalog",
+    "DeliveryQueue",
+    "IdempotencyKeys",
+    "IdempotencyRow",
+    "PeerStatus",
+    "tenant_backlog_full",
+]
 
 log = logging.getLogger("regionsync.node")
 
@@ -35,7 +43,9 @@ log = logging.getLogger("regionsync.node")
 class Catalog:
     """The replicated registry (``core.registry.Registry``) and what is derived from it,
     kept in step (every delta goes through ``apply``): the subscription index, the
-    custody records (``custody``) and the recovery jobs (``jobs``).
+    custody records (``custody``) and the recovery jobs (``jobs``). ``watchers`` are
+    called with the changed keys of every delta that changed more than usage counters
+    (local, replicated or another process's), after the rest is derived.
 
     The lookups raise ``NotFound`` naming the field, as the API answers them.
     """
@@ -52,6 +62,7 @@ class Catalog:
         self.event_types: dict[str, dict[str, EventTypeView]] = {}
         self.strict: frozenset[str] = frozenset()
         self.validators = ValidatorCache()
+        self.watchers: list[Callable[[Mapping[str, CRDT]], None]] = []
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
@@ -74,6 +85,8 @@ class Catalog:
             if any(k == "tokens" or k.startswith("k/") for k in changed):
                 self._reindex_tokens()
             self._reindex_event_types(changed, members)
+            for watch in self.watchers:
+                watch(changed)
         return changed
 
     def _reindex_event_types(self, changed: Mapping[str, CRDT] | None, members: set[str]) -> None:
@@ -219,18 +232,48 @@ FRESH_MAX = 4096  # fresh deliveries waiting for the worker (DeliveryQueue.fresh
 @dataclass
 class DeliveryQueue:
     """What ingest, recovery and the delivery worker share about this region's
-    deliveries: ``backlog`` (pending deliveries this region owns), the worker's ``wake``
-    event, ``health`` (endpoint id -> this region's health view of it), and ``fresh``:
-    pending deliveries of durable publishes handed to the worker without a store read
-    (issue 17: a quiet endpoint's fresh delivery waited for reads carrying a burst's rows).
+    deliveries: ``backlog`` (pending deliveries this region owns) and ``tenant_backlog``
+    (the same per tenant; tenants at 0 are dropped), moved together by ``count``; the
+    worker's ``wake`` event, ``health`` (endpoint id -> this region's health view of it),
+    and ``fresh``: pending deliveries of durable publishes handed to the worker without a
+    store read (issue 17: a quiet endpoint's fresh delivery waited for reads carrying a
+    burst's rows). ``tenant_limit`` is the most of ``backlog`` one tenant may hold
+    (``core.backpressure.tenant_backlog_limit``; None: no limit).
     """
 
     backlog: int = 0
+    tenant_backlog: dict[str, int] = field(default_factory=dict)
+    tenant_limit: int | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     health: dict[str, Health] = field(default_factory=dict)
     # delivery id -> (delivery, event); taken only while a worker reads ahead (``handoff``)
     fresh: dict[str, tuple[Delivery, Event]] = field(default_factory=dict)
     handoff: bool = False
+
+    def count(self, tenant: str, n: int) -> None:
+        """``n`` (may be negative) more pending deliveries of ``tenant`` owned here."""
+        self.backlog += n
+        held = self.tenant_backlog.get(tenant, 0) + n
+        if held > 0:
+            self.tenant_backlog[tenant] = held
+        else:
+            self.tenant_backlog.pop(tenant, None)
+
+    def recount(self, total: int, by_tenant: Mapping[str, int]) -> None:
+        """Replace the counts with the store's (at start, and when custody hands back)."""
+        self.backlog = total
+        self.tenant_backlog = {t: n for t, n in by_tenant.items() if n > 0}
+
+    def tenant_room(self, tenant: str) -> int | None:
+        """How many more pending deliveries ``tenant`` may add here before it holds its
+        share (``tenant_limit``): 0 at or over it; None: no limit."""
+        if self.tenant_limit is None:
+            return None
+        return max(0, self.tenant_limit - self.tenant_backlog.get(tenant, 0))
+
+    def tenant_full(self, tenant: str) -> bool:
+        """Does ``tenant`` hold its share of the backlog (``tenant_limit``) or more?"""
+        return self.tenant_room(tenant) == 0
 
     def hand_over(self, deliveries: list[Delivery], event: Event) -> None:
         """``event``'s pending ``deliveries`` are durable: give them to the worker (while
@@ -240,6 +283,18 @@ class DeliveryQueue:
             for d in deliveries:
                 self.fresh[d.id] = (d, event)
         self.wake.set()
+
+
+def tenant_backlog_full(queue: DeliveryQueue, tenant: str, jitter: float) -> TooManyRequests:
+    """The 429 (code ``tenant_backlog_full``, field ``tenant``) for a tenant at its share
+    of the backlog (``queue.tenant_full``); ``jitter`` in [-1, 1] spreads Retry-After."""
+    return TooManyRequests(
+        f"tenant {tenant!r} holds {queue.tenant_backlog.get(tenant, 0)} undelivered "
+        f"deliveries in this region: its share of the backlog capacity is {queue.tenant_limit}",
+        retry_after_s=tenant_retry_after(jitter),
+        code="tenant_backlog_full",
+        field="tenant",
+    )
 
 
 @dataclass

@@ -210,3 +210,8 @@ class Store(Protocol):
     async def pending_count(self, region: str) -> int:
         """``counts(region)["deliveries_pending"]``."""
         ...
+
+    async def pending_by_tenant(self, region: str) -> dict[str, int]:
+        """Pending deliveries owned by ``region`` per tenant (tenants with none left out):
+        one read of the pending rows' index (at start and when custody hands back)."""
+        ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,7 @@ def pushing(phase: Phase = Phase.STREAMING, **kw: object) -> Session:
 # -- every pair ----------------------------------------------------------------------
 
 # sessions and inputs each pair is tried with: the flags the push loop steers by
-VARIANTS = [
+VARIANTS: list[dict[str, Any]] = [
     {},
     {"inflight": 1, "sent_at": (99.0,)},
     {"inflight": 2, "sent_at": (95.0, 99.0)},  # the window is full
@@ -85,7 +86,7 @@ VARIANTS = [
     {"next_beat": 0.0},
     {"lingered": True, "sending": (("a", 4),)},
 ]
-SAMPLES = {
+SAMPLES: dict[type, list[Any]] = {
     PeerHello: [PeerHello("b", 7, {"a": 3}), PeerHello("c", 7), PeerHello(None)],
     Ready: [Ready(), Ready(repair_wanted=True), Ready(behind=("a",))],
     Repaired: [Repaired({"a": 9})],

@@ -34,45 +34,12 @@ from .peering import ack_overdue, refusal_pause
 from .wire import fit_batch, oversize_note
 
 __all__ = [
-    "INPUTS",
-    "TABLE",
-    "Ack",
-    "AcceptHello",
-    "Acked",
-    "Action",
-    "AwaitAck",
-    "Close",
-    "ComputeDigest",
-    "Count",
-    "Ended",
-    "Idle",
-    "Input",
-    "Linger",
-    "LocalDigest",
-    "NoteDigest",
-    "Oversize",
-    "Pause",
-    "PeerDigest",
-    "PeerHello",
-    "Phase",
-    "ReadRecords",
-    "Ready",
-    "Records",
-    "Refusal",
-    "Repaired",
-    "SendBatch",
-    "SendDigest",
-    "SendHello",
-    "Session",
-    "SessionError",
-    "SessionPolicy",
-    "ShowError",
-    "StartRepair",
-    "StartStreaming",
-    "Wake",
-    "WantRepair",
-    "step",
-]
+    "INPUTS", "TABLE", "Ack", "AcceptHello", "Acked", "Action", "AwaitAck", "Close",
+    "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest",
+    "Oversize", "Pause", "PeerDigest", "PeerHello", "Phase", "ReadRecords", "Ready", "Records",
+    "Refusal", "Repaired", "SendBatch", "SendDigest", "SendHello", "Session", "SessionError",
+    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "WantRepair", "step"
+]  # fmt: skip
 
 VV = Mapping[str, int]  # a version vector: origin -> highest seq
 

@@ -165,7 +165,7 @@ class PeerLink:
                     self.status.address, self.opts.call_timeout_s
                 )
                 try:
-                    await self._session(stream)
+                    await _Dialer(self.links, self.status, stream).run()
                     backoff = self.opts.reconnect_min_s
                 finally:
                     self.status.connected = False
@@ -195,9 +195,6 @@ class PeerLink:
             for w in waits:
                 w.cancel()
         return redial.is_set()
-
-    async def _session(self, stream: PeerStream) -> None:
-        await _Dialer(self.links, self.status, stream).run()
 
 
 class _Dialer:

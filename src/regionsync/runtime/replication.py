@@ -26,18 +26,19 @@ later record of its origin there, since records apply in order: the link then re
 the peer by anti-entropy, whose last chunk raises its version vector past that record
 (which stays unmerged; the peer counts it in ``records_rejected``). Every Hello is
 shown to the write path, which renews this node's actor if the peer has seen more of it.
+
+The dialing side's decisions are a state table (core/peer_session.py); ``_Dialer`` here
+is its I/O: it runs the actions each step returns and feeds back what happened.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 
+from ..core import peer_session as ps
 from ..core.hashtree import HashTree
-from ..core.peering import ack_overdue, refusal_pause
-from ..core.wire import fit_batch, oversize_note
 from ..v1 import replication_pb2 as pb
 from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
 from .ports import PeerStream
@@ -164,7 +165,7 @@ class PeerLink:
                     self.status.address, self.opts.call_timeout_s
                 )
                 try:
-                    await self._session(stream)
+                    await _Dialer(self.links, self.status, stream).run()
                     backoff = self.opts.reconnect_min_s
                 finally:
                     self.status.connected = False
@@ -195,178 +196,162 @@ class PeerLink:
                 w.cancel()
         return redial.is_set()
 
-    async def _session(self, stream: PeerStream) -> None:
+
+class _Dialer:
+    """One session's I/O around core.peer_session: runs the actions of each step, feeds
+    it what they found, and (in a reader task) the peer's messages."""
+
+    def __init__(self, links: Links, status: PeerStatus, stream: PeerStream):
+        self.links, self.status, self.stream = links, status, stream
+        self.opts = links.opts
+        self.state = ps.Session(status.region, status.address, ps.SessionPolicy.of(links.opts))
+        self.progress = asyncio.Event()  # the peer answered (or the reader ended)
+        self.wake: asyncio.Event | None = None  # new log records
+        self.reader: asyncio.Task[None] | None = None
+
+    def _step(self, inp: ps.Input) -> list[ps.Action]:
+        self.state, actions = ps.step(self.state, inp, self.links.clock.monotonic())
+        return actions
+
+    def _ready(self) -> ps.Ready:
+        behind = self.links.replica.behind_floor(self.state.acked)
+        return ps.Ready(self.status.repair_wanted, tuple(behind))
+
+    async def run(self) -> None:
+        actions: list[ps.Action] = [ps.SendHello()]
+        try:
+            while True:
+                answer: ps.Input | None = None
+                for action in actions:
+                    if isinstance(action, ps.Close):
+                        self._close(action)
+                        return
+                    answer = await self._do(action)
+                actions = self._step(answer if answer is not None else self._ready())
+        finally:
+            if self.wake is not None:
+                self.links.log.drop_log_waiter(self.wake)
+            if self.reader is not None:
+                self.reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.reader
+
+    def _close(self, close: ps.Close) -> None:
+        if close.error is not None:
+            raise (TimeoutError if close.timed_out else ConnectionError)(close.error)
+        reader = self.reader
+        if reader is not None and reader.done() and not reader.cancelled():
+            if (exc := reader.exception()) is not None:
+                raise exc
+
+    async def _read_peer(self) -> None:
+        """The peer's messages: every one is contact; acks and digests go to the session."""
         links, status = self.links, self.status
-        await stream.send(hello(links))
-        first = await recv(stream, self.opts.call_timeout_s)
+        try:
+            while (msg := await self.stream.recv()) is not None:
+                status.last_contact_at_ms = links.clock.wall_ms()
+                links.contacts.contact(status.region)
+                kind = msg.WhichOneof("kind")
+                if kind == "digest":
+                    d = msg.digest
+                    self._feed(ps.PeerDigest(dict(d.version_vector), d.root))
+                elif kind == "ack":
+                    links.contacts.merge_gossip(msg.ack.heard)
+                    rejected = tuple(ps.Refusal(r.origin, r.origin_seq, r.reason)
+                                     for r in msg.ack.rejected)  # fmt: skip
+                    self._feed(ps.Ack(dict(msg.ack.version_vector), rejected))
+        finally:
+            self._feed(ps.Ended())
+
+    def _feed(self, inp: ps.Input) -> None:
+        for action in self._step(inp):
+            self._apply(action)
+
+    def _apply(self, action: ps.Action) -> None:
+        """Run an action that does not wait."""
+        links, status = self.links, self.status
+        match action:
+            case ps.Acked(vv):
+                status.acked = dict(vv)
+                status.last_ack_at_ms = links.clock.wall_ms()
+                links.on_ack()
+            case ps.ShowError(text):
+                status.last_error = text
+            case ps.Wake():
+                self.progress.set()
+            case ps.NoteDigest(mine, my_root, theirs, their_root):
+                note_digest(links, status, mine, my_root, theirs, their_root)
+            case ps.StartStreaming():
+                self.wake = links.log.log_waiter()
+                self.reader = asyncio.create_task(self._read_peer())
+            case ps.Count(name):
+                links.counters[name] += 1
+            case ps.WantRepair(rej):
+                log.warning(
+                    "peer %s refused record %s#%d (%s); repairing it by anti-entropy",
+                    status.region, rej.origin, rej.seq, rej.reason,
+                )  # fmt: skip
+                status.repair_wanted = True
+            case ps.Oversize(note):
+                status.last_error = note  # impossible by config; never silent
+                log.error("peer %s: %s", status.region, note)
+            case _:
+                raise AssertionError(f"{action} waits: not for _apply")
+
+    async def _do(self, action: ps.Action) -> ps.Input | None:
+        """Run ``action``; the input it answers with, if it waited for one."""
+        links, opts, stream, clock = self.links, self.opts, self.stream, self.links.clock
+        match action:
+            case ps.SendHello():
+                return await self._hello()
+            case ps.AcceptHello():
+                await self._accept(action)
+            case ps.StartRepair():
+                self.status.repair_wanted = False
+                links.counters["anti_entropy_passes"] += 1
+                return ps.Repaired(await AntiEntropyPass(links, self.status, stream).run())
+            case ps.AwaitAck(until):
+                self.progress.clear()
+                await self._wait(self.progress, None, until)
+            case ps.Pause(seconds) | ps.Linger(seconds):
+                await clock.sleep(seconds)
+            case ps.ReadRecords(after, limit):
+                assert self.wake is not None
+                self.wake.clear()
+                self.progress.clear()
+                return ps.Records(tuple(await links.store.records_after(after, limit)))
+            case ps.SendBatch(records):
+                message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
+                async with asyncio.timeout(opts.call_timeout_s):  # a wedged link
+                    await stream.send(message)
+            case ps.ComputeDigest():
+                return ps.LocalDigest(*await links.state.digest())
+            case ps.SendDigest(vv, root):
+                await stream.send(pb.SyncMessage(digest=pb.Digest(root=root, version_vector=vv)))
+            case ps.Idle(until):
+                assert self.wake is not None
+                await self._wait(self.wake, self.progress, until)
+            case _:
+                self._apply(action)
+        return None
+
+    async def _hello(self) -> ps.PeerHello:
+        await self.stream.send(hello(self.links))
+        first = await recv(self.stream, self.opts.call_timeout_s)
         if first is None or first.WhichOneof("kind") != "hello":
-            raise ConnectionError("peer did not answer with hello")
-        if first.hello.region != status.region:
-            raise ConnectionError(
-                f"peer at {status.address} is region {first.hello.region!r}, "
-                f"configured as {status.region!r}"
-            )
+            return ps.PeerHello(None)
+        h = first.hello
+        return ps.PeerHello(h.region, h.incarnation, dict(h.version_vector), dict(h.heard))
+
+    async def _accept(self, a: ps.AcceptHello) -> None:
+        links, status = self.links, self.status
         links.contacts.contact(status.region)
-        links.contacts.merge_gossip(first.hello.heard)
-        await links.log.peer_hello(status.region, first.hello.version_vector)
-        peer_actor = f"{first.hello.region}:{first.hello.incarnation}"
-        acked = dict(first.hello.version_vector)
-        status.acked, status.hello_vv = dict(acked), dict(acked)
-        status.actor = peer_actor
+        links.contacts.merge_gossip(a.heard)
+        await links.log.peer_hello(status.region, a.version_vector)
+        status.acked, status.hello_vv = dict(a.version_vector), dict(a.version_vector)
+        status.actor = a.actor
         status.connected, status.last_error = True, None
         status.last_contact_at_ms = links.clock.wall_ms()
-        if links.replica.behind_floor(acked) or status.repair_wanted:
-            # records it lacks were truncated, or a digest differed: repair by
-            # anti-entropy, then use the log
-            status.repair_wanted = False
-            links.counters["anti_entropy_passes"] += 1
-            acked.update(await AntiEntropyPass(links, status, stream).run())
-            status.acked = dict(acked)
-            status.last_ack_at_ms = links.clock.wall_ms()
-            links.on_ack()
-            if missing := links.replica.behind_floor(acked):
-                raise ConnectionError(f"anti-entropy left the peer behind for {missing}")
-        sent = dict(acked)
-        inflight = 0
-        progress = asyncio.Event()
-        wake = links.log.log_waiter()
-        closed = False
-        refused = False  # the peer rejected a record: pause before resending it
-        malformed: pb.Rejected | None = None  # a rejection that resending cannot change
-        shown: pb.Rejected | None = None  # the rejection ``last_error`` names
-        refusals = 0  # acks in a row that rejected something (core.peering.refusal_pause)
-        lingered = self.opts.linger_ms <= 0
-        sent_at: collections.deque[float] = collections.deque()  # unacked batches, oldest first
-        clock = links.clock
-        next_digest = clock.monotonic() + self.opts.digest_interval_s
-        next_beat = clock.monotonic() + self.opts.heartbeat_s
-        asked: tuple[dict[str, int], bytes] | None = None  # the digest we sent, if any
-
-        async def read_acks() -> None:
-            nonlocal inflight, sent, closed, refused, refusals, malformed, shown
-            try:
-                while (msg := await stream.recv()) is not None:
-                    status.last_contact_at_ms = links.clock.wall_ms()
-                    links.contacts.contact(status.region)
-                    kind = msg.WhichOneof("kind")
-                    if kind == "digest" and asked is not None:
-                        d = msg.digest
-                        note_digest(links, status, *asked, d.version_vector, d.root)
-                        progress.set()
-                        continue
-                    if kind != "ack":
-                        continue
-                    links.contacts.merge_gossip(msg.ack.heard)
-                    if sent_at:
-                        sent_at.popleft()
-                    for o, seq in msg.ack.version_vector.items():
-                        acked[o] = max(acked.get(o, 0), seq)
-                        sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
-                    status.acked = dict(acked)
-                    status.last_ack_at_ms = links.clock.wall_ms()
-                    for rej in msg.ack.rejected:
-                        status.last_error = f"rejected {rej.origin}#{rej.origin_seq}: {rej.reason}"
-                        shown, refused = rej, True
-                        if not rej.reason.startswith("clock_drift"):  # drift passes; this not
-                            malformed = rej
-                    if shown is not None and acked.get(shown.origin, 0) >= shown.origin_seq:
-                        status.last_error, shown = None, None  # the peer took it since
-                    refusals = refusals + 1 if msg.ack.rejected else 0
-                    links.on_ack()
-                    inflight = max(inflight - 1, 0)  # a duplicated ack is not a batch
-                    if inflight == 0:
-                        # everything sent was answered: resend whatever the peer still lacks
-                        sent = dict(acked)
-                    progress.set()
-            finally:
-                closed = True
-                progress.set()
-
-        reader = asyncio.create_task(read_acks())
-        try:
-            while not closed:
-                if ack_overdue(sent_at, clock.monotonic(), self.opts.ack_timeout_s) is not None:
-                    links.counters["ack_timeouts"] += 1
-                    raise TimeoutError(
-                        f"no ack within ack_timeout_s={self.opts.ack_timeout_s}s "
-                        f"({inflight} batches unacked)"
-                    )
-                if inflight >= self.opts.window_batches:
-                    progress.clear()
-                    until = (sent_at[0] if sent_at else clock.monotonic()) + self.opts.ack_timeout_s
-                    await self._wait(progress, None, until)
-                    continue
-                if malformed is not None and inflight == 0:
-                    # records apply in order per origin: the peer would never take another
-                    # of that origin from us. Anti-entropy carries our state past it.
-                    log.warning(
-                        "peer %s refused record %s#%d (%s); repairing it by anti-entropy",
-                        status.region, malformed.origin, malformed.origin_seq, malformed.reason,
-                    )  # fmt: skip
-                    status.repair_wanted = True
-                if status.repair_wanted and inflight == 0:
-                    return  # a digest differed: the next session starts with anti-entropy
-                if refused and inflight == 0:
-                    o = self.opts
-                    await clock.sleep(
-                        refusal_pause(max(refusals, 1), o.reconnect_min_s, o.reconnect_max_s)
-                    )
-                    refused = False
-                if inflight == 0 and links.replica.behind_floor(acked):
-                    # forced truncation passed this peer: a new session repairs it
-                    raise ConnectionError("peer fell behind the log floor")
-                wake.clear()
-                progress.clear()
-                sent[peer_actor] = 1 << 62  # a peer never lacks its own records
-                records = await links.store.records_after(sent, self.opts.batch_records)
-                if records and len(records) < self.opts.batch_records and not lingered:
-                    # a short linger lets a burst fill the batch: far fewer messages
-                    lingered = True
-                    await links.clock.sleep(self.opts.linger_ms / 1000)
-                    continue
-                lingered = self.opts.linger_ms <= 0
-                records = fit_batch(records, self.opts.max_message_bytes)  # bytes bound too
-                if note := oversize_note(records, self.opts.max_message_bytes):
-                    status.last_error = note  # impossible by config; never silent
-                    log.error("peer %s: %s", status.region, note)
-                if records:
-                    message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
-                    async with asyncio.timeout(self.opts.call_timeout_s):  # a wedged link
-                        await stream.send(message)
-                    inflight += 1
-                    sent_at.append(clock.monotonic())  # acked by ack_timeout_s, or torn down
-                    sent.update((r.origin, r.seq) for r in records)  # seq order per origin
-                    next_beat = clock.monotonic() + self.opts.heartbeat_s
-                    continue
-                if inflight == 0 and clock.monotonic() >= next_digest:
-                    next_digest = clock.monotonic() + self.opts.digest_interval_s
-                    vv, root = await links.state.digest()
-                    if root:  # else busy: no comparison this round
-                        asked = (vv, root)
-                        await stream.send(
-                            pb.SyncMessage(digest=pb.Digest(root=root, version_vector=vv))
-                        )
-                    continue
-                if inflight == 0 and clock.monotonic() >= next_beat:
-                    # idle: an empty batch keeps contact (and its gossip) fresh both ways
-                    async with asyncio.timeout(self.opts.call_timeout_s):
-                        await stream.send(pb.SyncMessage(batch=pb.Batch()))
-                    inflight += 1
-                    sent_at.append(clock.monotonic())
-                    next_beat = clock.monotonic() + self.opts.heartbeat_s
-                    continue
-                if sent_at:  # (a duplicated ack may leave inflight > 0 with none unacked)
-                    until = sent_at[0] + self.opts.ack_timeout_s
-                else:
-                    until = min(next_digest, next_beat)
-                await self._wait(wake, progress, until)
-            if reader.done() and not reader.cancelled() and reader.exception() is not None:
-                raise reader.exception()  # type: ignore[misc]
-        finally:
-            links.log.drop_log_waiter(wake)
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
 
     async def _wait(self, a: asyncio.Event, b: asyncio.Event | None, until: float) -> None:
         """Until ``a`` or ``b`` is set or the clock's monotonic time reaches ``until``."""

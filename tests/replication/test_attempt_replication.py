@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from memnodes import eventually, make_node
 
 from regionsync.core.custody import CustodyRecord
+from regionsync.core.retry import AttemptOutcome, OutcomeKind
+from regionsync.runtime.ports import OutboundRequest
 
 
 async def test_attempts_replicate_to_every_region_with_the_custodian(net, started) -> None:
@@ -58,3 +62,44 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
     assert winner in ("b", "c")
     for node in nodes:
         await eventually(lambda node=node: node.custody.custodian(d) == winner)
+
+
+async def test_an_attempt_of_a_superseded_generation_replicates(net, started) -> None:
+    """Issue 38 kind 4: a request sent before a retry superseded its generation is an
+    attempt row in every region, beside the new generation's."""
+
+    class SlowFirst:
+        def __init__(self) -> None:
+            self.gate, self.sent = asyncio.Event(), 0
+
+        async def send(self, request: OutboundRequest) -> AttemptOutcome:
+            self.sent += 1
+            if self.sent == 1:
+                await self.gate.wait()
+                return AttemptOutcome(OutcomeKind.FAILED, status_code=503)
+            return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
+
+    a, b = make_node(net, "a", ["b"]), make_node(net, "b", ["a"])
+    sender = a.delivery.sender = SlowFirst()
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    event, _ = await a.ingest.publish("acme", "t", b"{}", None)
+    (d,) = await a.store.deliveries_of_event(event.id)
+    await eventually(lambda: sender.sent == 1)
+    await a.recovery.retry_delivery("acme", d.id)
+    sender.gate.set()
+
+    want = [(0, 1, 503), (1, 1, 204)]
+
+    async def logged(node) -> bool:  # type: ignore[no-untyped-def]
+        rows = await node.store.attempts_of(d.id)
+        return sorted((x.generation, x.n, x.status_code) for x in rows) == want
+
+    for node in (a, b):
+        await eventually(lambda node=node: logged(node))
+        rows, _ = await node.recovery.attempts_page("acme", "ep1", None, None, None, 10)
+        assert sorted((x.generation, x.n) for x in rows) == [(0, 1), (1, 1)]
+    assert sender.sent == 2

@@ -72,8 +72,8 @@ class OutcomeRecorder:
         self._settling: set[asyncio.Task[None]] = set()
 
     async def record(self, outcome: Outcome) -> None:
-        """Queue ``outcome``; returns once it is durable (or skipped: a retry or recovery
-        started a new generation of the delivery meanwhile)."""
+        """Queue ``outcome``; returns once it is durable (of an outcome whose delivery a
+        retry or recovery gave a new generation meanwhile: its attempt row alone)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((outcome, fut))
         self._wake.set()
@@ -121,17 +121,31 @@ class OutcomeRecorder:
         moves: dict[tuple[str, str], int] = {}
         wrote = False
         for o, _ in group:
-            d = o.delivery
+            d, attempt = o.delivery, o.attempt
             cur = current.get(d.id)
+            finished = False
             if cur is not None and cur.generation != d.generation:
-                continue  # a retry or recovery started a new generation meanwhile
-            new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
-                          attempts=o.attempts, updated_at_ms=now)  # fmt: skip
-            if cur is not None:  # another custodian's outcome may have arrived meanwhile
-                new = delivery_join(cur, new)
-            current[d.id] = new  # a second outcome of the same delivery builds on it
-            was_final = cur is not None and cur.status.final
-            finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
+                # a retry or recovery started a new generation meanwhile: it alone decides
+                # the delivery's state, but a request sent is an attempt row all the same
+                if attempt is None:
+                    continue
+                new = cur
+            else:
+                attempts = o.attempts
+                if attempt is not None and cur is not None and cur.attempts >= attempts:
+                    # attempts of this generation recorded meanwhile (another process
+                    # whose claim outlived ours, another custodian): numbered after them,
+                    # so no two rows share a key and one is lost
+                    attempts = cur.attempts + 1
+                    attempt = replace(attempt, n=attempts)
+                new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
+                              attempts=attempts, updated_at_ms=now)  # fmt: skip
+                if cur is not None:  # another custodian's outcome may have arrived meanwhile
+                    new = delivery_join(cur, new)
+                current[d.id] = new  # a second outcome of the same delivery builds on it
+                was_final = cur is not None and cur.status.final
+                finished = new.status.final and d.status is DeliveryStatus.PENDING
+                finished = finished and not was_final
             if finished:
                 # usage counters count deliveries by current status (README, "Usage
                 # counters"): only a pending -> final transition moves them
@@ -154,12 +168,13 @@ class OutcomeRecorder:
                     "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
                     "event": d.event_id, "attempts": new.attempts}, d.tenant))  # fmt: skip
             batch.deliveries.append(new)
-            if o.attempt is not None:
-                batch.attempts.append(o.attempt)
-            # every outcome is replicated: a region that takes custody over continues
-            # from these attempts and this schedule
+            if attempt is not None:
+                batch.attempts.append(attempt)
+            # every outcome is replicated (with the delivery's state, a kind "delivery"
+            # record needs one): a region that takes custody over continues from these
+            # attempts and this schedule, and every region shows every attempt
             self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
-                                     delivery=new, attempt=o.attempt)  # fmt: skip
+                                     delivery=new, attempt=attempt)  # fmt: skip
             wrote = True
         counters: dict[str, CRDT] = {}
         for (tenant, counter), n in sorted(moves.items()):

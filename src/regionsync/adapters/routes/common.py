@@ -26,7 +26,7 @@ from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
 from ...core.sources import KIND_FIELDS
-from ...core.tokens import Caller, hash_token
+from ...core.tokens import Caller, config_caller, hash_token, registry_caller
 from ...errors import (
     ClientError,
     Forbidden,
@@ -426,7 +426,9 @@ class Auth:
 
     def __init__(self, node: Node):
         self.node = node
-        self.tokens = {t.token: t.scope for t in node.settings.tokens}
+        self.tokens = {
+            t.token: config_caller(i, t.scope) for i, t in enumerate(node.settings.tokens)
+        }
         self.open = not self.tokens and _loopback(node.settings.http_listen)
         if self.open:
             log.warning("no API tokens configured: accepting unauthenticated requests on loopback")
@@ -451,12 +453,12 @@ class Auth:
         scheme, _, secret = header.partition(" ")
         secret = secret.strip()
         if scheme.lower() == "bearer" and secret:
-            scope = self.tokens.get(secret)
-            if scope is not None:
-                return Caller(scope, f"config:{scope}")
+            static = self.tokens.get(secret)
+            if static is not None:
+                return static
             found = self.node.catalog.token_hashes.get(hash_token(secret))
             if found is not None and not found.expired(self.node.clock.wall_ms()):
-                return Caller(found.scope, f"token:{found.name}")
+                return registry_caller(found)
         if self.open and not header:
             return Caller("admin", "anonymous")  # an unknown token is refused even here
         raise Unauthorized("missing or unknown bearer token", field="authorization")

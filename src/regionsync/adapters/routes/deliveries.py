@@ -138,8 +138,8 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
-        """Re-send one delivery now (a new generation, the same webhook-id). No body (or
-        ``{}``)."""
+        """Re-send one delivery now (a new generation, the same webhook-id; audited as
+        ``delivery.retry``). No body (or ``{}``)."""
         ctx.auth.check(request, tenant)
         await read_no_body(request, ctx.max_body)
         d = await node.recovery.retry_delivery(tenant, delivery)

@@ -124,6 +124,7 @@ async def test_two_sends_of_one_attempt_number_are_two_rows() -> None:
     dropped as a duplicate key, and the delivery counts both."""
     sender = SlowFirstSender()  # the worker's own attempt stays in flight
     node, net = worker_node(sender)
+    node.delivery.recorder.shared = True  # as with claims (several processes per region)
     await node.start()
     try:
         d = await _in_flight(node, sender)

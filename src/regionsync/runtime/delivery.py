@@ -91,8 +91,9 @@ class DeliveryWorker:
         self.lanes: dict[str, Lane] = {}
         self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self.recorder = OutcomeRecorder(
-            self.region, catalog, writer, queue, store, clock, self.policy, ops
-        )
+            self.region, catalog, writer, queue, store, clock, self.policy, ops,
+            shared=claims is not None,
+        )  # fmt: skip
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
         self._expired_at: float | None = None  # monotonic s of the last starvation check
         # without ``claims``: due deliveries read ahead with their events, not yet started

@@ -63,8 +63,11 @@ class OutcomeRecorder:
         clock: Clock,
         policy: HealthPolicy,
         ops: OperationalEvents | None = None,
+        shared: bool = False,
     ):
         self.region, self.catalog, self.writer, self.queue = region, catalog, writer, queue
+        # several processes deliver this region's deliveries (claims; runtime/cohort.py)
+        self.shared = shared
         self.store, self.clock, self.policy, self.ops = store, clock, policy, ops
         self.health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
         self._pending: list[tuple[Outcome, asyncio.Future[None]]] = []
@@ -105,16 +108,41 @@ class OutcomeRecorder:
         # read outside the lock (publishes wait for it), brought up to date under it
         ids = [o.delivery.id for o, _ in group]
         async with self.writer.unsettled.read(self.store, ids) as read:
+            taken = await self._taken(group, read.rows)
             async with self.writer.local_lock():  # type: ignore[attr-defined]
-                return self._build(group, read.current())
+                return self._build(group, read.current(), taken)
+
+    async def _taken(
+        self, group: list[tuple[Outcome, asyncio.Future[None]]], stored: dict[str, Delivery]
+    ) -> dict[tuple[str, int], int]:
+        """With several processes per region (``shared``): (delivery id, generation) ->
+        the highest attempt number this region recorded, for each outcome whose number is
+        recorded already (another process sent that attempt too, this one's claim having
+        expired). Read outside the lock, only where the stored delivery counts that many
+        attempts (rare)."""
+        out: dict[tuple[str, int], int] = {}
+        if not self.shared:  # one process: it never sends one attempt twice
+            return out
+        for o, _ in group:
+            d, row = o.delivery, stored.get(o.delivery.id)
+            if o.attempt is None or row is None or row.generation != d.generation:
+                continue
+            if row.attempts >= o.attempts:
+                ns = [a.n for a in await self.store.attempts_of(d.id)
+                      if a.region == self.region and a.generation == d.generation]  # fmt: skip
+                if o.attempts in ns:
+                    out[(d.id, d.generation)] = max(ns)
+        return out
 
     def _build(
         self,
         group: list[tuple[Outcome, asyncio.Future[None]]],
         current: dict[str, Delivery],
+        taken: dict[tuple[str, int], int],
     ) -> tuple[asyncio.Future[None] | None, list[_Emit]]:
         """``_write``'s part under the write lock: ``current`` holds each delivery's
-        latest state (stored or submitted)."""
+        latest state (stored or submitted), ``taken`` attempt numbers this region has
+        recorded (``_taken``)."""
         reg, now = self.catalog.registry, self.clock.wall_ms()
         emits: list[_Emit] = []
         batch = WriteBatch()
@@ -132,11 +160,11 @@ class OutcomeRecorder:
                 new = cur
             else:
                 attempts = o.attempts
-                if attempt is not None and cur is not None and cur.attempts >= attempts:
-                    # attempts of this generation recorded meanwhile (another process
-                    # whose claim outlived ours, another custodian): numbered after them,
-                    # so no two rows share a key and one is lost
-                    attempts = cur.attempts + 1
+                last = taken.get((d.id, d.generation))
+                if attempt is not None and last is not None:
+                    # this number is recorded already (by another process of this region):
+                    # numbered after, so that no two rows share a key and one is lost
+                    attempts = max(last, cur.attempts if cur is not None else 0) + 1
                     attempt = replace(attempt, n=attempts)
                 new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
                               attempts=attempts, updated_at_ms=now)  # fmt: skip

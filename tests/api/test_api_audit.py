@@ -140,15 +140,17 @@ async def test_two_tokens_of_one_name_are_two_callers(api: Api) -> None:
     for _ in range(2):
         resp = await c.post("/v1/tokens", json={"scope": "tenant:acme:manage", "name": "ci"})
         made.append(resp.json())
-    for n, token in enumerate(made):
-        body = {"id": f"e{n}", "url": "http://127.0.0.1:9/x"}
+    eids = []
+    for token in made:
+        body = {"url": "http://127.0.0.1:9/x"}
         resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=bearer(token["token"]))
         assert resp.status_code == 201, resp.text
+        eids.append(resp.json()["id"])
         me = (await c.get("/v1/whoami", headers=bearer(token["token"]))).json()
         assert me["name"] == f"token:{token['id']}:ci"
     items = (await c.get("/v1/audit?tenant=acme")).json()["items"]
     who = {i["object"]: i["who"] for i in items if i["op"] == "endpoint.create"}
-    assert who == {f"endpoint/e{n}": f"token:{t['id']}:ci" for n, t in enumerate(made)}
+    assert who == {f"endpoint/{e}": f"token:{t['id']}:ci" for e, t in zip(eids, made, strict=True)}
     assert made[0]["created_by"] == STATIC
 
 
@@ -157,9 +159,7 @@ async def test_a_delivery_retry_is_audited(api: Api) -> None:
     replay did): it is ``delivery.retry`` on ``delivery/<id>``, by its caller."""
     c = api.client
     assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
-    ep = await c.post(
-        "/v1/tenants/acme/endpoints", json={"id": "e1", "url": "http://127.0.0.1:9/x"}
-    )
+    ep = await c.post("/v1/tenants/acme/endpoints", json={"url": "http://127.0.0.1:9/x"})
     assert ep.status_code == 201, ep.text
     event = {"event_type": "a", "payload": {}}
     assert (await c.post("/v1/tenants/acme/events", json=event)).status_code == 202
@@ -171,7 +171,7 @@ async def test_a_delivery_retry_is_audited(api: Api) -> None:
     (entry,) = [i for i in items if i["op"] == "delivery.retry"]
     tid = next(i["object"] for i in items if i["op"] == "token.create").removeprefix("token/")
     assert entry["object"] == f"delivery/{d['id']}" and entry["tenant"] == "acme"
-    assert entry["who"] == f"token:{tid}:ops" and entry["detail"] == "endpoint=e1"
+    assert entry["who"] == f"token:{tid}:ops" and entry["detail"] == f"endpoint={ep.json()['id']}"
 
 
 async def test_entries_written_before_read_as_they_were(api: Api) -> None:

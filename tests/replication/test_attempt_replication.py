@@ -88,14 +88,14 @@ async def test_an_attempt_of_a_superseded_generation_replicates(net, started, re
         await n.start()
         started.append(n)
     await a.registry_ops.create_tenant("acme", "Acme")
-    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
     event, _ = await a.ingest.publish("acme", "t", b"{}", None)
     (d,) = await a.store.deliveries_of_event(event.id)
     await eventually(lambda: sender.sent == 1)
     if retried_in == "a":
         await a.recovery.retry_delivery("acme", d.id)
     else:
-        await eventually(lambda: b.catalog.registry.endpoint("ep1", "acme") is not None)
+        await eventually(lambda: b.catalog.registry.endpoint(ep.id, "acme") is not None)
         await b.recovery.retry_delivery("acme", d.id)
 
         async def superseded_in_a() -> bool:
@@ -113,6 +113,6 @@ async def test_an_attempt_of_a_superseded_generation_replicates(net, started, re
 
     for node in (a, b):
         await eventually(lambda node=node: logged(node))
-        rows, _ = await node.recovery.attempts_page("acme", "ep1", None, None, None, 10)
+        rows, _ = await node.recovery.attempts_page("acme", ep.id, None, None, None, 10)
         assert sorted((x.generation, x.n) for x in rows) == [(0, 1), (1, 1)]
     assert sender.sent == (2 if retried_in == "a" else 1)

@@ -79,11 +79,18 @@ async def test_a_delivery_retry_is_audited_in_every_region(net, started) -> None
         started.append(n)
     acting_as("token:tok_1:ops")
     await a.registry_ops.create_tenant("acme", "Acme")
-    await a.registry_ops.create_endpoint("acme", {"id": "ep1", "url": "https://h.example/"})
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
     event, _ = await a.ingest.publish("acme", "t", b"{}", None)
     (d,) = await a.store.deliveries_of_event(event.id)
     await a.recovery.retry_delivery("acme", d.id)
-    want = ("a", "token:tok_1:ops", "delivery.retry", f"delivery/{d.id}", "acme", "endpoint=ep1")
+    want = (
+        "a",
+        "token:tok_1:ops",
+        "delivery.retry",
+        f"delivery/{d.id}",
+        "acme",
+        f"endpoint={ep.id}",
+    )
 
     async def everywhere() -> bool:
         got = [await _entries(n) for n in (a, b)]

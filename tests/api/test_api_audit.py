@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest_asyncio
 from api_support import Api, assert_problem, running_node
 
+from regionsync.core.model import AuditEntry, WriteBatch
+
 ADMIN = "static-admin-token-0123456789"
+STATIC = "config:tokens[0]:admin"  # the audit name of ADMIN: its [[tokens]] entry
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -49,13 +52,14 @@ async def test_audit_names_the_caller_and_the_change(api: Api) -> None:
 
     every = (await c.get("/v1/audit")).json()
     ops = [(i["who"], i["op"], i["object"], i["tenant"]) for i in every["items"]]
+    tid = ops[3][2].removeprefix("token/")
     assert ops == [
-        ("config:admin", "source.create", f"source/{src.json()['id']}", "other"),
-        ("token:acme ops", "endpoint.rotate_secret", f"endpoint/{eid}", "acme"),
-        ("token:acme ops", "endpoint.create", f"endpoint/{eid}", "acme"),
-        ("config:admin", "token.create", ops[3][2], "acme"),
-        ("config:admin", "tenant.create", "tenant/other", "other"),
-        ("config:admin", "tenant.create", "tenant/acme", "acme"),
+        (STATIC, "source.create", f"source/{src.json()['id']}", "other"),
+        (f"token:{tid}:acme ops", "endpoint.rotate_secret", f"endpoint/{eid}", "acme"),
+        (f"token:{tid}:acme ops", "endpoint.create", f"endpoint/{eid}", "acme"),
+        (STATIC, "token.create", f"token/{tid}", "acme"),
+        (STATIC, "tenant.create", "tenant/other", "other"),
+        (STATIC, "tenant.create", "tenant/acme", "acme"),
     ]
     first = every["items"][0]
     assert first["region"] == "us-east-1" and first["id"].startswith("us-east-1:")
@@ -124,4 +128,59 @@ async def test_audit_tenant_patch_and_event_types(api: Api) -> None:
         ("tenant.update", "tenant/acme", "name,strict_event_types"),
         ("tenant.create", "tenant/acme", ""),
     ]
-    assert all(i["who"] == "config:admin" for i in items)
+    assert all(i["who"] == STATIC for i in items)
+
+
+async def test_two_tokens_of_one_name_are_two_callers(api: Api) -> None:
+    """Issue 38 kind 5: two tokens named alike were one ``who``; the token id tells them
+    apart (in ``whoami`` and ``created_by`` too), as each static token's entry does."""
+    c = api.client
+    assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
+    made = []
+    for _ in range(2):
+        resp = await c.post("/v1/tokens", json={"scope": "tenant:acme:manage", "name": "ci"})
+        made.append(resp.json())
+    eids = []
+    for token in made:
+        body = {"url": "http://127.0.0.1:9/x"}
+        resp = await c.post("/v1/tenants/acme/endpoints", json=body, headers=bearer(token["token"]))
+        assert resp.status_code == 201, resp.text
+        eids.append(resp.json()["id"])
+        me = (await c.get("/v1/whoami", headers=bearer(token["token"]))).json()
+        assert me["name"] == f"token:{token['id']}:ci"
+    items = (await c.get("/v1/audit?tenant=acme")).json()["items"]
+    who = {i["object"]: i["who"] for i in items if i["op"] == "endpoint.create"}
+    assert who == {f"endpoint/{e}": f"token:{t['id']}:ci" for e, t in zip(eids, made, strict=True)}
+    assert made[0]["created_by"] == STATIC
+
+
+async def test_a_delivery_retry_is_audited(api: Api) -> None:
+    """Issue 38 kind 5: ``POST .../deliveries/{d}/retry`` left no entry (recover and
+    replay did): it is ``delivery.retry`` on ``delivery/<id>``, by its caller."""
+    c = api.client
+    assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).status_code == 201
+    ep = await c.post("/v1/tenants/acme/endpoints", json={"url": "http://127.0.0.1:9/x"})
+    assert ep.status_code == 201, ep.text
+    event = {"event_type": "a", "payload": {}}
+    assert (await c.post("/v1/tenants/acme/events", json=event)).status_code == 202
+    (d,) = (await c.get("/v1/tenants/acme/deliveries")).json()["items"]
+    manage = await _token(api, "tenant:acme:manage", "ops")
+    retried = await c.post(f"/v1/tenants/acme/deliveries/{d['id']}/retry", headers=bearer(manage))
+    assert retried.status_code == 202, retried.text
+    items = (await c.get("/v1/audit?tenant=acme")).json()["items"]
+    (entry,) = [i for i in items if i["op"] == "delivery.retry"]
+    tid = next(i["object"] for i in items if i["op"] == "token.create").removeprefix("token/")
+    assert entry["object"] == f"delivery/{d['id']}" and entry["tenant"] == "acme"
+    assert entry["who"] == f"token:{tid}:ops" and entry["detail"] == f"endpoint={ep.json()['id']}"
+
+
+async def test_entries_written_before_read_as_they_were(api: Api) -> None:
+    """Entries of the earlier ``who`` forms (``token:<name>``, ``config:<scope>``) are
+    shown as written."""
+    old = [
+        AuditEntry("us-east-1:1", 900 + i, 1_000 + i, 0, who, "tenant.update", "tenant/t", "t")
+        for i, who in enumerate(("token:ops", "config:admin"))
+    ]
+    await api.node.store.commit(WriteBatch(audit=old))
+    items = (await api.client.get("/v1/audit")).json()["items"]
+    assert [i["who"] for i in items if i["object"] == "tenant/t"] == ["config:admin", "token:ops"]

@@ -62,7 +62,7 @@ async def test_root_redirects_to_console_and_console_is_not_in_the_schema(api: A
 async def test_whoami_names_the_scope_of_each_kind_of_token(api: Api) -> None:
     c = api.client
     assert (await c.get("/v1/whoami", headers=bearer(ADMIN))).json() == {
-        "scope": "admin", "name": "config:admin", "tenant": None, "right": "admin",
+        "scope": "admin", "name": "config:tokens[0]:admin", "tenant": None, "right": "admin",
     }  # fmt: skip
     assert_problem(await c.get("/v1/whoami"), 401, "authorization")
     assert_problem(await c.get("/v1/whoami", headers=bearer("rs_wrong")), 401, "authorization")
@@ -73,7 +73,8 @@ async def test_whoami_names_the_scope_of_each_kind_of_token(api: Api) -> None:
                             headers=bearer(ADMIN))  # fmt: skip
         assert made.status_code == 201, made.text
         me = (await c.get("/v1/whoami", headers=bearer(made.json()["token"]))).json()
-        assert me == {"scope": f"tenant:acme:{right}", "name": f"token:{right}",
+        name = f"token:{made.json()['id']}:{right}"
+        assert me == {"scope": f"tenant:acme:{right}", "name": name,
                       "tenant": "acme", "right": right}  # fmt: skip
 
 

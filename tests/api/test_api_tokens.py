@@ -49,7 +49,7 @@ async def test_create_list_revoke(api: Api) -> None:
     made = await _create(api, "tenant:acme:manage", "deploy bot")
     secret = made.pop("token")
     assert secret.startswith("rs_")
-    assert made["scope"] == "tenant:acme:manage" and made["created_by"] == "config:admin"
+    assert made["scope"] == "tenant:acme:manage" and made["created_by"] == "config:tokens[0]:admin"
     assert made["expires_at"] is None and made["name"] == "deploy bot"
     listed = (await api.client.get("/v1/tokens")).json()["items"]
     assert listed == [made]  # no secret, no hash

@@ -8,10 +8,13 @@ import pytest
 
 from regionsync.core.envelope import (
     EVENT_TYPE_HEADER,
+    MASK,
     REDACTED,
     REQUEST_HEADERS_MAX_BYTES,
     delivery_body,
     delivery_headers,
+    masked_request_headers,
+    masked_text,
     recorded_headers,
 )
 from regionsync.core.signing import make_secret
@@ -92,3 +95,26 @@ def test_rfc3339_shows_times_it_cannot_write_as_the_nearest_bound() -> None:
     assert rfc3339_ms(2**63 - 1) == "9999-12-31T23:59:59.999Z"
     assert rfc3339_ms(RFC3339_MS_RANGE[0]) == "0001-01-01T00:00:00.000Z"
     assert rfc3339_ms(-(2**63)) == "0001-01-01T00:00:00.000Z"
+
+
+def test_a_reader_without_secrets_sees_no_endpoint_header_value() -> None:
+    """Issue 38 kind 5: every endpoint header's value is masked, not only names that look
+    like credentials; ours and the note on headers left out stay."""
+    headers = delivery_headers(
+        {"x-vercel-protection-bypass": "bypass-value", "X-Api-Key": "k-123", "X-Team": "t"},
+        "ua", "msg_1", "a", ["whsec_" + "A" * 32], 1_700_000_000, b"{}",
+    )  # fmt: skip
+    recorded = recorded_headers(headers) + "\n... 2 more headers not recorded"
+    shown = masked_request_headers(recorded)
+    lines = dict(line.split(": ", 1) for line in shown.split("\n")[:-1])
+    assert lines["x-vercel-protection-bypass"] == lines["X-Api-Key"] == lines["X-Team"] == MASK
+    assert lines["webhook-id"] == "msg_1" and lines["user-agent"] == "ua"
+    assert lines["webhook-signature"] == headers["webhook-signature"]
+    assert shown.endswith("\n... 2 more headers not recorded")
+    assert masked_request_headers("") == ""
+    # in free text (a receiver echoing its request): every occurrence, longest first;
+    # values shorter than MASK_MIN_CHARS are not searched for
+    text = "got bypass-value and bypass-value-2, team t"
+    assert masked_text(text, ["bypass-value", "bypass-value-2", "t"]) == (
+        f"got {MASK} and {MASK}, team t"
+    )

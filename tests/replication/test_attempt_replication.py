@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from memnodes import eventually, make_node
 
 from regionsync.core.custody import CustodyRecord
+from regionsync.core.retry import AttemptOutcome, OutcomeKind
+from regionsync.runtime.ports import OutboundRequest
 
 
 async def test_attempts_replicate_to_every_region_with_the_custodian(net, started) -> None:
@@ -58,3 +63,56 @@ async def test_attempts_replicate_to_every_region_with_the_custodian(net, starte
     assert winner in ("b", "c")
     for node in nodes:
         await eventually(lambda node=node: node.custody.custodian(d) == winner)
+
+
+@pytest.mark.parametrize("retried_in", ["a", "b"])
+async def test_an_attempt_of_a_superseded_generation_replicates(net, started, retried_in) -> None:
+    """Issue 38 kind 4: a request sent before a retry (in its region or another, whose
+    new generation arrived first) superseded its generation is an attempt row in every
+    region, beside the new generation's."""
+
+    class SlowFirst:
+        def __init__(self) -> None:
+            self.gate, self.sent = asyncio.Event(), 0
+
+        async def send(self, request: OutboundRequest) -> AttemptOutcome:
+            self.sent += 1
+            if self.sent == 1:
+                await self.gate.wait()
+                return AttemptOutcome(OutcomeKind.FAILED, status_code=503)
+            return AttemptOutcome(OutcomeKind.SUCCEEDED, status_code=204)
+
+    a, b = make_node(net, "a", ["b"]), make_node(net, "b", ["a"])
+    sender = a.delivery.sender = SlowFirst()
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    event, _ = await a.ingest.publish("acme", "t", b"{}", None)
+    (d,) = await a.store.deliveries_of_event(event.id)
+    await eventually(lambda: sender.sent == 1)
+    if retried_in == "a":
+        await a.recovery.retry_delivery("acme", d.id)
+    else:
+        await eventually(lambda: b.catalog.registry.endpoint(ep.id, "acme") is not None)
+        await b.recovery.retry_delivery("acme", d.id)
+
+        async def superseded_in_a() -> bool:
+            row = await a.store.get_delivery(d.id)
+            return row is not None and row.generation == 1
+
+        await eventually(superseded_in_a)
+    sender.gate.set()
+
+    want = [(0, 1, 503, "a"), (1, 1, 204, retried_in)]
+
+    async def logged(node) -> bool:  # type: ignore[no-untyped-def]
+        rows = await node.store.attempts_of(d.id)
+        return sorted((x.generation, x.n, x.status_code, x.region) for x in rows) == want
+
+    for node in (a, b):
+        await eventually(lambda node=node: logged(node))
+        rows, _ = await node.recovery.attempts_page("acme", ep.id, None, None, None, 10)
+        assert sorted((x.generation, x.n) for x in rows) == [(0, 1), (1, 1)]
+    assert sender.sent == (2 if retried_in == "a" else 1)

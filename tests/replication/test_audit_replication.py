@@ -69,3 +69,31 @@ async def test_changes_the_node_makes_itself_are_not_audited(net, started) -> No
     await a.registry_ops.create_tenant("acme", "Acme")
     await a.ingest.publish("acme", "t", b"{}", None)  # counters: not a registry change
     assert [(e[2], e[3]) for e in await _entries(a)] == [("node", "tenant.create")]
+
+
+async def test_a_delivery_retry_is_audited_in_every_region(net, started) -> None:
+    """Issue 38 kind 5: the retry's entry travels with its delivery record."""
+    a, b = make_node(net, "a", ["b"]), make_node(net, "b", ["a"])
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    acting_as("token:tok_1:ops")
+    await a.registry_ops.create_tenant("acme", "Acme")
+    ep = await a.registry_ops.create_endpoint("acme", {"url": "https://h.example/"})
+    event, _ = await a.ingest.publish("acme", "t", b"{}", None)
+    (d,) = await a.store.deliveries_of_event(event.id)
+    await a.recovery.retry_delivery("acme", d.id)
+    want = (
+        "a",
+        "token:tok_1:ops",
+        "delivery.retry",
+        f"delivery/{d.id}",
+        "acme",
+        f"endpoint={ep.id}",
+    )
+
+    async def everywhere() -> bool:
+        got = [await _entries(n) for n in (a, b)]
+        return all(g and g[0][1:] == want for g in got)
+
+    await eventually(everywhere)

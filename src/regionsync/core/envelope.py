@@ -21,19 +21,25 @@ Pure: the caller passes the time and the secrets that sign now. Rules:
   authorization, cookie, token, secret, key, password, auth) is replaced by
   ``REDACTED``: the attempt log is readable by tenant tokens and replicated to every
   region, the endpoint's credentials must not be.
+- A reader who may not see the endpoint's secrets (a ``read`` token) sees every endpoint
+  header's value as ``MASK``, whatever its name (``masked_request_headers``), and the
+  endpoint's header values masked wherever else an attempt shows them (a receiver that
+  echoes its request: ``masked_text``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from .signing import signature_headers
 
 __all__ = [
     "EVENT_TYPE_HEADER",
+    "MASK",
+    "MASK_MIN_CHARS",
     "PAYLOAD_FORMATS",
     "REDACTED",
     "REQUEST_HEADERS_MAX_BYTES",
@@ -41,6 +47,8 @@ __all__ = [
     "SENSITIVE_HEADER_RE",
     "delivery_body",
     "delivery_headers",
+    "masked_request_headers",
+    "masked_text",
     "recorded_headers",
     "rfc3339_ms",
 ]
@@ -52,6 +60,8 @@ _JSON_WS = b" \t\n\r"
 REQUEST_HEADERS_MAX_BYTES = 4096
 SENSITIVE_HEADER_RE = re.compile(r"auth|cookie|token|secret|key|passw", re.IGNORECASE)
 REDACTED = "[redacted]"
+MASK = "\u2026"  # what a reader without the endpoint's secrets sees instead of a value
+MASK_MIN_CHARS = 4  # shorter header values are not searched for in free text (masked_text)
 _OURS = ("webhook-id", "webhook-timestamp", "webhook-signature", EVENT_TYPE_HEADER,
          "content-type", "user-agent")  # fmt: skip
 
@@ -152,3 +162,23 @@ def recorded_headers(headers: Mapping[str, str], max_bytes: int = REQUEST_HEADER
             break
         out.pop()
     return "\n".join(out)
+
+
+def masked_request_headers(recorded: str) -> str:
+    """``recorded`` (``recorded_headers``) with the value of every endpoint header (a
+    line whose name is not one of ours) replaced by ``MASK``; ours and the note on
+    headers left out stay as they are."""
+    lines = recorded.split("\n")
+    for i, line in enumerate(lines):
+        name, sep, _ = line.partition(": ")
+        if sep and name not in _OURS:
+            lines[i] = f"{name}: {MASK}"
+    return "\n".join(lines)
+
+
+def masked_text(text: str, values: Iterable[str]) -> str:
+    """``text`` with every occurrence of each of ``values`` (header values of at least
+    ``MASK_MIN_CHARS`` characters, longest first) replaced by ``MASK``."""
+    for v in sorted({v for v in values if len(v) >= MASK_MIN_CHARS}, key=len, reverse=True):
+        text = text.replace(v, MASK)
+    return text

@@ -221,8 +221,10 @@ class Record(NamedTuple):
 class AuditEntry:
     """One registry change, as the audit log shows it (issue 14): the record that carried
     it (``origin`` actor ``region:incarnation``, ``seq``) and its HLC stamp say where and
-    when; ``who`` is the caller (``token:<name>``, ``config:<scope>``, ``anonymous``, or
-    ``node`` for a change the node made itself); ``op`` what (``endpoint.create``...),
+    when; ``who`` is the caller (``token:<id>:<name>``, ``config:tokens[<i>]:<scope>``,
+    ``anonymous``, or ``node`` for a change the node made itself; entries written before
+    issue 38 name tokens ``token:<name>`` and ``config:<scope>``); ``op`` what
+    (``endpoint.create``, ``delivery.retry``...),
     ``object`` which (``endpoint/<id>``), ``tenant`` whose (``""``: none), ``detail`` the
     changed field names (never values: secrets stay out of the log)."""
 

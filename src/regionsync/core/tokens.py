@@ -31,9 +31,11 @@ __all__ = [
     "TOKEN_FIELDS",
     "Caller",
     "TokenView",
+    "config_caller",
     "create_token",
     "hash_token",
     "make_token",
+    "registry_caller",
     "revoke_token",
     "token",
     "tokens",
@@ -45,9 +47,10 @@ TOKEN_FIELDS = ("hash", "scope", "name", "expires_at", "created_at", "created_by
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who made a request: ``scope`` as above, ``name`` for audit (a registry token's
-    name as ``token:<name>``, ``config:<scope>`` for a static token, ``anonymous`` on an
-    open loopback node)."""
+    """Who made a request: ``scope`` as above, ``name`` for audit: unambiguous (two
+    tokens of one name are two callers) as ``registry_caller`` and ``config_caller`` make
+    it, or ``anonymous`` on an open loopback node. Audit entries written before name a
+    registry token ``token:<name>`` and a static one ``config:<scope>``."""
 
     scope: str
     name: str
@@ -67,6 +70,18 @@ class TokenView:
 
     def expired(self, now_ms: int) -> bool:
         return self.expires_at_ms is not None and now_ms >= self.expires_at_ms
+
+
+def registry_caller(view: TokenView) -> Caller:
+    """A registry token's caller: ``token:<id>:<name>`` (ids hold no ``:``)."""
+    return Caller(view.scope, f"token:{view.id}:{view.name}")
+
+
+def config_caller(index: int, scope: str) -> Caller:
+    """The caller of the static token of ``[[tokens]]`` entry ``index`` (from 0, as a
+    configuration error names it): ``config:tokens[<index>]:<scope>``. Never derived
+    from the token itself, which an audit reader must not learn anything of."""
+    return Caller(scope, f"config:tokens[{index}]:{scope}")
 
 
 def make_token(random32: bytes) -> str:

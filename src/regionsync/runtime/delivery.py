@@ -94,8 +94,9 @@ class DeliveryWorker:
         self.lanes: dict[str, Lane] = {}
         self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self.recorder = OutcomeRecorder(
-            self.region, catalog, writer, queue, store, clock, self.policy, ops
-        )
+            self.region, catalog, writer, queue, store, clock, self.policy, ops,
+            shared=claims is not None,
+        )  # fmt: skip
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
         self._expired_at: float | None = None  # monotonic s of the last starvation check
         # without ``claims``: due deliveries read ahead with their events, not yet started
@@ -484,19 +485,24 @@ class DeliveryWorker:
         }
 
     async def _attempt(self, d: Delivery, event: Event | None) -> None:
+        out: Outcome | None = None
         try:
-            await self._attempt_inner(d, event)
+            ep = self._endpoint_of(d)
+            out = await self._outcome(d, event, ep)
+            await self._record(d, ep, out)
         except asyncio.CancelledError:
             raise
         except Exception:
             ids = {"delivery_id": d.id, "event_id": d.event_id, "endpoint_id": d.endpoint_id}
             log.exception("delivery %s: attempt crashed; retrying later", d.id, extra=ids)
-            # never a hot loop: push the delivery back as a failed try would be
+            # never a hot loop: push the delivery back as a failed try would be, with the
+            # attempt row of a request sent (its outcome was not recorded)
             later = self.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
+            n, row = d.attempts, None
+            if out is not None and out.attempt is not None:
+                n, row = out.attempts, out.attempt
             with contextlib.suppress(Exception):
-                await self.recorder.record(
-                    Outcome(d, DeliveryStatus.PENDING, later, d.attempts, None, None)
-                )
+                await self.recorder.record(Outcome(d, DeliveryStatus.PENDING, later, n, row, None))
         finally:
             self._release(d)
 
@@ -538,28 +544,32 @@ class DeliveryWorker:
             return None
         return ep
 
-    async def _attempt_inner(self, d: Delivery, event: Event | None) -> None:
-        ep = self._endpoint_of(d)
+    async def _outcome(self, d: Delivery, event: Event | None, ep: EndpointView | None) -> Outcome:
+        """Send attempt ``d`` to ``ep`` (``_endpoint_of``) and return its outcome, or that
+        it is skipped or cancelled (nothing sent)."""
         if event is None or ep is None:
-            status = DeliveryStatus.CANCELLED
-        elif ep.paused or ep.disabled:
-            status = DeliveryStatus.SKIPPED
+            return Outcome(d, DeliveryStatus.CANCELLED, None, d.attempts, None, None)
+        if ep.paused or ep.disabled:
+            return Outcome(d, DeliveryStatus.SKIPPED, None, d.attempts, None, None)
+        return await send_attempt(
+            d, event, ep, region=self.region, opts=self.opts, sender=self.sender,
+            writer=self.writer, clock=self.clock, rng=self.rng,
+        )  # fmt: skip
+
+    async def _record(self, d: Delivery, ep: EndpointView | None, out: Outcome) -> None:
+        health = self.queue.health.get(d.endpoint_id)
+        if ep is None:  # nothing was sent
+            healthy = False
         else:
-            out = await send_attempt(
-                d, event, ep, region=self.region, opts=self.opts, sender=self.sender,
-                writer=self.writer, clock=self.clock, rng=self.rng,
-            )  # fmt: skip
-            health = self.queue.health.get(d.endpoint_id)
             healthy = ep.failing_since_ms is None if health is None else health.state == "active"
-            if out.health_event == "success" and healthy:
-                # a success at a healthy endpoint: its lane slot goes to the next attempt
-                # while this outcome is recorded (the delivery stays in ``inflight``, so it
-                # is not claimed again); other outcomes may change health: held till durable
-                self._free_slot(d)
-                self.recording += 1
-                try:
-                    return await self.recorder.record(out)
-                finally:
-                    self.recording -= 1
-            return await self.recorder.record(out)
-        await self.recorder.record(Outcome(d, status, None, d.attempts, None, None))
+        if out.health_event == "success" and healthy:
+            # a success at a healthy endpoint: its lane slot goes to the next attempt
+            # while this outcome is recorded (the delivery stays in ``inflight``, so it
+            # is not claimed again); other outcomes may change health: held till durable
+            self._free_slot(d)
+            self.recording += 1
+            try:
+                return await self.recorder.record(out)
+            finally:
+                self.recording -= 1
+        await self.recorder.record(out)

@@ -63,8 +63,11 @@ class OutcomeRecorder:
         clock: Clock,
         policy: HealthPolicy,
         ops: OperationalEvents | None = None,
+        shared: bool = False,
     ):
         self.region, self.catalog, self.writer, self.queue = region, catalog, writer, queue
+        # several processes deliver this region's deliveries (claims; runtime/cohort.py)
+        self.shared = shared
         self.store, self.clock, self.policy, self.ops = store, clock, policy, ops
         self.health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
         self._pending: list[tuple[Outcome, asyncio.Future[None]]] = []
@@ -72,8 +75,8 @@ class OutcomeRecorder:
         self._settling: set[asyncio.Task[None]] = set()
 
     async def record(self, outcome: Outcome) -> None:
-        """Queue ``outcome``; returns once it is durable (or skipped: a retry or recovery
-        started a new generation of the delivery meanwhile)."""
+        """Queue ``outcome``; returns once it is durable (of an outcome whose delivery a
+        retry or recovery gave a new generation meanwhile: its attempt row alone)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((outcome, fut))
         self._wake.set()
@@ -105,33 +108,72 @@ class OutcomeRecorder:
         # read outside the lock (publishes wait for it), brought up to date under it
         ids = [o.delivery.id for o, _ in group]
         async with self.writer.unsettled.read(self.store, ids) as read:
+            taken = await self._taken(group, read.rows)
             async with self.writer.local_lock():  # type: ignore[attr-defined]
-                return self._build(group, read.current())
+                return self._build(group, read.current(), taken)
+
+    async def _taken(
+        self, group: list[tuple[Outcome, asyncio.Future[None]]], stored: dict[str, Delivery]
+    ) -> dict[tuple[str, int], int]:
+        """With several processes per region (``shared``): (delivery id, generation) ->
+        the highest attempt number this region recorded, for each outcome whose number is
+        recorded already (another process sent that attempt too, this one's claim having
+        expired). Read outside the lock, only where the stored delivery counts that many
+        attempts (rare)."""
+        out: dict[tuple[str, int], int] = {}
+        if not self.shared:  # one process: it never sends one attempt twice
+            return out
+        for o, _ in group:
+            d, row = o.delivery, stored.get(o.delivery.id)
+            if o.attempt is None or row is None or row.generation != d.generation:
+                continue
+            if row.attempts >= o.attempts:
+                ns = [a.n for a in await self.store.attempts_of(d.id)
+                      if a.region == self.region and a.generation == d.generation]  # fmt: skip
+                if o.attempts in ns:
+                    out[(d.id, d.generation)] = max(ns)
+        return out
 
     def _build(
         self,
         group: list[tuple[Outcome, asyncio.Future[None]]],
         current: dict[str, Delivery],
+        taken: dict[tuple[str, int], int],
     ) -> tuple[asyncio.Future[None] | None, list[_Emit]]:
         """``_write``'s part under the write lock: ``current`` holds each delivery's
-        latest state (stored or submitted)."""
+        latest state (stored or submitted), ``taken`` attempt numbers this region has
+        recorded (``_taken``)."""
         reg, now = self.catalog.registry, self.clock.wall_ms()
         emits: list[_Emit] = []
         batch = WriteBatch()
         moves: dict[tuple[str, str], int] = {}
         wrote = False
         for o, _ in group:
-            d = o.delivery
+            d, attempt = o.delivery, o.attempt
             cur = current.get(d.id)
+            finished = False
             if cur is not None and cur.generation != d.generation:
-                continue  # a retry or recovery started a new generation meanwhile
-            new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
-                          attempts=o.attempts, updated_at_ms=now)  # fmt: skip
-            if cur is not None:  # another custodian's outcome may have arrived meanwhile
-                new = delivery_join(cur, new)
-            current[d.id] = new  # a second outcome of the same delivery builds on it
-            was_final = cur is not None and cur.status.final
-            finished = new.status.final and d.status is DeliveryStatus.PENDING and not was_final
+                # a retry or recovery started a new generation meanwhile: it alone decides
+                # the delivery's state, but a request sent is an attempt row all the same
+                if attempt is None:
+                    continue
+                new = cur
+            else:
+                attempts = o.attempts
+                last = taken.get((d.id, d.generation))
+                if attempt is not None and last is not None:
+                    # this number is recorded already (by another process of this region):
+                    # numbered after, so that no two rows share a key and one is lost
+                    attempts = max(last, cur.attempts if cur is not None else 0) + 1
+                    attempt = replace(attempt, n=attempts)
+                new = replace(d, status=o.status, next_attempt_at_ms=o.next_at_ms,
+                              attempts=attempts, updated_at_ms=now)  # fmt: skip
+                if cur is not None:  # another custodian's outcome may have arrived meanwhile
+                    new = delivery_join(cur, new)
+                current[d.id] = new  # a second outcome of the same delivery builds on it
+                was_final = cur is not None and cur.status.final
+                finished = new.status.final and d.status is DeliveryStatus.PENDING
+                finished = finished and not was_final
             if finished:
                 # usage counters count deliveries by current status (README, "Usage
                 # counters"): only a pending -> final transition moves them
@@ -154,12 +196,13 @@ class OutcomeRecorder:
                     "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
                     "event": d.event_id, "attempts": new.attempts}, d.tenant))  # fmt: skip
             batch.deliveries.append(new)
-            if o.attempt is not None:
-                batch.attempts.append(o.attempt)
-            # every outcome is replicated: a region that takes custody over continues
-            # from these attempts and this schedule
+            if attempt is not None:
+                batch.attempts.append(attempt)
+            # every outcome is replicated (with the delivery's state, a kind "delivery"
+            # record needs one): a region that takes custody over continues from these
+            # attempts and this schedule, and every region shows every attempt
             self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
-                                     delivery=new, attempt=o.attempt)  # fmt: skip
+                                     delivery=new, attempt=attempt)  # fmt: skip
             wrote = True
         counters: dict[str, CRDT] = {}
         for (tenant, counter), n in sorted(moves.items()):

@@ -167,15 +167,21 @@ class Recovery:
         d = await self.delivery(tenant_id, delivery_id)
         if d.status is not DeliveryStatus.PENDING and self.queue.tenant_full(tenant_id):
             raise tenant_backlog_full(self.queue, tenant_id, 0.0)
+        note = audit_section(
+            "delivery.retry", f"delivery/{d.id}", tenant_id, f"endpoint={d.endpoint_id}"
+        )
         async with self.writer.unsettled.read(self.store, [d.id]) as read:
             async with self.writer.local_lock():
-                new, durable = self._regenerate([read.current().get(d.id, d)])
+                new, durable = self._regenerate([read.current().get(d.id, d)], note)
         await durable
         self.queue.wake.set()
         return new[0]
 
-    def _regenerate(self, rows: list[Delivery]) -> tuple[list[Delivery], asyncio.Future[None]]:
-        """New pending generations of ``rows`` owned here, replicated. Lock held.
+    def _regenerate(
+        self, rows: list[Delivery], audit: dict[str, str] | None = None
+    ) -> tuple[list[Delivery], asyncio.Future[None]]:
+        """New pending generations of ``rows`` owned here, replicated, each delivery's
+        record with ``audit`` (an operator's retry; a job's start is audited). Lock held.
 
         Usage counters count deliveries by their current status (README, "Usage
         counters"): leaving ``delivered``/``dead`` takes one off ``deliveries_succeeded``/
@@ -221,7 +227,9 @@ class Recovery:
         # one record per delivery keeps every record's body a single delivery
         durable = self.writer.commit_local("registry", stamp, deltas, batch)
         for d in new:
-            durable = self.writer.commit_local("delivery", self.writer.stamp(), {}, delivery=d)
+            durable = self.writer.commit_local(
+                "delivery", self.writer.stamp(), {}, delivery=d, audit=audit
+            )
         return new, durable
 
     def job(self, tenant_id: str, job_id: str) -> Job:

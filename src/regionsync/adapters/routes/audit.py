@@ -42,8 +42,10 @@ def build(ctx: ApiContext) -> APIRouter:
         cursor: str | None = None,
         limit: int = 50,
     ) -> dict[str, Any]:
-        """Registry changes in every region (each entry travels with its change through
-        replication): who (token name or scope), what (op, object, changed fields), where
+        """Registry changes and operator re-sends in every region (each entry travels
+        with its change through replication): who (``token:<id>:<name>`` or
+        ``config:tokens[<i>]:<scope>``; older entries ``token:<name>`` or
+        ``config:<scope>``), what (op, object, changed fields), where
         (region) and when (HLC time). ``tenant`` filters (a tenant token: only its own,
         another tenant's is 404); ``since`` is an RFC 3339 lower bound."""
         caller = ctx.auth.caller(request)

@@ -13,20 +13,20 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from ...core.envelope import rfc3339_ms
+from ...core.envelope import MASK, masked_request_headers, masked_text, rfc3339_ms
 from ...core.event_types import EventTypeView
 from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
 from ...core.registry import EndpointView, TenantView
 from ...core.sources import KIND_FIELDS
-from ...core.tokens import Caller, hash_token
+from ...core.tokens import Caller, config_caller, hash_token, registry_caller
 from ...errors import (
     ClientError,
     Forbidden,
@@ -67,6 +67,7 @@ __all__ = [
     "event_json",
     "event_summary_json",
     "event_type_json",
+    "hidden_values",
     "job_json",
     "open_cursor",
     "page_params",
@@ -216,15 +217,23 @@ def source_json(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MASK = "\u2026"  # what a read-only token sees instead of a secret value
-
-
 def can_see_secrets(caller: Caller) -> bool:
     """Whether ``caller`` may read endpoint signing secrets and custom header values:
     admin and ``tenant:<id>:manage`` tokens (which may set them anyway); a
     ``tenant:<id>:read`` token may not, since the secret signs deliveries (its holder
-    could forge them to the consumer) and header values often carry credentials."""
+    could forge them to the consumer) and header values often carry credentials. The one
+    decision every view of an endpoint's secrets follows (``endpoint_json``,
+    ``hidden_values`` for ``attempt_json``)."""
     return not caller.scope.endswith(":read")
+
+
+def hidden_values(node: Node, caller: Caller, tenant: str, endpoint_id: str) -> list[str] | None:
+    """For ``attempt_json``: None if ``caller`` may see the endpoint's header values
+    (``can_see_secrets``), else the values of its configured headers, to mask."""
+    if can_see_secrets(caller):
+        return None
+    view = node.catalog.registry.endpoint(endpoint_id, tenant)
+    return list((view.headers or {}).values()) if view is not None else []
 
 
 def endpoint_json(e: EndpointView, secrets: bool = True) -> dict[str, Any]:
@@ -372,7 +381,19 @@ def job_json(job: Job) -> dict[str, Any]:
     }
 
 
-def attempt_json(a: Attempt) -> dict[str, Any]:
+def attempt_json(a: Attempt, hidden: list[str] | None = None) -> dict[str, Any]:
+    """An attempt as recorded; with ``hidden`` (``hidden_values``: the caller may not see
+    the endpoint's header values) every endpoint header's value in ``request_headers``
+    reads ``…`` and the ``hidden`` values read ``…`` in the error and the response (a
+    receiver may echo what it was sent)."""
+    if hidden is not None:
+        a = replace(
+            a,
+            request_headers=masked_request_headers(a.request_headers),
+            response_headers=masked_text(a.response_headers, hidden),
+            response_excerpt=masked_text(a.response_excerpt, hidden),
+            error=None if a.error is None else masked_text(a.error, hidden),
+        )
     return {
         "n": a.n,
         "generation": a.generation,
@@ -405,7 +426,9 @@ class Auth:
 
     def __init__(self, node: Node):
         self.node = node
-        self.tokens = {t.token: t.scope for t in node.settings.tokens}
+        self.tokens = {
+            t.token: config_caller(i, t.scope) for i, t in enumerate(node.settings.tokens)
+        }
         self.open = not self.tokens and _loopback(node.settings.http_listen)
         if self.open:
             log.warning("no API tokens configured: accepting unauthenticated requests on loopback")
@@ -430,12 +453,12 @@ class Auth:
         scheme, _, secret = header.partition(" ")
         secret = secret.strip()
         if scheme.lower() == "bearer" and secret:
-            scope = self.tokens.get(secret)
-            if scope is not None:
-                return Caller(scope, f"config:{scope}")
+            static = self.tokens.get(secret)
+            if static is not None:
+                return static
             found = self.node.catalog.token_hashes.get(hash_token(secret))
             if found is not None and not found.expired(self.node.clock.wall_ms()):
-                return Caller(found.scope, f"token:{found.name}")
+                return registry_caller(found)
         if self.open and not header:
             return Caller("admin", "anonymous")  # an unknown token is refused even here
         raise Unauthorized("missing or unknown bearer token", field="authorization")

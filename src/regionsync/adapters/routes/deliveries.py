@@ -18,6 +18,7 @@ from .common import (
     delivery_json,
     delivery_status,
     encode_cursor,
+    hidden_values,
     job_json,
     open_cursor,
     page_params,
@@ -137,8 +138,8 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
-        """Re-send one delivery now (a new generation, the same webhook-id). No body (or
-        ``{}``)."""
+        """Re-send one delivery now (a new generation, the same webhook-id; audited as
+        ``delivery.retry``). No body (or ``{}``)."""
         ctx.auth.check(request, tenant)
         await read_no_body(request, ctx.max_body)
         d = await node.recovery.retry_delivery(tenant, delivery)
@@ -151,8 +152,9 @@ def build(ctx: ApiContext) -> APIRouter:
         """One delivery's attempts, oldest first (every generation); ``{items, next}``.
         Each says what it sent (``request_headers``: ``name: value`` lines, the
         ``webhook-*`` ones first, endpoint headers named like a credential redacted, at
-        most 4 KiB; ``""`` for attempts recorded before) and what came back."""
-        ctx.auth.check(request, tenant)
+        most 4 KiB; ``""`` for attempts recorded before) and what came back. A ``read``
+        token sees the endpoint's header values masked (``…``) wherever they appear."""
+        caller = ctx.auth.check(request, tenant)
         page_params(limit, None)
         after: tuple[int, int, int] | None = None
         if cursor is not None:
@@ -161,7 +163,8 @@ def build(ctx: ApiContext) -> APIRouter:
                 raise Unprocessable("not a cursor this API returned", field="cursor")
             at, gen, n = (parse_uint(v, "cursor", error=Unprocessable) for v in parts)
             after = (at, gen, n)
-        await node.recovery.delivery(tenant, delivery)
+        d = await node.recovery.delivery(tenant, delivery)
+        hidden = hidden_values(node, caller, tenant, d.endpoint_id)
         attempts = [a for a in await node.store.attempts_of(delivery)
                     if after is None or (a.at_ms, a.generation, a.n) > after]  # fmt: skip
         page = attempts[:limit]
@@ -169,6 +172,6 @@ def build(ctx: ApiContext) -> APIRouter:
         if len(attempts) > limit:
             last = page[-1]
             nxt = seal_cursor(f"{last.at_ms}:{last.generation}:{last.n}")
-        return {"items": [attempt_json(a) for a in page], "next": nxt}
+        return {"items": [attempt_json(a, hidden) for a in page], "next": nxt}
 
     return router

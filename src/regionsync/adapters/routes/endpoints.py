@@ -17,6 +17,7 @@ from .common import (
     decode_cursor,
     encode_cursor,
     endpoint_json,
+    hidden_values,
     open_cursor,
     page_params,
     read_no_body,
@@ -102,8 +103,10 @@ def build(ctx: ApiContext) -> APIRouter:
         limit: int = 50,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered."""
-        ctx.auth.check(request, tenant)
+        """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered. A
+        ``read`` token sees the endpoint's header values masked (``…``) wherever they
+        appear."""
+        caller = ctx.auth.check(request, tenant)
         node.catalog.endpoint(tenant, endpoint)
         since_ms = page_params(limit, since)
         if status not in (None, "succeeded", "failed"):
@@ -119,6 +122,7 @@ def build(ctx: ApiContext) -> APIRouter:
         ok = None if status is None else status == "succeeded"
         rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
         nxt = None if last is None else seal_cursor(f"{last[0]}:{last[1]}:{last[2]}")
-        return {"items": [attempt_json(a) for a in rows], "next": nxt}
+        hidden = hidden_values(node, caller, tenant, endpoint)
+        return {"items": [attempt_json(a, hidden) for a in rows], "next": nxt}
 
     return router

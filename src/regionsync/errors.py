@@ -82,6 +82,11 @@ class PayloadTooLarge(ClientError):
 class UnsupportedMediaType(ClientError):
     status, code = 415, "unsupported_media_type"
 
+    def __init__(self, detail: str, *, accept_encoding: str | None = None, **kw: str | None):
+        super().__init__(detail, **kw)
+        # for a content coding refused: the Accept-Encoding of the answer (RFC 9110 12.5.3)
+        self.accept_encoding = accept_encoding
+
 
 class Unprocessable(ClientError):
     status, code = 422, "invalid"

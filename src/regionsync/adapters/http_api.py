@@ -196,13 +196,13 @@ def _no_query(scope: Any) -> None:
 
 
 class _RawRequest:
-    """What the ingest handlers read of a request (``headers``, ``stream()``), straight
-    from the ASGI scope: cheaper than building a starlette Request per publish."""
+    """What the ingest handlers read of a request (``scope``, ``headers``, ``stream()``),
+    straight from the ASGI scope: cheaper than building a starlette Request per publish."""
 
-    __slots__ = ("_headers", "_receive", "_scope")
+    __slots__ = ("_headers", "_receive", "scope")
 
     def __init__(self, scope: Any, receive: Any):
-        self._scope, self._receive = scope, receive
+        self.scope, self._receive = scope, receive
         self._headers: dict[str, str] | None = None
 
     @property
@@ -210,7 +210,7 @@ class _RawRequest:
         """Header names lower-cased (ASGI sends them so); the first of a repeated name."""
         if self._headers is None:
             headers: dict[str, str] = {}
-            for name, value in self._scope["headers"]:
+            for name, value in self.scope["headers"]:
                 headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
             self._headers = headers
         return self._headers

@@ -256,7 +256,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (404, "not found"),
         (409, "conflict"),
         (413, "body too large"),
-        (415, "not JSON"),
+        (415, "not JSON, or a content coding other than gzip or deflate (Accept-Encoding)"),
         (422, "a field is invalid (named in `field`; a schema violation adds `path`)"),
         (429, "shedding load (Retry-After)"),
         (503, "overloaded or not replicated in time (Retry-After)"),

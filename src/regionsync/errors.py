@@ -12,6 +12,7 @@ RegionsyncError
 │   ├── Unprocessable 422
 │   ├── TooManyRequests 429 (load shedding; carries retry_after_s)
 │   └── Unavailable  503    (overload, not ready; carries retry_after_s)
+├── CannotStart            this process cannot run as configured (one line for the operator)
 └── RemoteError            a peer region misbehaved
     └── MalformedRecord     a replication record that failed to decode or validate;
                             rejected and logged, never merged
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadRequest",
+    "CannotStart",
     "ClientError",
     "Conflict",
     "Forbidden",
@@ -102,6 +104,11 @@ class Unavailable(ClientError):
 
 class TooManyRequests(Unavailable):
     status, code = 429, "too_many_requests"
+
+
+class CannotStart(RegionsyncError):
+    """This process cannot run as configured (e.g. its key ring cannot open what the
+    region's other processes sealed); the message is one line naming the setting."""
 
 
 class RemoteError(RegionsyncError):

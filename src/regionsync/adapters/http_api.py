@@ -58,14 +58,15 @@ _HTML_RAW = [(k.encode(), v.encode()) for k, v in HTML_HEADERS.items()]
 
 
 def create_app(node: Node, manage_node: bool = False) -> Any:
-    """The ASGI app serving ``node``; with ``manage_node`` its lifespan starts and stops
-    the node (so a server's graceful shutdown also stops replication and delivery)."""
+    """The ASGI app serving ``node``; with ``manage_node`` its lifespan starts (unless
+    started already) and stops the node (so a server's graceful shutdown also stops
+    replication and delivery)."""
 
     ctx = ApiContext(node, Auth(node), node.settings.ingest.max_payload_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if manage_node:
+        if manage_node and not node.started:
             await node.start()
         sampler = asyncio.create_task(ctx.usage_rates.run())
         try:

@@ -266,7 +266,11 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (415, "not JSON, or a content coding other than gzip or deflate (Accept-Encoding)"),
         (422, "a field is invalid (named in `field`; a schema violation adds `path`)"),
         (429, "shedding load (Retry-After)"),
-        (503, "overloaded or not replicated in time (Retry-After)"),
+        (
+            503,
+            "overloaded, not replicated in time, or this process cannot read its region "
+            "(Retry-After)",
+        ),
     )
 }
 

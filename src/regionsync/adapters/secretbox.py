@@ -21,7 +21,8 @@ first start and uses it from then on.
 
 The processes of a region agree on the ring (``AtRest.agree``): a store keeps a key check
 (the meta row ``key_check``: a known text sealed with the current key of the first
-process to open it, sealed again by a process whose current key is newer), and a process
+process to open it, sealed again by one that opens it but has another current key, as
+after a rotation), and a process
 whose ring cannot open it does not start (``errors.CannotStart`` naming ``[secrets]
 keys``): it could not read the secrets the others seal.
 """
@@ -235,7 +236,7 @@ class AtRest:
                 for key, state in rows:
                     if is_sealed(state):
                         self.keys.open(state, self.registry_aad(key))
-        except (SealedKeyError, binascii.Error, ValueError) as exc:
+        except ValueError as exc:  # SealedKeyError, or text that is no base64
             raise CannotStart(
                 f"secrets: this process's key ring ({', '.join(self.keys.ids)}) cannot open "
                 f"what is sealed in region {region}'s {self.store} store "

@@ -171,7 +171,8 @@ class Ingest:
         returns the original event and False. Raises NotFound (tenant), Unprocessable
         (event_type; unknown type in strict mode), SchemaViolation (payload against its
         type's schema, core.event_types), Conflict (key reused with another body), TooManyRequests /
-        Unavailable (backpressure, or ``one-remote`` not confirmed in time).
+        Unavailable (backpressure, ``one-remote`` not confirmed in time, or
+        ``require_following``).
         """
         self.require_following()
         tel, started = self.writer.telemetry, self.clock.monotonic()

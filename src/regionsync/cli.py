@@ -15,13 +15,14 @@ import pydantic
 
 from . import manage
 from .config import describe_errors, load_settings
+from .errors import CannotStart
 
 __all__ = ["main"]
 
 
 class CannotRun(click.ClickException):
     """One ``Error:`` line and exit 2: this install or these files cannot do what was asked
-    (a missing extra, an unusable ``--payloads`` directory)."""
+    (a missing extra, an unusable ``--payloads`` directory, a node that refuses to start)."""
 
     exit_code = 2
 
@@ -96,6 +97,8 @@ def serve(config_path: str | None) -> None:
         run_async(serve_node(settings))
     except KeyboardInterrupt:
         pass
+    except CannotStart as exc:  # e.g. a key ring that cannot open the region's secrets
+        raise CannotRun(str(exc)) from None
 
 
 @main.command()

@@ -12,6 +12,7 @@ RegionsyncError
 │   ├── Unprocessable 422
 │   ├── TooManyRequests 429 (load shedding; carries retry_after_s)
 │   └── Unavailable  503    (overload, not ready; carries retry_after_s)
+├── CannotStart            this process cannot run as configured (one line for the operator)
 └── RemoteError            a peer region misbehaved
     └── MalformedRecord     a replication record that failed to decode or validate;
                             rejected and logged, never merged
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadRequest",
+    "CannotStart",
     "ClientError",
     "Conflict",
     "Forbidden",
@@ -82,6 +84,11 @@ class PayloadTooLarge(ClientError):
 class UnsupportedMediaType(ClientError):
     status, code = 415, "unsupported_media_type"
 
+    def __init__(self, detail: str, *, accept_encoding: str | None = None, **kw: str | None):
+        super().__init__(detail, **kw)
+        # for a content coding refused: the Accept-Encoding of the answer (RFC 9110 12.5.3)
+        self.accept_encoding = accept_encoding
+
 
 class Unprocessable(ClientError):
     status, code = 422, "invalid"
@@ -97,6 +104,11 @@ class Unavailable(ClientError):
 
 class TooManyRequests(Unavailable):
     status, code = 429, "too_many_requests"
+
+
+class CannotStart(RegionsyncError):
+    """This process cannot run as configured (e.g. its key ring cannot open what the
+    region's other processes sealed); the message is one line naming the setting."""
 
 
 class RemoteError(RegionsyncError):

@@ -145,6 +145,7 @@ def test_legacy_source_without_default_gets_webhook() -> None:
 class _Req:
     def __init__(self, headers: dict[str, str], body: bytes = b"{}"):
         self.headers, self._body = headers, body
+        self.scope = {"headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
 
     async def stream(self):  # noqa: ANN201
         yield self._body

@@ -28,6 +28,7 @@ from regionsync.core.model import Event, Record, WriteBatch
 from regionsync.core.records import encode_body
 from regionsync.core.signing import make_secret
 from regionsync.demo import start_cluster
+from regionsync.errors import CannotStart
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 from cluster_support import converged, eventually, expect  # noqa: E402
@@ -161,11 +162,28 @@ async def test_store_seals_secret_rows_and_reads_them_back(tmp_path: Path) -> No
             await bare.load_registry()
         finally:
             await bare.close()
+    # (refused at open: the store's key check, sealed with k1, does not open)
     other = SqliteStore(tmp_path / "n.db", _ring("k9"))
-    await other.open(REGION, 1)
-    with pytest.raises(SealedKeyError, match="k1"):
-        await other.load_registry()
-    await other.close()
+    with pytest.raises(CannotStart, match=r"'k1'.*\[secrets\] keys"):
+        await other.open(REGION, 1)
+
+
+async def test_a_store_keeps_the_ring_it_was_opened_with(tmp_path: Path) -> None:
+    # issue 38, kind 8: before any secret is written, another ring (a lost or regenerated
+    # key file) is refused too; it would seal rows the first ring cannot read, and back
+    s = SqliteStore(tmp_path / "n.db", _ring("k1"))
+    await s.open(REGION, 1)
+    await s.close()
+    with pytest.raises(CannotStart, match=r"\(k9\).*'k1'"):
+        await SqliteStore(tmp_path / "n.db", _ring("k9")).open(REGION, 1)
+    rotated = SqliteStore(tmp_path / "n.db", _ring("k2", "k1"))  # a rotation is not refused
+    await rotated.open(REGION, 1)
+    await rotated.close()
+    with pytest.raises(CannotStart, match="'k2'"):  # ... but from then on k2 is needed
+        await SqliteStore(tmp_path / "n.db", _ring("k1")).open(REGION, 1)
+    bare = SqliteStore(tmp_path / "n.db")  # no ring: it seals nothing (tests only)
+    await bare.open(REGION, 1)
+    await bare.close()
 
 
 async def test_store_rotation_keeps_old_rows_and_seals_new_ones_with_the_new_key(
@@ -272,13 +290,8 @@ async def test_postgres_store_seals_secret_rows_and_reads_them_back(pg_server: P
             await bare.load_registry()
     finally:
         await bare.close()
-    other = PostgresStore(url, keys=_ring("k9"))
-    await other.open(REGION, 1)
-    try:
-        with pytest.raises(SealedKeyError, match="k1"):
-            await other.records_after({}, 10)
-    finally:
-        await other.close()
+    with pytest.raises(CannotStart, match=r"'k1'.*\[secrets\] keys"):
+        await PostgresStore(url, keys=_ring("k9")).open(REGION, 1)
 
 
 async def test_postgres_rows_written_before_encryption_are_sealed_on_open(

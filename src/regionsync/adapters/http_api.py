@@ -39,20 +39,34 @@ from .routes import (
 )
 from .routes.common import ApiContext, Auth, client_problem, problem, rfc3339, strict_query
 
-__all__ = ["create_app", "rfc3339"]
+__all__ = ["HTML_HEADERS", "create_app", "rfc3339"]
 
 log = logging.getLogger("regionsync.http")
 
+# on every HTML response (the console, /docs): the page loads only this node's scripts,
+# styles and images (data: images: Swagger UI's stylesheet has some) and talks only to its
+# origin; it may not be framed (frame-ancestors; X-Frame-Options for older browsers)
+HTML_HEADERS = {
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+_HTML_RAW = [(k.encode(), v.encode()) for k, v in HTML_HEADERS.items()]
+
 
 def create_app(node: Node, manage_node: bool = False) -> Any:
-    """The ASGI app serving ``node``; with ``manage_node`` its lifespan starts and stops
-    the node (so a server's graceful shutdown also stops replication and delivery)."""
+    """The ASGI app serving ``node``; with ``manage_node`` its lifespan starts (unless
+    started already) and stops the node (so a server's graceful shutdown also stops
+    replication and delivery)."""
 
     ctx = ApiContext(node, Auth(node), node.settings.ingest.max_payload_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if manage_node:
+        if manage_node and not node.started:
             await node.start()
         sampler = asyncio.create_task(ctx.usage_rates.run())
         try:
@@ -135,8 +149,9 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
 class _FastLane:
     """Serves the ingest routes without FastAPI's per-request dependency machinery (half
     the CPU of a publish); every other request, and the OpenAPI document, go to the
-    FastAPI app (a HEAD request as its GET, without the content). The handlers are the
-    same functions the FastAPI routes call, and errors get the same JSON problem bodies."""
+    FastAPI app (a HEAD request as its GET, without the content; an HTML response with
+    ``HTML_HEADERS``). The handlers are the same functions the FastAPI routes call, and
+    errors get the same JSON problem bodies."""
 
     def __init__(self, app: FastAPI, routes: dict[re.Pattern[str], Any]):
         self.app = app
@@ -145,7 +160,7 @@ class _FastLane:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "HEAD":
-            await self.app({**scope, "method": "GET"}, receive, _without_body(send))
+            await self.app({**scope, "method": "GET"}, receive, _html_headers(_without_body(send)))
             return
         if scope["type"] == "http" and scope["method"] == "POST":
             for pattern, handler in self.routes.items():
@@ -171,7 +186,22 @@ class _FastLane:
                     )
                     await send({"type": "http.response.body", "body": response.body})
                     return
-        await self.app(scope, receive, send)
+        await self.app(scope, receive, _html_headers(send) if scope["type"] == "http" else send)
+
+
+def _html_headers(send: Any) -> Any:
+    """``send`` adding ``HTML_HEADERS`` to an HTML response (those it does not set)."""
+
+    async def send_html(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", [])
+            names = {n.lower() for n, _ in headers}
+            if any(n == b"content-type" and v.startswith(b"text/html") for n, v in headers):
+                extra = [(n, v) for n, v in _HTML_RAW if n not in names]
+                message = {**message, "headers": [*headers, *extra]}
+        await send(message)
+
+    return send_html
 
 
 def _without_body(send: Any) -> Any:
@@ -196,13 +226,13 @@ def _no_query(scope: Any) -> None:
 
 
 class _RawRequest:
-    """What the ingest handlers read of a request (``headers``, ``stream()``), straight
-    from the ASGI scope: cheaper than building a starlette Request per publish."""
+    """What the ingest handlers read of a request (``scope``, ``headers``, ``stream()``),
+    straight from the ASGI scope: cheaper than building a starlette Request per publish."""
 
-    __slots__ = ("_headers", "_receive", "_scope")
+    __slots__ = ("_headers", "_receive", "scope")
 
     def __init__(self, scope: Any, receive: Any):
-        self._scope, self._receive = scope, receive
+        self.scope, self._receive = scope, receive
         self._headers: dict[str, str] | None = None
 
     @property
@@ -210,7 +240,7 @@ class _RawRequest:
         """Header names lower-cased (ASGI sends them so); the first of a repeated name."""
         if self._headers is None:
             headers: dict[str, str] = {}
-            for name, value in self._scope["headers"]:
+            for name, value in self.scope["headers"]:
                 headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
             self._headers = headers
         return self._headers

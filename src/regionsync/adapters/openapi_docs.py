@@ -7,19 +7,26 @@ the bodies of shared/API.md in ``/openapi.json``, with the problem body of every
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
-from starlette.staticfiles import StaticFiles
 
 from ..core.model import DeliveryStatus
+from ..errors import NotFound
 
-__all__ = ["IDEMPOTENCY_KEY", "PROBLEM_RESPONSES", "body", "install_docs"]
+__all__ = ["DOCS_DIR", "IDEMPOTENCY_KEY", "PROBLEM_RESPONSES", "body", "install_docs"]
+
+DOCS_DIR = Path(__file__).resolve().parent / "apidocs"  # the /docs page and its initializer
+_SWAGGER = {  # what the page loads of swagger-ui-bundle's files
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "favicon-32x32.png": "image/png",
+}
 
 
 _ID = r"^[A-Za-z0-9_.\-]{1,64}$"
@@ -253,10 +260,14 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (404, "not found"),
         (409, "conflict"),
         (413, "body too large"),
-        (415, "not JSON"),
+        (415, "not JSON, or a content coding other than gzip or deflate (Accept-Encoding)"),
         (422, "a field is invalid (named in `field`; a schema violation adds `path`)"),
         (429, "shedding load, or the tenant over its rate or backlog share (Retry-After)"),
-        (503, "overloaded or not replicated in time (Retry-After)"),
+        (
+            503,
+            "overloaded, not replicated in time, or this process cannot read its region "
+            "(Retry-After)",
+        ),
     )
 }
 
@@ -326,22 +337,26 @@ _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics", "/in/{source}")
 
 
 def install_docs(app: FastAPI) -> None:
-    """``/docs``: Swagger UI from the assets vendored by ``swagger-ui-bundle`` (served
-    under ``/docs/assets``, no CDN), over ``/openapi.json``, whose document declares the
-    ``bearerAuth`` scheme (every operation but the unauthenticated ones requires it)."""
+    """``/docs``: Swagger UI (the page and its initializer in ``apidocs/``, the bundle
+    from the assets vendored by ``swagger-ui-bundle``, no CDN) under ``/docs/assets``,
+    over ``/openapi.json``, whose document declares the ``bearerAuth`` scheme (every
+    operation but the unauthenticated ones requires it). Only the files the page loads
+    are served (the package's own index and OAuth pages are not)."""
     from swagger_ui_bundle import swagger_ui_path
 
-    app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    assets = {name: (Path(swagger_ui_path) / name, media) for name, media in _SWAGGER.items()}
+    assets["init.js"] = (DOCS_DIR / "init.js", _SWAGGER["swagger-ui-bundle.js"])
 
     @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} API",
-            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
-            swagger_css_url="/docs/assets/swagger-ui.css",
-            swagger_favicon_url="/docs/assets/favicon-32x32.png",
-        )
+    async def docs() -> FileResponse:
+        return FileResponse(DOCS_DIR / "index.html", media_type="text/html; charset=utf-8")
+
+    @app.get("/docs/assets/{name}", include_in_schema=False)
+    async def docs_asset(name: str) -> FileResponse:
+        if name not in assets:
+            raise NotFound(f"no docs asset {name!r}", field="name")
+        path, media = assets[name]
+        return FileResponse(path, media_type=media)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

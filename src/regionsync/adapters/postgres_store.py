@@ -59,7 +59,7 @@ from ..runtime.ports import StoreInfo
 from .log_cut import CUT_MIN_BYTES, body_of, find_cuts, records_sql
 from .postgres_cluster import REGISTRY_CHANNEL
 from .postgres_schema import SCHEMA_LOCK, migrate
-from .secretbox import AtRest, NodeKeys
+from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sqlite_store import _ATTEMPT_COLS, _AUDIT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
 
 __all__ = ["PostgresStore"]
@@ -232,8 +232,10 @@ class PostgresStore:
                     fresh = cur.rowcount == 2
                     cur = await conn.execute("SELECT key, value FROM meta")
                     rows = dict(await cur.fetchall())
-                    if self.keys is not None and rows["region"] == region:
-                        await self._seal_plaintext_rows(conn)
+                    if rows["region"] == region:
+                        if self.keys is not None:
+                            await self._seal_plaintext_rows(conn)
+                        await self._agree_on_keys(conn, region, rows.get(KEY_CHECK))
         except BaseException:
             await self.close()
             raise
@@ -241,6 +243,27 @@ class PostgresStore:
             await self.close()
             raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
         return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
+
+    async def _agree_on_keys(
+        self, conn: psycopg.AsyncConnection, region: str, stored: str | None
+    ) -> None:
+        """Check this ring against the region's key check (``AtRest.agree``; CannotStart
+        if it cannot open it) and store the check it returns, inside ``open``'s
+        transaction (under the schema lock: processes starting at once agree in turn)."""
+        sealed: list[tuple[str, bytes]] = []
+        if stored is None and self.keys is not None:
+            cur = await conn.execute(
+                "SELECT key, state FROM registry WHERE substring(state FROM 1 FOR 4) = %s",
+                (MAGIC,),
+            )
+            sealed = [(k, bytes(v)) for k, v in await cur.fetchall()]
+        check = self.at_rest.agree(region, stored, sealed)
+        if check is not None:
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (KEY_CHECK, check),
+            )
 
     async def _seal_plaintext_rows(self, conn: psycopg.AsyncConnection) -> None:
         """Seal the secret rows written before encryption (or without a key ring), inside

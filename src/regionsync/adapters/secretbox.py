@@ -18,6 +18,13 @@ newlines (``#`` starts a comment line). The first entry is the current key (new 
 the others are only read. Rotation: put a new key first, keep the old ones after it.
 Without a configured key a node generates ``<data_dir>/<region>.key`` (mode 0600) on its
 first start and uses it from then on.
+
+The processes of a region agree on the ring (``AtRest.agree``): a store keeps a key check
+(the meta row ``key_check``: a known text sealed with the current key of the first
+process to open it, sealed again by one that opens it but has another current key, as
+after a rotation), and a process
+whose ring cannot open it does not start (``errors.CannotStart`` naming ``[secrets]
+keys``): it could not read the secrets the others seal.
 """
 
 from __future__ import annotations
@@ -27,14 +34,19 @@ import binascii
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..core.registry import is_secret_key, may_hold_secret
+from ..errors import CannotStart
 
-__all__ = ["MAGIC", "AtRest", "NodeKeys", "SealedKeyError", "is_sealed"]
+__all__ = ["KEY_CHECK", "MAGIC", "AtRest", "NodeKeys", "SealedKeyError", "is_sealed"]
+
+KEY_CHECK = "key_check"  # the meta row holding a store's key check (base64)
+_CHECK_TEXT = b"regionsync key check"
+_CHECK_AAD = b"meta\0key_check"
 
 MAGIC = b"\xc1RS1"
 _NONCE = 12
@@ -145,8 +157,7 @@ class NodeKeys:
         or a blob that does not authenticate (wrong key, other row, tampered)."""
         if not is_sealed(blob):
             return blob
-        n = blob[4]
-        kid = blob[5 : 5 + n].decode("ascii", "replace")
+        n, kid = blob[4], _key_id(blob)
         aes = self._keys.get(kid)
         if aes is None:
             raise SealedKeyError(f"secrets: sealed with key id {kid!r}, which is not configured")
@@ -155,6 +166,11 @@ class NodeKeys:
             return aes.decrypt(nonce, blob[5 + n + _NONCE :], aad)
         except Exception as exc:  # cryptography's InvalidTag
             raise SealedKeyError(f"secrets: a blob sealed with key {kid!r} fails to open") from exc
+
+
+def _key_id(blob: bytes) -> str:
+    """The key id a sealed ``blob`` names."""
+    return blob[5 : 5 + blob[4]].decode("ascii", "replace")
 
 
 class AtRest:
@@ -199,6 +215,36 @@ class AtRest:
         """A log record's stored body back to its plaintext body (the associated data is
         built only for a sealed one: most are not, and every record read comes here)."""
         return self._open(blob, self.log_aad(origin, seq)) if is_sealed(blob) else blob
+
+    def agree(
+        self, region: str, stored: str | None, rows: Iterable[tuple[str, bytes]]
+    ) -> str | None:
+        """The key check (module docstring) to store after this ring met ``stored`` (None:
+        none yet; then the ring must open every sealed registry row of ``rows``, what
+        the region's processes sealed before there was a check), or None to keep
+        ``stored`` (or without a ring: this process seals nothing). Raises CannotStart
+        when the ring cannot open them."""
+        if self.keys is None:
+            return None
+        try:
+            if stored is not None:
+                blob = base64.b64decode(stored)
+                self.keys.open(blob, _CHECK_AAD)
+                if _key_id(blob) == self.keys.current:
+                    return None
+            else:
+                for key, state in rows:
+                    if is_sealed(state):
+                        self.keys.open(state, self.registry_aad(key))
+        except ValueError as exc:  # SealedKeyError, or text that is no base64
+            raise CannotStart(
+                f"secrets: this process's key ring ({', '.join(self.keys.ids)}) cannot open "
+                f"what is sealed in region {region}'s {self.store} store "
+                f"({str(exc).removeprefix('secrets: ')}): every process of a region needs "
+                "the same ring: set [secrets] keys (or key_file) rather than letting each "
+                "generate its own <data_dir>/<region>.key"
+            ) from None
+        return base64.b64encode(self.keys.seal(_CHECK_TEXT, _CHECK_AAD)).decode()
 
     def _open(self, blob: bytes, aad: bytes) -> bytes:
         if self.keys is None:

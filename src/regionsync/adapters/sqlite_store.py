@@ -44,9 +44,10 @@ from ..core.model import (
     Record,
     WriteBatch,
 )  # fmt: skip
+from ..errors import CannotStart
 from ..runtime.ports import StoreInfo
 from .log_cut import CUT_MIN_BYTES, body_of, find_cuts, records_sql
-from .secretbox import AtRest, NodeKeys
+from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 
 __all__ = ["SqliteStore"]
 
@@ -431,10 +432,38 @@ class SqliteStore:
                 raise ValueError(
                     f"store {self.path} belongs to region {rows['region']!r}, not {region!r}"
                 )
-            return StoreInfo(region, int(rows["incarnation"]), fresh=False)
-        meta = [("region", region), ("incarnation", str(new_incarnation))]
-        await self._run(self._in_transaction, "INSERT INTO meta(key, value) VALUES (?, ?)", meta)
-        return StoreInfo(region, new_incarnation, fresh=True)
+            info = StoreInfo(region, int(rows["incarnation"]), fresh=False)
+        else:
+            meta = [("region", region), ("incarnation", str(new_incarnation))]
+            insert = "INSERT INTO meta(key, value) VALUES (?, ?)"
+            await self._run(self._in_transaction, insert, meta)
+            info = StoreInfo(region, new_incarnation, fresh=True)
+        try:
+            await self._agree_on_keys(region, rows.get(KEY_CHECK))
+        except CannotStart:
+            await self.close()
+            raise
+        return info
+
+    async def _agree_on_keys(self, region: str, stored: str | None) -> None:
+        """Check this ring against the store's key check (``AtRest.agree``; CannotStart
+        if it cannot open it) and store the check it returns."""
+        sealed: list[tuple[str, bytes]] = []
+        if stored is None and self.keys is not None:
+            sealed = [
+                (k, bytes(v))
+                for k, v in await self.rdb.execute_fetchall(
+                    "SELECT key, state FROM registry WHERE substr(state, 1, 4) = ?", (MAGIC,)
+                )
+            ]
+        check = self.at_rest.agree(region, stored, sealed)
+        if check is not None:
+            await self._run(
+                self._in_transaction,
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [(KEY_CHECK, check)],
+            )
 
     async def _reader(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)

@@ -106,7 +106,8 @@ def build_server(settings: Settings, node: Node) -> uvicorn.Server:
 
 
 async def serve(settings: Settings) -> None:
-    """Run a node until SIGINT/SIGTERM; the HTTP server's shutdown stops the node."""
+    """Run a node until SIGINT/SIGTERM; the HTTP server's shutdown stops the node. Raises
+    errors.CannotStart when the node refuses to start."""
     configure_logging(settings.log_format, settings.log_level, settings.region)
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
@@ -116,6 +117,11 @@ async def serve(settings: Settings) -> None:
     try:
         if isinstance(node.sender, ProcessSender):
             await node.sender.start()
+        # before the server binds (as its lifespan would), so that a refusal to start
+        # (errors.CannotStart) reaches the command line as one line, not a traceback
+        await node.start()
         await build_server(settings, node).serve()
     finally:
+        if node.started:  # the server's shutdown stops it; a server that never ran did not
+            await node.stop()
         await node.sender.aclose()  # type: ignore[attr-defined]

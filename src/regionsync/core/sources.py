@@ -5,7 +5,10 @@ id it has; never reads time (``now_s`` is passed in), never logs secrets. Rules:
 "Validating webhook deliveries" (X-Hub-Signature-256 = sha256=hex HMAC of the raw body),
 Stripe "Verify webhook signatures" (Stripe-Signature t=..,v1=.., signed "{t}.{body}",
 300 s tolerance), Standard Webhooks spec (webhook-id/-timestamp/-signature, 5 min).
-Signatures are checked over the raw bytes before any parsing, in constant time. Bodies
+Signatures are checked over the body's bytes before any parsing, in constant time: the
+bytes as sent, or, for a gzip or deflate body, as decoded (adapters/routes/common.py):
+GitHub, Stripe and Standard Webhooks senders (Svix) send uncompressed bodies, and a sender
+that compresses (Stream's gzip webhooks) signs the uncompressed JSON. Bodies
 are JSON under the policy of core.jsontext; a GitHub body may also be the form
 ``payload=<json>`` (GitHub's default content type). The payload text is kept as the sender
 wrote it. Once a request is verified, its body's shape never refuses it: a payload without

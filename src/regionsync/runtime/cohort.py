@@ -13,7 +13,11 @@ step with the others:
   NOTIFY of a registry commit wakes it at once; otherwise it reads every
   ``replication.follow_interval_ms``. Records truncated before they were read (or state
   an anti-entropy pass merged without records) are made up by merging the stored
-  registry rows.
+  registry rows. A process that cannot read them (the database away, a record its key
+  ring cannot open: any failed round) has a stale view of its region, so it stops
+  acknowledging (``following`` false: publish and inbound answer 503, ``/readyz`` is
+  unready) until a round succeeds again; it logs each change of that state once, and
+  after a failed round waits ``follow_interval_ms`` whatever NOTIFYs arrive.
 - **the replication role** (one process per region): the holder of the region's
   advisory lock (``Coordinator.is_leader``, polled every ``replication.leader_poll_s``)
   serves gRPC, dials the peers, runs anti-entropy, custody and truncation
@@ -120,6 +124,8 @@ class Cohort:
         self.leading = False
         self.followed = 0  # records of other actors merged into memory
         self.reloads = 0  # registry reloads (records gone before they were read)
+        self.following = True  # the last round read the others' records (module docstring)
+        self._failed_rounds = 0
         self._wake = asyncio.Event()
 
     # -- follow ---------------------------------------------------------------------------
@@ -241,8 +247,11 @@ class Cohort:
                 try:
                     while await self.follow_once() >= _FOLLOW_BATCH:
                         pass
-                except Exception:  # the database is away: try again at the next round
-                    log.exception("reading the other processes' records failed")
+                except Exception as exc:  # try again at the next round
+                    self._round_failed(exc)
+                    await self.clock.sleep(interval)  # not woken by every commit's NOTIFY
+                    continue
+                self._round_succeeded()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(interval):
                         await self._wake.wait()
@@ -252,6 +261,22 @@ class Cohort:
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
+
+    def _round_failed(self, exc: Exception) -> None:
+        self._failed_rounds += 1
+        if self.following:
+            self.following = False
+            log.error(
+                "reading the other processes' records failed (%s: %s): not acknowledging "
+                "publishes (503) and unready until a read succeeds", type(exc).__name__, exc,
+                exc_info=exc,
+            )  # fmt: skip
+
+    def _round_succeeded(self) -> None:
+        if not self.following:
+            log.warning("reading the other processes' records again after %d failed rounds: "
+                        "acknowledging publishes", self._failed_rounds)  # fmt: skip
+        self.following, self._failed_rounds = True, 0
 
     async def _listen(self) -> None:
         async for _ in self.coordinator.changes():
@@ -280,10 +305,18 @@ class Cohort:
         return self.leading
 
     async def run_leader(self) -> None:
-        """Poll for the role every ``replication.leader_poll_s`` until cancelled."""
+        """Poll for the role every ``replication.leader_poll_s`` until cancelled (a
+        failing step is logged once until a step succeeds again)."""
+        failing = False
         while True:
             await self.clock.sleep(self.settings.replication.leader_poll_s)
             try:
                 await self.step_leader()
             except Exception:
-                log.exception("replication role step failed")
+                if not failing:
+                    log.exception("replication role step failed (logged once until one succeeds)")
+                failing = True
+            else:
+                if failing:
+                    log.warning("replication role step succeeded again")
+                failing = False

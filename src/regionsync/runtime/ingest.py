@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,20 @@ class Ingest:
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
         self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._publish_latency = writer.telemetry.publish.labels("publish")  # looked up once
+        # False while this process cannot read its region's records (runtime/cohort.py;
+        # set by the Node): its view is stale, so it acknowledges nothing
+        self.following: Callable[[], bool] = lambda: True
+
+    def require_following(self) -> None:
+        """503 ``not_following`` (Retry-After 1) while ``following`` says this process
+        cannot read its region's records: an event it accepted now might match no
+        endpoint that another process created."""
+        if not self.following():
+            raise Unavailable(
+                "this process cannot read its region's records now (see its log); another "
+                "process of the region can take the request", retry_after_s=1,
+                code="not_following",
+            )  # fmt: skip
 
     def admission(self, priority: str) -> Admission:
         """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
@@ -167,8 +181,10 @@ class Ingest:
         returns the original event and False. Raises NotFound (tenant), Unprocessable
         (event_type; unknown type in strict mode), SchemaViolation (payload against its
         type's schema, core.event_types), Conflict (key reused with another body), TooManyRequests /
-        Unavailable (backpressure, or ``one-remote`` not confirmed in time).
+        Unavailable (backpressure, ``one-remote`` not confirmed in time, or
+        ``require_following``).
         """
+        self.require_following()
         tel, started = self.writer.telemetry, self.clock.monotonic()
         with tel.span("regionsync.ingest", **{"regionsync.path": "publish"}) as span:
             event, created = await self._publish(
@@ -256,6 +272,7 @@ class Ingest:
         Unauthorized, BadRequest, Unprocessable (see core.sources.verify), and the
         backpressure errors of ``publish``.
         """
+        self.require_following()
         tel, started = self.writer.telemetry, self.clock.monotonic()
         with tel.span("regionsync.ingest", **{"regionsync.path": "inbound"}) as span:
             event, created = await self._ingest(source_id, headers, body)

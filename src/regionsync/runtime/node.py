@@ -156,7 +156,14 @@ class Node:
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,
             )  # fmt: skip
             self.view.cohort = self.cohort
+            self.ingest.following = lambda: self.following
         self.started = False
+
+    @property
+    def following(self) -> bool:
+        """False while this process cannot read its region's records (runtime/cohort.py):
+        it acknowledges no publish and is unready until it can again."""
+        return self.cohort is None or self.cohort.following
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))

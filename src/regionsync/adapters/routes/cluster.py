@@ -97,9 +97,12 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.get("/readyz")
     async def readyz() -> JSONResponse:
-        if node.started:
-            return JSONResponse({"status": "ready"})
-        return problem(503, "not_ready", "node is starting or stopping")
+        if not node.started:
+            return problem(503, "not_ready", "node is starting or stopping")
+        if not node.following:
+            return problem(503, "not_ready", "this process cannot read its region's records "
+                           "(see its log)")  # fmt: skip
+        return JSONResponse({"status": "ready"})
 
     @router.get(
         "/metrics",

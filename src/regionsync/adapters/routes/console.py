@@ -25,15 +25,8 @@ _ASSETS = {
     "console.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
-# the page loads only its own assets and talks only to its own origin; it may not be framed
-_HEADERS = {
-    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-    "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-    "base-uri 'none'",
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "cache-control": "no-cache",
-}
+# the page's security headers are those of every HTML page (http_api.HTML_HEADERS)
+_HEADERS = {"x-content-type-options": "nosniff", "cache-control": "no-cache"}
 
 
 def build(ctx: ApiContext) -> APIRouter:

@@ -36,6 +36,7 @@ def build(ctx: ApiContext) -> APIRouter:
 
     async def publish_handler(request: Request, tenant: str) -> Response:
         ctx.auth.check(request, tenant, publish=True)
+        node.ingest.require_following()  # else the tenant lookup may be stale too
         node.catalog.require_tenant(tenant)
         # the payload is delivered as the exact text of the body's "payload" member
         body, texts = loads_members(decode_utf8(await read_body(request, ctx.max_body)))

@@ -55,6 +55,7 @@ def build(ctx: ApiContext) -> APIRouter:
         return Response(status_code=204)
 
     async def inbound_handler(request: Request, source: str) -> Response:
+        node.ingest.require_following()  # else the source lookup may be stale too
         node.catalog.source(source)  # 404 before reading a byte of an unknown source's body
         raw = await read_body(request, ctx.max_body, also=("application/x-www-form-urlencoded",))
         headers = {k.lower(): v for k, v in request.headers.items()}

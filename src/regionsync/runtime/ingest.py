@@ -12,18 +12,21 @@ import asyncio
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
 from ..core.backpressure import Admission, Pressure, admit, observe, priority_for
+from ..core.event_types import ValidatorCache, validate_payload
 from ..core.lanes import TokenBucket
 from ..core.model import Delivery, DeliveryStatus, Event, WriteBatch
 from ..core.operational import pressure_transition
 from ..core.sources import SourceConfig, event_id_for, verify
 from ..core.validate import check_event_type
-from ..errors import Conflict, NotFound, TooManyRequests, Unavailable
+from ..errors import Conflict, NotFound, TooManyRequests, Unavailable, Unprocessable
+from .offload import Offload
 from .operational import OperationalEvents
 from .ports import Clock, IdSource, Rng, Store
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
@@ -84,6 +87,10 @@ class Ingest:
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
         self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._publish_latency = writer.telemetry.publish.labels("publish")  # looked up once
+        opts = settings.ingest
+        self.offload = Offload(opts.offload_threads, opts.offload_queue_per_tenant)
+        self._validators = ValidatorCache()  # compiled schemas, used on offload threads
+        self._validators_lock = threading.Lock()
 
     def admission(self, priority: str) -> Admission:
         """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
@@ -187,6 +194,11 @@ class Ingest:
         found = None
         if idempotency_key is not None:  # memory or one store read, before the lock
             found = await self._idempotent(tenant_id, idempotency_key)
+        obj, refused = payload_obj, None
+        if found is None:
+            obj = json.loads(payload) if payload_obj is None else payload_obj
+            # the catalog's schema (or strict mode) judges new events, not repeats
+            refused = await self._judge(tenant_id, event_type, obj, True)
         async with self.writer.local_lock():
             self.catalog.require_tenant(tenant_id)
             if idempotency_key is not None and found is None:  # accepted meanwhile?
@@ -194,9 +206,8 @@ class Ingest:
                     tenant_id, idempotency_key, self.clock.wall_ms(), self._ttl_ms
                 )
             if found is None:
-                obj = json.loads(payload) if payload_obj is None else payload_obj
-                # the catalog's schema (or strict mode) judges new events, not repeats
-                self.catalog.check_event(tenant_id, event_type, obj)
+                if refused is not None:
+                    raise refused
                 accepted = self._accept(
                     tenant_id, event_type, payload, digest, idempotency_key, payload_obj=obj
                 )
@@ -269,13 +280,15 @@ class Ingest:
         self._admit_or_raise(priority)
         payload = inbound.text  # delivered as the sender wrote it (core.jsontext)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
+        # a schema judges inbound payloads too; strict mode does not refuse an unknown
+        # type here (senders add types without notice, some never retry)
+        refused = await self._judge(src.tenant, inbound.event_type, inbound.payload, False)
         async with self.writer.local_lock():
             self.catalog.require_tenant(src.tenant)
             pending = self._pending_events.get(event_id)
             if pending is None:
-                # a schema judges inbound payloads too; strict mode does not refuse an
-                # unknown type here (senders add types without notice, some never retry)
-                self.catalog.check_event(src.tenant, inbound.event_type, inbound.payload, False)
+                if refused is not None:
+                    raise refused
                 accepted = self._accept(
                     src.tenant, inbound.event_type, payload.encode(), digest, None, event_id,
                     payload_obj=inbound.payload,
@@ -288,6 +301,27 @@ class Ingest:
         one_remote = "one-remote" in (src.ack_policy, self.catalog.registry.ack_policy(src.tenant))
         await self._settle(accepted, one_remote)
         return accepted.event, True
+
+    async def _judge(
+        self, tenant_id: str, event_type: str, payload: Any, strict: bool
+    ) -> Unprocessable | None:
+        """The catalog's verdict on a new event (None: it may be accepted), reached before
+        the write lock and with the schema validation on an offload thread, so neither
+        the lock nor the event loop waits for it (the event is judged by the schema of
+        when it arrived). Raises TooManyRequests when the tenant's checks queue is full."""
+        try:
+            schema = self.catalog.schema_of(tenant_id, event_type, strict)
+            if schema is not None:
+                await self.offload.run(tenant_id, self._validate, schema, payload)
+        except Unprocessable as exc:
+            return exc
+        return None
+
+    def _validate(self, schema: str, payload: Any) -> None:
+        """core.event_types.validate_payload within the step bound (on an offload thread)."""
+        with self._validators_lock:
+            validator = self._validators.get(schema)
+        validate_payload(validator, payload, self.settings.ingest.schema_max_steps)
 
     async def _settle(self, accepted: _Accepted, one_remote: bool) -> None:
         """After ``_accept``: wait until durable (which hands its pending deliveries to

@@ -243,6 +243,7 @@ class Node:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        self.ingest.offload.close()
         await self._stop_role()
         if self.coordinator is not None:
             await self.coordinator.close()

@@ -39,6 +39,7 @@ from ..errors import Unprocessable
 __all__ = [
     "EVENT_TYPE_FIELDS",
     "MAX_IN_PLACE",
+    "MAX_NESTING",
     "EventTypeView",
     "SchemaValidator",
     "SchemaViolation",
@@ -218,10 +219,10 @@ class _OverBudget(Exception):
 
 
 class _Steps:
-    __slots__ = ("left",)
+    __slots__ = ("depth", "left", "limit")
 
-    def __init__(self, left: int):
-        self.left = left
+    def __init__(self, limit: int):
+        self.limit, self.left, self.depth = limit, limit, 0
 
 
 _STEPS: ContextVar[_Steps | None] = ContextVar("schema_steps", default=None)
@@ -230,6 +231,14 @@ _STEPS: ContextVar[_Steps | None] = ContextVar("schema_steps", default=None)
 def _size(value: Any) -> int:
     return len(value) if isinstance(value, dict | list) else 0
 
+
+# applicators that apply a subschema to the same payload value (in place), and those
+# that step into a member or element of it
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf", "dependentSchemas")
+_STEPPING_ONE = ("additionalProperties", "items", "contains", "propertyNames",
+                 "unevaluatedProperties", "unevaluatedItems")  # fmt: skip
+_STEPPING_MANY = ("properties", "patternProperties", "prefixItems")
 
 _PER_MEMBER = frozenset({
     "propertyNames", "unevaluatedProperties", "items", "prefixItems", "contains",
@@ -252,19 +261,38 @@ def _weight(keyword: str, value: Any, instance: Any, schema: Any) -> int:
     return _size(instance) * (_size(patterns) + (keyword == "additionalProperties"))
 
 
+_APPLICATORS = frozenset(_IN_PLACE_ONE + _IN_PLACE_MANY + _STEPPING_ONE + _STEPPING_MANY
+                         + ("$ref", "$dynamicRef"))  # fmt: skip
+MAX_NESTING = 100  # applicators within applicators (up to 5 stack frames each, of 1,000)
+
+
 def _metered(keyword: str, fn: Any) -> Any:
-    """``fn`` (a keyword's validation) that first spends its steps from ``_STEPS``."""
-    weighed = keyword in _WEIGHED
+    """``fn`` (a keyword's validation) that first spends its steps from ``_STEPS``, and
+    for an applicator counts how deep it nests."""
+    weighed, applies = keyword in _WEIGHED, keyword in _APPLICATORS
 
     def metered(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         steps = _STEPS.get()
-        if steps is not None:
-            steps.left -= 1 + (_weight(keyword, value, instance, schema) if weighed else 0)
-            if steps.left < 0:
-                raise _OverBudget
-        return fn(validator, value, instance, schema)
+        if steps is None:
+            return fn(validator, value, instance, schema)
+        steps.left -= 1 + (_weight(keyword, value, instance, schema) if weighed else 0)
+        if steps.left < 0:
+            raise _OverBudget(f"takes more than {steps.limit} steps")
+        errors = fn(validator, value, instance, schema)
+        return _nested(steps, errors) if applies and errors is not None else errors
 
     return metered
+
+
+def _nested(steps: _Steps, errors: Iterable[ValidationError]) -> Iterable[ValidationError]:
+    # the errors of an applicator, counted as one level deeper while they are produced
+    if steps.depth >= MAX_NESTING:
+        raise _OverBudget(f"nests subschemas more than {MAX_NESTING} deep")
+    steps.depth += 1
+    try:
+        yield from errors
+    finally:
+        steps.depth -= 1
 
 
 # Draft 2020-12 with its regular expressions on RE2 (the module docstring), uniqueItems
@@ -321,13 +349,6 @@ def _regex_problems(schema: Any, where: str = "") -> Iterable[str]:
         yield "/: unevaluatedProperties is not supported in a schema with patternProperties"
 
 
-# applicators that apply a subschema to the same payload value (in place), and those
-# that step into a member or element of it
-_IN_PLACE_ONE = ("not", "if", "then", "else")
-_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf", "dependentSchemas")
-_STEPPING_ONE = ("additionalProperties", "items", "contains", "propertyNames",
-                 "unevaluatedProperties", "unevaluatedItems")  # fmt: skip
-_STEPPING_MANY = ("properties", "patternProperties", "prefixItems")
 MAX_IN_PLACE = 1000  # subschemas one payload value may be judged by
 
 
@@ -336,7 +357,17 @@ def _members(value: Any) -> list[Any]:
         value if isinstance(value, list) else [])  # fmt: skip
 
 
-def _reference_problem(schema: dict[str, Any]) -> str | None:
+def _reference_problem(schema: Any) -> str | None:
+    """``_reference_loop`` of a schema (an unresolvable reference too); None: usable."""
+    if not isinstance(schema, dict):
+        return None
+    try:
+        return _reference_loop(schema)
+    except Unresolvable as exc:
+        return f"{exc}: does not resolve"
+
+
+def _reference_loop(schema: dict[str, Any]) -> str | None:
     """Where validating against ``schema`` would go round a loop without stepping into
     the payload (through ``$ref``, ``$dynamicRef``, ``allOf``, ``not``, ``if`` and the
     other in-place applicators back to a subschema already applied to the same value), or
@@ -452,10 +483,7 @@ def check_schema(schema: Any) -> str:
             except Unresolvable:
                 raise Unprocessable(f"$ref {ref!r} does not resolve", field="schema",
                                     code="invalid_schema") from None  # fmt: skip
-        try:
-            problem = _reference_problem(schema)
-        except Unresolvable as exc:
-            problem = f"{exc}: does not resolve"
+        problem = _reference_problem(schema)
         if problem is not None:
             raise Unprocessable(f"not a usable schema at {problem}", field="schema",
                                 code="invalid_schema")  # fmt: skip
@@ -508,17 +536,24 @@ class ValidatorCache:
         self.compiles = 0  # how many schemas were compiled (tests and metrics)
 
     def get(self, schema: str) -> Any:
-        """The validator (``SchemaValidator``) of canonical schema text ``schema``."""
+        """The validator (``SchemaValidator``) of canonical schema text ``schema``; 422
+        ``schema_unusable`` (field ``event_type``) for a schema that loops without
+        stepping into the payload (stored before registration refused that)."""
         found = self._compiled.get(schema)
-        if found is not None:
+        if found is None:
+            loaded = json.loads(schema)
+            problem = _reference_problem(loaded)  # kept instead of a validator
+            found = SchemaValidator(loaded) if problem is None else problem
+            self.compiles += 1
+            self._compiled[schema] = found
+            if len(self._compiled) > self.capacity:
+                self._compiled.popitem(last=False)
+        else:
             self._compiled.move_to_end(schema)
-            return found
-        validator = SchemaValidator(json.loads(schema))
-        self.compiles += 1
-        self._compiled[schema] = validator
-        if len(self._compiled) > self.capacity:
-            self._compiled.popitem(last=False)
-        return validator
+        if isinstance(found, str):
+            raise Unprocessable(f"the event type's schema is not usable at {found}",
+                                field="event_type", code="schema_unusable")  # fmt: skip
+        return found
 
 
 def validate_payload(validator: Any, payload: Any, max_steps: int) -> None:
@@ -526,18 +561,19 @@ def validate_payload(validator: Any, payload: Any, max_steps: int) -> None:
     ``best_match``) if ``payload`` does not conform; return None if it does.
 
     The validation takes at most ``max_steps`` steps (a keyword applied to a value is one,
-    plus one per member, element or ``enum`` value it goes through); beyond, and for a
-    payload nested deeper than the validator can follow, 422 ``schema_too_costly``
-    (field ``payload``). A schema the validator cannot use is a 422 too, never a 500.
+    plus one per member, element or listed value it goes through) and nests applicators
+    at most MAX_NESTING deep; beyond, 422 ``schema_too_costly`` (field ``payload``). A
+    schema the validator cannot use is a 422 too, never a 500.
     """
     token = _STEPS.set(_Steps(max_steps))
     try:
         error = best_match(validator.iter_errors(payload))
-    except (_OverBudget, RecursionError):
+    except (_OverBudget, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, _OverBudget) else "nests too deeply"
         raise Unprocessable(
-            f"validating the payload against its event type's schema takes more than "
-            f"{max_steps} steps (or nests too deeply); send a smaller payload or simplify "
-            "the schema", field="payload", code="schema_too_costly") from None  # fmt: skip
+            f"validating the payload against its event type's schema {reason}; send a "
+            "smaller or flatter payload, or simplify the schema", field="payload",
+            code="schema_too_costly") from None  # fmt: skip
     except Unresolvable as exc:  # refused at registration; kept as a 422, never a 500
         raise Unprocessable(f"the event type's schema does not resolve: {exc}",
                             field="event_type", code="schema_unusable") from None  # fmt: skip

@@ -72,6 +72,8 @@ class Offload:
 
     def _finished(self, tenant: str, done: asyncio.Future[Any], ran: asyncio.Future[Any]) -> None:
         self._running.discard(tenant)
+        if tenant in self._waiting:
+            self._waiting.move_to_end(tenant)  # the others' turn first
         if ran.cancelled():
             done.cancel()
         elif not done.cancelled():

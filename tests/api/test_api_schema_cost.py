@@ -153,3 +153,31 @@ async def test_validation_waits_for_no_one_and_no_one_waits_for_it(
         release.set()
     assert (await slow).status_code == 202
     assert timed_out == [False]
+
+
+async def test_a_schema_is_checked_off_the_event_loop(
+    api: Api, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a schema at registration costs up to seconds for one of 256 KB (the
+    metaschema's validation): /healthz answers meanwhile (held here until released)."""
+    started, release = threading.Event(), threading.Event()
+    timed_out: list[bool] = []
+    original = event_types._regex_problems
+
+    def held(schema: Any, *args: Any) -> Any:
+        started.set()
+        timed_out.append(not release.wait(10))  # on the loop, nothing could release it
+        return original(schema, *args)
+
+    monkeypatch.setattr(event_types, "_regex_problems", held)
+    made = asyncio.create_task(
+        api.client.post(f"/v1/tenants/{T}/event-types", json={"name": "x", "schema": {}})
+    )
+    try:
+        assert await asyncio.to_thread(started.wait, 10)
+        assert (await api.client.get("/healthz")).status_code == 200
+        assert not made.done()
+    finally:
+        release.set()
+    assert (await made).status_code == 201
+    assert timed_out == [False]

@@ -75,6 +75,7 @@ class Ingest:
         rng: Rng,
         ids: IdSource,
         ops: OperationalEvents | None = None,
+        offload: Offload,
     ):
         self.settings, self.region, self.ops = settings, settings.region, ops
         self.catalog, self.writer, self.queue = catalog, writer, queue
@@ -87,8 +88,7 @@ class Ingest:
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
         self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._publish_latency = writer.telemetry.publish.labels("publish")  # looked up once
-        opts = settings.ingest
-        self.offload = Offload(opts.offload_threads, opts.offload_queue_per_tenant)
+        self.offload = offload  # runs the schema validations
         self._validators = ValidatorCache()  # compiled schemas, used on offload threads
         self._validators_lock = threading.Lock()
 

@@ -8,7 +8,7 @@ The parts (each its own module) receive only what they use:
 | ``catalog`` (state.Catalog) | registry and subscription index |
 | ``registry_ops`` (registry_ops.RegistryOps) | tenant, endpoint and source operations |
 | ``event_types`` (event_types.EventTypeOps) | tenants' event-type catalogs |
-| ``offload`` (offload.Offload) | threads for tenants' costly checks (schemas), in turn |
+| ``offload`` (offload.Offload) | threads for tenants' costly checks (schemas, filters), in turn |
 | ``ingest`` (ingest.Ingest) | publish, inbound, Idempotency-Keys, admission, ack policies |
 | ``recovery`` (recovery.Recovery) | retry, recover and replay-missing jobs, attempt purge |
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
@@ -107,11 +107,12 @@ class Node:
         self.telemetry = writer.telemetry
         parts: dict[str, Any] = {"store": store, "clock": clock}
         self.ops = OperationalEvents(settings, clock)
-        self.registry_ops = RegistryOps(
-            settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver
-        )
-        # CPU work whose cost a tenant controls (schema checks), off the event loop
+        # CPU work whose cost a tenant controls (schemas, filters), off the event loop
         self.offload = Offload(opts.offload_threads, opts.offload_queue_per_tenant)
+        self.registry_ops = RegistryOps(
+            settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver,
+            offload=self.offload,
+        )  # fmt: skip
         self.event_types = EventTypeOps(self.catalog, writer, self.offload)
         self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
         self.ingest = Ingest(

@@ -1,11 +1,13 @@
 """CPU work whose cost a tenant controls, run off the event loop and fairly among tenants.
 
-A small pool of threads runs the jobs (payload validation against event-type schemas,
-runtime/ingest.py); the event loop and the write lock never wait for one. A tenant has at
-most one job running and ``max_queued`` waiting (beyond, 429 ``cpu_busy``); a free thread
-takes the oldest job of the next tenant in turn, so one tenant's costly jobs delay another
-tenant's by at most one job per thread. Each job must bound its own cost (the schema
-validation counts steps, core.event_types).
+A small pool of threads runs the jobs (schemas checked at registration, payloads validated
+against them, endpoints' filters applied to payloads and test-filter samples); the event
+loop and the write lock never wait for one. A tenant has at most one job running and
+``max_queued`` waiting (beyond, 429 ``cpu_busy``); a free thread takes the oldest job of
+the next tenant in turn, so one tenant's costly jobs delay another tenant's by at most one
+job per thread. Each job's cost is bounded by its input (the schema validation counts its
+steps, core.event_types; a filter has at most 256 values, core.filters; bodies are at
+most ``ingest.max_payload_bytes``).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ most ``ingest.max_payload_bytes``).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -70,7 +71,7 @@ class Offload:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="offload")
             self._running.add(tenant)
             ran = loop.run_in_executor(self._pool, job)
-            ran.add_done_callback(lambda f, t=tenant, d=done: self._finished(t, d, f))
+            ran.add_done_callback(functools.partial(self._finished, tenant, done))
 
     def _finished(self, tenant: str, done: asyncio.Future[Any], ran: asyncio.Future[Any]) -> None:
         self._running.discard(tenant)

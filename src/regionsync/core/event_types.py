@@ -14,6 +14,14 @@ the node with a backtracking blow-up (QA of 2026-12-02: 4.2 s on the event loop 
 ``\\x{XXXX}``. A pattern RE2 does not take (backreferences, lookaround) is refused at
 registration, as is ``unevaluatedProperties`` in a schema with ``patternProperties``
 (jsonschema matches those with Python's ``re``).
+
+A schema that loops back to a subschema without stepping into the payload (``{"$ref":
+"#"}``, ``allOf`` to ``#``, a ``$dynamicRef`` cycle) is refused at registration naming the
+place, as is one that judges a value by more than MAX_IN_PLACE subschemas (issue 38: they
+recursed until Python's stack ran out, a 500 per publish). A payload's validation counts
+its steps and how deep its subschemas nest, within bounds the caller gives
+(``validate_payload``): a schema whose work doubles per level of the payload is refused
+once it has spent them.
 """
 
 from __future__ import annotations
@@ -580,7 +588,7 @@ def validate_payload(validator: Any, payload: Any, max_steps: int) -> None:
     except re2.error as exc:  # stored before patterns were checked for RE2 at registration
         raise Unprocessable(f"the event type's schema has a pattern RE2 does not take: {exc}",
                             field="event_type", code="schema_unusable") from None  # fmt: skip
-    except Exception as exc:  # a schema stored before a check that would refuse it now
+    except Exception as exc:  # whatever else the validator raises: a 422, never a 500
         raise Unprocessable(f"the event type's schema cannot be applied: "
                             f"{type(exc).__name__}: {str(exc)[:200]}", field="event_type",
                             code="schema_unusable") from None  # fmt: skip

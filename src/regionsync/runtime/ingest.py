@@ -171,7 +171,8 @@ class Ingest:
         returns the original event and False. Raises NotFound (tenant), Unprocessable
         (event_type; unknown type in strict mode), SchemaViolation (payload against its
         type's schema, core.event_types), Conflict (key reused with another body), TooManyRequests /
-        Unavailable (backpressure, or ``one-remote`` not confirmed in time).
+        Unavailable (backpressure, the tenant's queue of checks full, or ``one-remote`` not
+        confirmed in time).
         """
         tel, started = self.writer.telemetry, self.clock.monotonic()
         with tel.span("regionsync.ingest", **{"regionsync.path": "publish"}) as span:
@@ -201,7 +202,7 @@ class Ingest:
         found = None
         if idempotency_key is not None:  # memory or one store read, before the lock
             found = await self._idempotent(tenant_id, idempotency_key)
-        obj, refused = payload_obj, None
+        obj, refused, verdicts = payload_obj, None, {}
         if found is None:
             obj = json.loads(payload) if payload_obj is None else payload_obj
             # the catalog's schema (or strict mode) judges new events, not repeats
@@ -292,7 +293,7 @@ class Ingest:
         # a schema judges inbound payloads too; strict mode does not refuse an unknown
         # type here (senders add types without notice, some never retry)
         refused = await self._judge(src.tenant, inbound.event_type, inbound.payload, False)
-        verdicts = {}
+        verdicts: dict[str, tuple[Predicate, bool]] = {}
         if refused is None:
             verdicts = await self._filters(src.tenant, inbound.event_type, inbound.payload)
         async with self.writer.local_lock():

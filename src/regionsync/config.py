@@ -159,6 +159,14 @@ class IngestSettings(_Section):
     # publish API: events per second per tenant in this region (token bucket, burst =
     # max(1, rate)); 0 = unlimited. A tenant's publish_rate_per_s overrides it.
     tenant_rate_per_s: float = Field(0.0, ge=0, le=1_000_000)
+    # a payload's validation against its event type's schema takes at most this many
+    # steps (core.event_types.validate_payload; about 0.1 s to 1 s of one core), else 422
+    schema_max_steps: int = Field(100_000, ge=100, le=100_000_000)
+    # schema checks and validations, and filters applied to payloads, run on these
+    # threads (runtime/offload.py), off the event loop and the write lock; a tenant one
+    # at a time, with at most offload_queue_per_tenant waiting (else 429 cpu_busy)
+    offload_threads: int = Field(2, ge=1, le=64)
+    offload_queue_per_tenant: int = Field(64, ge=1, le=100_000)
 
 
 class HttpSettings(_Section):

@@ -12,10 +12,10 @@ from regionsync.core.event_types import (
     SchemaViolation,
     ValidatorCache,
     check_event_type_fields,
-    check_publish,
     check_schema,
     check_subscriptions,
     pointer,
+    publish_schema,
     validate_payload,
 )
 from regionsync.core.registry import Registry
@@ -31,6 +31,23 @@ ORDER = {
     "$defs": {"item": {"type": "object", "required": ["id"], "properties": {
         "id": {"type": "integer"}}}},
 }  # fmt: skip
+
+
+STEPS = 100_000  # the default bound (config.IngestSettings.schema_max_steps)
+
+
+def judge(
+    types: dict[str, EventTypeView] | None,
+    strict: bool,
+    name: str,
+    payload: object,
+    cache: ValidatorCache,
+) -> None:
+    """Publish's judgement: the type's schema (core.event_types.publish_schema), then the
+    payload against it."""
+    schema = publish_schema(types, strict, name)
+    if schema is not None:
+        validate_payload(cache.get(schema), payload, STEPS)
 
 
 def view(name: str = "order.paid", schema: object = ORDER, deprecated: bool = False):
@@ -95,19 +112,19 @@ def test_conforming_payload_passes_and_violations_name_the_path() -> None:
     cache = ValidatorCache()
     types = {"order.paid": view()}
     ok = {"id": "o1", "items": [{"id": 1}, {"id": 2}]}
-    assert check_publish(types, False, "order.paid", ok, cache) is types["order.paid"]
+    judge(types, False, "order.paid", ok, cache)
     with pytest.raises(SchemaViolation) as info:
-        check_publish(types, False, "order.paid", {"id": "o1", "items": [{"id": "x"}]}, cache)
+        judge(types, False, "order.paid", {"id": "o1", "items": [{"id": "x"}]}, cache)
     exc = info.value
     assert (exc.status, exc.code, exc.field) == (422, "schema_violation", "payload")
     assert exc.path == "/items/0/id"
     assert exc.schema_path.endswith("/properties/id/type")
     assert exc.extra == {"path": exc.path, "schema_path": exc.schema_path}
     with pytest.raises(SchemaViolation) as info:
-        check_publish(types, False, "order.paid", {"items": []}, cache)
+        judge(types, False, "order.paid", {"items": []}, cache)
     assert info.value.path == ""  # the payload itself misses "id"
     with pytest.raises(SchemaViolation):
-        check_publish(types, False, "order.paid", [1], cache)
+        judge(types, False, "order.paid", [1], cache)
 
 
 def test_validators_are_compiled_once_per_schema() -> None:
@@ -115,25 +132,24 @@ def test_validators_are_compiled_once_per_schema() -> None:
     types = {"a": view("a"), "b": view("b")}  # the same schema text
     for _ in range(5):
         for name in ("a", "b"):
-            check_publish(types, False, name, {"id": "x", "items": []}, cache)
+            judge(types, False, name, {"id": "x", "items": []}, cache)
     assert cache.compiles == 1
     cache.get('{"type":"string"}')
     cache.get('{"type":"number"}')  # capacity 2: the order schema is evicted
-    check_publish(types, False, "a", {"id": "x", "items": []}, cache)
+    judge(types, False, "a", {"id": "x", "items": []}, cache)
     assert cache.compiles == 4
 
 
 def test_unknown_types_pass_unless_strict_and_no_schema_accepts_anything() -> None:
-    cache = ValidatorCache()
     types = {"order.paid": view(), "free": view("free", None)}
-    assert check_publish(None, False, "anything", {"x": 1}, cache) is None
-    assert check_publish(types, False, "other", 1, cache) is None
-    assert check_publish(types, True, "free", [1, "x"], cache) is types["free"]
+    assert publish_schema(None, False, "anything") is None
+    assert publish_schema(types, False, "other") is None
+    assert publish_schema(types, True, "free") is None
+    assert publish_schema(types, True, "order.paid") == types["order.paid"].schema
     for catalog in (types, None, {}):
         with pytest.raises(Unprocessable) as info:
-            check_publish(catalog, True, "other", {}, cache)
+            publish_schema(catalog, True, "other")
         assert (info.value.code, info.value.field) == ("unknown_event_type", "event_type")
-    assert cache.compiles == 0  # nothing with a schema was published
 
 
 def test_strict_subscriptions() -> None:
@@ -215,7 +231,7 @@ def test_a_backtracking_pattern_cannot_stall_validation(schema, payload) -> None
     answers at once, with the same verdict jsonschema gives."""
     validator = ValidatorCache().get(check_schema(schema))
     with pytest.raises(SchemaViolation):
-        validate_payload(validator, payload)
+        validate_payload(validator, payload, STEPS)
 
 
 def test_patterns_keep_their_meaning_on_re2() -> None:
@@ -226,10 +242,10 @@ def test_patterns_keep_their_meaning_on_re2() -> None:
         "additionalProperties": False,
     }
     validator = ValidatorCache().get(check_schema(schema))
-    validate_payload(validator, {"id": "ord_beef", "x-trace": "t"})
+    validate_payload(validator, {"id": "ord_beef", "x-trace": "t"}, STEPS)
     for bad in ({"id": "ord_BEEF"}, {"id": "ord_beef", "x-n": 1}, {"id": "ord_beef", "y": 1}):
         with pytest.raises(SchemaViolation):
-            validate_payload(validator, bad)
+            validate_payload(validator, bad, STEPS)
 
 
 @pytest.mark.parametrize(
@@ -259,7 +275,7 @@ def test_a_stored_schema_with_a_pattern_re2_refuses_is_a_422_at_publish() -> Non
     stored = '{"properties":{"s":{"pattern":"(a)\\\\1"}}}'
     validator = ValidatorCache().get(stored)
     with pytest.raises(Unprocessable) as exc:
-        validate_payload(validator, {"s": "aa"})
+        validate_payload(validator, {"s": "aa"}, STEPS)
     assert (exc.value.code, exc.value.field) == ("schema_unusable", "event_type")
 
 
@@ -275,10 +291,10 @@ def test_ecma_unicode_escapes_in_patterns_run_on_re2() -> None:
         },
     }
     validator = ValidatorCache().get(check_schema(schema))
-    validate_payload(validator, {"s": "éé", "t": "ABC", "u": "\\u0041"})
+    validate_payload(validator, {"s": "éé", "t": "ABC", "u": "\\u0041"}, STEPS)
     for bad in ({"s": "e"}, {"t": "abc"}, {"u": "A"}):
         with pytest.raises(SchemaViolation):
-            validate_payload(validator, bad)
+            validate_payload(validator, bad, STEPS)
 
 
 def test_a_refused_pattern_names_re2s_reason() -> None:

@@ -262,3 +262,16 @@ def test_index_agrees_with_a_linear_scan(ops: list[tuple[Any, ...]], max_negativ
             )
             assert idx.match(tenant, event_type, payload) == expected
         assert idx.negative_entries <= max_negative
+
+
+def test_filters_applied_ahead_are_used_unless_the_filter_changed_since() -> None:
+    """Ingest applies the filters before the write lock (off the event loop) and hands
+    the verdicts to ``match``; one whose endpoint's filter changed since is judged again."""
+    idx = SubscriptionIndex([view("ep_f", types=("*",), flt={"k": 1}), view("ep_all")])
+    filters = idx.filtered("A", "x")
+    assert list(filters) == ["ep_f"]  # the endpoint without a filter takes everything
+    verdicts = {eid: (predicate, predicate({"k": 1})) for eid, predicate in filters.items()}
+    assert idx.match("A", "x", None, verdicts) == ["ep_all", "ep_f"]  # the verdict counts
+    idx.upsert(view("ep_f", types=("*",), flt={"k": 2}))  # changed meanwhile
+    assert idx.match("A", "x", {"k": 1}, verdicts) == ["ep_all"]
+    assert idx.filtered("B", "x") == {} and idx.filtered("A", "x").keys() == {"ep_f"}

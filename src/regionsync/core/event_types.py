@@ -14,6 +14,14 @@ the node with a backtracking blow-up (QA of 2026-12-02: 4.2 s on the event loop 
 ``\\x{XXXX}``. A pattern RE2 does not take (backreferences, lookaround) is refused at
 registration, as is ``unevaluatedProperties`` in a schema with ``patternProperties``
 (jsonschema matches those with Python's ``re``).
+
+A schema that loops back to a subschema without stepping into the payload (``{"$ref":
+"#"}``, ``allOf`` to ``#``, a ``$dynamicRef`` cycle) is refused at registration naming the
+place, as is one that judges a value by more than MAX_IN_PLACE subschemas (issue 38: they
+recursed until Python's stack ran out, a 500 per publish). A payload's validation counts
+its steps and how deep its subschemas nest, within bounds the caller gives
+(``validate_payload``): a schema whose work doubles per level of the payload is refused
+once it has spent them.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,15 +46,17 @@ from ..errors import Unprocessable
 
 __all__ = [
     "EVENT_TYPE_FIELDS",
+    "MAX_IN_PLACE",
+    "MAX_NESTING",
     "EventTypeView",
     "SchemaValidator",
     "SchemaViolation",
     "ValidatorCache",
     "check_event_type_fields",
-    "check_publish",
     "check_schema",
     "check_subscriptions",
     "pointer",
+    "publish_schema",
     "validate_payload",
 ]
 
@@ -187,13 +198,126 @@ def _additional_properties(
             yield ValidationError(f"Additional properties are not allowed ({joined} unexpected)")
 
 
-# Draft 2020-12 with its regular expressions on RE2 (the module docstring)
+def _unique_items(validator: Any, ui: Any, instance: Any, schema: Any) -> Iterable[ValidationError]:
+    # jsonschema's ``uniqueItems`` in linear time (its fallback compares every pair)
+    if ui and validator.is_type(instance, "array"):
+        seen = set()
+        for each in instance:
+            key = _hashable(each)
+            if key in seen:
+                yield ValidationError(f"{instance!r} has non-unique elements")
+                return
+            seen.add(key)
+
+
+def _hashable(value: Any) -> Any:
+    """A JSON value as a hashable that is equal exactly when the values are equal in JSON
+    Schema's sense (``1 == 1.0``, ``true != 1``, objects regardless of key order)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, list):
+        return ("array", tuple(_hashable(e) for e in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _hashable(e)) for k, e in value.items()))
+    return value  # a number or a string (never equal to each other)
+
+
+class _OverBudget(Exception):
+    """A validation spent its steps (``validate_payload``)."""
+
+
+class _Steps:
+    __slots__ = ("depth", "left", "limit")
+
+    def __init__(self, limit: int):
+        self.limit, self.left, self.depth = limit, limit, 0
+
+
+_STEPS: ContextVar[_Steps | None] = ContextVar("schema_steps", default=None)
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, dict | list) else 0
+
+
+# applicators that apply a subschema to the same payload value (in place), and those
+# that step into a member or element of it
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf", "dependentSchemas")
+_STEPPING_ONE = ("additionalProperties", "items", "contains", "propertyNames",
+                 "unevaluatedProperties", "unevaluatedItems")  # fmt: skip
+_STEPPING_MANY = ("properties", "patternProperties", "prefixItems")
+
+_PER_MEMBER = frozenset({
+    "propertyNames", "unevaluatedProperties", "items", "prefixItems", "contains",
+    "unevaluatedItems", "uniqueItems"})  # fmt: skip
+_PER_VALUE = frozenset({"properties", "dependentSchemas", "enum", "required",
+                        "dependentRequired"})  # fmt: skip
+_WEIGHED = _PER_MEMBER | _PER_VALUE | {"pattern", "patternProperties", "additionalProperties"}
+
+
+def _weight(keyword: str, value: Any, instance: Any, schema: Any) -> int:
+    """A keyword's steps beyond its first: one per member, element or listed value it
+    goes through (a pattern: per 64 characters)."""
+    if keyword in _PER_MEMBER:
+        return _size(instance)
+    if keyword in _PER_VALUE:
+        return _size(value)
+    if keyword == "pattern":
+        return len(instance) // 64 if isinstance(instance, str) else 0
+    patterns = value if keyword == "patternProperties" else schema.get("patternProperties")
+    return _size(instance) * (_size(patterns) + (keyword == "additionalProperties"))
+
+
+_APPLICATORS = frozenset(_IN_PLACE_ONE + _IN_PLACE_MANY + _STEPPING_ONE + _STEPPING_MANY
+                         + ("$ref", "$dynamicRef"))  # fmt: skip
+MAX_NESTING = 100  # applicators within applicators (up to 5 stack frames each, of 1,000)
+
+
+def _metered(keyword: str, fn: Any) -> Any:
+    """``fn`` (a keyword's validation) that first spends its steps from ``_STEPS``, and
+    for an applicator counts how deep it nests."""
+    weighed, applies = keyword in _WEIGHED, keyword in _APPLICATORS
+
+    def metered(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        steps = _STEPS.get()
+        if steps is None:
+            return fn(validator, value, instance, schema)
+        steps.left -= 1 + (_weight(keyword, value, instance, schema) if weighed else 0)
+        if steps.left < 0:
+            raise _OverBudget(f"takes more than {steps.limit} steps")
+        errors = fn(validator, value, instance, schema)
+        return _nested(steps, errors) if applies and errors is not None else errors
+
+    return metered
+
+
+def _nested(steps: _Steps, errors: Iterable[ValidationError]) -> Iterable[ValidationError]:
+    # the errors of an applicator, counted as one level deeper while they are produced
+    if steps.depth >= MAX_NESTING:
+        raise _OverBudget(f"nests subschemas more than {MAX_NESTING} deep")
+    steps.depth += 1
+    try:
+        yield from errors
+    finally:
+        steps.depth -= 1
+
+
+# Draft 2020-12 with its regular expressions on RE2 (the module docstring), uniqueItems
+# in linear time, and every keyword metered (``validate_payload``)
 SchemaValidator = validators.extend(
     Draft202012Validator,
     {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
+        keyword: _metered(keyword, fn)
+        for keyword, fn in (
+            Draft202012Validator.VALIDATORS
+            | {
+                "pattern": _pattern,
+                "patternProperties": _pattern_properties,
+                "additionalProperties": _additional_properties,
+                "uniqueItems": _unique_items,
+            }
+        ).items()
     },
 )
 
@@ -233,10 +357,116 @@ def _regex_problems(schema: Any, where: str = "") -> Iterable[str]:
         yield "/: unevaluatedProperties is not supported in a schema with patternProperties"
 
 
+MAX_IN_PLACE = 1000  # subschemas one payload value may be judged by
+
+
+def _members(value: Any) -> list[Any]:
+    return list(value.values()) if isinstance(value, dict) else (
+        value if isinstance(value, list) else [])  # fmt: skip
+
+
+def _reference_problem(schema: Any) -> str | None:
+    """``_reference_loop`` of a schema (an unresolvable reference too); None: usable."""
+    if not isinstance(schema, dict):
+        return None
+    try:
+        return _reference_loop(schema)
+    except Unresolvable as exc:
+        return f"{exc}: does not resolve"
+
+
+def _reference_loop(schema: dict[str, Any]) -> str | None:
+    """Where validating against ``schema`` would go round a loop without stepping into
+    the payload (through ``$ref``, ``$dynamicRef``, ``allOf``, ``not``, ``if`` and the
+    other in-place applicators back to a subschema already applied to the same value), or
+    where one payload value would be judged by more than MAX_IN_PLACE subschemas: one
+    message (locations as ``#`` JSON Pointers), or None. Unreachable subschemas do not
+    count."""
+    where: dict[int, str] = {}  # id(subschema) -> its location
+    resolvers: dict[int, Any] = {}  # id(subschema) -> resolver of its $ref
+    dynamic: dict[str, list[Any]] = {}  # $dynamicAnchor -> subschemas
+    root = RefRegistry().with_resource("", DRAFT202012.create_resource(schema)).resolver()
+    stack: list[tuple[Any, str, Any]] = [(schema, "#", root)]
+    while stack:
+        cur, at, resolver = stack.pop()
+        if isinstance(cur, dict):
+            if isinstance(cur.get("$id"), str) and at != "#":
+                resolver = resolver.in_subresource(DRAFT202012.create_resource(cur))
+            where[id(cur)], resolvers[id(cur)] = at, resolver
+            if isinstance(cur.get("$dynamicAnchor"), str):
+                dynamic.setdefault(cur["$dynamicAnchor"], []).append(cur)
+            stack.extend((v, f"{at}/{k.replace('~', '~0').replace('/', '~1')}", resolver)
+                         for k, v in cur.items())  # fmt: skip
+        elif isinstance(cur, list):
+            stack.extend((v, f"{at}/{i}", resolver) for i, v in enumerate(cur))
+
+    known: dict[int, tuple[list[Any], list[Any]]] = {}
+
+    def edges(node: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """The subschemas ``node`` applies in place, and those it steps down into."""
+        if id(node) in known:
+            return known[id(node)]
+        here: list[Any] = [node.get(k) for k in _IN_PLACE_ONE]
+        down: list[Any] = [node.get(k) for k in _STEPPING_ONE]
+        for k in _IN_PLACE_MANY:
+            here.extend(_members(node.get(k)))
+        for k in _STEPPING_MANY:
+            down.extend(_members(node.get(k)))
+        for k in ("$ref", "$dynamicRef"):
+            ref = node.get(k)
+            if isinstance(ref, str):
+                here.append(resolvers[id(node)].lookup(ref).contents)
+                if k == "$dynamicRef":  # any same-named dynamic anchor may be the target
+                    here.extend(dynamic.get(ref.partition("#")[2], []))
+        found = known[id(node)] = (
+            [t for t in here if id(t) in where], [t for t in down if id(t) in where])  # fmt: skip
+        return found
+
+    # depth-first over in-place applications from each reachable subschema; a subschema
+    # met again while it is on the path is a loop, and ``cost`` counts what it applies
+    cost: dict[int, int] = {}
+    seen = {id(schema)}
+    todo = [schema]
+    while todo:
+        start = todo.pop()
+        path: list[tuple[Any, list[Any]]] = []
+        if id(start) not in cost:
+            path.append((start, list(edges(start)[0])))
+        on_path = {id(start)}
+        while path:
+            node, pending = path[-1]
+            if pending:
+                nxt = pending.pop()
+                if id(nxt) in on_path:
+                    loop = [
+                        where[id(n)] for n, _ in path[[id(n) for n, _ in path].index(id(nxt)) :]
+                    ]
+                    return (f"{loop[0]}: a loop of references that never steps into the payload "
+                            f"({' -> '.join([*loop, where[id(nxt)]])})")  # fmt: skip
+                if id(nxt) not in cost:
+                    path.append((nxt, list(edges(nxt)[0])))
+                    on_path.add(id(nxt))
+                continue
+            path.pop()
+            on_path.discard(id(node))
+            here, down = edges(node)
+            cost[id(node)] = 1 + sum(cost[id(t)] for t in here)
+            if cost[id(node)] > MAX_IN_PLACE:
+                return (f"{where[id(node)]}: judges one payload value by more than "
+                        f"{MAX_IN_PLACE} subschemas")  # fmt: skip
+            for t in (*here, *down):
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    todo.append(t)
+    return None
+
+
 def check_schema(schema: Any) -> str:
     """A JSON Schema (Draft 2020-12) as canonical JSON text; 422 (field ``schema``,
     code ``invalid_schema``) when it is not a valid schema (the detail names the failing
-    keyword's location), or refers to anything but a location in itself."""
+    keyword's location), refers to anything but a location in itself, loops without
+    stepping into the payload or judges one value by more than MAX_IN_PLACE subschemas
+    (``_reference_problem``)."""
     if not isinstance(schema, dict | bool):
         raise Unprocessable("must be a JSON Schema (an object or a boolean)", field="schema",
                             code="invalid_schema")  # fmt: skip
@@ -261,6 +491,10 @@ def check_schema(schema: Any) -> str:
             except Unresolvable:
                 raise Unprocessable(f"$ref {ref!r} does not resolve", field="schema",
                                     code="invalid_schema") from None  # fmt: skip
+        problem = _reference_problem(schema)
+        if problem is not None:
+            raise Unprocessable(f"not a usable schema at {problem}", field="schema",
+                                code="invalid_schema")  # fmt: skip
     return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -310,30 +544,56 @@ class ValidatorCache:
         self.compiles = 0  # how many schemas were compiled (tests and metrics)
 
     def get(self, schema: str) -> Any:
-        """The validator (``SchemaValidator``) of canonical schema text ``schema``."""
+        """The validator (``SchemaValidator``) of canonical schema text ``schema``; 422
+        ``schema_unusable`` (field ``event_type``) for a schema that loops without
+        stepping into the payload (stored before registration refused that)."""
         found = self._compiled.get(schema)
-        if found is not None:
+        if found is None:
+            loaded = json.loads(schema)
+            problem = _reference_problem(loaded)  # kept instead of a validator
+            found = SchemaValidator(loaded) if problem is None else problem
+            self.compiles += 1
+            self._compiled[schema] = found
+            if len(self._compiled) > self.capacity:
+                self._compiled.popitem(last=False)
+        else:
             self._compiled.move_to_end(schema)
-            return found
-        validator = SchemaValidator(json.loads(schema))
-        self.compiles += 1
-        self._compiled[schema] = validator
-        if len(self._compiled) > self.capacity:
-            self._compiled.popitem(last=False)
-        return validator
+        if isinstance(found, str):
+            raise Unprocessable(f"the event type's schema is not usable at {found}",
+                                field="event_type", code="schema_unusable")  # fmt: skip
+        return found
 
 
-def validate_payload(validator: Any, payload: Any) -> None:
+def validate_payload(validator: Any, payload: Any, max_steps: int) -> None:
     """Raise SchemaViolation for the most relevant error (``jsonschema``'s
-    ``best_match``) if ``payload`` does not conform; return None if it does."""
+    ``best_match``) if ``payload`` does not conform; return None if it does.
+
+    The validation takes at most ``max_steps`` steps (a keyword applied to a value is one,
+    plus one per member, element or listed value it goes through) and nests applicators
+    at most MAX_NESTING deep; beyond, 422 ``schema_too_costly`` (field ``payload``). A
+    schema the validator cannot use is a 422 too, never a 500.
+    """
+    token = _STEPS.set(_Steps(max_steps))
     try:
         error = best_match(validator.iter_errors(payload))
+    except (_OverBudget, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, _OverBudget) else "nests too deeply"
+        raise Unprocessable(
+            f"validating the payload against its event type's schema {reason}; send a "
+            "smaller or flatter payload, or simplify the schema", field="payload",
+            code="schema_too_costly") from None  # fmt: skip
     except Unresolvable as exc:  # refused at registration; kept as a 422, never a 500
         raise Unprocessable(f"the event type's schema does not resolve: {exc}",
                             field="event_type", code="schema_unusable") from None  # fmt: skip
     except re2.error as exc:  # stored before patterns were checked for RE2 at registration
         raise Unprocessable(f"the event type's schema has a pattern RE2 does not take: {exc}",
                             field="event_type", code="schema_unusable") from None  # fmt: skip
+    except Exception as exc:  # whatever else the validator raises: a 422, never a 500
+        raise Unprocessable(f"the event type's schema cannot be applied: "
+                            f"{type(exc).__name__}: {str(exc)[:200]}", field="event_type",
+                            code="schema_unusable") from None  # fmt: skip
+    finally:
+        _STEPS.reset(token)
     if error is None:
         return
     path = pointer(error.absolute_path)
@@ -344,19 +604,15 @@ def validate_payload(validator: Any, payload: Any) -> None:
     )
 
 
-def check_publish(
-    types: Mapping[str, EventTypeView] | None,
-    strict: bool,
-    event_type: str,
-    payload: Any,
-    cache: ValidatorCache,
-) -> EventTypeView | None:
-    """May ``payload`` be published as ``event_type`` under a tenant whose catalog is
-    ``types`` (name -> view; None or empty: no catalog) and strict flag ``strict``?
+def publish_schema(
+    types: Mapping[str, EventTypeView] | None, strict: bool, event_type: str
+) -> str | None:
+    """The schema (canonical JSON text) a payload published as ``event_type`` must
+    conform to under a tenant whose catalog is ``types`` (name -> view; None or empty: no
+    catalog) and strict flag ``strict``; None: any payload (not catalogued, or no schema).
 
-    Returns the type's view (the caller reports deprecation) or None for a type not in
-    the catalog. Raises Unprocessable ``unknown_event_type`` (field ``event_type``) for
-    an unknown type in strict mode, SchemaViolation for a payload its schema refuses.
+    Raises Unprocessable ``unknown_event_type`` (field ``event_type``) for an unknown
+    type in strict mode; ``validate_payload`` judges the payload.
     """
     view = types.get(event_type) if types else None
     if view is None:
@@ -365,9 +621,7 @@ def check_publish(
                                 "(strict mode)", field="event_type",
                                 code="unknown_event_type")  # fmt: skip
         return None
-    if view.schema is not None:
-        validate_payload(cache.get(view.schema), payload)
-    return view
+    return view.schema
 
 
 def check_subscriptions(patterns: Iterable[str], known: Iterable[str]) -> None:

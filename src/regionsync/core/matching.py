@@ -18,7 +18,7 @@ skipped (runtime/ingest.py); callers that want only active ones check the view.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,18 +262,41 @@ class SubscriptionIndex:
             return []
         return sorted(found)
 
-    def match(self, tenant: str, event_type: str, payload: Any) -> list[str]:
+    def match(
+        self,
+        tenant: str,
+        event_type: str,
+        payload: Any,
+        verdicts: Mapping[str, tuple[Predicate, bool]] | None = None,
+    ) -> list[str]:
         """Ids of the endpoints that get this event (pattern and filter match), sorted.
 
         ``payload`` is the parsed JSON body (any JSON value); a body that is not JSON
         should be passed as None, which only filter-less endpoints (and filters that hold
-        on a missing field) accept. Never raises on payload shape.
+        on a missing field) accept. ``verdicts`` (endpoint id -> (filter, passed)) are
+        filters already applied to this payload (``filtered``); a filter changed since
+        is applied again. Never raises on payload shape.
         """
         ids = self.candidates(tenant, event_type)
         if not ids:
             return ids
+        entries, verdicts = self._entries, verdicts or {}
+        out = []
+        for i in ids:
+            predicate, known = entries[i].predicate, verdicts.get(i)
+            if known[1] if known is not None and known[0] is predicate else predicate(payload):
+                out.append(i)
+        return out
+
+    def filtered(self, tenant: str, event_type: str) -> dict[str, Predicate]:
+        """The filters of the tenant's endpoints subscribed to ``event_type`` that have
+        one (endpoint id -> compiled filter), to apply before ``match``; counts nothing."""
+        if (tenant, event_type) in self._negative:
+            return {}
+        subs = self._tenants.get(tenant)
+        found = subs.lookup(event_type) if subs is not None else None
         entries = self._entries
-        return [i for i in ids if entries[i].predicate(payload)]
+        return {i: entries[i].predicate for i in found or () if entries[i].filter}
 
     def _remember_negative(self, key: tuple[str, str]) -> None:
         if len(self._negative) >= self._max_negative:

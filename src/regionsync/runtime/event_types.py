@@ -1,19 +1,21 @@
 """Event-type catalog operations: create, list, read, update and delete a tenant's types.
 
-Checks input (core.event_types: a schema must be a valid Draft 2020-12 schema) and turns
-each change into registry deltas on the local write path; the catalog's derived table of
-types and compiled validators follows every delta (state.Catalog). Never touches events
-or deliveries.
+Checks input (core.event_types: a schema must be a valid Draft 2020-12 schema; the check
+runs on an offload thread, its cost growing with the schema's size) and turns each change
+into registry deltas on the local write path; the catalog's derived table of types
+follows every delta (state.Catalog). Never touches events or deliveries.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from ..core.event_types import EventTypeView, check_event_type_fields
 from ..errors import Conflict
 from .audit import audit_section
+from .offload import Offload
 from .state import Catalog
 from .writepath import WritePath
 
@@ -25,8 +27,12 @@ class EventTypeOps:
     ``regionsync.errors.ClientError`` subclasses: 422 naming the field, 404 (tenant,
     ``event_type``), 409 (the name exists)."""
 
-    def __init__(self, catalog: Catalog, writer: WritePath):
-        self.catalog, self.writer = catalog, writer
+    def __init__(self, catalog: Catalog, writer: WritePath, offload: Offload):
+        self.catalog, self.writer, self.offload = catalog, writer, offload
+
+    async def _checked(self, tenant_id: str, body: Mapping[str, Any], create: bool) -> Any:
+        check = functools.partial(check_event_type_fields, create=create)
+        return await self.offload.run(tenant_id, check, body)
 
     def list(self, tenant_id: str) -> list[EventTypeView]:
         """The tenant's types in name order."""
@@ -40,7 +46,7 @@ class EventTypeOps:
         """Add a type: body ``{name, description?, schema?, deprecated?}``; 409 if the
         tenant's catalog has it (two regions adding one name concurrently: the fields
         merge per field by LWW, the name once)."""
-        fields = check_event_type_fields(body, create=True)
+        fields = await self._checked(tenant_id, body, True)
         name = fields["name"]
         async with self.writer.local_lock():
             self.catalog.tenant(tenant_id)
@@ -58,7 +64,7 @@ class EventTypeOps:
 
     async def update(self, tenant_id: str, name: str, body: Mapping[str, Any]) -> EventTypeView:
         """Change ``description``, ``schema`` (null: none) or ``deprecated``."""
-        fields = check_event_type_fields(body, create=False)
+        fields = await self._checked(tenant_id, body, False)
         async with self.writer.local_lock():
             self.catalog.event_type(tenant_id, name)
             stamp = self.writer.stamp()

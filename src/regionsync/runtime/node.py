@@ -8,6 +8,7 @@ The parts (each its own module) receive only what they use:
 | ``catalog`` (state.Catalog) | registry and subscription index |
 | ``registry_ops`` (registry_ops.RegistryOps) | tenant, endpoint and source operations |
 | ``event_types`` (event_types.EventTypeOps) | tenants' event-type catalogs |
+| ``offload`` (offload.Offload) | threads for tenants' costly checks (schemas, filters), in turn |
 | ``ingest`` (ingest.Ingest) | publish, inbound, Idempotency-Keys, admission, ack policies |
 | ``recovery`` (recovery.Recovery) | retry, recover and replay-missing jobs, attempt purge |
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
@@ -43,6 +44,7 @@ from .event_types import EventTypeOps
 from .ingest import Ingest
 from .links import Links
 from .listing import Listing
+from .offload import Offload
 from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
@@ -107,14 +109,17 @@ class Node:
         self.telemetry = writer.telemetry
         parts: dict[str, Any] = {"store": store, "clock": clock}
         self.ops = OperationalEvents(settings, clock)
+        # CPU work whose cost a tenant controls (schemas, filters), off the event loop
+        self.offload = Offload(opts.offload_threads, opts.offload_queue_per_tenant)
         self.registry_ops = RegistryOps(
-            settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver
-        )
-        self.event_types = EventTypeOps(self.catalog, writer)
+            settings, self.catalog, writer, self.queue, rng=rng, ids=ids, resolver=resolver,
+            offload=self.offload,
+        )  # fmt: skip
+        self.event_types = EventTypeOps(self.catalog, writer, self.offload)
         self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
         self.ingest = Ingest(
             settings, self.catalog, writer, self.queue, self.keys, self.peers,
-            rng=rng, ids=ids, ops=self.ops, **parts,
+            rng=rng, ids=ids, ops=self.ops, offload=self.offload, **parts,
         )  # fmt: skip
         self.ops.publish = self.ingest.publish_internal
         self.custody = Custody(
@@ -255,6 +260,7 @@ class Node:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        self.offload.close()
         await self._stop_role()
         if self.coordinator is not None:
             await self.coordinator.close()

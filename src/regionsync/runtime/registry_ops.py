@@ -21,6 +21,7 @@ from ..core.urlguard import address_allowed, parse_host_literal, parse_networks,
 from ..core.validate import check_endpoint_fields, check_id, check_text, json_integer
 from ..errors import Conflict, Unprocessable
 from .audit import audit_section
+from .offload import Offload
 from .ports import IdSource, Resolver, Rng
 from .state import Catalog, DeliveryQueue
 from .writepath import WritePath
@@ -60,9 +61,11 @@ class RegistryOps:
         rng: Rng,
         ids: IdSource,
         resolver: Resolver,
+        offload: Offload,
     ):
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.rng, self.ids, self.resolver = rng, ids, resolver
+        self.offload = offload  # runs test-filter
         self.allow_networks = parse_networks(settings.delivery.allow_private_networks)
 
     # -- tenants -------------------------------------------------------------------------
@@ -289,10 +292,11 @@ class RegistryOps:
 
         await durable
 
-    def test_filter(self, tenant_id: str, endpoint_id: str, payload: Any) -> dict[str, Any]:
-        """Would ``payload`` pass the endpoint's filter? ``{matches, failed_clause}``."""
+    async def test_filter(self, tenant_id: str, endpoint_id: str, payload: Any) -> dict[str, Any]:
+        """Would ``payload`` pass the endpoint's filter? ``{matches, failed_clause}``
+        (worked out on an offload thread: up to seconds for a 256 KB sample)."""
         view = self.catalog.endpoint(tenant_id, endpoint_id)
-        matched, failed = explain(view.filter, payload)
+        matched, failed = await self.offload.run(tenant_id, explain, view.filter, payload)
         return {"matches": matched, "failed_clause": failed}
 
     # -- sources -------------------------------------------------------------------------

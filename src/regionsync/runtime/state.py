@@ -19,7 +19,7 @@ from crdt import CRDT, PNCounter
 
 from ..core.backpressure import tenant_retry_after
 from ..core.custody import CustodyRecord
-from ..core.event_types import EventTypeView, ValidatorCache, check_publish
+from ..core.event_types import EventTypeView, publish_schema
 from ..core.health import Health
 from ..core.matching import SubscriptionIndex
 from ..core.model import Delivery, Event
@@ -61,7 +61,6 @@ class Catalog:
         # dict lookups)
         self.event_types: dict[str, dict[str, EventTypeView]] = {}
         self.strict: frozenset[str] = frozenset()
-        self.validators = ValidatorCache()
         self.watchers: list[Callable[[Mapping[str, CRDT]], None]] = []
         self.rebuild_index()
 
@@ -115,18 +114,15 @@ class Catalog:
             else:
                 self.event_types.pop(tenant, None)
 
-    def check_event(
-        self, tenant_id: str, event_type: str, payload: Any, strict: bool = True
-    ) -> EventTypeView | None:
-        """core.event_types.check_publish against the tenant's catalog: the type's view
-        (None: not catalogued); raises Unprocessable (an unknown type in strict mode,
-        unless ``strict`` is False) or SchemaViolation. Two dict lookups for a tenant
-        without catalog or strict mode."""
+    def schema_of(self, tenant_id: str, event_type: str, strict: bool = True) -> str | None:
+        """core.event_types.publish_schema against the tenant's catalog: the schema text
+        a new event's payload must conform to (None: any); raises Unprocessable for an
+        unknown type in strict mode (unless ``strict`` is False). Two dict lookups for a
+        tenant without catalog or strict mode."""
         types = self.event_types.get(tenant_id)
         if types is None and tenant_id not in self.strict:
             return None
-        return check_publish(types, strict and tenant_id in self.strict, event_type, payload,
-                             self.validators)  # fmt: skip
+        return publish_schema(types, strict and tenant_id in self.strict, event_type)
 
     def deprecated_at(self, tenant_id: str, event_type: str) -> int | None:
         """When ``event_type`` was marked deprecated in the tenant's catalog (ms), or None."""

@@ -81,7 +81,7 @@ def build(ctx: ApiContext) -> APIRouter:
             raise Unprocessable('unknown field (body must be {"payload": ...})', field=unknown[0])
         if "payload" not in body:
             raise Unprocessable('is required (body must be {"payload": ...})', field="payload")
-        return node.registry_ops.test_filter(tenant, endpoint, body["payload"])
+        return await node.registry_ops.test_filter(tenant, endpoint, body["payload"])
 
     @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
     async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:

@@ -21,7 +21,8 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.post(base, status_code=201, openapi_extra=body("event_type"))
     async def create_event_type(request: Request, tenant: str) -> dict[str, Any]:
         """Add a type: ``name``, ``description``, ``schema`` (JSON Schema Draft 2020-12,
-        422 ``invalid_schema`` if it is not one), ``deprecated``; 409 if it exists."""
+        422 ``invalid_schema`` if it is not one or loops without stepping into the
+        payload), ``deprecated``; 409 if it exists."""
         ctx.auth.check(request, tenant)
         data = await read_object(request, ctx.max_body)
         return event_type_json(await node.event_types.create(tenant, data))

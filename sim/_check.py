@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from crdt import LWWRegister, ORSet, decode
 from regionsync.core.model import DeliveryStatus
@@ -405,13 +406,18 @@ async def check_failover(cluster: SimCluster, history: History) -> list[Violatio
     for (path, wid), n in sorted(ok.items()):
         if n > 2:
             out.append(Violation("duplicates", f"{wid} reached {path} {n} times"))
+    paths = {  # endpoint id -> the path of its receiver URL (one per create)
+        o.result: urlsplit(o.args["url"]).path
+        for o in history.ops
+        if o.kind == "create_endpoint" and o.result
+    }
     for op in history.ops:
         if op.kind != "publish" or not _counts(op):
             continue
         for d in await store.deliveries_of_event(op.result):
             if d.status is DeliveryStatus.CANCELLED:
                 continue  # its endpoint was gone when it was due
-            if ok.get((f"/hook/{d.endpoint_id}", op.result), 0) == 0:
+            if ok.get((paths.get(d.endpoint_id, ""), op.result), 0) == 0:
                 out.append(
                     Violation(
                         "lost_delivery",

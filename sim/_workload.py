@@ -157,14 +157,14 @@ class Workload:
                     5,
                     5,
                     0 if self.opts.failover else 3,
-                ],  # fmt: skip
+                ],
             )[0]
             tenant, slot = rng.choice(self.slots)
             args = {"tenant": tenant}
             eid = self.current.get(slot)
             if kind in ("patch_types", "patch_description", "delete_endpoint") and eid is None:
                 kind = "create_endpoint"
-            others = sorted(e for (t, s), e in self._owned() if t != tenant)
+            others = sorted(e for (t, _), e in self._owned() if t != tenant)
             if kind == "foreign_patch" and not others:
                 kind = "publish"
             types = tenant_types(tenant)

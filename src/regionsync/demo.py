@@ -254,16 +254,21 @@ async def start_cluster(
                 await wait_ready(client, http[r], deadline)
         yield cluster
     finally:
-        for p in cluster.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in cluster.procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_nodes(cluster)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def stop_nodes(cluster: Cluster) -> None:
+    """Terminate the cluster's node processes (SIGKILL any still running after 10 s)."""
+    for p in cluster.procs.values():
+        if p.poll() is None:
+            p.terminate()
+    for p in cluster.procs.values():
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 class PayloadsError(ValueError):

@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 
-from regionsync.demo import Cluster, spawn, wait_ready, write_configs
+from regionsync.demo import Cluster, spawn, stop_nodes, wait_ready, write_configs
 
 __all__ = ["Relay", "partitioned_cluster"]
 
@@ -100,14 +99,6 @@ async def partitioned_cluster(
                 await wait_ready(client, http[r], deadline)
         yield cluster, relays
     finally:
-        for p in cluster.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in cluster.procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_nodes(cluster)
         for relay in relays.values():
             await relay.close()

@@ -57,6 +57,7 @@ from .writepath import WritePath
 
 __all__ = ["Node", "PeerStatus"]
 
+STOP_TIMEOUT_S = 15.0  # Node.stop waits this long for its tasks after cancelling them
 log = logging.getLogger("regionsync.node")
 
 
@@ -258,7 +259,16 @@ class Node:
         self.started = False
         for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            # bounded: a task that ignores its cancellation must not hold the stop (and
+            # the store) forever; it is named so that the bug can be found
+            done, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_S)
+            for t in done:  # retrieved, as gather(return_exceptions=True) did
+                if not t.cancelled():
+                    t.exception()
+            if stuck:
+                names = sorted(t.get_name() for t in stuck)
+                log.error("stopping: tasks %s did not end within %ss", names, STOP_TIMEOUT_S)
         self._tasks.clear()
         self.offload.close()
         await self._stop_role()

@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).with_name("trace_hashes.json")
 
@@ -30,13 +28,6 @@ def _sim(*args: str, hash_seed: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-NONDETERMINISTIC = pytest.mark.skip(
-    reason="known bug: since the merges of 2026-12-04 (issues 37-39) a run's trace depends "
-    "on PYTHONHASHSEED (set iteration order reaches it); fixture regenerated with one seed"
-)
-
-
-@NONDETERMINISTIC
 def test_every_scenario_twice_in_separate_processes() -> None:
     # two processes at once with different string hashing: set order, ids of objects and
     # the machine's load differ between them, the traces may not
@@ -57,7 +48,6 @@ def test_every_scenario_twice_in_separate_processes() -> None:
     assert len(outs[0]) >= 8 and all(len(v) == 3 for v in outs[0].values())
 
 
-@NONDETERMINISTIC
 def test_trace_hashes_match_fixture() -> None:
     res = _sim("--seeds", "1..20", "--jobs", "2", "--check", str(FIXTURE), hash_seed="random")
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]

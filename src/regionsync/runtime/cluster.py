@@ -64,7 +64,7 @@ class ClusterView:
         )
 
     def cluster(self) -> dict[str, Any]:
-        """The ``cluster`` object of shared/API.md (times as ms; the API renders them)."""
+        """The ``GET /v1/cluster`` answer (docs/api.md; times as ms, the API renders them)."""
         now = self.clock.wall_ms()
         return {
             "region": self.region,

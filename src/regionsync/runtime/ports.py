@@ -1,4 +1,4 @@
-"""The seams between the node runtime and the world (DESIGN.md, "Interfaces").
+"""The seams between the node runtime and the world (README.md, "Architecture").
 
 Production and the simulator plug different adapters into the same node code: Clock,
 Store (its own module, ``store_port``, re-exported here), PeerTransport/PeerStream,

@@ -1,4 +1,4 @@
-"""The Store port (DESIGN.md, "Interfaces"): the durable state of one node, as a typing
+"""The Store port (README.md, "Architecture"): the durable state of one node, as a typing
 Protocol that SqliteStore, PostgresStore and MemoryStore implement (adapters/*_store.py)
 and the contract suite (tests/store/test_store_contract.py) checks. Re-exported by
 ``runtime.ports``, where the other seams are; nothing here does I/O.

@@ -2,7 +2,7 @@
 
 Decides whether an event payload (already parsed JSON) matches an endpoint's filter
 document; never parses bytes, does I/O, reads time, or uses eval/exec (predicates are
-closures). Rules: the operator set of Hookdeck Outpost and Convoy (shared/FIELD-NOTES.md),
+closures). Rules: the operator set of Hookdeck Outpost and Convoy (docs/design.md#field-facts),
 MongoDB's reading of dotted paths through arrays, and the semantics written out below.
 
 Filter document (``doc``): a JSON object, or ``null``/``{}`` for "match everything".

@@ -1,7 +1,7 @@
 """The registry (tenants, endpoints) as a map of named CRDT states.
 
 Decides what deltas a registry change produces and what the converged state means; never
-reads time, never awaits (callers pass ``actor`` and an HLC ``stamp``). Rules: DESIGN.md,
+reads time, never awaits (callers pass ``actor`` and an HLC ``stamp``). Rules: docs/design.md,
 "Data model": collections are add-wins OR-Sets, scalar fields LWW registers ordered by
 vector clock, then HLC, then actor; usage counters are PN-Counters.
 
@@ -333,7 +333,7 @@ class Registry:
     def state_hash(self) -> str:
         """sha256 hex over the canonical encoding of every non-empty state, keys sorted.
 
-        Equal in every region once they have converged (shared/API.md, cluster).
+        Equal in every region once they have converged (docs/api.md, GET /v1/cluster).
         """
         if self._hash is None:
             if self._sorted_keys is None:  # kept until a key is added

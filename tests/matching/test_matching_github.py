@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from regionsync.core.filters import compile_filter, explain, reference_match
+from regionsync.core.filter_compiler import compile_filter
+from regionsync.core.filters import explain, reference_match
 from regionsync.core.matching import SubscriptionIndex
 from regionsync.core.registry import EndpointView
 

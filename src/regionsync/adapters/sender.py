@@ -393,13 +393,11 @@ class HttpxSender:
         resolver: Resolver,
         allow: Sequence[Network] = (),
         *,
-        inner: httpx.AsyncBaseTransport | None = None,
         timer: Callable[[], float] | None = None,
         wall: Callable[[], float] | None = None,
     ) -> HttpxSender:
-        """A sender whose every request is checked and pinned (``GuardedTransport`` over
-        ``inner``, by default the network: ``PinnedHTTPTransport``)."""
-        transport = GuardedTransport(resolver, allow, inner)
+        """A sender whose every connection is checked and pinned (``GuardedTransport``)."""
+        transport = GuardedTransport(resolver, allow)
         client = httpx.AsyncClient(
             transport=transport, follow_redirects=False, timeout=None, trust_env=False
         )

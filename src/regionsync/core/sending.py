@@ -265,7 +265,12 @@ def retry_after(value: str | None, now: float) -> float | None:
 
 
 def response_outcome(
-    code: int, latency_ms: float, body: bytes, head: str, retry_after_value: str | None, now: float
+    code: int,
+    latency_ms: float,
+    body: bytes | bytearray,
+    head: str,
+    retry_after_value: str | None,
+    now: float,
 ) -> AttemptOutcome:
     """The outcome of an attempt answered with status ``code``: 2xx succeeded, anything
     else failed (``redirect`` for 3xx: never followed, else ``http_<code>``), with the

@@ -54,7 +54,8 @@ class Part:
     rows, each an array of the values of ``fields`` in order. A field is (name, source):
     source is a Python expression over ``args``, the parameters of ``row``, which builds
     one row (a function made from the sources, as fast as a hand-written tuple); a source
-    starting with ``*`` is a BLOB's place in ``Blobs`` (start, length), two numbers."""
+    starting with ``*`` is a BLOB's place in ``Blobs`` (start, length), two numbers.
+    ``rows`` builds the rows of an iterable of ``args`` (one row per item)."""
 
     def __init__(self, name: str, args: str, fields: Sequence[tuple[str, str]]) -> None:
         self.name = name
@@ -68,7 +69,9 @@ class Part:
                 self._blobs.add(field)
             at += 2 if source.startswith("*") else 1
         self.width = at  # values in a row
-        self.row = eval(f"lambda {args}: ({', '.join(s for _, s in fields)},)", {})
+        row = f"({', '.join(s for _, s in fields)},)"
+        self.row = eval(f"lambda {args}: {row}", {})
+        self.rows = eval(f"lambda items: [{row} for {args} in items]", {})
 
     def value(self, field: str) -> str:
         """The SQL expression of ``field`` in a ``json_each`` row over this part. An empty
@@ -187,7 +190,10 @@ END;
 
 
 def log_rows(
-    records: Sequence[Record], payloads: list[tuple[Event, int, int]], seal: AtRest, blobs: Blobs
+    records: Sequence[Record],
+    payloads: list[tuple[Event, tuple[int, int]]],
+    seal: AtRest,
+    blobs: Blobs,
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The commit's ``LOG`` and ``LOG_CUT`` rows: an ``event`` record whose body holds the
     payload of one of ``payloads`` (the batch's events it may be cut for, in order, with
@@ -197,14 +203,14 @@ def log_rows(
     looks at whole bodies only)."""
     whole: list[tuple[Any, ...]] = []
     cut_rows: list[tuple[Any, ...]] = []
-    cuts = find_cuts(records, [e.payload for e, _, _ in payloads])
+    cuts = find_cuts(records, [e.payload for e, _ in payloads])
     for r, found in zip(records, cuts, strict=True):
         if found is None:
             whole.append(LOG.row(r, blobs.cut(seal.seal_body(r.origin, r.seq, r.body))))
             continue
         i, at, rest = found
-        e, start, length = payloads[i]
-        cut_rows.append(LOG_CUT.row(r, blobs.cut(rest), e.id, at, (start, length)))
+        e, place = payloads[i]
+        cut_rows.append(LOG_CUT.row(r, blobs.cut(rest), e.id, at, place))
     return whole, cut_rows
 
 
@@ -219,25 +225,25 @@ def commit_args(batch: WriteBatch, seal: AtRest) -> tuple[list[Any], int] | None
                           for k, v in batch.registry.items()]  # fmt: skip
     if batch.version_vector:
         rows[VERSIONS] = list(batch.version_vector.items())
-    payloads: list[tuple[Event, int, int]] = []  # events a record may be cut for
+    payloads: list[tuple[Event, tuple[int, int]]] = []  # events a record may be cut for
     if batch.events:
-        rows[EVENTS] = out = []
+        places = []
         ids: set[str] = set()
         for e in batch.events:
-            place = blobs.cut(e.payload)
+            places.append(place := blobs.cut(e.payload))
             # the first row of an id is the one inserted
             if e.id not in ids and len(e.payload) >= CUT_MIN_BYTES:
-                payloads.append((e, *place))
+                payloads.append((e, place))
             ids.add(e.id)
-            out.append(EVENTS.row(e, place))
+        rows[EVENTS] = EVENTS.rows(zip(batch.events, places, strict=True))
     if batch.records:
         rows[LOG], rows[LOG_CUT] = log_rows(batch.records, payloads, seal, blobs)
     if batch.deliveries:
-        rows[DELIVERIES] = list(map(DELIVERIES.row, batch.deliveries))
+        rows[DELIVERIES] = DELIVERIES.rows(batch.deliveries)
     if batch.attempts:
-        rows[ATTEMPTS] = list(map(ATTEMPTS.row, batch.attempts))
+        rows[ATTEMPTS] = ATTEMPTS.rows(batch.attempts)
     if batch.audit:
-        rows[AUDIT] = list(map(AUDIT.row, batch.audit))
+        rows[AUDIT] = AUDIT.rows(batch.audit)
     if batch.idempotency:
         rows[IDEMPOTENCY] = batch.idempotency  # the earliest acceptance of a key wins
     if not rows:

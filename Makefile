@@ -13,9 +13,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# the real GitHub payloads of shared/ when present, else generated events
-PAYLOADS := $(wildcard ../shared/datasets/github-webhooks/MANIFEST.json)
-DEMO_ARGS := $(if $(PAYLOADS),--payloads $(dir $(PAYLOADS)),)
+# real GitHub payloads, kept in the repository (tests/data/github-webhooks/README.md);
+# `make demo PAYLOADS=` generates events instead
+PAYLOADS ?= tests/data/github-webhooks
+DEMO_ARGS := $(if $(PAYLOADS),--payloads $(PAYLOADS),)
 
 demo: $(STAMP)
 	$(BIN)/regionsync demo $(DEMO_ARGS)

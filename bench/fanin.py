@@ -1,4 +1,4 @@
-"""Fan-in benchmark (issue 17, the GitLab case of the field notes): one endpoint gets a
+"""Fan-in benchmark (issue 17, the GitLab case): one endpoint gets a
 burst while a hundred others keep getting their trickle.
 
 In one run, on this machine, two phases, each on a fresh ``regionsync serve`` process

@@ -19,11 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from regionsync.adapters.sqlite_store import _LOG_COLUMNS, PAGE_SIZE
+from regionsync.adapters.sqlite_schema import LOG_COLUMNS
+from regionsync.adapters.sqlite_store import PAGE_SIZE
 
 GITHUB = Path(__file__).resolve().parent / "data/github-team.created.json"  # data/NOTICE
-LAYOUTS = {"WITHOUT ROWID": f"CREATE TABLE log({_LOG_COLUMNS}) WITHOUT ROWID",
-           "rowid": f"CREATE TABLE log({_LOG_COLUMNS})"}  # fmt: skip
+LAYOUTS = {"WITHOUT ROWID": f"CREATE TABLE log({LOG_COLUMNS}) WITHOUT ROWID",
+           "rowid": f"CREATE TABLE log({LOG_COLUMNS})"}  # fmt: skip
 
 
 def insert_cost(layout: str, body: bytes, batch: int, batches: int) -> tuple[float, float]:

@@ -191,7 +191,7 @@ def main() -> None:
     ap.add_argument(
         "--before",
         help="also start this interpreter's regionsync over the store "
-        "(e.g. /work/main/.venv/bin/python: the code before issue 17)",
+        "(e.g. another checkout's .venv/bin/python: the code before issue 17)",
     )
     ap.add_argument(
         "--peer-settle-s",

@@ -172,11 +172,15 @@ def _lww(what: str, reg: Any, writes: list[Op]) -> list[Violation]:
     return [Violation("lww", detail)]
 
 
+def _orset(st: dict[str, Any], key: str) -> frozenset[Any]:
+    s = st.get(key)
+    return s.value() if isinstance(s, ORSet) else frozenset()
+
+
 def _registry_violations(name: str, st: dict[str, Any], history: History) -> list[Violation]:
     """What the converged registry of region ``name`` must show, given the history."""
     out: list[Violation] = []
     ops = history.ops
-    ops_by_id = {o.id: o for o in ops}
     tenant_ops: dict[str, list[Op]] = defaultdict(list)
     eps: dict[str, list[Op]] = defaultdict(list)  # endpoint id -> its create and changes
     for op in ops:
@@ -186,14 +190,21 @@ def _registry_violations(name: str, st: dict[str, Any], history: History) -> lis
             eps[op.result].append(op)
         elif "endpoint" in op.args and op.kind != "foreign_patch":
             eps[op.args["endpoint"]].append(op)
-    unknown_creates = {o.args["tenant"] for o in ops if o.kind == "create_endpoint"
-                       and o.status == "unknown"}  # fmt: skip
 
-    def orset(key: str) -> frozenset[Any]:
-        s = st.get(key)
-        return s.value() if isinstance(s, ORSet) else frozenset()
+    tenants = _orset(st, "tenants")
+    out += _tenant_violations(name, tenants, tenant_ops)
+    for eid, eops in sorted(eps.items()):
+        out += _endpoint_violations(name, st, eid, eops, tenant_ops)
+    out += _catalog_violations(name, st, ops, tenants, tenant_ops)
+    out += _owner_violations(name, st, ops, eps)
+    return out
 
-    tenants = orset("tenants")
+
+def _tenant_violations(
+    name: str, tenants: frozenset[Any], tenant_ops: dict[str, list[Op]]
+) -> list[Violation]:
+    """Acknowledged tenants not deleted after are present; present ones were created."""
+    out: list[Violation] = []
     for t, tops in sorted(tenant_ops.items()):
         creates = [o for o in tops if o.kind == "create_tenant"]
         deletes = [o for o in tops if o.kind == "delete_tenant"]
@@ -203,60 +214,77 @@ def _registry_violations(name: str, st: dict[str, Any], history: History) -> lis
     for t in sorted(tenants):
         if not any(o.kind == "create_tenant" and _maybe(o) for o in tenant_ops.get(t, [])):
             out.append(Violation("phantom", f"{name}: tenant {t} never created"))
+    return out
 
-    for eid, eops in sorted(eps.items()):
-        tenant = eops[0].args["tenant"]
-        members = orset(f"t/{tenant}/endpoints")
-        creates = [o for o in eops if o.kind == "create_endpoint"]
-        wipes = [o for o in eops if o.kind == "delete_endpoint"]
-        wipes += [o for o in tenant_ops.get(tenant, []) if o.kind == "delete_tenant"]
-        must = [c for c in creates if _counts(c) and not any(_may_follow(w, c) for w in wipes)]
-        if must and eid not in members:
+
+def _endpoint_violations(
+    name: str, st: dict[str, Any], eid: str, eops: list[Op], tenant_ops: dict[str, list[Op]]
+) -> list[Violation]:
+    """Endpoint ``eid`` (``eops``: its create and changes): present if created and never
+    deleted after, its event types add-wins, its description LWW."""
+    out: list[Violation] = []
+    tenant = eops[0].args["tenant"]
+    members = _orset(st, f"t/{tenant}/endpoints")
+    creates = [o for o in eops if o.kind == "create_endpoint"]
+    wipes = [o for o in eops if o.kind == "delete_endpoint"]
+    wipes += [o for o in tenant_ops.get(tenant, []) if o.kind == "delete_tenant"]
+    must = [c for c in creates if _counts(c) and not any(_may_follow(w, c) for w in wipes)]
+    if must and eid not in members:
+        out.append(
+            Violation(
+                "add_wins",
+                f"{name}: endpoint {eid} created by op {must[0].id} and never deleted "
+                "after (nor its tenant), but absent",
+            )
+        )
+
+    types = _orset(st, f"e/{eid}/event_types")
+    adds: dict[str, list[Op]] = defaultdict(list)
+    removes: dict[str, list[Op]] = defaultdict(list)
+    for o in eops:
+        if o.kind == "create_endpoint":
+            for x in o.args["event_types"]:
+                adds[x].append(o)
+        elif o.kind == "patch_types":
+            for x in o.args["add"]:
+                adds[x].append(o)
+            for x in o.args["remove"]:
+                removes[x].append(o)
+    deletes = [o for o in eops if o.kind == "delete_endpoint"]
+    for x, aops in sorted(adds.items()):
+        must = [
+            a
+            for a in aops
+            if _counts(a)
+            and not any(_may_follow(r, a) for r in removes[x])
+            and not any(_may_follow(d, a) for d in deletes)
+        ]
+        if must and x not in types:
             out.append(
                 Violation(
                     "add_wins",
-                    f"{name}: endpoint {eid} created by op {must[0].id} and never deleted "
-                    "after (nor its tenant), but absent",
+                    f"{name}: {eid} event type {x!r} added by "
+                    f"op {must[0].id}, never removed after, but absent",
                 )
             )
+    for x in sorted(types):
+        if not any(map(_maybe, adds.get(x, []))):
+            out.append(Violation("phantom", f"{name}: {eid} event type {x!r} never added"))
 
-        types = orset(f"e/{eid}/event_types")
-        adds: dict[str, list[Op]] = defaultdict(list)
-        removes: dict[str, list[Op]] = defaultdict(list)
-        for o in eops:
-            if o.kind == "create_endpoint":
-                for x in o.args["event_types"]:
-                    adds[x].append(o)
-            elif o.kind == "patch_types":
-                for x in o.args["add"]:
-                    adds[x].append(o)
-                for x in o.args["remove"]:
-                    removes[x].append(o)
-        deletes = [o for o in eops if o.kind == "delete_endpoint"]
-        for x, aops in sorted(adds.items()):
-            must = [
-                a
-                for a in aops
-                if _counts(a)
-                and not any(_may_follow(r, a) for r in removes[x])
-                and not any(_may_follow(d, a) for d in deletes)
-            ]
-            if must and x not in types:
-                out.append(
-                    Violation(
-                        "add_wins",
-                        f"{name}: {eid} event type {x!r} added by "
-                        f"op {must[0].id}, never removed after, but absent",
-                    )
-                )
-        for x in sorted(types):
-            if not any(map(_maybe, adds.get(x, []))):
-                out.append(Violation("phantom", f"{name}: {eid} event type {x!r} never added"))
+    writes = [o for o in eops if o.kind in ("create_endpoint", "patch_description")]
+    out += _lww(f"{name}: {eid} description", st.get(f"e/{eid}/description"), writes)
+    return out
 
-        writes = [o for o in eops if o.kind in ("create_endpoint", "patch_description")]
-        out += _lww(f"{name}: {eid} description", st.get(f"e/{eid}/description"), writes)
 
-    # event types: a tenant's catalog (add-wins by name) and each type's description (LWW)
+def _catalog_violations(
+    name: str,
+    st: dict[str, Any],
+    ops: list[Op],
+    tenants: frozenset[Any],
+    tenant_ops: dict[str, list[Op]],
+) -> list[Violation]:
+    """Event types: a tenant's catalog (add-wins by name) and each type's description (LWW)."""
+    out: list[Violation] = []
     catalog: dict[tuple[str, str], list[Op]] = defaultdict(list)
     for op in ops:
         if op.kind.endswith("_event_type"):
@@ -266,7 +294,7 @@ def _registry_violations(name: str, st: dict[str, Any], history: History) -> lis
         wipes = [o for o in tops if o.kind == "delete_event_type"]
         wipes += [o for o in tenant_ops.get(t, []) if o.kind == "delete_tenant"]
         must = [c for c in creates if _counts(c) and not any(_may_follow(w, c) for w in wipes)]
-        if must and type_name not in orset(f"t/{t}/event_types"):
+        if must and type_name not in _orset(st, f"t/{t}/event_types"):
             out.append(
                 Violation(
                     "add_wins",
@@ -281,13 +309,23 @@ def _registry_violations(name: str, st: dict[str, Any], history: History) -> lis
             writes,
         )
     for t in sorted(tenants):
-        for type_name in sorted(orset(f"t/{t}/event_types")):
+        for type_name in sorted(_orset(st, f"t/{t}/event_types")):
             made = catalog.get((t, type_name), [])
             if not any(o.kind == "create_event_type" and _maybe(o) for o in made):
                 out.append(Violation("phantom", f"{name}: event type {type_name} never created"))
+    return out
 
-    # every endpoint the state holds: never unknown to the history, and made of its owner's
-    # writes only (the owner register, every description and url held, every event type)
+
+def _owner_violations(
+    name: str, st: dict[str, Any], ops: list[Op], eps: dict[str, list[Op]]
+) -> list[Violation]:
+    """Every endpoint the state holds: never unknown to the history, and made of its
+    owner's writes only (the owner register, every description and url held, every event
+    type)."""
+    out: list[Violation] = []
+    ops_by_id = {o.id: o for o in ops}
+    unknown_creates = {o.args["tenant"] for o in ops if o.kind == "create_endpoint"
+                       and o.status == "unknown"}  # fmt: skip
     ids = sorted({k.split("/")[1] for k in st if k.startswith("e/")})
     for eid in ids:
         if eid not in eps:
@@ -309,7 +347,7 @@ def _registry_violations(name: str, st: dict[str, Any], history: History) -> lis
                     whose = str(v).rsplit("/", 2)[-2].rpartition("-")[0]
                 if whose != owner:
                     found.append(f"{field} {v!r} of {whose}")
-        found += [f"event type {x!r}" for x in sorted(orset(f"e/{eid}/event_types"))
+        found += [f"event type {x!r}" for x in sorted(_orset(st, f"e/{eid}/event_types"))
                   if not str(x).startswith(f"{owner}.")]  # fmt: skip
         if found:
             out.append(

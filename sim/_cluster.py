@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from regionsync.adapters.memory_store import MemoryStore
-from regionsync.adapters.sender import HttpxSender
+from regionsync.adapters.sender import GuardedTransport, HttpxSender
 from regionsync.adapters.system import UlidSource
 from regionsync.config import load_settings
 from regionsync.core.model import WriteBatch
@@ -98,9 +98,11 @@ class SimCluster:
             for n in names
         }
         self.resolver = SimResolver()
+        # the sender's destination guard, as in production, in front of the receivers
         self.client = httpx.AsyncClient(
-            transport=receivers, timeout=None, follow_redirects=False, trust_env=False
-        )
+            transport=GuardedTransport(self.resolver, inner=receivers),
+            timeout=None, follow_redirects=False, trust_env=False,
+        )  # fmt: skip
 
     def _build(self, r: SimRegion) -> Node:
         settings = load_settings(

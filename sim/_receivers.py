@@ -58,6 +58,9 @@ class ReceiverTransport(httpx.AsyncBaseTransport):
             delay, status = 3600.0, 200
         else:
             raise httpx.ConnectError(f"no receiver at {host}", request=request)
+        trace = request.extensions.get("trace")
+        if trace is not None:  # as httpcore reports it: the request goes out
+            await trace("http11.send_request_headers.started", {})
         receipt_at = loop.time()
         try:
             await asyncio.sleep(delay)

@@ -1,4 +1,4 @@
-"""The architecture of DESIGN.md holds: import-linter contracts, and crdt stands alone."""
+"""The layers of docs/design.md#layers hold: import-linter contracts, and crdt stands alone."""
 
 from __future__ import annotations
 

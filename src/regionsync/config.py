@@ -1,4 +1,4 @@
-"""Node configuration (``node.toml``, shared/API.md "Node configuration").
+"""Node configuration (``node.toml``, README.md "Running a node").
 
 Every setting has a default that works for a single node on loopback. Precedence: values
 passed in code, then environment variables ``REGIONSYNC_<SETTING>`` (nested with ``__``,

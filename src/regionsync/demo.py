@@ -348,82 +348,23 @@ async def run_demo(
     receiver = Receiver()
     async with receiver.running(), start_cluster(retry_schedule_s=[0.2, 0.5, 1, 2, 5]) as c:
         http = c.http
-        us, eu, ap = REGIONS
         async with httpx.AsyncClient(timeout=10.0) as client:
-            await _expect(client, "POST", f"{http[us]}/v1/tenants", 201,
-                          json={"id": "acme", "name": "Acme Corp"})  # fmt: skip
-            deadline = time.monotonic() + 30
-
-            async def tenant_everywhere() -> bool:
-                codes = [
-                    (await client.get(f"{http[r]}/v1/tenants/acme")).status_code for r in REGIONS
-                ]
-                return all(code == 200 for code in codes)
-
-            if not await _until(tenant_everywhere, deadline):
-                raise RuntimeError("tenant did not replicate")
-            # endpoint "all" gets every type; "some" subscribes to a third of them
-            types = sorted({t for t, _ in items})
-            subset = types[::3]
-            endpoints = {}
-            for name, etypes in (("all", []), ("some", subset)):
-                ep = await _expect(
-                    client, "POST", f"{http[eu]}/v1/tenants/acme/endpoints", 201,
-                    json={"url": receiver.url(name), "event_types": etypes,
-                          "description": f"demo endpoint {name}"},
-                )  # fmt: skip
-                receiver.secrets[name] = ep["secret"]
-                endpoints[name] = ep["id"]
-
-            async def endpoints_everywhere() -> bool:
-                for r in REGIONS:
-                    resp = await client.get(f"{http[r]}/v1/tenants/acme/endpoints")
-                    if len(resp.json().get("items", [])) != len(endpoints):
-                        return False
-                return True
-
-            if not await _until(endpoints_everywhere, time.monotonic() + 30):
-                raise RuntimeError("endpoints did not replicate")
-
-            expected: set[tuple[str, str]] = set()
-            accepted = 0
-            sem = asyncio.Semaphore(16)
+            subset = await _set_up(client, http, receiver, items)
             t_pub = time.monotonic()
-
-            async def publish(i: int, etype: str, payload: Any) -> None:
-                nonlocal accepted
-                region = REGIONS[i % 3]
-                async with sem:
-                    body = await _expect(
-                        client, "POST", f"{http[region]}/v1/tenants/acme/events", 202,
-                        json={"event_type": etype, "payload": payload},
-                        headers={"Idempotency-Key": f"demo-{i}"},
-                    )  # fmt: skip
-                accepted += 1
-                expected.add(("all", body["id"]))
-                if etype in subset:
-                    expected.add(("some", body["id"]))
-
-            await asyncio.gather(*(publish(i, t, p) for i, (t, p) in enumerate(items)))
+            expected, accepted = await _publish_all(client, http, items, subset)
             publish_s = time.monotonic() - t_pub
-
-            async def clusters() -> dict[str, Any]:
-                out = {}
-                for r in REGIONS:
-                    out[r] = (await client.get(f"{http[r]}/v1/cluster")).json()
-                return out
 
             async def done() -> bool:
                 if not expected <= set(receiver.seen):
                     return False
-                cs = await clusters()
+                cs = await _clusters(client, http)
                 hashes = {cs[r]["registry_hash"] for r in REGIONS}
                 vvs = {json.dumps(cs[r]["version_vector"], sort_keys=True) for r in REGIONS}
                 return len(hashes) == 1 and len(vvs) == 1
 
             finished = await _until(done, time.monotonic() + timeout_s, interval=0.1)
             wall_s = time.monotonic() - t_pub
-            cs = await clusters()
+            cs = await _clusters(client, http)
     total_s = time.monotonic() - t0
     hashes = {r: cs[r]["registry_hash"] for r in REGIONS}
     result = {
@@ -466,6 +407,83 @@ async def run_demo(
     else:
         _print_table(result)
     return ok
+
+
+async def _set_up(
+    client: httpx.AsyncClient, http: dict[str, str], receiver: Receiver,
+    items: list[tuple[str, Any]],
+) -> list[str]:  # fmt: skip
+    """Tenant ``acme`` and its two endpoints, replicated to every region; returns the
+    types endpoint "some" subscribes to."""
+    us, eu, ap = REGIONS
+    await _expect(client, "POST", f"{http[us]}/v1/tenants", 201,
+                  json={"id": "acme", "name": "Acme Corp"})  # fmt: skip
+    deadline = time.monotonic() + 30
+
+    async def tenant_everywhere() -> bool:
+        codes = [(await client.get(f"{http[r]}/v1/tenants/acme")).status_code for r in REGIONS]
+        return all(code == 200 for code in codes)
+
+    if not await _until(tenant_everywhere, deadline):
+        raise RuntimeError("tenant did not replicate")
+    # endpoint "all" gets every type; "some" subscribes to a third of them
+    types = sorted({t for t, _ in items})
+    subset = types[::3]
+    endpoints = {}
+    for name, etypes in (("all", []), ("some", subset)):
+        ep = await _expect(
+            client, "POST", f"{http[eu]}/v1/tenants/acme/endpoints", 201,
+            json={"url": receiver.url(name), "event_types": etypes,
+                  "description": f"demo endpoint {name}"},
+        )  # fmt: skip
+        receiver.secrets[name] = ep["secret"]
+        endpoints[name] = ep["id"]
+
+    async def endpoints_everywhere() -> bool:
+        for r in REGIONS:
+            resp = await client.get(f"{http[r]}/v1/tenants/acme/endpoints")
+            if len(resp.json().get("items", [])) != len(endpoints):
+                return False
+        return True
+
+    if not await _until(endpoints_everywhere, time.monotonic() + 30):
+        raise RuntimeError("endpoints did not replicate")
+    return subset
+
+
+async def _publish_all(
+    client: httpx.AsyncClient, http: dict[str, str], items: list[tuple[str, Any]],
+    subset: list[str],
+) -> tuple[set[tuple[str, str]], int]:  # fmt: skip
+    """Publish ``items`` round-robin over the regions, 16 at a time; returns the
+    deliveries expected (endpoint name, event id) and how many events were accepted."""
+    expected: set[tuple[str, str]] = set()
+    accepted = 0
+    sem = asyncio.Semaphore(16)
+
+    async def publish(i: int, etype: str, payload: Any) -> None:
+        nonlocal accepted
+        region = REGIONS[i % 3]
+        async with sem:
+            body = await _expect(
+                client, "POST", f"{http[region]}/v1/tenants/acme/events", 202,
+                json={"event_type": etype, "payload": payload},
+                headers={"Idempotency-Key": f"demo-{i}"},
+            )  # fmt: skip
+        accepted += 1
+        expected.add(("all", body["id"]))
+        if etype in subset:
+            expected.add(("some", body["id"]))
+
+    await asyncio.gather(*(publish(i, t, p) for i, (t, p) in enumerate(items)))
+    return expected, accepted
+
+
+async def _clusters(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str, Any]:
+    out = {}
+    for r in REGIONS:
+        out[r] = (await client.get(f"{http[r]}/v1/cluster")).json()
+    return out
 
 
 def _print_table(result: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 RegionsyncError
 ├── ClientError            the caller's fault; the HTTP adapter maps ``status`` to the
-│   ├── BadRequest   400    JSON problem body ``{error, detail, field}`` of shared/API.md
+│   ├── BadRequest   400    JSON problem body ``{error, detail, field}`` of docs/api.md
 │   ├── Unauthorized 401
 │   ├── Forbidden    403
 │   ├── NotFound     404

@@ -169,7 +169,7 @@ class RecordingReceiver(Receiver):
 
 
 def assert_problem(resp: httpx.Response, status: int, field: str | None = None) -> dict:
-    """``resp`` is the JSON problem body of shared/API.md with ``status`` and ``field``."""
+    """``resp`` is the JSON problem body of docs/api.md with ``status`` and ``field``."""
     assert resp.status_code == status, resp.text
     assert resp.headers["content-type"].startswith("application/json"), resp.headers
     body = resp.json()

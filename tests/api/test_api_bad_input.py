@@ -1,5 +1,5 @@
 """Bad input against one real node: every rejection is the JSON problem body of
-shared/API.md with the right status and ``field``, never a 500, and nothing is written
+docs/api.md with the right status and ``field``, never a 500, and nothing is written
 (registry hash, version vector, event/delivery counts and the endpoint list unchanged)."""
 
 from __future__ import annotations

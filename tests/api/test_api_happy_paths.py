@@ -1,4 +1,4 @@
-"""HTTP API happy paths against one real node (shared/API.md): tenants, endpoints,
+"""HTTP API happy paths against one real node (docs/api.md): tenants, endpoints,
 publish, events, attempts, idempotency and the operational routes."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from api_support import Api, assert_problem, snapshot
 
-from regionsync.core import event_types, filters
+from regionsync.core import filter_compiler, filters, schema_checks, schema_validator
 
 T, OTHER = "acme", "globex"
 EXPONENTIAL = {
@@ -82,7 +82,7 @@ async def test_a_stored_looping_schema_is_a_4xx_at_publish_without_a_log_flood(
     """As if registered before the check (or replicated from an older node): every
     publish was a 500 with a ~155 KB traceback in the log."""
     with monkeypatch.context() as patched:
-        patched.setattr(event_types, "_reference_problem", lambda schema: None)
+        patched.setattr(schema_checks, "reference_problem", lambda schema: None)
         await _type(api, T, schema)
     caplog.set_level(logging.INFO)
     for _ in range(2):
@@ -132,7 +132,7 @@ async def test_validation_waits_for_no_one_and_no_one_waits_for_it(
     await _type(api, OTHER, {"type": "object", "required": ["id"]}, "order")
     started, release = threading.Event(), threading.Event()
     timed_out: list[bool] = []
-    original = event_types.best_match
+    original = schema_validator.best_match
 
     def held(errors: Any, *args: Any, **kwargs: Any) -> Any:
         if not started.is_set():  # the first validation: acme's
@@ -140,7 +140,7 @@ async def test_validation_waits_for_no_one_and_no_one_waits_for_it(
             timed_out.append(not release.wait(10))  # on the loop, nothing could release it
         return original(errors, *args, **kwargs)
 
-    monkeypatch.setattr(event_types, "best_match", held)
+    monkeypatch.setattr(schema_validator, "best_match", held)
     slow = asyncio.create_task(_publish(api, T, nested(6)))
     try:
         assert await asyncio.to_thread(started.wait, 10)
@@ -162,14 +162,14 @@ async def test_a_schema_is_checked_off_the_event_loop(
     metaschema's validation): /healthz answers meanwhile (held here until released)."""
     started, release = threading.Event(), threading.Event()
     timed_out: list[bool] = []
-    original = event_types._regex_problems
+    original = schema_checks._regex_problems
 
     def held(schema: Any, *args: Any) -> Any:
         started.set()
         timed_out.append(not release.wait(10))  # on the loop, nothing could release it
         return original(schema, *args)
 
-    monkeypatch.setattr(event_types, "_regex_problems", held)
+    monkeypatch.setattr(schema_checks, "_regex_problems", held)
     made = asyncio.create_task(
         api.client.post(f"/v1/tenants/{T}/event-types", json={"name": "x", "schema": {}})
     )
@@ -206,7 +206,8 @@ async def test_filters_are_applied_off_the_event_loop(
             timed_out.append(not release.wait(10))  # on the loop, nothing could release it
         return original(a, b)
 
-    monkeypatch.setattr(filters, "json_equal", held)
+    monkeypatch.setattr(filters, "json_equal", held)  # the reference evaluator (test-filter)
+    monkeypatch.setattr(filter_compiler, "json_equal", held)  # compiled predicates (publish)
     if path == "publish":
         slow = asyncio.create_task(_publish(api, T, {"a": {"k": 1}}, "x"))
     else:

@@ -9,7 +9,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from regionsync.core.signing import make_secret, parse_secret, sign, signature_headers
 
-# shared/FIELD-NOTES.md: the vector used by the official libraries
+# the vector used by the official libraries (docs/design.md#field-facts)
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
 TIMESTAMP = 1614265330

@@ -14,8 +14,8 @@ from test_delivery_sender import LOOPBACK, Names, Receiver, canned, post
 from test_delivery_ssrf import REFUSED, StubResolver
 
 from regionsync.adapters.aiohttp_sender import RCVBUF_BYTES, AiohttpSender
-from regionsync.adapters.sender import EXCERPT_BYTES, HEADERS_BYTES
 from regionsync.core.retry import OutcomeKind
+from regionsync.core.sending import EXCERPT_BYTES, HEADERS_BYTES
 
 
 def make(resolver: Any = None, allow: Any = LOOPBACK, **kw: Any) -> tuple[AiohttpSender, list]:

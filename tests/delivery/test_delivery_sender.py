@@ -17,13 +17,9 @@ import httpcore
 import httpx
 import pytest
 
-from regionsync.adapters.sender import (
-    EXCERPT_BYTES,
-    GuardedTransport,
-    HttpxSender,
-    PinnedHTTPTransport,
-)
+from regionsync.adapters.sender import GuardedTransport, HttpxSender, PinnedHTTPTransport
 from regionsync.core.retry import OutcomeKind
+from regionsync.core.sending import EXCERPT_BYTES
 from regionsync.core.urlguard import parse_networks
 from regionsync.runtime.ports import OutboundRequest
 

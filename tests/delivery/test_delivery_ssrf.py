@@ -13,14 +13,10 @@ import socket
 import httpx
 import pytest
 
-from regionsync.adapters.sender import (
-    DestinationRefused,
-    GuardedTransport,
-    HttpxSender,
-    PinnedBackend,
-)
+from regionsync.adapters.sender import GuardedTransport, HttpxSender, PinnedBackend
 from regionsync.core.model import DeliveryStatus
 from regionsync.core.retry import OutcomeKind, next_step
+from regionsync.core.sending import DestinationRefused
 from regionsync.core.urlguard import parse_host_literal, parse_networks, validate_url
 from regionsync.runtime.ports import OutboundRequest
 

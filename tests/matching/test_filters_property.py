@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from regionsync.core.filters import compile_filter, explain, reference_match, validate_filter
+from regionsync.core.filter_compiler import compile_filter
+from regionsync.core.filters import explain, reference_match, validate_filter
 from regionsync.errors import Unprocessable
 
 PROFILE = settings(

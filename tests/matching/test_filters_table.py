@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from regionsync.core.filters import compile_filter, explain, json_equal, reference_match
+from regionsync.core.filter_compiler import compile_filter
+from regionsync.core.filters import explain, json_equal, reference_match
 
 ISSUE = {
     "project": {"key": "FOO", "name": "Föö"},

@@ -1,4 +1,5 @@
-"""Matching against the real GitHub payloads of shared/datasets/github-webhooks.
+"""Matching against the real GitHub payloads of tests/data/github-webhooks (a subset:
+one example per event type, see its README.md).
 
 The event type of a GitHub delivery is ``<event>.<action>`` (``push`` when there is no
 action), so ``issues.*`` and exact subscriptions both get exercised.
@@ -13,19 +14,15 @@ from typing import Any
 
 import pytest
 
-from regionsync.core.filters import compile_filter, explain, reference_match
+from regionsync.core.filter_compiler import compile_filter
+from regionsync.core.filters import explain, reference_match
 from regionsync.core.matching import SubscriptionIndex
 from regionsync.core.registry import EndpointView
 
-DATASET = Path("/work/shared/datasets/github-webhooks")
-pytestmark = pytest.mark.skipif(
-    not (DATASET / "MANIFEST.json").exists(), reason="GitHub dataset not present"
-)
+DATASET = Path(__file__).resolve().parents[1] / "data/github-webhooks"
 
 
 def _load() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    if not (DATASET / "MANIFEST.json").exists():
-        return []
     manifest = json.loads((DATASET / "MANIFEST.json").read_text(encoding="utf-8"))
     out = []
     for row in manifest["files"]:
@@ -78,7 +75,7 @@ def _view(eid: str, tenant: str, types: tuple[str, ...], flt: Any) -> EndpointVi
 
 
 def test_dataset_is_the_one_we_expect() -> None:
-    assert len(EVENTS) == 332
+    assert len(EVENTS) == 66  # the subset of tests/data/github-webhooks/README.md
     assert len({row["event"] for _, row, _ in EVENTS}) == 64
 
 
@@ -95,7 +92,7 @@ def test_filter_selectivity_on_known_fields() -> None:
         return sum(predicate(p) for _, _, p in EVENTS)
 
     full_names = Counter(p.get("repository", {}).get("full_name") for _, _, p in EVENTS)
-    assert count(FILTERS[0]) == full_names["Codertocat/Hello-World"] > 100
+    assert count(FILTERS[0]) == full_names["Codertocat/Hello-World"] > 30
     assert (
         count(FILTERS[1]) == full_names["octo-org/octo-repo"] + full_names["Octocoders/Hello-World"]
     )
@@ -147,14 +144,14 @@ def test_index_routes_github_events() -> None:
     assert routed["ep_push_tags"] == sum(
         1 for e, _, p in EVENTS if e == "push" and p["ref"].startswith("refs/tags/")
     )
-    assert routed["ep_bots"] == 3
+    assert routed["ep_bots"] == 1  # check_suite.rerequested.1.json
     # second pass: every type without a candidate for acme is a negative-cache hit
     with_candidates = sum(1 for e, _, _ in EVENTS if idx.candidates("acme", e))
     hits, misses = idx.hits, idx.misses
     for event_type, _, payload in EVENTS:
         idx.match("acme", event_type, payload)
     assert idx.misses - misses == with_candidates
-    assert idx.hits - hits == len(EVENTS) - with_candidates > 250
+    assert idx.hits - hits == len(EVENTS) - with_candidates > 50
 
 
 def test_explain_on_a_github_payload() -> None:

@@ -1,4 +1,4 @@
-"""Bearer tokens and scopes (shared/API.md, Authentication), checked before any work."""
+"""Bearer tokens and scopes (docs/api.md, Authentication), checked before any work."""
 
 from __future__ import annotations
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from regionsync.adapters.log_cut import CUT_MIN_BYTES
 from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
 from regionsync.adapters.postgres_store import PostgresStore
-from regionsync.adapters.secretbox import NodeKeys
+from regionsync.adapters.secretbox import NodeKeys, is_sealed
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import Event, Record, WriteBatch
 from regionsync.core.records import encode_body
@@ -231,8 +231,12 @@ def test_any_body_comes_back_as_committed(
     backend: Backend, head: bytes, tail: bytes, payload: bytes, stored: bytes | None
 ) -> None:
     """Any bytes around and in the payload (NULs, invalid UTF-8), cut or kept whole (the
-    events row already holding ``stored``), come back exactly."""
-    asyncio.run(_commit_and_read(backend, head + payload + tail, payload, stored))
+    events row already holding ``stored``), come back exactly. Except a body that opens
+    like a sealed blob: a record body is msgpack, which never starts with 0xC1, and the
+    replica refuses a body that does not decode, so no store holds one."""
+    body = head + payload + tail
+    assume(not is_sealed(body))
+    asyncio.run(_commit_and_read(backend, body, payload, stored))
 
 
 async def _commit_and_read(

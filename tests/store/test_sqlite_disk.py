@@ -80,10 +80,10 @@ async def test_a_store_made_before_keeps_its_pages(tmp_path: Path) -> None:
 
 
 def test_idempotency_reads_use_indexes(tmp_path: Path) -> None:
-    from regionsync.adapters import sqlite_store
+    from regionsync.adapters.sqlite_schema import SCHEMA
 
     with sqlite3.connect(tmp_path / "plan.db") as db:
-        db.executescript(sqlite_store._SCHEMA)
+        db.executescript(SCHEMA)
         plans = {
             q: " ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + q, args))
             for q, args in [

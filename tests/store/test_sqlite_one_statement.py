@@ -119,3 +119,30 @@ async def test_a_failed_commit_writes_nothing(store: SqliteStore) -> None:
     assert (await store.counts(REGION))["events"] == 0
     await store.commit(_batch(3))  # the connection is usable afterwards
     assert (await store.counts(REGION))["events"] == 3
+
+
+async def test_a_row_of_the_wrong_width_is_refused_before_anything_is_written(
+    store: SqliteStore,
+) -> None:
+    # the trigger reads a row's values by place (adapters/sqlite_commit.py, Part): a row
+    # one value short would shift them into the wrong columns
+    bad = _batch(2)
+    bad.idempotency.append(("acme", "k", "evt_0000", "sha", 1))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"commit_in.i: rows of \[5\] values, not 6"):
+        await store.commit(bad)
+    assert await store.get_events(["evt_0000"]) == {} and await store.load_registry() == {}
+
+
+def test_the_trigger_and_the_rows_come_from_one_field_list() -> None:
+    from regionsync.adapters.sqlite_commit import DELIVERIES, EVENTS, LOG_CUT
+
+    d = Delivery("dlv_1", "evt_1", "ep_1", "acme", DeliveryStatus.PENDING, 2, 9, REGION, 1, 3)
+    row = DELIVERIES.row(d)
+    assert len(row) == DELIVERIES.width == 12
+    assert row[int(DELIVERIES.value("status").removeprefix("value->>"))] == "pending"
+    e = Event("evt_1", "acme", "push", b"{}", REGION, 5)
+    assert EVENTS.row(e, (7, 2))[3:5] == (7, 2) and EVENTS.width == 8  # payload: 2 values
+    rec = Record(REGION, 4, "event", b"x", (5, 6))
+    assert LOG_CUT.row(rec, (1, 1), "evt_1", 3, (9, 2)) == (
+        REGION, 4, "event", 1, 1, 5, 6, "evt_1", 3, 9, 2
+    )  # fmt: skip

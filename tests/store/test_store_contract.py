@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -329,14 +330,15 @@ async def test_sqlite_commit_is_atomic(tmp_path: Path) -> None:
     s = SqliteStore(tmp_path / "n.db")
     await s.open(REGION, 1)
     broken = _delivery(1)
-    object.__setattr__(broken, "status", None)  # fails after the first inserts ran
+    # NOT NULL: fails inside the commit's statement, after its registry and events inserts
+    object.__setattr__(broken, "status", None)
     bad = WriteBatch(
         registry={"tenants": b"x"},
         events=[Event("evt_1", "acme", "a", b"{}", REGION, 1)],
         deliveries=[broken],
     )
     try:
-        with pytest.raises(AttributeError):
+        with pytest.raises(sqlite3.IntegrityError):
             await s.commit(bad)
         assert await s.load_registry() == {}
         assert await s.get_event("evt_1") is None

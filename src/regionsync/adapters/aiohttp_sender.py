@@ -1,9 +1,13 @@
-"""The production Sender on aiohttp: the same guarantees as ``HttpxSender`` over
-``GuardedTransport``, at a fraction of the CPU per attempt (bench/delivery_rate.py).
+"""The production Sender on aiohttp, run in a child process by ``process_sender``.
 
-The destination guard runs at every connect, as ``check_destination`` (sender.py) judges:
-an address literal by the address it denotes (checked before the request, the URL then
-rewritten to the canonical address), a name by every address the resolver returns, in
+It makes ``core.sending``'s decisions (the destination guard, the capture bounds, the
+outcome of an attempt), as ``HttpxSender`` (sender.py, for tests and the simulator)
+does; this module is their I/O over aiohttp, at a fraction of httpx's CPU per attempt
+(bench/delivery_rate.py).
+
+The destination guard runs at every connect (``runtime.destinations.check_destination``):
+an address literal is judged by the address it denotes before the request, the URL then
+rewritten to the canonical address; a name by every address the resolver returns, in
 ``PinnedResolver``, the connector's only resolver, which answers with exactly the checked
 address (any non-allowed address refuses the attempt, final). Connections are pooled per
 name (Host, TLS SNI and certificate checks use the name), so a request on a kept-alive
@@ -12,11 +16,12 @@ resolved again for each new connection, never for a reused one. No redirects are
 cookies kept, no proxies taken from the environment; one ``asyncio.timeout`` covers
 resolution, connect, send, head and body.
 
-Bounded capture (``BoundedHandler``, the connector's protocol): a response head over
-``HEADERS_BYTES`` fails the attempt (``bad_response``) and closes the connection; after the
-head at most ``EXCERPT_BYTES`` + 1 body bytes are handed to the parser, then the socket is
-paused and the connection closed. Sockets have a small receive buffer (``RCVBUF_BYTES``),
-so what the kernel hands over in one read past those bounds is at most one buffer.
+Bounded capture (``BoundedHandler``, the connector's protocol, over ``ResponseBudget``): a
+response head over ``HEADERS_BYTES`` fails the attempt (``bad_response``) and closes the
+connection; after the head at most ``EXCERPT_BYTES`` + 1 body bytes are handed to the
+parser, then the socket is paused and the connection closed. Sockets have a small receive
+buffer (``RCVBUF_BYTES``), so what the kernel hands over in one read past those bounds is
+at most one buffer.
 
 aiohttp's ``ResponseHandler`` and the connector's ``_factory`` are not documented API;
 checked against aiohttp 3.14 (tests/delivery/test_aiohttp_sender.py fails if they move).
@@ -26,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import re
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -38,21 +42,25 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
-from ..core.retry import AttemptOutcome, OutcomeKind
-from ..core.urlguard import Network
-from ..runtime.ports import OutboundRequest, Resolver
-from .sender import (
+from ..core.retry import AttemptOutcome
+from ..core.sending import (
     EXCERPT_BYTES,
     HEADERS_BYTES,
-    MAX_TIMEOUT_S,
-    DestinationRefused,
-    ResolutionFailed,
+    Failure,
+    ResponseBudget,
     ResponseHeadTooLarge,
-    check_destination,
+    SendError,
+    Stage,
+    attempt_deadline,
+    failure_outcome,
     head_text,
-    host_literal,
+    literal_destination,
     response_outcome,
+    timeout_outcome,
 )
+from ..core.urlguard import Network
+from ..runtime.destinations import check_destination
+from ..runtime.ports import OutboundRequest, Resolver
 
 __all__ = ["RCVBUF_BYTES", "AiohttpSender", "BoundedHandler", "PinnedResolver"]
 
@@ -63,7 +71,6 @@ _LITERALS_KEPT = 4096  # address literals whose verdict a sender keeps
 _PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
     "regionsync_aiohttp_progress", default=None
 )
-_BLANK_LINE = re.compile(rb"\n\r?\n")  # where a head ends, as h11 and llhttp find it
 
 
 class PinnedResolver(AbstractResolver):
@@ -80,10 +87,10 @@ class PinnedResolver(AbstractResolver):
     ) -> list[ResolveResult]:
         progress = _PROGRESS.get()
         if progress is not None:
-            progress.resolving = True
+            progress.stage = Stage.RESOLVING
         addr = await check_destination(self.resolver, self.allow, host, port)
         if progress is not None:
-            progress.resolving = False
+            progress.stage = Stage.CONNECTING
         fam = socket.AF_INET if addr.version == 4 else socket.AF_INET6
         flags = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
         return [ResolveResult(hostname=host, host=str(addr), port=port, family=fam, proto=0,
@@ -94,22 +101,19 @@ class PinnedResolver(AbstractResolver):
 
 
 class BoundedHandler(ResponseHandler):
-    """aiohttp's connection protocol, reading at most the capture bound of each response.
+    """aiohttp's connection protocol, reading at most what ``ResponseBudget`` allows.
 
     ``set_response_params`` (called once per request, before its response is read)
-    starts a new budget. Head phase: bytes until the head's blank line, skipping 1xx
-    heads; over ``HEADERS_BYTES`` the response fails with ``ResponseHeadTooLarge``. Body
-    phase: at most ``EXCERPT_BYTES`` + 1 bytes pass to the parser, then reading stops for
-    good (the sender closes the connection). ``received`` counts bytes from the socket.
+    starts a new budget. A head over ``HEADERS_BYTES`` fails the response with
+    ``ResponseHeadTooLarge``; once the budget is spent reading stops for good (the sender
+    closes the connection). ``received`` counts bytes from the socket.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, stats: list[Any] | None = None):
         super().__init__(loop)
         self.received = 0
         self.peer: tuple[str, int] | None = None
-        self._head = bytearray()
-        self._in_head = True
-        self._body_left = EXCERPT_BYTES + 1
+        self.budget = ResponseBudget()
         self._stopped = False
         if stats is not None:
             stats.append(self)
@@ -123,10 +127,8 @@ class BoundedHandler(ResponseHandler):
         # aiohttp calls this on the connection it got, right before writing the request
         progress = _PROGRESS.get()
         if progress is not None:
-            progress.sending = True
-        self._head = bytearray()
-        self._in_head = True
-        self._body_left = EXCERPT_BYTES + 1
+            progress.stage = Stage.SENDING
+        self.budget.reset()
         super().set_response_params(**kwargs)
 
     def resume_reading(self, *args: Any, **kwargs: Any) -> None:
@@ -139,34 +141,13 @@ class BoundedHandler(ResponseHandler):
         self.received += len(data)
         if self._stopped:
             return
-        if self._in_head:
-            self._head += data
-            while True:
-                match = _BLANK_LINE.search(self._head)
-                end = -1 if match is None else match.end()
-                if end < 0:
-                    if len(self._head) > HEADERS_BYTES:
-                        return self._fail_head()
-                    return super().data_received(data)
-                if end > HEADERS_BYTES:
-                    return self._fail_head()
-                if self._head[9:10] == b"1":  # "HTTP/1.1 1xx": an interim head
-                    del self._head[:end]
-                    continue
-                body = len(self._head) - end
-                self._in_head = False
-                self._head = bytearray()
-                keep = len(data) - max(body - self._body_left, 0)
-                self._body_left -= body
-                data = data[:keep] if keep < len(data) else data
-                break
-        else:
-            if len(data) > self._body_left:
-                data = data[: self._body_left]
-            self._body_left -= len(data)
-        if data:
-            super().data_received(data)
-        if self._body_left <= 0:
+        try:
+            keep = self.budget.feed(data)
+        except ResponseHeadTooLarge as exc:
+            return self._fail_head(exc)
+        if keep:
+            super().data_received(data[:keep] if keep < len(data) else data)
+        if self.budget.spent:
             self._stop()
 
     def _stop(self) -> None:
@@ -177,12 +158,12 @@ class BoundedHandler(ResponseHandler):
         if self._payload is not None:  # the reader gets what passed, then the end
             self._payload.feed_eof()
 
-    def _fail_head(self) -> None:
+    def _fail_head(self, exc: ResponseHeadTooLarge) -> None:
         self._stopped = True
         self._should_close = True
         if self.transport is not None:
             self.transport.close()
-        self.set_exception(ResponseHeadTooLarge(f"response head exceeds {HEADERS_BYTES} bytes"))
+        self.set_exception(exc)
 
 
 def _small_rcvbuf_socket(addr_info: Any) -> socket.socket:
@@ -207,11 +188,26 @@ class _PinnedConnector(aiohttp.TCPConnector):
 
 
 class _Progress:
-    __slots__ = ("resolving", "sending")
+    __slots__ = ("stage",)
 
     def __init__(self) -> None:
-        self.resolving = False  # in PinnedResolver
-        self.sending = False  # the request is about to be written (or was)
+        self.stage = Stage.CONNECTING  # until PinnedResolver or BoundedHandler says more
+
+
+def _failure(exc: Exception) -> tuple[Failure, BaseException] | None:
+    """How an error of aiohttp (or the guard, or the capture) ends an attempt, and the
+    error that explains it (aiohttp wraps some as their cause)."""
+    if isinstance(exc, aiohttp.ClientError) and isinstance(exc.__cause__, SendError):
+        exc = exc.__cause__
+    if isinstance(exc, SendError):
+        return exc.failure, exc
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Failure.CONNECT, exc
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return Failure.NETWORK, exc
+    if isinstance(exc, (ValueError, TypeError)):  # aiohttp cannot encode it
+        return Failure.BAD_REQUEST, exc
+    return None
 
 
 class AiohttpSender:
@@ -261,45 +257,32 @@ class AiohttpSender:
             await self._session.close()
             self._session = None
 
+    def _pin_literal(self, url: URL, host: str) -> URL:
+        """``url`` with an address literal host judged and in its canonical spelling
+        (aiohttp never resolves a literal, so ``PinnedResolver`` would not see it)."""
+        pinned = self._literals.get(host)
+        if pinned is None:
+            checked = literal_destination(host, self.allow)
+            if checked is None:
+                return url  # a name: judged at connect
+            pinned = str(checked)
+            if len(self._literals) >= _LITERALS_KEPT:
+                self._literals.clear()
+            self._literals[host] = pinned
+        return url.with_host(pinned)
+
     async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        timer = self.timer
-        start = timer()
-
-        def ms() -> float:
-            return (timer() - start) * 1000
-
-        def failed(reason: str, text: str, final: bool = False) -> AttemptOutcome:
-            return AttemptOutcome(
-                OutcomeKind.FAILED, reason=reason, latency_ms=ms(), response_excerpt=text,
-                final=final,
-            )  # fmt: skip
-
-        try:
-            url = URL(request.url)
-            host, port = url.raw_host, url.port
-            if not host or port is None or url.scheme not in ("http", "https"):
-                raise ValueError(f"not an absolute http(s) URL: {request.url!r}")
-        except (ValueError, TypeError) as exc:
-            return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
+        start = self.timer()
         progress = _Progress()
         headers = {"accept-encoding": "identity", **request.headers}
         body = bytearray()
         try:
-            async with asyncio.timeout(min(request.timeout_s, MAX_TIMEOUT_S)):
-                pinned = self._literals.get(host)
-                if pinned is None:
-                    try:
-                        literal = host_literal(host)
-                    except ValueError as exc:
-                        raise DestinationRefused(str(exc)) from None
-                    if literal is not None:  # judged here: aiohttp never resolves a literal
-                        checked = await check_destination(self.resolver, self.allow, host, port)
-                        pinned = str(checked)  # its canonical spelling
-                        if len(self._literals) >= _LITERALS_KEPT:
-                            self._literals.clear()
-                        self._literals[host] = pinned
-                if pinned is not None:
-                    url = url.with_host(pinned)
+            url = URL(request.url)
+            host = url.raw_host
+            if not host or url.port is None or url.scheme not in ("http", "https"):
+                raise ValueError(f"not an absolute http(s) URL: {request.url!r}")
+            async with asyncio.timeout(attempt_deadline(request.timeout_s)):
+                url = self._pin_literal(url, host)
                 mark = _PROGRESS.set(progress)
                 try:
                     resp = await self._client().post(
@@ -307,49 +290,31 @@ class AiohttpSender:
                     )
                 finally:
                     _PROGRESS.reset(mark)
-                try:
-                    while len(body) <= EXCERPT_BYTES:
-                        chunk = await resp.content.read(EXCERPT_BYTES + 1 - len(body))
-                        if not chunk:
-                            break
-                        body += chunk
-                finally:
-                    if len(body) > EXCERPT_BYTES or not resp.content.at_eof():
-                        resp.close()  # the rest is never read: the connection goes
-                    else:
-                        resp.release()  # back to the pool unless the handler stopped
+                await _read_excerpt(resp, body)
         except TimeoutError:
-            if progress.resolving:
-                return failed("dns", "resolution timed out")
-            if not progress.sending:
-                return failed("connect", "timed out before the request was sent")
-            return AttemptOutcome(OutcomeKind.INDETERMINATE, reason="timeout", latency_ms=ms())
-        except DestinationRefused as exc:
-            return failed("ssrf", str(exc), final=True)
-        except ResolutionFailed as exc:
-            return failed("dns", str(exc))
-        except ResponseHeadTooLarge as exc:
-            return failed("bad_response", str(exc))
-        except aiohttp.ClientConnectorError as exc:
-            cause = exc.__cause__ or exc.os_error
-            if isinstance(cause, DestinationRefused):
-                return failed("ssrf", str(cause), final=True)
-            return failed("connect", str(exc))
-        except (aiohttp.ClientResponseError, aiohttp.ClientPayloadError) as exc:
-            if isinstance(exc.__cause__, ResponseHeadTooLarge):
-                return failed("bad_response", str(exc.__cause__))
-            return AttemptOutcome(
-                OutcomeKind.INDETERMINATE, reason="network", latency_ms=ms(),
-                response_excerpt=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
-        except (aiohttp.ClientError, OSError) as exc:
-            return AttemptOutcome(
-                OutcomeKind.INDETERMINATE, reason="network", latency_ms=ms(),
-                response_excerpt=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
-        except (ValueError, TypeError) as exc:  # aiohttp cannot encode it
-            return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
+            return timeout_outcome(progress.stage, (self.timer() - start) * 1000)
+        except Exception as exc:
+            failure = _failure(exc)
+            if failure is None:
+                raise
+            return failure_outcome(*failure, (self.timer() - start) * 1000)
         return response_outcome(
-            resp.status, ms(), body, head_text(resp.raw_headers),
+            resp.status, (self.timer() - start) * 1000, body, head_text(resp.raw_headers),
             resp.headers.get("retry-after"), self.wall(),
         )  # fmt: skip
+
+
+async def _read_excerpt(resp: aiohttp.ClientResponse, body: bytearray) -> None:
+    """Up to ``EXCERPT_BYTES`` + 1 bytes of ``resp``'s body into ``body``; then the
+    connection goes back to the pool if the response ended, else it is closed."""
+    try:
+        while len(body) <= EXCERPT_BYTES:
+            chunk = await resp.content.read(EXCERPT_BYTES + 1 - len(body))
+            if not chunk:
+                break
+            body += chunk
+    finally:
+        if len(body) > EXCERPT_BYTES or not resp.content.at_eof():
+            resp.close()  # the rest is never read
+        else:
+            resp.release()  # back to the pool unless the handler stopped

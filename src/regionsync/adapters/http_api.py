@@ -1,4 +1,4 @@
-"""HTTP API of one node (shared/API.md), on FastAPI/Starlette.
+"""HTTP API of one node (docs/api.md), on FastAPI/Starlette.
 
 ``create_app`` assembles one router per resource (``adapters/routes/``: tenants,
 endpoints, event types, deliveries, events, sources, cluster, tokens, and the web

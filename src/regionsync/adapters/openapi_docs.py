@@ -2,7 +2,7 @@
 
 The handlers parse bodies themselves (size limit first, then JSON, then field checks that
 name the field), so these pydantic models never validate a request: they only describe
-the bodies of shared/API.md in ``/openapi.json``, with the problem body of every error.
+the bodies of docs/api.md in ``/openapi.json``, with the problem body of every error.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ every connection runs with ``synchronous_commit = on``, whatever the server defa
 ``commit`` returns only after the WAL record of its transaction is flushed (PostgreSQL
 docs, "synchronous_commit"): a publish acknowledged after ``commit`` survives a crash of
 the server, as with SQLite's ``synchronous=FULL``. Each ``commit`` is one transaction
-(all of a WriteBatch or nothing); rows are written in key order so concurrent
-transactions of several processes lock them in one order (no deadlock between upserts).
+(all of a WriteBatch or nothing), written by adapters/postgres_commit.py.
 
 Signing secrets are sealed at rest as in SqliteStore when the store has a key ring
 (``keys``; the node passes the same one, adapters/secretbox.py ``AtRest``): registry rows
@@ -32,7 +31,6 @@ holds the rest (the replication role's advisory lock, LISTEN/NOTIFY).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -40,11 +38,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from crdt import DecodeError as CrdtDecodeError
-from crdt import decode as crdt_decode
-
 from ..core.model import (
-    _RANK,
     Attempt,
     AuditEntry,
     Delivery,
@@ -56,36 +50,27 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .log_cut import CUT_MIN_BYTES, body_of, find_cuts, records_sql
-from .postgres_cluster import REGISTRY_CHANNEL
+from .log_cut import body_of, records_sql
+from .postgres_commit import write_batch
 from .postgres_schema import SCHEMA_LOCK, migrate
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
-from .sqlite_store import _ATTEMPT_COLS, _AUDIT_COLS, _DELIVERY_COLS, _EVENT_COLS, _delivery
+from .sql_queries import (
+    DELIVERY_COLS,
+    EVENT_COLS,
+    POSTGRES,
+    Queries,
+    counts_of,
+    delivery_of,
+    prefixed,
+)
 
 __all__ = ["PostgresStore"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_RECORD_COLS = "origin, seq, kind, body, hlc_wall, hlc_logical"
+Q = Queries(POSTGRES)
 _RECORDS_OF = records_sql("%s")
-_CHANGED = (
-    "(excluded.status, excluded.attempts, excluded.next_attempt_at_ms, excluded.generation) "
-    "IS DISTINCT FROM (deliveries.status, deliveries.attempts, deliveries.next_attempt_at_ms, "
-    "deliveries.generation)"
-)
-
-
-def _join_key(table: str) -> str:
-    """core.model._join_key of a row of ``table`` as an SQL row value."""
-    rank = " ".join(f"WHEN '{st.value}' THEN {r}" for st, r in _RANK.items())
-    t = table
-    return (
-        f"({t}.generation, CASE {t}.status {rank} END, {t}.status, {t}.attempts, "
-        f"{t}.updated_at_ms, coalesce({t}.next_attempt_at_ms, -1), {t}.region, "
-        f"{t}.created_at_ms, {t}.event_id, {t}.endpoint_id, {t}.tenant, {t}.id)"
-    )
-
 
 # pg_advisory_xact_lock key of the row-count fold (any constant; "rsyncfld" in ASCII)
 _FOLD_LOCK = 0x7273796E63666C64
@@ -98,44 +83,7 @@ _FOLD_ROW_COUNTS = (
     "SELECT kind, region, status, 0, sum(n) FROM moved GROUP BY kind, region, status "
     "ON CONFLICT (kind, region, status, slot) DO UPDATE SET n = row_counts.n + excluded.n"
 )
-_D_COLS = ", ".join(f"d.{c}" for c in _DELIVERY_COLS.split(", "))
-
-
-async def _merge_registry(
-    cur: psycopg.AsyncCursor[Any], states: dict[str, bytes], at_rest: AtRest
-) -> None:
-    """Write registry ``states`` (key -> encoded CRDT, plaintext; sealed by ``at_rest`` as
-    written) as the join with the stored rows:
-    several processes write one database, and one's in-memory state may not yet hold
-    another's last change to a key, so a plain overwrite could lose that change. Rows are
-    inserted if absent, then locked in key order (no deadlock between processes) and
-    replaced by the merge where it differs; ``states`` is set to what is stored. Bytes
-    that do not decode as CRDTs (tests' placeholders) are written as given, as before."""
-    items = sorted(states.items())
-    await cur.executemany(
-        "INSERT INTO registry(key, state) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
-        [(k, at_rest.seal_state(k, v)) for k, v in items],
-    )
-    await cur.execute(
-        "SELECT key, state FROM registry WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
-        ([k for k, _ in items],),
-    )
-    stored = {k: at_rest.open_state(k, bytes(v)) for k, v in await cur.fetchall()}
-    updates: list[tuple[bytes, str]] = []
-    for key, new in items:
-        old = stored.get(key)
-        if old is None or old == new:
-            continue
-        try:
-            merged = crdt_decode(old).merge(crdt_decode(new)).to_bytes()
-        except (CrdtDecodeError, TypeError, ValueError, AttributeError):
-            merged = new
-        if merged != old:
-            updates.append((at_rest.seal_state(key, merged), key))
-        if merged != new:
-            states[key] = merged  # the batch says what is stored (its commit observers)
-    if updates:
-        await cur.executemany("UPDATE registry SET state = %s WHERE key = %s", updates)
+_D_COLS = prefixed(DELIVERY_COLS, "d")
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
@@ -342,145 +290,16 @@ class PostgresStore:
         # shielded: a cancelled caller must not cut a transaction short
         await asyncio.shield(self._once_more(self._commit, batch))
 
-    def _log_rows(self, b: WriteBatch, inserted: set[str]) -> list[tuple[Any, ...]]:
-        """``b``'s log rows: an event record cut for an events row of ``inserted`` (the
-        first event of each id in ``b``, ``CUT_MIN_BYTES`` or longer) goes without its
-        payload, with that event's id and the byte offset (adapters.log_cut); any other
-        goes whole, sealed if it may hold a secret."""
-        events: list[Event] = []
-        for e in b.events:
-            if e.id in inserted:
-                inserted.discard(e.id)  # later events of the id were not inserted
-                if len(e.payload) >= CUT_MIN_BYTES:
-                    events.append(e)
-        rows: list[tuple[Any, ...]] = []
-        cuts = find_cuts(b.records, [e.payload for e in events])
-        for r, found in zip(b.records, cuts, strict=True):
-            if found is None:
-                body = self.at_rest.seal_body(r.origin, r.seq, r.body)
-                rows.append((r.origin, r.seq, r.kind, body, *r.hlc, None, None))
-            else:
-                i, cut, rest = found
-                rows.append((r.origin, r.seq, r.kind, rest, *r.hlc, events[i].id, cut))
-        return rows
-
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            if b.registry:
-                await _merge_registry(cur, b.registry, self.at_rest)
-            inserted: set[str] = set()  # ids of the events rows this commit inserts
-            if b.events:
-                await cur.executemany(
-                    f"INSERT INTO events({_EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING RETURNING id",
-                    [
-                        (e.id, e.tenant, e.event_type, e.payload, e.region, e.received_at_ms,
-                         e.owner_gen)
-                        for e in sorted(b.events, key=lambda e: e.id)  # stable: first kept
-                    ],
-                    returning=True,
-                )  # fmt: skip
-                while True:
-                    inserted.update(r[0] for r in await cur.fetchall())
-                    if not cur.nextset():
-                        break
-            if b.records:
-                await cur.executemany(
-                    f"INSERT INTO log({_RECORD_COLS}, event_id, event_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    self._log_rows(b, inserted),
-                )
-            if b.version_vector:
-                await cur.executemany(
-                    "INSERT INTO version_vector(origin, seq) VALUES (%s, %s) ON CONFLICT "
-                    "(origin) DO UPDATE SET seq = greatest(version_vector.seq, excluded.seq)",
-                    sorted(b.version_vector.items()),
-                )
-            if b.deliveries:
-                last = {d.id: d for d in b.deliveries}  # a later one of an id wins, as in SQLite
-                await cur.executemany(
-                    f"INSERT INTO deliveries({_DELIVERY_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO UPDATE SET event_id = excluded.event_id, "
-                    "endpoint_id = excluded.endpoint_id, tenant = excluded.tenant, "
-                    "status = excluded.status, attempts = excluded.attempts, "
-                    "next_attempt_at_ms = excluded.next_attempt_at_ms, "
-                    "region = excluded.region, created_at_ms = excluded.created_at_ms, "
-                    "updated_at_ms = excluded.updated_at_ms, "
-                    "generation = excluded.generation, owner_gen = excluded.owner_gen, "
-                    # a write that changes the delivery (an attempt's outcome) ends any
-                    # claim on it; one that changes nothing (a record applied again,
-                    # echoed back by a peer) leaves the claim of an attempt in flight
-                    f"claimed_by = CASE WHEN {_CHANGED} THEN '' ELSE deliveries.claimed_by END, "
-                    f"lease_until_ms = CASE WHEN {_CHANGED} THEN 0 "
-                    "ELSE deliveries.lease_until_ms END "
-                    # several processes write one row: a state read before another
-                    # process recorded an outcome must not undo it (core.model
-                    # delivery_join's order; every local write moves up in it)
-                    f"WHERE {_join_key('excluded')} >= {_join_key('deliveries')}",
-                    [
-                        (d.id, d.event_id, d.endpoint_id, d.tenant, d.status.value, d.attempts,
-                         d.next_attempt_at_ms, d.region, d.created_at_ms, d.updated_at_ms,
-                         d.generation, d.owner_gen)
-                        for _, d in sorted(last.items())
-                    ],
-                )  # fmt: skip
-                # where another process's later state won, the batch says what is stored:
-                # its commit observers (the anti-entropy tree) must see the store's rows
-                await cur.execute(
-                    f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = ANY(%s)", (list(last),)
-                )
-                stored = {r[0]: _delivery(r) for r in await cur.fetchall()}
-                if any(stored.get(d.id, d) != d for d in b.deliveries):
-                    b.deliveries[:] = [stored.get(d.id, d) for d in b.deliveries]
-            if b.attempts:
-                await cur.executemany(
-                    f"INSERT INTO attempts({_ATTEMPT_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    [
-                        (a.delivery_id, a.n, a.at_ms, a.region, a.status_code, a.latency_ms,
-                         a.error, a.response_excerpt, a.endpoint_id, a.generation,
-                         a.response_headers, a.owner_gen, a.request_headers)
-                        for a in b.attempts
-                    ],
-                )  # fmt: skip
-            if b.audit:
-                await cur.executemany(
-                    f"INSERT INTO audit({_AUDIT_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    [
-                        (a.origin, a.seq, a.hlc_wall_ms, a.hlc_logical, a.who, a.op, a.object,
-                         a.tenant, a.detail)
-                        for a in b.audit
-                    ],
-                )  # fmt: skip
-            if b.idempotency:
-                # the earliest acceptance of a key wins, in every region alike
-                await cur.executemany(
-                    "INSERT INTO idempotency VALUES (%s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (tenant, key) DO UPDATE SET event_id = excluded.event_id, "
-                    "body_sha256 = excluded.body_sha256, "
-                    "created_at_ms = excluded.created_at_ms, region = excluded.region "
-                    "WHERE (excluded.created_at_ms, excluded.event_id) "
-                    "< (idempotency.created_at_ms, idempotency.event_id)",
-                    sorted(b.idempotency),
-                )
-            if b.registry:
-                # other processes on this database re-read the registry (delivered at
-                # commit; postgres_cluster.RegistryListener)
-                payload = json.dumps(b.version_vector, separators=(",", ":"))
-                await cur.execute(
-                    "SELECT pg_notify(%s, %s)",
-                    (REGISTRY_CHANNEL, payload if len(payload) < 7900 else "{}"),
-                )
+            await write_batch(cur, b, self.at_rest)
 
     async def load_registry(self) -> dict[str, bytes]:
-        rows = await self._fetch("SELECT key, state FROM registry")
+        rows = await self._fetch(Q.registry)
         return {k: self.at_rest.open_state(k, bytes(v)) for k, v in rows}
 
     async def load_version_vector(self) -> dict[str, int]:
-        return dict(await self._fetch("SELECT origin, seq FROM version_vector"))  # type: ignore[arg-type]
+        return dict(await self._fetch(Q.version_vector))  # type: ignore[arg-type]
 
     async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
         # the distinct origins by a skip scan of the primary key (one probe per origin)
@@ -510,37 +329,25 @@ class PostgresStore:
         return n
 
     async def load_log_floor(self) -> dict[str, int]:
-        return dict(await self._fetch("SELECT origin, seq FROM log_floor"))  # type: ignore[arg-type]
+        return dict(await self._fetch(Q.log_floor))  # type: ignore[arg-type]
 
     async def list_event_ids(self, after: str = "", limit: int | None = None) -> list[str]:
-        rows = await self._fetch(
-            "SELECT id FROM events WHERE id > %s ORDER BY id LIMIT %s", (after, limit)
-        )
-        return [r[0] for r in rows]
+        return [r[0] for r in await self._fetch(*Q.event_ids(after, limit))]
 
     async def load_deliveries(self, after: str = "", limit: int | None = None) -> list[Delivery]:
-        rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id > %s ORDER BY id LIMIT %s",
-            (after, limit),
-        )
-        return [_delivery(r) for r in rows]
+        return [delivery_of(r) for r in await self._fetch(*Q.deliveries_after(after, limit))]
 
     async def get_event(self, event_id: str) -> Event | None:
-        rows = await self._fetch(f"SELECT {_EVENT_COLS} FROM events WHERE id = %s", (event_id,))
+        rows = await self._fetch(*Q.event(event_id))
         return Event(*rows[0]) if rows else None
 
     async def get_events(self, event_ids: Sequence[str]) -> dict[str, Event]:
-        rows = await self._fetch(
-            f"SELECT {_EVENT_COLS} FROM events WHERE id = ANY(%s)", (list(set(event_ids)),)
-        )
+        rows = await self._fetch(*Q.by_ids(EVENT_COLS, "events", list(set(event_ids))))
         return {r[0]: Event(*r) for r in rows}
 
     async def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
-        rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = ANY(%s)",
-            (list(set(delivery_ids)),),
-        )
-        return {r[0]: _delivery(r) for r in rows}
+        rows = await self._fetch(*Q.by_ids(DELIVERY_COLS, "deliveries", list(set(delivery_ids))))
+        return {r[0]: delivery_of(r) for r in rows}
 
     async def list_audit(
         self,
@@ -549,71 +356,36 @@ class PostgresStore:
         before: tuple[int, int, str, int] | None,
         limit: int,
     ) -> list[AuditEntry]:
-        sql = f"SELECT {_AUDIT_COLS} FROM audit WHERE true"
-        args: list[object] = []
-        if tenant is not None:
-            sql += " AND tenant = %s"
-            args.append(tenant)
-        if since_ms is not None:
-            sql += " AND hlc_wall >= %s"
-            args.append(since_ms)
-        if before is not None:
-            sql += " AND (hlc_wall, hlc_logical, origin, seq) < (%s, %s, %s, %s)"
-            args.extend(before)
-        sql += " ORDER BY hlc_wall DESC, hlc_logical DESC, origin DESC, seq DESC LIMIT %s"
-        args.append(limit)
-        return [AuditEntry(*r) for r in await self._fetch(sql, args)]
+        return [
+            AuditEntry(*r) for r in await self._fetch(*Q.audit(tenant, since_ms, before, limit))
+        ]
 
     async def load_idempotency(
         self, after: tuple[str, str] | None = None, limit: int | None = None
     ) -> list[tuple[str, str, str, str, int, str]]:
-        tenant, key = after or ("", "")
-        rows = await self._fetch(
-            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency"
-            " WHERE (tenant, key) > (%s, %s) ORDER BY tenant, key LIMIT %s",
-            (tenant, key, limit),
-        )
-        return [tuple(r) for r in rows]  # type: ignore[misc]
+        return [tuple(r) for r in await self._fetch(*Q.idempotency_after(after, limit))]  # type: ignore[misc]
 
     async def get_idempotency(
         self, tenant: str, key: str
     ) -> tuple[str, str, str, str, int, str] | None:
-        rows = await self._fetch(
-            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency "
-            "WHERE tenant = %s AND key = %s",
-            (tenant, key),
-        )
+        rows = await self._fetch(*Q.idempotency(tenant, key))
         return tuple(rows[0]) if rows else None  # type: ignore[return-value]
 
     async def idempotency_of_events(
         self, event_ids: Sequence[str]
     ) -> list[tuple[str, str, str, str, int, str]]:
-        rows = await self._fetch(
-            "SELECT tenant, key, event_id, body_sha256, created_at_ms, region FROM idempotency "
-            "WHERE event_id = ANY(%s) ORDER BY tenant, key",
-            (list(event_ids),),
-        )
+        rows = await self._fetch(*Q.idempotency_of_events(event_ids))
         return sorted(tuple(r) for r in rows)  # type: ignore[misc]
 
     async def purge_idempotency(self, before_ms: int, limit: int) -> int:
-        return await self._write(
-            "DELETE FROM idempotency WHERE ctid = ANY(ARRAY("
-            "SELECT ctid FROM idempotency WHERE created_at_ms < %s LIMIT %s))",
-            (before_ms, limit),
-        )
+        return await self._write(*Q.purge("idempotency", "created_at_ms", before_ms, limit))
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
-        rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE id = %s", (delivery_id,)
-        )
-        return _delivery(rows[0]) if rows else None
+        rows = await self._fetch(*Q.delivery(delivery_id))
+        return delivery_of(rows[0]) if rows else None
 
     async def deliveries_of_event(self, event_id: str) -> list[Delivery]:
-        rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id = %s ORDER BY id",
-            (event_id,),
-        )
-        return [_delivery(r) for r in rows]
+        return [delivery_of(r) for r in await self._fetch(*Q.deliveries_of_event(event_id))]
 
     async def list_deliveries(
         self,
@@ -623,85 +395,23 @@ class PostgresStore:
         after_id: str | None,
         limit: int,
     ) -> list[Delivery]:
-        sql = f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE endpoint_id = %s"
-        args: list[object] = [endpoint_id]
-        if status is not None:
-            sql += " AND status = %s"
-            args.append(status.value)
-        if since_ms is not None:
-            sql += " AND created_at_ms >= %s"
-            args.append(since_ms)
-        if after_id is not None:
-            sql += " AND id > %s"
-            args.append(after_id)
-        sql += " ORDER BY id LIMIT %s"
-        args.append(limit)
-        return [_delivery(r) for r in await self._fetch(sql, args)]
+        sql, args = Q.endpoint_deliveries(endpoint_id, status, since_ms, after_id, limit)
+        return [delivery_of(r) for r in await self._fetch(sql, args)]
 
     async def list_events(
         self, q: EventQuery, before: tuple[int, str] | None, limit: int
     ) -> list[Event]:
-        sql = f"SELECT {_EVENT_COLS} FROM events WHERE tenant = %s"
-        args: list[object] = [q.tenant]
-        if q.event_type is not None:
-            sql += " AND event_type = %s"
-            args.append(q.event_type)
-        if q.type_prefix:
-            # a range in the bytewise ("C") collation: "a." <= type < "a/"
-            upper = q.type_prefix[:-1] + chr(ord(q.type_prefix[-1]) + 1)
-            sql += " AND event_type >= %s AND event_type < %s"
-            args.extend((q.type_prefix, upper))
-        if q.since_ms is not None:
-            sql += " AND received_at_ms >= %s"
-            args.append(q.since_ms)
-        if q.until_ms is not None:
-            sql += " AND received_at_ms < %s"
-            args.append(q.until_ms)
-        if q.endpoint_id is not None or q.status is not None:
-            sql += " AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id"
-            if q.endpoint_id is not None:
-                sql += " AND d.endpoint_id = %s"
-                args.append(q.endpoint_id)
-            if q.status is not None:
-                sql += " AND d.status = %s"
-                args.append(q.status.value)
-            sql += ")"
-        if before is not None:
-            sql += " AND (received_at_ms, id) < (%s, %s)"
-            args.extend(before)
-        sql += " ORDER BY received_at_ms DESC, id DESC LIMIT %s"
-        args.append(limit)
-        return [Event(*r) for r in await self._fetch(sql, args)]
+        return [Event(*r) for r in await self._fetch(*Q.tenant_events(q, before, limit))]
 
     async def list_tenant_deliveries(
         self, q: DeliveryQuery, before: tuple[int, str] | None, limit: int
     ) -> list[Delivery]:
-        sql = f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE tenant = %s"
-        args: list[object] = [q.tenant]
-        if q.endpoint_id is not None:
-            sql += " AND endpoint_id = %s"
-            args.append(q.endpoint_id)
-        if q.status is not None:
-            sql += " AND status = %s"
-            args.append(q.status.value)
-        if q.since_ms is not None:
-            sql += " AND created_at_ms >= %s"
-            args.append(q.since_ms)
-        if before is not None:
-            sql += " AND (created_at_ms, id) < (%s, %s)"
-            args.extend(before)
-        sql += " ORDER BY created_at_ms DESC, id DESC LIMIT %s"
-        args.append(limit)
-        return [_delivery(r) for r in await self._fetch(sql, args)]
+        return [delivery_of(r) for r in await self._fetch(*Q.tenant_deliveries(q, before, limit))]
 
     async def deliveries_of_events(self, event_ids: Sequence[str]) -> list[Delivery]:
         if not event_ids:
             return []
-        rows = await self._fetch(
-            f"SELECT {_DELIVERY_COLS} FROM deliveries WHERE event_id = ANY(%s) ORDER BY id",
-            (list(event_ids),),
-        )
-        return [_delivery(r) for r in rows]
+        return [delivery_of(r) for r in await self._fetch(*Q.deliveries_of_events(event_ids))]
 
     async def due_deliveries(
         self,
@@ -729,7 +439,7 @@ class PostgresStore:
             " AND status = 'pending' AND endpoint_id > e.ep ORDER BY endpoint_id LIMIT 1)"
             " FROM e WHERE e.ep IS NOT NULL) "
             f"SELECT {_D_COLS} FROM e CROSS JOIN LATERAL ("
-            f" SELECT {_DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending'"
+            f" SELECT {DELIVERY_COLS} FROM deliveries WHERE region = %s AND status = 'pending'"
             " AND endpoint_id = e.ep AND next_attempt_at_ms <= %s AND NOT (id = ANY(%s))"
             " ORDER BY next_attempt_at_ms, id LIMIT %s) d "
             "WHERE e.ep IS NOT NULL AND NOT (e.ep = ANY(%s)) "
@@ -737,7 +447,7 @@ class PostgresStore:
             (region, region, region, now_ms, list(exclude), per_endpoint or limit,
              list(exclude_endpoints), limit),
         )  # fmt: skip
-        return [_delivery(r) for r in rows]
+        return [delivery_of(r) for r in rows]
 
     async def claim_due(
         self,
@@ -793,7 +503,7 @@ class PostgresStore:
             (region, region, region, now_ms, now_ms, span, list(exclude_endpoints), span,
              now_ms, now_ms, limit, holder, now_ms + lease_ms),
         )  # fmt: skip
-        return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
+        return sorted((delivery_of(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
 
     async def release_claims(self, holder: str, ids: Sequence[str] | None = None) -> int:
         """End the claims of ``holder``: every one (a process stopping cleanly), or those
@@ -819,20 +529,11 @@ class PostgresStore:
         )
 
     async def next_due_ms(self, region: str) -> int | None:
-        rows = await self._fetch(
-            "SELECT min(next_attempt_at_ms) FROM deliveries "
-            "WHERE region = %s AND status = 'pending'",
-            (region,),
-        )
+        rows = await self._fetch(*Q.next_due_ms(region))
         return rows[0][0] if rows else None
 
     async def attempts_of(self, delivery_id: str) -> list[Attempt]:
-        rows = await self._fetch(
-            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE delivery_id = %s "
-            "ORDER BY at_ms, generation, n",
-            (delivery_id,),
-        )
-        return [Attempt(*r) for r in rows]
+        return [Attempt(*r) for r in await self._fetch(*Q.attempts_of(delivery_id))]
 
     async def list_attempts(
         self,
@@ -842,52 +543,26 @@ class PostgresStore:
         after: tuple[int, str, int] | None,
         limit: int,
     ) -> list[Attempt]:
-        sql = f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE endpoint_id = %s"
-        args: list[object] = [endpoint_id]
-        if succeeded is not None:
-            sql += " AND error IS NULL" if succeeded else " AND error IS NOT NULL"
-        if since_ms is not None:
-            sql += " AND at_ms >= %s"
-            args.append(since_ms)
-        if after is not None:
-            sql += " AND (at_ms, delivery_id, n) > (%s, %s, %s)"
-            args.extend(after)
-        sql += " ORDER BY at_ms, delivery_id, n LIMIT %s"
-        args.append(limit)
+        sql, args = Q.endpoint_attempts(endpoint_id, succeeded, since_ms, after, limit)
         return [Attempt(*r) for r in await self._fetch(sql, args)]
 
     async def purge_attempts(self, before_ms: int, limit: int) -> int:
-        return await self._write(
-            "DELETE FROM attempts WHERE ctid = ANY(ARRAY("
-            "SELECT ctid FROM attempts WHERE at_ms < %s LIMIT %s))",
-            (before_ms, limit),
-        )
+        return await self._write(*Q.purge("attempts", "at_ms", before_ms, limit))
 
     async def pending_count(self, region: str) -> int:
         return (await self.counts(region))["deliveries_pending"]
 
     async def pending_by_tenant(self, region: str) -> dict[str, int]:
-        rows = await self._fetch(
-            "SELECT tenant, count(*) FROM deliveries WHERE region = %s AND status = 'pending' "
-            "GROUP BY tenant",
-            (region,),
-        )
-        return {t: int(n) for t, n in rows}
+        return {t: int(n) for t, n in await self._fetch(*Q.pending_by_tenant(region))}
 
     async def counts(self, region: str) -> dict[str, int]:
         # fold the rows of other backends' slots that no transaction holds into slot 0
         # (migration 8), one folder at a time, so the rows stay few: kinds x regions x
         # statuses x live backends
         await self._once_more(self._fold_counts)
-        out = {"events": 0, "events_accepted": 0}
-        out.update((f"deliveries_{s.value}", 0) for s in DeliveryStatus)
-        for kind, r, status, n in await self._fetch(
-            "SELECT kind, region, status, sum(n) FROM row_counts GROUP BY kind, region, status"
-        ):
-            if kind == "event":
-                out["events"] += int(n)
-                if r == region:
-                    out["events_accepted"] += int(n)
-            elif r == region:
-                out[f"deliveries_{status}"] = int(n)
-        return out
+        return counts_of(
+            await self._fetch(
+                "SELECT kind, region, status, sum(n) FROM row_counts GROUP BY kind, region, status"
+            ),
+            region,
+        )

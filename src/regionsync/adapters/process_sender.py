@@ -36,6 +36,7 @@ from typing import Any
 import msgpack
 
 from ..core.retry import AttemptOutcome, OutcomeKind
+from ..core.sending import Failure, failure_outcome
 from ..core.urlguard import parse_networks
 from ..runtime.ports import OutboundRequest
 from .jsonlog import configure as configure_logging
@@ -61,8 +62,9 @@ def _outcome(fields: list[Any]) -> AttemptOutcome:
     return AttemptOutcome(OutcomeKind(fields[0]), *fields[1:])
 
 
-def _lost(why: str) -> AttemptOutcome:
-    return AttemptOutcome(OutcomeKind.INDETERMINATE, reason="network", response_excerpt=why)
+def _lost(why: str | Exception) -> AttemptOutcome:
+    """An attempt whose answer was lost: it may or may not have been sent."""
+    return failure_outcome(Failure.NETWORK, why, 0.0)
 
 
 class _ChildPipes(asyncio.SubprocessProtocol):
@@ -243,8 +245,7 @@ class _Requests(asyncio.Protocol):
             outcome = await self.sender.send(request)
         except Exception as exc:  # a programming error: the attempt is not lost silently
             log.exception("sender process: attempt crashed")
-            outcome = AttemptOutcome(OutcomeKind.INDETERMINATE, reason="network",
-                                     response_excerpt=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            outcome = _lost(exc)
         self.out.write(msgpack.packb([rid, _outcome_fields(outcome)]))
 
     def connection_lost(self, exc: Exception | None) -> None:

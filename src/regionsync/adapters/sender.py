@@ -1,24 +1,22 @@
-"""The production Sender: httpx over a transport that refuses non-public destinations.
+"""The httpx Sender, for tests and the simulator (production runs ``aiohttp_sender``).
 
-``GuardedTransport`` judges the URL host once per request: an address literal (in any
-spelling ``core.urlguard.parse_host_literal`` reads) by the address it denotes, a name by
-every address the resolver returns. If any address is not allowed the request is refused
-(``DestinationRefused``, final); if the name does not resolve, ``ResolutionFailed``
-(retryable). The checked address is then *pinned*: the connection goes to it and nowhere
-else, so DNS rebinding cannot switch it.
+Both make the same decisions, ``core.sending``'s: the destination guard, the capture
+bounds and the outcome of an attempt; this module is their I/O over httpx and httpcore.
 
-How the pin works. A literal host is rewritten to its canonical address (TLS then
-verifies the certificate for that IP, as it would have). A name stays in the URL, so
-``Host``, TLS SNI and certificate verification use the name and httpcore pools
-connections per name (pooling per IP would let a connection verified for one name carry
-requests for another name on the same IP); the checked address travels in a context
-variable to ``PinnedBackend.connect_tcp``, which connects to exactly that address, never
-resolves anything, refuses a connect it has no pin for and re-checks the address.
+``GuardedTransport`` judges the URL host once per request (``check_destination``): an
+address literal by the address it denotes, a name by every address the resolver returns.
+The checked address is then *pinned*: the connection goes to it and nowhere else, so DNS
+rebinding cannot switch it. A literal host is rewritten to its canonical address (TLS
+then verifies the certificate for that IP, as it would have). A name stays in the URL, so
+``Host``, TLS SNI and certificate verification use the name and connections are pooled
+per name (pooling per IP would let a connection verified for one name carry requests for
+another name on the same IP); the checked address travels in a context variable to
+``PinnedBackend.connect_tcp``, which connects to exactly that address, never resolves
+anything, refuses a connect it has no pin for and re-checks the address.
 
-Bounded capture. ``PinnedBackend`` streams cap what is read from the socket per response:
-the head in reads of at most 4 KiB + 1 until its blank line, at most 8 KiB of head, then
-at most 4 KiB + 1 bytes after the head (over TLS: plaintext handed to the HTTP parser).
-``HttpxSender`` reads at most 4 KiB + 1 of the body through any transport, under one
+Bounded capture: ``PinnedBackend`` streams read what ``ResponseBudget`` allows per
+response (over TLS: the plaintext handed to the HTTP parser); ``HttpxSender`` reads at
+most ``EXCERPT_BYTES`` + 1 of the body through any transport, under one
 ``asyncio.timeout`` around resolution, connect, send, head and body, so a receiver
 dripping a byte at a time cannot extend the attempt. ``HttpxSender`` maps every failure
 to an ``AttemptOutcome``; it never raises for network or HTTP failures.
@@ -29,42 +27,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import email.utils
-import functools
-import ipaddress
-import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import httpcore
 import httpx
 
-from ..core.retry import AttemptOutcome, OutcomeKind
-from ..core.urlguard import IPAddress, Network, address_allowed, parse_host_literal
+from ..core.retry import AttemptOutcome
+from ..core.sending import (
+    EXCERPT_BYTES,
+    HEADERS_BYTES,
+    CaptureLimitReached,
+    DestinationRefused,
+    Failure,
+    ResponseBudget,
+    SendError,
+    Stage,
+    attempt_deadline,
+    failure_outcome,
+    head_text,
+    host_literal,
+    response_outcome,
+    timeout_outcome,
+)
+from ..core.urlguard import IPAddress, Network, address_allowed
+from ..runtime.destinations import check_destination
 from ..runtime.ports import OutboundRequest, Resolver
 
-__all__ = [
-    "EXCERPT_BYTES",
-    "HEADERS_BYTES",
-    "MAX_TIMEOUT_S",
-    "CaptureLimitReached",
-    "DestinationRefused",
-    "GuardedTransport",
-    "HttpxSender",
-    "PinnedBackend",
-    "ResolutionFailed",
-    "ResponseHeadTooLarge",
-    "check_destination",
-    "head_text",
-    "response_outcome",
-    "host_literal",
-    "retry_after",
-]
-
-EXCERPT_BYTES = 4096  # response body kept per attempt
-HEADERS_BYTES = 8192  # response head kept (and read) per attempt
-MAX_TIMEOUT_S = 60.0  # an attempt's total deadline never exceeds this
+__all__ = ["GuardedTransport", "HttpxSender", "LifoPool", "PinnedBackend", "PinnedHTTPTransport"]
 
 # (host as it appears in the URL, port, checked address) of the request being sent
 _PIN: contextvars.ContextVar[tuple[str, int, IPAddress] | None] = contextvars.ContextVar(
@@ -72,85 +63,28 @@ _PIN: contextvars.ContextVar[tuple[str, int, IPAddress] | None] = contextvars.Co
 )
 
 
-class DestinationRefused(httpx.TransportError):
-    """The destination is, or resolves to, an address deliveries may not reach (final)."""
-
-
-class ResolutionFailed(httpx.TransportError):
-    """The destination's name did not resolve (retryable: DNS failures are often brief)."""
-
-
-class ResponseHeadTooLarge(Exception):
-    """The receiver's response head exceeded ``HEADERS_BYTES``."""
-
-
-class CaptureLimitReached(Exception):
-    """The capture bound was reached before the response ended; the rest is not read."""
-
-
 class _BoundedStream(httpcore.AsyncNetworkStream):
-    """A network stream that reads at most the capture bound of each response.
-
-    Each request write starts a new response budget (HTTP/1.1 without pipelining: a
-    response is read only after its request was written). Head phase: reads of at most
-    ``body_limit + 1`` bytes until the head's blank line (``\\n\\r?\\n``, as h11 finds it);
-    1xx heads are skipped; a head over ``head_limit`` raises ``ResponseHeadTooLarge``.
-    Body phase: at most ``body_limit + 1`` bytes after the head, counting body bytes that
-    arrived with the head; a read past that raises ``CaptureLimitReached``.
-    """
-
-    _BLANK_LINE = re.compile(rb"\n\r?\n")
+    """A network stream that reads at most what ``ResponseBudget`` allows per response:
+    each request write starts a new one; a read once it is spent raises
+    ``CaptureLimitReached``."""
 
     def __init__(self, inner: httpcore.AsyncNetworkStream, head_limit: int, body_limit: int):
         self.inner = inner
-        self.head_limit = head_limit
-        self.body_limit = body_limit
+        self.budget = ResponseBudget(head_limit, body_limit)
         self.received = 0  # bytes read from the stream, for tests and benchmarks
-        self._reset()
-
-    def _reset(self) -> None:
-        self._head = bytearray()
-        self._in_head = True
-        self._body_left = self.body_limit + 1
 
     # httpcore's interface passes per-operation timeouts; the sender's deadline covers all
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        self._reset()
+        self.budget.reset()
         await self.inner.write(buffer, timeout)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        if self._in_head:
-            want = min(max_bytes, self.body_limit + 1)
-        elif self._body_left <= 0:
-            raise CaptureLimitReached(f"response body exceeds {self.body_limit} bytes")
-        else:
-            want = min(max_bytes, self._body_left)
-        data = await self.inner.read(want, timeout)
+        if self.budget.spent:
+            raise CaptureLimitReached(f"response body exceeds {self.budget.body_limit} bytes")
+        data = await self.inner.read(self.budget.want(max_bytes), timeout)
         self.received += len(data)
-        if self._in_head:
-            self._head += data
-            self._scan_head()
-        else:
-            self._body_left -= len(data)
+        self.budget.feed(data)  # all of it: the read asked for no more than the budget
         return data
-
-    def _scan_head(self) -> None:
-        while True:
-            match = self._BLANK_LINE.search(self._head)
-            if match is None:
-                if len(self._head) > self.head_limit:
-                    raise ResponseHeadTooLarge(f"response head exceeds {self.head_limit} bytes")
-                return
-            end = match.end()
-            if end > self.head_limit:
-                raise ResponseHeadTooLarge(f"response head exceeds {self.head_limit} bytes")
-            if self._head[9:10] == b"1":  # "HTTP/1.1 1xx": an interim head, another follows
-                del self._head[:end]
-                continue
-            self._in_head = False
-            self._body_left = self.body_limit + 1 - (len(self._head) - end)
-            self._head = bytearray()
-            return
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -162,7 +96,7 @@ class _BoundedStream(httpcore.AsyncNetworkStream):
         timeout: float | None = None,  # noqa: ASYNC109
     ) -> httpcore.AsyncNetworkStream:
         tls = await self.inner.start_tls(ssl_context, server_hostname, timeout)
-        return _BoundedStream(tls, self.head_limit, self.body_limit)
+        return _BoundedStream(tls, self.budget.head_limit, self.budget.body_limit)
 
     def get_extra_info(self, info: str) -> Any:
         return self.inner.get_extra_info(info)
@@ -364,65 +298,6 @@ async def _trace(request: httpx.Request, name: str) -> None:
         await trace(name, {})
 
 
-@functools.lru_cache(maxsize=4096)
-def host_literal(host: str) -> IPAddress | None:
-    """``core.urlguard.parse_host_literal``, memoised (a pure function of the host; an
-    attempt asks it once or twice). Raises ValueError as it does."""
-    return parse_host_literal(host)
-
-
-@functools.lru_cache(maxsize=4096)
-def _address(text: str) -> IPAddress:
-    return ipaddress.ip_address(text)
-
-
-@functools.lru_cache(maxsize=4096)
-def _allowed(addr: IPAddress, allow: tuple[Network, ...]) -> bool:
-    return address_allowed(addr, allow)
-
-
-async def check_destination(
-    resolver: Resolver,
-    allow: Sequence[Network],
-    host: str,
-    port: int,
-    trace: Callable[[str], Awaitable[None]] | None = None,
-) -> IPAddress:
-    """The address an attempt to ``host``:``port`` may connect to (the first of the
-    resolver's answers), judged as the module docstring says. Raises ``DestinationRefused``
-    (final) if the host or any address it resolves to is not allowed, ``ResolutionFailed``
-    (retryable) if the name does not resolve. ``trace`` gets ``guard.resolve.started`` and
-    ``guard.resolve.complete`` around a lookup."""
-    try:
-        literal = host_literal(host)
-    except ValueError as exc:
-        raise DestinationRefused(str(exc)) from None
-    if literal is not None:
-        addrs: list[IPAddress] = [literal]
-    else:
-        if trace is not None:
-            await trace("guard.resolve.started")
-        try:
-            found = await resolver.resolve(host, port)
-        except (OSError, UnicodeError) as exc:
-            raise ResolutionFailed(f"cannot resolve {host!r}: {exc}") from exc
-        if trace is not None:
-            await trace("guard.resolve.complete")
-        if not found:
-            raise ResolutionFailed(f"{host!r} resolves to no address")
-        try:
-            addrs = [_address(a) for a in found]
-        except ValueError:
-            raise DestinationRefused(f"{host!r} resolves to an unusable address {found}") from None
-    bad = [str(a) for a in addrs if not _allowed(a, tuple(allow))]
-    if bad:
-        raise DestinationRefused(
-            f"{host!r} is or resolves to a non-public address ({', '.join(bad)}); list "
-            "its network in delivery.allow_private_networks to allow it"
-        )
-    return addrs[0]
-
-
 class GuardedTransport(httpx.AsyncBaseTransport):
     """Wraps ``inner``; every request goes to a checked, pinned IP address.
 
@@ -443,13 +318,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        try:
-            pinned = await check_destination(
-                self.resolver, self.allow, host, port, lambda name: _trace(request, name)
-            )
-        except (DestinationRefused, ResolutionFailed) as exc:
-            exc.request = request
-            raise
+        pinned = await check_destination(
+            self.resolver, self.allow, host, port, lambda name: _trace(request, name)
+        )
         if host_literal(host) is not None and str(pinned) != host:
             # a literal in another spelling: connect to (and verify TLS for) the address
             request.url = request.url.copy_with(
@@ -466,67 +337,35 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def retry_after(value: str | None, now: float) -> float | None:
-    """``Retry-After`` as seconds from ``now`` (Unix seconds): delta-seconds or an HTTP
-    date (RFC 9110 10.2.3); None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        return None
-    return max(when.timestamp() - now, 0.0)
-
-
-def response_outcome(
-    code: int, latency_ms: float, body: bytes, head: str, retry_after_value: str | None, now: float
-) -> AttemptOutcome:
-    """The outcome of an attempt answered with status ``code``: 2xx succeeded, anything
-    else failed (``redirect`` for 3xx: never followed, else ``http_<code>``), with the
-    first ``EXCERPT_BYTES`` of ``body`` as text, the captured ``head`` and, for 429 and
-    5xx, the ``Retry-After`` delay (seconds; ``now`` is wall time in seconds)."""
-    text = bytes(body[:EXCERPT_BYTES]).decode("utf-8", "replace")
-    if 200 <= code < 300:
-        return AttemptOutcome(
-            OutcomeKind.SUCCEEDED, status_code=code, latency_ms=latency_ms,
-            response_excerpt=text, response_headers=head,
-        )  # fmt: skip
-    return AttemptOutcome(
-        OutcomeKind.FAILED,
-        status_code=code,
-        reason="redirect" if 300 <= code < 400 else f"http_{code}",
-        latency_ms=latency_ms,
-        response_excerpt=text,
-        retry_after_s=retry_after(retry_after_value, now) if code == 429 or code >= 500 else None,
-        response_headers=head,
-    )
-
-
-def head_text(raw: Sequence[tuple[bytes, bytes]]) -> str:
-    """A response head as ``name: value`` lines, at most ``HEADERS_BYTES`` characters."""
-    text = "\n".join(f"{k.decode('latin-1')}: {v.decode('latin-1')}" for k, v in raw)
-    return text[:HEADERS_BYTES]
-
-
 class _Progress:
-    """How far an attempt got, from httpcore's ``trace`` extension and the guard's
-    events: a timeout before the request started going out is not indeterminate."""
+    """How far an attempt got (``Stage``), from httpcore's ``trace`` extension and the
+    guard's events; a transport that reports none leaves it ``UNKNOWN``."""
 
-    __slots__ = ("last", "sending")
+    __slots__ = ("stage",)
 
     def __init__(self) -> None:
-        self.last: str | None = None
-        self.sending = False
+        self.stage = Stage.UNKNOWN
 
     async def __call__(self, name: str, info: dict[str, Any]) -> None:
-        self.last = name
-        if ".send_request" in name:
-            self.sending = True
+        if self.stage is Stage.SENDING or ".send_request" in name:
+            self.stage = Stage.SENDING
+        elif name == "guard.resolve.started":
+            self.stage = Stage.RESOLVING
+        else:
+            self.stage = Stage.CONNECTING
+
+
+def _failure(exc: Exception) -> Failure | None:
+    """How an error of httpx (or the guard, or the capture) ends an attempt."""
+    if isinstance(exc, SendError):
+        return exc.failure
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return Failure.CONNECT
+    if isinstance(exc, httpx.HTTPError):
+        return Failure.NETWORK
+    if isinstance(exc, (httpx.InvalidURL, ValueError, TypeError)):  # httpx cannot encode it
+        return Failure.BAD_REQUEST
+    return None
 
 
 class HttpxSender:
@@ -568,60 +407,40 @@ class HttpxSender:
         await self.client.aclose()
 
     async def send(self, request: OutboundRequest) -> AttemptOutcome:
-        timer = self.timer
-        start = timer()
-
-        def ms() -> float:
-            return (timer() - start) * 1000
-
-        def failed(reason: str, text: str, final: bool = False) -> AttemptOutcome:
-            return AttemptOutcome(
-                OutcomeKind.FAILED, reason=reason, latency_ms=ms(), response_excerpt=text,
-                final=final,
-            )  # fmt: skip
-
+        start = self.timer()
         progress = _Progress()
         # identity: the excerpt is the body as sent, and no decompression bomb is inflated
         headers = {"accept-encoding": "identity", **request.headers}
         body = bytearray()
         try:
-            async with asyncio.timeout(min(request.timeout_s, MAX_TIMEOUT_S)):
+            async with asyncio.timeout(attempt_deadline(request.timeout_s)):
                 async with self.client.stream(
                     "POST", request.url, content=request.body, headers=headers,
                     follow_redirects=False, extensions={"trace": progress},
                 ) as resp:  # fmt: skip
-                    if resp.is_stream_consumed:  # a transport that answered with content=
-                        body += resp.content[: EXCERPT_BYTES + 1]
-                    else:
-                        try:
-                            async for chunk in resp.aiter_raw():
-                                body += chunk
-                                if len(body) > EXCERPT_BYTES:
-                                    break
-                        except CaptureLimitReached:
-                            pass  # chunked framing counts too: the excerpt is what we have
+                    await _read_excerpt(resp, body)
         except TimeoutError:
-            if not progress.sending and progress.last == "guard.resolve.started":
-                return failed("dns", "resolution timed out")
-            if not progress.sending and progress.last is not None:
-                return failed("connect", "timed out before the request was sent")
-            return AttemptOutcome(OutcomeKind.INDETERMINATE, reason="timeout", latency_ms=ms())
-        except DestinationRefused as exc:
-            return failed("ssrf", str(exc), final=True)
-        except ResolutionFailed as exc:
-            return failed("dns", str(exc))
-        except ResponseHeadTooLarge as exc:
-            return failed("bad_response", str(exc))
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            return failed("connect", str(exc))
-        except httpx.HTTPError as exc:
-            return AttemptOutcome(
-                OutcomeKind.INDETERMINATE, reason="network", latency_ms=ms(),
-                response_excerpt=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
-        except (httpx.InvalidURL, ValueError, TypeError) as exc:  # httpx cannot encode it
-            return failed("bad_request", f"{type(exc).__name__}: {exc}", final=True)
+            return timeout_outcome(progress.stage, (self.timer() - start) * 1000)
+        except Exception as exc:
+            failure = _failure(exc)
+            if failure is None:
+                raise
+            return failure_outcome(failure, exc, (self.timer() - start) * 1000)
         return response_outcome(
-            resp.status_code, ms(), body, head_text(resp.headers.raw),
+            resp.status_code, (self.timer() - start) * 1000, body, head_text(resp.headers.raw),
             resp.headers.get("retry-after"), self.wall(),
         )  # fmt: skip
+
+
+async def _read_excerpt(resp: httpx.Response, body: bytearray) -> None:
+    """Up to ``EXCERPT_BYTES`` + 1 bytes of ``resp``'s body into ``body``."""
+    if resp.is_stream_consumed:  # a transport that answered with content=
+        body += resp.content[: EXCERPT_BYTES + 1]
+        return
+    try:
+        async for chunk in resp.aiter_raw():
+            body += chunk
+            if len(body) > EXCERPT_BYTES:
+                break
+    except CaptureLimitReached:
+        pass  # chunked framing counts too: the excerpt is what we have

@@ -1,8 +1,9 @@
-"""Payload filters of endpoints: validation, a compiled predicate, a reference evaluator.
+"""Payload filters of endpoints: the semantics, validation, a reference evaluator (the
+compiled predicate is core.filter_compiler).
 
 Decides whether an event payload (already parsed JSON) matches an endpoint's filter
 document; never parses bytes, does I/O, reads time, or uses eval/exec (predicates are
-closures). Rules: the operator set of Hookdeck Outpost and Convoy (shared/FIELD-NOTES.md),
+closures). Rules: the operator set of Hookdeck Outpost and Convoy (docs/design.md#field-facts),
 MongoDB's reading of dotted paths through arrays, and the semantics written out below.
 
 Filter document (``doc``): a JSON object, or ``null``/``{}`` for "match everything".
@@ -69,9 +70,10 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "MAX_STRING",
+    "NUMBER_TYPES",
     "OPERATORS",
+    "ORDER_OPS",
     "Predicate",
-    "compile_filter",
     "explain",
     "json_equal",
     "reference_match",
@@ -85,21 +87,20 @@ MAX_STRING = 1024
 Predicate = Callable[[Any], bool]
 
 _LOGICAL = frozenset({"$and", "$or", "$not"})
-_ORDER = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+ORDER_OPS = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
 OPERATORS = frozenset(
     {"$eq", "$neq", "$in", "$nin", "$exist", "$startsWith", "$endsWith", "$contains"}
-    | set(_ORDER)
+    | set(ORDER_OPS)
     | _LOGICAL
 )
-_NUM = (int, float)
-_MISSING: Any = object()
+NUMBER_TYPES = (int, float)
 
 
 def json_equal(a: Any, b: Any) -> bool:
     """Type-strict JSON equality: bool never equals a number, ``1 == 1.0``, deep on
     arrays and objects."""
     ta, tb = type(a), type(b)
-    if ta in _NUM and tb in _NUM:
+    if ta in NUMBER_TYPES and tb in NUMBER_TYPES:
         return bool(a == b)
     if ta is not tb:
         return False
@@ -192,8 +193,8 @@ def _v_operator(op: str, x: Any, path: str, depth: int, budget: _Budget) -> None
         )
     if op not in OPERATORS:
         raise Unprocessable(f"unknown operator {op}", field=path)
-    if op in _ORDER:
-        if not (type(x) in _NUM or type(x) is str):
+    if op in ORDER_OPS:
+        if not (type(x) in NUMBER_TYPES or type(x) is str):
             raise Unprocessable(f"{op} takes a number or a string", field=path)
     elif op in ("$in", "$nin"):
         if type(x) is not list:
@@ -251,7 +252,7 @@ def _v_value(x: Any, path: str, depth: int, budget: _Budget) -> None:
 def reference_match(doc: Any, payload: Any) -> bool:
     """True if ``payload`` matches ``doc`` (a *valid* filter or None); slow and obvious.
 
-    The oracle for tests of ``compile_filter``; do not call it per event.
+    The oracle for tests of ``filter_compiler.compile_filter``; do not call it per event.
     """
     return explain(doc, payload)[1] is None if doc else True
 
@@ -337,9 +338,9 @@ def _ref_test(op: str, x: Any, v: Any) -> bool:
         return json_equal(v, x)
     if op == "$in":
         return any(json_equal(v, y) for y in x)
-    if op in _ORDER:
+    if op in ORDER_OPS:
         if (_is_number(v) and _is_number(x)) or (isinstance(v, str) and isinstance(x, str)):
-            return bool(_ORDER[op](v, x))
+            return bool(ORDER_OPS[op](v, x))
         return False
     if op == "$startsWith":
         return isinstance(v, str) and v.startswith(x)
@@ -352,356 +353,3 @@ def _ref_test(op: str, x: Any, v: Any) -> bool:
             return any(json_equal(e, x) for e in v)
         return False
     raise AssertionError(op)
-
-
-# -- compiled predicates ------------------------------------------------------------------
-
-
-def _always(_payload: Any) -> bool:
-    return True
-
-
-def compile_filter(doc: Any) -> Predicate:
-    """Validate ``doc`` and build a predicate ``payload -> bool`` from closures.
-
-    ``payload`` is parsed JSON (dict, list, str, int, float, bool, None); the predicate
-    never raises on any payload shape. ``None`` or ``{}`` gives a predicate that always
-    holds. Raises ``Unprocessable`` if ``doc`` is invalid.
-    """
-    validate_filter(doc)
-    if not doc:
-        return _always
-    return _c_doc(doc, ())
-
-
-def _all(preds: list[Predicate]) -> Predicate:
-    if len(preds) == 1:
-        return preds[0]
-    if len(preds) == 2:
-        a, b = preds
-
-        def both(p: Any) -> bool:
-            return a(p) and b(p)
-
-        return both
-    ps = tuple(preds)
-
-    def every(p: Any) -> bool:
-        for f in ps:
-            if not f(p):
-                return False
-        return True
-
-    return every
-
-
-def _any(preds: list[Predicate]) -> Predicate:
-    if len(preds) == 1:
-        return preds[0]
-    ps = tuple(preds)
-
-    def some(p: Any) -> bool:
-        for f in ps:
-            if f(p):
-                return True
-        return False
-
-    return some
-
-
-def _negate(f: Predicate) -> Predicate:
-    def negated(p: Any) -> bool:
-        return not f(p)
-
-    return negated
-
-
-def _c_doc(doc: dict[str, Any], prefix: tuple[str, ...]) -> Predicate:
-    preds: list[Predicate] = []
-    for key, cond in doc.items():
-        if key == "$and":
-            preds.extend(_c_doc(sub, prefix) for sub in cond)
-        elif key == "$or":
-            preds.append(_any([_c_doc(sub, prefix) for sub in cond]))
-        elif key == "$not":
-            preds.append(_negate(_c_doc(cond, prefix)))
-        elif key.startswith("$"):
-            preds.append(_c_op(key, cond, prefix))
-        else:
-            path = prefix + tuple(key.split("."))
-            if type(cond) is dict:
-                preds.append(_c_doc(cond, path))
-            else:
-                preds.append(_c_op("$eq", cond, path))
-    return _all(preds)
-
-
-def _c_op(op: str, x: Any, path: tuple[str, ...]) -> Predicate:
-    if op == "$exist":
-        found = _c_exists(path)
-        return found if x else _negate(found)
-    if op == "$neq":
-        return _negate(_c_op("$eq", x, path))
-    if op == "$nin":
-        return _negate(_c_op("$in", x, path))
-    return _c_resolve(path, _c_test(op, x))
-
-
-def _c_test(op: str, x: Any) -> Callable[[Any], bool]:
-    """A test of one candidate value, including the "any element of an array" rule.
-
-    The common operand types get one flat closure each (one call per candidate); the
-    rest go through ``_c_base`` plus the element loop.
-    """
-    tx = type(x)
-    if op == "$contains":
-        if tx is str:
-
-            def contains_str(v: Any) -> bool:
-                t = type(v)
-                return (t is str or t is list) and x in v  # str in list: == on str only
-
-            return contains_str
-
-        def contains(v: Any) -> bool:
-            return type(v) is list and any(json_equal(e, x) for e in v)
-
-        return contains
-    if op == "$eq" and tx is str:
-
-        def eq_str(v: Any) -> bool:
-            t = type(v)
-            if t is str:
-                return v == x
-            return t is list and x in v  # only a str element can equal a str
-
-        return eq_str
-    if op == "$eq" and tx in _NUM:
-
-        def eq_num(v: Any) -> bool:
-            t = type(v)
-            if t is int or t is float:
-                return v == x
-            if t is list:
-                for e in v:
-                    te = type(e)
-                    if (te is int or te is float) and e == x:
-                        return True
-            return False
-
-        return eq_num
-    if op == "$eq" and (tx is bool or x is None):
-
-        def eq_const(v: Any) -> bool:
-            if v is x:
-                return True
-            if type(v) is list:
-                for e in v:
-                    if e is x:
-                        return True
-            return False
-
-        return eq_const
-    if op == "$in" and all(type(y) is str for y in x):
-        strs = frozenset(x)
-
-        def in_strs(v: Any) -> bool:
-            t = type(v)
-            if t is str:
-                return v in strs
-            if t is list:
-                for e in v:
-                    if type(e) is str and e in strs:
-                        return True
-            return False
-
-        return in_strs
-    if op in _ORDER:
-        cmp = _ORDER[op]
-        want: tuple[type, ...] = (str,) if tx is str else _NUM
-
-        def order(v: Any) -> bool:
-            t = type(v)
-            if t in want:
-                return bool(cmp(v, x))
-            if t is list:
-                for e in v:
-                    if type(e) in want and cmp(e, x):
-                        return True
-            return False
-
-        return order
-    if op in ("$startsWith", "$endsWith"):
-        ends = op == "$endsWith"
-
-        def affix(v: Any) -> bool:
-            t = type(v)
-            if t is str:
-                return v.endswith(x) if ends else v.startswith(x)
-            if t is list:
-                for e in v:
-                    if type(e) is str and (e.endswith(x) if ends else e.startswith(x)):
-                        return True
-            return False
-
-        return affix
-    base = _c_base(op, x)
-
-    def test(v: Any) -> bool:
-        if base(v):
-            return True
-        if type(v) is list:
-            for e in v:
-                if base(e):
-                    return True
-        return False
-
-    return test
-
-
-def _c_base(op: str, x: Any) -> Callable[[Any], bool]:
-    """One value (no array rule) for the operand types ``_c_test`` does not flatten."""
-    if op == "$eq":
-        return lambda v: json_equal(v, x)
-    if op == "$in":
-        strs = frozenset(y for y in x if type(y) is str)
-        nums = frozenset(y for y in x if type(y) in _NUM)
-        consts = [y for y in x if type(y) is bool or y is None]
-        others = [y for y in x if type(y) in (list, dict)]
-
-        def is_in(v: Any) -> bool:
-            t = type(v)
-            if t is str:
-                return v in strs
-            if t in _NUM:
-                return v in nums
-            if t is bool or v is None:
-                return any(v is y for y in consts)
-            return any(json_equal(v, y) for y in others)
-
-        return is_in
-    raise AssertionError(op)
-
-
-def _candidates(value: Any, segs: tuple[str, ...]) -> list[Any]:
-    """Every value at ``segs`` below ``value`` (the slow path through arrays)."""
-    cands = [value]
-    for seg in segs:
-        nxt = []
-        for c in cands:
-            t = type(c)
-            if t is dict:
-                if seg in c:
-                    nxt.append(c[seg])
-            elif t is list:
-                for e in c:
-                    if type(e) is dict and seg in e:
-                        nxt.append(e[seg])
-        if not nxt:
-            return nxt
-        cands = nxt
-    return cands
-
-
-def _c_resolve(path: tuple[str, ...], test: Callable[[Any], bool]) -> Predicate:
-    """Predicate: some candidate at ``path`` passes ``test``. Walks dicts directly (paths
-    of 1 to 3 keys unrolled) and builds the candidate list only when an array sits on the
-    path."""
-    if not path:
-        return test
-
-    def slow(p: Any) -> bool:
-        for c in _candidates(p, path):
-            if test(c):
-                return True
-        return False
-
-    if len(path) == 1:
-        (k,) = path
-
-        def at1(p: Any) -> bool:
-            if type(p) is dict:
-                v = p.get(k, _MISSING)
-                return v is not _MISSING and test(v)
-            return type(p) is list and slow(p)
-
-        return at1
-    if len(path) == 2:
-        k0, k1 = path
-
-        def at2(p: Any) -> bool:
-            if type(p) is dict:
-                v = p.get(k0)
-                if type(v) is dict:
-                    v = v.get(k1, _MISSING)
-                    return v is not _MISSING and test(v)
-                if type(v) is not list:
-                    return False
-            elif type(p) is not list:
-                return False
-            return slow(p)
-
-        return at2
-    if len(path) == 3:
-        k0, k1, k2 = path
-
-        def at3(p: Any) -> bool:
-            if type(p) is dict:
-                v = p.get(k0)
-                if type(v) is dict:
-                    w = v.get(k1)
-                    if type(w) is dict:
-                        w = w.get(k2, _MISSING)
-                        return w is not _MISSING and test(w)
-                    if type(w) is not list:
-                        return False
-                elif type(v) is not list:
-                    return False
-            elif type(p) is not list:
-                return False
-            return slow(p)
-
-        return at3
-    n = len(path)
-
-    def at(p: Any) -> bool:
-        v = p
-        i = 0
-        while i < n:
-            t = type(v)
-            if t is dict:
-                v = v.get(path[i], _MISSING)
-                if v is _MISSING:
-                    return False
-            elif t is list:
-                return slow(p)
-            else:
-                return False
-            i += 1
-        return test(v)
-
-    return at
-
-
-def _c_exists(path: tuple[str, ...]) -> Predicate:
-    if not path:
-        return _always
-    n = len(path)
-
-    def exists(p: Any) -> bool:
-        v = p
-        i = 0
-        while i < n:
-            t = type(v)
-            if t is dict:
-                v = v.get(path[i], _MISSING)
-                if v is _MISSING:
-                    return False
-            elif t is list:
-                return bool(_candidates(v, path[i:]))
-            else:
-                return False
-            i += 1
-        return True
-
-    return exists

@@ -1,4 +1,4 @@
-"""A 16-ary hash tree over replicated state, for anti-entropy (DESIGN.md, "Replication").
+"""A 16-ary hash tree over replicated state, for anti-entropy (docs/design.md#replication).
 
 Items are named by an ident string (``r/<registry key>``, ``e/<event id>``,
 ``d/<delivery id>``) and hold canonical bytes (a CRDT state, a delivery's canonical

@@ -6,7 +6,7 @@ Standard Webhooks advice): active -> failing after N consecutive failures or an 
 delivery; failing -> active on any 2xx; failing -> disabled after a long failing streak,
 probing with doubling backoff meanwhile; any -> disabled on 410 Gone; manual pause and
 resume; resuming or re-enabling resets the failure counter. An unknown (state, input)
-pair raises instead of falling through (STYLE.md, "State machines as tables").
+pair raises instead of falling through (docs/style.md#state-machines-as-tables).
 """
 
 from __future__ import annotations

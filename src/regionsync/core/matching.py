@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Unprocessable
-from .filters import Predicate, compile_filter, json_equal
+from .filter_compiler import compile_filter
+from .filters import Predicate, json_equal
 from .registry import EndpointView
 
 __all__ = [

@@ -30,7 +30,7 @@ __all__ = [
 class DeliveryStatus(StrEnum):
     """Status of one (event, endpoint) delivery; a join-semilattice by ``RANK``.
 
-    pending < cancelled, skipped < dead < delivered (DESIGN.md, Data model): replicas merge
+    pending < cancelled, skipped < dead < delivered (docs/design.md#data-model): replicas merge
     a delivery's status by taking the higher rank, so outcomes converge like CRDT state.
     """
 

@@ -1,40 +1,34 @@
 """The registry (tenants, endpoints) as a map of named CRDT states.
 
 Decides what deltas a registry change produces and what the converged state means; never
-reads time, never awaits (callers pass ``actor`` and an HLC ``stamp``). Rules: DESIGN.md,
+reads time, never awaits (callers pass ``actor`` and an HLC ``stamp``). Rules: docs/design.md,
 "Data model": collections are add-wins OR-Sets, scalar fields LWW registers ordered by
 vector clock, then HLC, then actor; usage counters are PN-Counters.
 
-Keys (``/`` never occurs inside an id):
-    tenants                     ORSet of tenant ids
-    t/<tenant>/name|created_at  LWWRegister (also ack_policy, publish_rate_per_s,
-                                delivery_max_in_flight)
-    t/<tenant>/endpoints        ORSet of endpoint ids
-    t/<tenant>/event_types      ORSet of the names in the tenant's event-type catalog
-    t/<tenant>/strict_event_types  LWWRegister: bool, strict mode (core.event_types)
-    y/<tenant>/<type>/<field>   LWWRegister (description, schema, ... see EVENT_TYPE_FIELDS)
-    t/<tenant>/usage/<counter>  PNCounter
-    e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
-    e/<endpoint>/event_types    ORSet of event types
-    c/<region>                  LWWRegister: custody of that region's deliveries (core.custody)
-    j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
-    tokens                      ORSet of API token ids (core.tokens; removal = revocation)
-    k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
+Keys: core.registry_keys; the state and its merge: core.registry_state.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from crdt import CRDT, LWWRegister, ORSet, PNCounter, Timestamp, decode
+from crdt import LWWRegister, ORSet, PNCounter, Timestamp
 
 from .custody import CustodyRecord
-from .event_types import EVENT_TYPE_FIELDS, EventTypeView
+from .event_types import EventTypeView
+from .generations import changed_members, gen_live, gen_of
+from .registry_keys import (
+    ENDPOINT_FIELDS,
+    ID_RE,
+    SOURCE_FIELDS,
+    USAGE_COUNTERS,
+    is_secret_key,
+    key_type,
+    may_hold_secret,
+)
+from .registry_state import Deltas, RegistryState
+from .registry_views import EndpointView, TenantView
 
 __all__ = [
     "ENDPOINT_FIELDS",
@@ -50,192 +44,6 @@ __all__ = [
     "may_hold_secret",
 ]
 
-ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-USAGE_COUNTERS = ("events_published", "deliveries_succeeded", "deliveries_failed", "backlog")
-ENDPOINT_FIELDS = (
-    "tenant",
-    "url",
-    "filter",
-    "description",
-    "rate_limit_per_s",
-    "max_in_flight",
-    "headers",
-    "paused",
-    "disabled",
-    "secret",
-    "created_at",
-    "updated_at",
-    "failing_since",
-    "secret_previous",
-    "secret_rotated_at",
-    "tenant_gen",
-    "payload_format",
-)
-SOURCE_FIELDS = (
-    "tenant",
-    "kind",
-    "secret",
-    "priority",
-    "ack_policy",
-    "header",
-    "algorithm",
-    "encoding",
-    "prefix",
-    "event_type_from",
-    "id_from",
-    "default_event_type",
-    "created_at",
-    "tenant_gen",
-)
-_ID = r"[A-Za-z0-9_.\-]{1,64}"
-_TYPE = r"[A-Za-z0-9_.\-]{1,128}"
-_KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
-    (re.compile(r"tenants"), ORSet),
-    (
-        re.compile(
-            rf"t/{_ID}/(name|created_at|ack_policy|publish_rate_per_s|strict_event_types"
-            r"|delivery_max_in_flight)"
-        ),
-        LWWRegister,
-    ),
-    (re.compile(rf"t/{_ID}/(endpoints|event_types)"), ORSet),
-    (re.compile(rf"y/{_ID}/{_TYPE}/({'|'.join(EVENT_TYPE_FIELDS)})"), LWWRegister),
-    (re.compile(rf"t/{_ID}/usage/({'|'.join(USAGE_COUNTERS)})"), PNCounter),
-    (re.compile(rf"e/{_ID}/({'|'.join(ENDPOINT_FIELDS)})"), LWWRegister),
-    (re.compile(rf"e/{_ID}/event_types"), ORSet),
-    (re.compile(r"sources"), ORSet),
-    (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
-    (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
-    (re.compile(rf"j/{_ID}"), LWWRegister),
-    (re.compile(r"tokens"), ORSet),
-    (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
-]
-
-
-_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret")
-
-
-def is_secret_key(key: str) -> bool:
-    """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
-    source's secret): stores encrypt these states at rest (adapters/secretbox.py)."""
-    return _SECRET_KEY.fullmatch(key) is not None
-
-
-def may_hold_secret(body: bytes) -> bool:
-    """True if a record body (core.records) may carry a secret key's state: its registry
-    section names keys as msgpack strings, so a body without ``/secret`` holds none. A
-    conservative test (an event payload with that text answers True too)."""
-    return b"/secret" in body
-
-
-@functools.lru_cache(maxsize=4096)
-def _gen(dots: frozenset[tuple[str, int]]) -> str:
-    """``actor#n,...`` of an owner's add dots, sorted; cached per (immutable) dot set, as
-    every publish stamps its event with its tenant's generation."""
-    return ",".join(sorted(f"{actor}#{n}" for actor, n in dots))
-
-
-def gen_live(recorded: str, live: str | None) -> bool:
-    """Does an object stamped with generation ``recorded`` belong to the owner whose live
-    generation is ``live``? Generations are the owner's add dots (``Registry.tenant_gen``,
-    ``endpoint_gen``); they match if they share a dot. ``""`` (rows written before
-    generations existed) matches any live owner; ``live`` None (owner gone) matches nothing.
-    """
-    if live is None:
-        return False
-    if not recorded:
-        return True
-    return not set(recorded.split(",")).isdisjoint(live.split(","))
-
-
-@functools.cache
-def _empty_bytes(cls: type[CRDT]) -> bytes:
-    """The canonical bytes of ``cls``'s bottom state (a state equal to it is empty)."""
-    return cls.empty().to_bytes()
-
-
-def changed_members(old: ORSet, new: ORSet) -> set[Any]:
-    """Elements whose dots differ between two states of one OR-Set: added, removed or
-    re-added. A re-added tenant counts, as its generation is its dots (``gen_live``).
-    O(elements) dict work, no CRDT operation."""
-    before, after = old.entries, new.entries
-    out = set(before.keys() ^ after.keys())
-    out.update(e for e, dots in after.items() if before.get(e, dots) != dots)
-    return out
-
-
-def key_type(key: str) -> type | None:
-    """The CRDT class stored under ``key``, or None if ``key`` is not a registry key."""
-    for pattern, cls in _KEY_TYPES:
-        if pattern.fullmatch(key):
-            return cls
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class TenantView:
-    """A tenant as the converged registry shows it; ``usage`` maps counter -> value."""
-
-    id: str
-    name: str
-    created_at_ms: int
-    usage: dict[str, int]
-    ack_policy: str = "local"
-    publish_rate_per_s: float | None = None  # None: the node's ingest.tenant_rate_per_s
-    strict_event_types: bool = False  # only catalogued event types (core.event_types)
-    delivery_max_in_flight: int | None = None  # None: the node's delivery.tenant_max_in_flight
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointView:
-    """An endpoint (subscription): ``event_types`` are patterns (core.matching; empty means
-    every type of the tenant), ``filter`` a payload filter document (core.filters)."""
-
-    id: str
-    tenant: str
-    url: str
-    event_types: tuple[str, ...]
-    filter: Any
-    description: str
-    rate_limit_per_s: float
-    max_in_flight: int
-    headers: dict[str, str]
-    paused: bool
-    disabled: bool
-    secret: str
-    created_at_ms: int
-    updated_at_ms: int
-    failing_since_ms: int | None = None
-    secret_previous: str | None = None
-    secret_rotated_at_ms: int | None = None
-    payload_format: str = "raw"  # body shape: raw | standard-webhooks (core.envelope)
-
-    @property
-    def state(self) -> str:
-        """Health state: ``disabled`` over ``paused`` over ``failing`` over ``active``."""
-        if self.disabled:
-            return "disabled"
-        if self.paused:
-            return "paused"
-        if self.failing_since_ms is not None:
-            return "failing"
-        return "active"
-
-    def signing_secrets(self, now_ms: int, overlap_s: float) -> list[str]:
-        """Secrets that sign now: the current one, and the previous one for ``overlap_s``
-        seconds after a rotation (so receivers can switch without losing deliveries)."""
-        secrets = [self.secret]
-        if (
-            self.secret_previous
-            and self.secret_rotated_at_ms is not None
-            and now_ms - self.secret_rotated_at_ms < overlap_s * 1000
-        ):
-            secrets.append(self.secret_previous)
-        return secrets
-
-
-Deltas = dict[str, CRDT]
-
 
 def _removal_of_all(state: ORSet, which: Callable[[Any], bool] | None = None) -> ORSet:
     """The delta removing every element ``state`` holds, or those ``which`` picks
@@ -247,113 +55,10 @@ def _removal_of_all(state: ORSet, which: Callable[[Any], bool] | None = None) ->
     return delta
 
 
-class Registry:
+class Registry(RegistryState):
     """In-memory registry state: key -> CRDT. Mutators return deltas and change nothing;
     ``apply`` merges deltas (local or remote) and returns the keys whose state changed.
     """
-
-    def __init__(self, states: Mapping[str, CRDT] | None = None):
-        self._states: dict[str, CRDT] = dict(states or {})
-        self._hash: str | None = None
-        self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
-        # tenants whose dots the last ``apply`` changed: created, deleted or re-created
-        self.tenants_changed: set[str] = set()
-        # live endpoint id -> its view, built on first read; ``apply`` drops the views a
-        # change can affect (``_forget_views``; delivery reads the view per attempt,
-        # ingest per matched endpoint)
-        self._views: dict[str, EndpointView] = {}
-
-    # -- state ---------------------------------------------------------------------------
-
-    @classmethod
-    def from_bytes(cls, rows: Mapping[str, bytes]) -> Registry:
-        """Load from stored ``key -> canonical bytes``; raises crdt.DecodeError."""
-        return cls({k: decode(v) for k, v in rows.items()})
-
-    def _get(self, key: str, cls: type) -> Any:
-        state = self._states.get(key)
-        return state if state is not None else cls.empty()
-
-    def get(self, key: str, cls: type) -> Any:
-        """The state under ``key`` (``cls.empty()`` if none); for modules that keep
-        their own keys in this map (core.tokens)."""
-        return self._get(key, cls)
-
-    def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
-        """Merge ``deltas`` into the state; returns ``{key: new state}`` for changed keys.
-
-        Raises TypeError if a delta's type does not match its key.
-        """
-        changed: dict[str, CRDT] = {}
-        olds: dict[str, CRDT | None] = {}
-        for key, delta in deltas.items():
-            cls = key_type(key)
-            if cls is None or not isinstance(delta, cls):
-                raise TypeError(f"registry key {key!r} cannot hold {type(delta).__name__}")
-            old = self._states.get(key)
-            new = delta if old is None else old.merge(delta)
-            if new != old:
-                if old is None:
-                    self._sorted_keys = None
-                self._states[key] = new
-                changed[key] = new
-                olds[key] = old
-        self.tenants_changed = set()
-        if "tenants" in changed:
-            old = olds["tenants"]
-            before = old if isinstance(old, ORSet) else ORSet.empty()
-            self.tenants_changed = changed_members(before, changed["tenants"])  # type: ignore[arg-type]
-        if changed:
-            self._hash = None
-            if self._views:
-                self._forget_views(changed, olds)
-        return changed
-
-    def _forget_views(self, changed: Mapping[str, CRDT], olds: Mapping[str, CRDT | None]) -> None:
-        """Drop the cached views a change can affect, and only those: an endpoint's own
-        keys, the endpoints of a tenant set's changed members, and every id an endpoint
-        set held before or holds now (a view is cached only while its id is in its
-        tenant's endpoint set)."""
-        views = self._views
-        for key, new in changed.items():
-            kind, _, rest = key.partition("/")
-            if kind == "e":
-                views.pop(rest.partition("/")[0], None)
-                continue
-            if key == "tenants":
-                for tenant in self.tenants_changed:
-                    for eid in self._get(f"t/{tenant}/endpoints", ORSet).entries:
-                        views.pop(eid, None)
-            elif kind == "t" and rest.endswith("/endpoints"):
-                old = olds[key]
-                before = old.entries if isinstance(old, ORSet) else {}
-                for eid in {*before, *new.entries}:  # type: ignore[attr-defined]
-                    views.pop(eid, None)
-
-    def state_hash(self) -> str:
-        """sha256 hex over the canonical encoding of every non-empty state, keys sorted.
-
-        Equal in every region once they have converged (shared/API.md, cluster).
-        """
-        if self._hash is None:
-            if self._sorted_keys is None:  # kept until a key is added
-                self._sorted_keys = sorted(self._states)
-            h, states = hashlib.sha256(), self._states
-            for key in self._sorted_keys:
-                data = states[key].to_bytes()  # cached on the (immutable) state
-                if data == _empty_bytes(type(states[key])):
-                    continue
-                h.update(len(key).to_bytes(4, "big") + key.encode())
-                h.update(len(data).to_bytes(4, "big") + data)
-            self._hash = h.hexdigest()
-        return self._hash
-
-    def __len__(self) -> int:
-        return len(self._states)
-
-    def states(self) -> dict[str, CRDT]:
-        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable)."""
-        return {k: v for k, v in self._states.items() if v.to_bytes() != _empty_bytes(type(v))}
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -369,7 +74,7 @@ class Registry:
         or None. A deleted and re-created id gets new dots, so everything stamped with the
         old generation (events, endpoints, sources) stops belonging to it."""
         dots = self._get("tenants", ORSet).entries.get(tenant_id)
-        return _gen(dots) if dots else None
+        return gen_of(dots) if dots else None
 
     def endpoint_gen(self, endpoint_id: str, tenant_id: str) -> str | None:
         """The live endpoint's generation (its add dots in ``t/<tenant>/endpoints``), or
@@ -377,7 +82,7 @@ class Registry:
         if self.endpoint(endpoint_id, tenant_id) is None:
             return None
         dots = self._get(f"t/{tenant_id}/endpoints", ORSet).entries.get(endpoint_id)
-        return _gen(dots) if dots else None
+        return gen_of(dots) if dots else None
 
     def ack_policy(self, tenant_id: str) -> str:
         """The tenant's acknowledgement policy: ``local`` or ``one-remote``."""
@@ -560,9 +265,6 @@ class Registry:
         return [v for v in views if v is not None]
 
     # -- mutators (return deltas, change nothing) -----------------------------------------
-
-    def _set(self, key: str, value: Any, actor: str, stamp: Timestamp) -> tuple[str, CRDT]:
-        return key, self._get(key, LWWRegister).set(value, actor=actor, stamp=stamp)
 
     def create_tenant(
         self,

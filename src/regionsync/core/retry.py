@@ -2,7 +2,7 @@
 
 Decides the next status and attempt time of a delivery from the attempt's outcome, the
 attempt number, ``now`` and a jitter sample; never reads time, randomness or the network.
-Rules: Svix's schedule (shared/FIELD-NOTES.md: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h,
+Rules: Svix's schedule (docs/design.md#field-facts: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h,
 ±20 % jitter); Standard Webhooks advice (2xx success, 3xx failure, Retry-After honoured).
 """
 

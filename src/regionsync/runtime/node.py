@@ -89,6 +89,26 @@ class Node:
     ):
         self.settings, self.region = settings, settings.region
         self.store, self.clock, self.transport, self.sender = store, clock, transport, sender
+        self._wire_shared(coordinator)
+        self._wire_api_parts(rng, ids, resolver)
+        self._wire_region_parts(rng, ids, coordinator)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._role: list[asyncio.Task[None]] = []  # the replication role's tasks
+        self.coordinator = coordinator
+        self.cohort: Cohort | None = None
+        if coordinator is not None:
+            self.cohort = Cohort(
+                settings, coordinator, self.writer, self.catalog, self.keys, store=store,
+                clock=clock, start_role=self._start_role, stop_role=self._stop_role,
+            )  # fmt: skip
+            self.view.cohort = self.cohort
+            self.ingest.following = lambda: self.following
+        self.started = False
+
+    def _wire_shared(self, coordinator: Coordinator | None) -> None:
+        """What the parts share: counters, peer statuses, the catalog, the delivery queue,
+        Idempotency-Keys and the write path."""
+        settings, store, clock = self.settings, self.store, self.clock
         self.counters = dict.fromkeys(
             ("records_rejected", "clock_drift", "log_truncated", "state_rejected",
              "anti_entropy_items", "anti_entropy_passes", "ack_timeouts",
@@ -108,7 +128,12 @@ class Node:
         self.writer = writer = WritePath(settings, store, clock, self.catalog)
         writer.commit_observers.append(self.keys.committed)  # durable rows: the store's
         self.telemetry = writer.telemetry
-        parts: dict[str, Any] = {"store": store, "clock": clock}
+
+    def _wire_api_parts(self, rng: Rng, ids: IdSource, resolver: Resolver) -> None:
+        """Operational events, the offload threads and the parts the API writes through:
+        registry, event types, tokens, ingest."""
+        settings, clock, writer, opts = self.settings, self.clock, self.writer, self.settings.ingest
+        parts: dict[str, Any] = {"store": self.store, "clock": clock}
         self.ops = OperationalEvents(settings, clock)
         # CPU work whose cost a tenant controls (schemas, filters), off the event loop
         self.offload = Offload(opts.offload_threads, opts.offload_queue_per_tenant)
@@ -123,6 +148,12 @@ class Node:
             rng=rng, ids=ids, ops=self.ops, offload=self.offload, **parts,
         )  # fmt: skip
         self.ops.publish = self.ingest.publish_internal
+
+    def _wire_region_parts(self, rng: Rng, ids: IdSource, coordinator: Coordinator | None) -> None:
+        """Custody, recovery, replication (replica, anti-entropy, peer links), delivery and
+        the listing and cluster views."""
+        settings, store, clock, writer = self.settings, self.store, self.clock, self.writer
+        parts: dict[str, Any] = {"store": store, "clock": clock}
         self.custody = Custody(
             settings, self.catalog, writer, self.queue, self.peers, self.counters, ops=self.ops,
             **parts,
@@ -144,26 +175,14 @@ class Node:
             self.region, writer, self.replica, self.catalog, self.peers, self.custody, clock
         )
         self.delivery = DeliveryWorker(
-            settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=sender,
+            settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=self.sender,
             ops=self.ops, claims=coordinator, **parts,
         )  # fmt: skip
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
-            self.peers, self.counters, self.ingest.notify_ack, clock, rng, transport,
+            self.peers, self.counters, self.ingest.notify_ack, clock, rng, self.transport,
             self.custody,
         )  # fmt: skip
-        self._tasks: list[asyncio.Task[None]] = []
-        self._role: list[asyncio.Task[None]] = []  # the replication role's tasks
-        self.coordinator = coordinator
-        self.cohort: Cohort | None = None
-        if coordinator is not None:
-            self.cohort = Cohort(
-                settings, coordinator, writer, self.catalog, self.keys, store=store,
-                clock=clock, start_role=self._start_role, stop_role=self._stop_role,
-            )  # fmt: skip
-            self.view.cohort = self.cohort
-            self.ingest.following = lambda: self.following
-        self.started = False
 
     @property
     def following(self) -> bool:

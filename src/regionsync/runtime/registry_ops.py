@@ -7,7 +7,6 @@ subscription index follows every delta. Never touches deliveries, events or the 
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,12 +14,14 @@ from ..config import Settings
 from ..core.event_types import check_subscriptions
 from ..core.filters import explain
 from ..core.registry import EndpointView, TenantView
+from ..core.sending import DestinationRefused, ResolutionFailed
 from ..core.signing import make_secret
 from ..core.sources import ACK_POLICIES, check_source_fields
-from ..core.urlguard import address_allowed, parse_host_literal, parse_networks, validate_url
+from ..core.urlguard import parse_host_literal, parse_networks, validate_url
 from ..core.validate import check_endpoint_fields, check_id, check_text, json_integer
 from ..errors import Conflict, Unprocessable
 from .audit import audit_section
+from .destinations import check_destination
 from .offload import Offload
 from .ports import IdSource, Resolver, Rng
 from .state import Catalog, DeliveryQueue
@@ -150,26 +151,15 @@ class RegistryOps:
     # -- endpoints -----------------------------------------------------------------------
 
     async def _check_destination(self, url: str) -> None:
-        """422 if ``url``'s host resolves to an address deliveries may not reach."""
+        """422 if ``url``'s host is or resolves to an address deliveries may not reach."""
         host, port = validate_url(url)
-        literal = parse_host_literal(host)  # judged by the address it denotes, no resolver
-        if literal is not None:
-            addrs = [literal]
-        else:
-            try:
-                addrs = [ipaddress.ip_address(a) for a in await self.resolver.resolve(host, port)]
-            except (OSError, UnicodeError) as exc:
-                raise Unprocessable(
-                    f"host {host!r} does not resolve: {exc}", field="url", code="invalid_url"
-                ) from None
-        bad = [str(a) for a in addrs if not address_allowed(a, self.allow_networks)]
-        if bad or not addrs:
-            raise Unprocessable(
-                f"url resolves to a non-public address ({', '.join(bad)}); list its network "
-                "in delivery.allow_private_networks to allow it",
-                field="url",
-                code="forbidden_address",
-            )
+        try:
+            await check_destination(self.resolver, self.allow_networks, host, port)
+        except ResolutionFailed as exc:
+            raise Unprocessable(str(exc), field="url", code="invalid_url") from None
+        except DestinationRefused as exc:
+            raise Unprocessable(str(exc), field="url", code="forbidden_address") from None
+        literal = parse_host_literal(host)
         if literal is not None and literal.version == 4 and str(literal) != host:
             # octal, hex, integer and short forms: httpx will not send to them
             raise Unprocessable(f"write the address as {literal}", field="url", code="invalid_url")

@@ -503,7 +503,7 @@ def _loopback(listen: str) -> bool:
 
 
 class Auth:
-    """Bearer tokens with scopes (shared/API.md, Authentication): the static ``[[tokens]]``
+    """Bearer tokens with scopes (docs/api.md, Authentication): the static ``[[tokens]]``
     of node.toml and the replicated registry tokens (``POST /v1/tokens``, looked up by
     sha256; a revoked or expired one is unknown)."""
 

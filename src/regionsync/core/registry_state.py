@@ -1,0 +1,133 @@
+"""The registry's state: key -> CRDT, merged by ``apply``, hashed for convergence checks.
+
+core.registry.Registry adds the reads and the mutators; the keys are core.registry_keys.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Self
+
+from crdt import CRDT, LWWRegister, ORSet, Timestamp, decode
+
+from .generations import changed_members
+from .registry_keys import key_type
+from .registry_views import EndpointView
+
+Deltas = dict[str, CRDT]
+
+
+@functools.cache
+def _empty_bytes(cls: type[CRDT]) -> bytes:
+    """The canonical bytes of ``cls``'s bottom state (a state equal to it is empty)."""
+    return cls.empty().to_bytes()
+
+
+class RegistryState:
+    """In-memory registry state: key -> CRDT, and the caches ``apply`` keeps true."""
+
+    def __init__(self, states: Mapping[str, CRDT] | None = None):
+        self._states: dict[str, CRDT] = dict(states or {})
+        self._hash: str | None = None
+        self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
+        # tenants whose dots the last ``apply`` changed: created, deleted or re-created
+        self.tenants_changed: set[str] = set()
+        # live endpoint id -> its view, built on first read; ``apply`` drops the views a
+        # change can affect (``_forget_views``; delivery reads the view per attempt,
+        # ingest per matched endpoint)
+        self._views: dict[str, EndpointView] = {}
+
+    @classmethod
+    def from_bytes(cls, rows: Mapping[str, bytes]) -> Self:
+        """Load from stored ``key -> canonical bytes``; raises crdt.DecodeError."""
+        return cls({k: decode(v) for k, v in rows.items()})
+
+    def _get(self, key: str, cls: type) -> Any:
+        state = self._states.get(key)
+        return state if state is not None else cls.empty()
+
+    def get(self, key: str, cls: type) -> Any:
+        """The state under ``key`` (``cls.empty()`` if none); for modules that keep
+        their own keys in this map (core.tokens)."""
+        return self._get(key, cls)
+
+    def _set(self, key: str, value: Any, actor: str, stamp: Timestamp) -> tuple[str, CRDT]:
+        return key, self._get(key, LWWRegister).set(value, actor=actor, stamp=stamp)
+
+    def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
+        """Merge ``deltas`` into the state; returns ``{key: new state}`` for changed keys.
+
+        Raises TypeError if a delta's type does not match its key.
+        """
+        changed: dict[str, CRDT] = {}
+        olds: dict[str, CRDT | None] = {}
+        for key, delta in deltas.items():
+            cls = key_type(key)
+            if cls is None or not isinstance(delta, cls):
+                raise TypeError(f"registry key {key!r} cannot hold {type(delta).__name__}")
+            old = self._states.get(key)
+            new = delta if old is None else old.merge(delta)
+            if new != old:
+                if old is None:
+                    self._sorted_keys = None
+                self._states[key] = new
+                changed[key] = new
+                olds[key] = old
+        self.tenants_changed = set()
+        if "tenants" in changed:
+            old = olds["tenants"]
+            before = old if isinstance(old, ORSet) else ORSet.empty()
+            self.tenants_changed = changed_members(before, changed["tenants"])  # type: ignore[arg-type]
+        if changed:
+            self._hash = None
+            if self._views:
+                self._forget_views(changed, olds)
+        return changed
+
+    def _forget_views(self, changed: Mapping[str, CRDT], olds: Mapping[str, CRDT | None]) -> None:
+        """Drop the cached views a change can affect, and only those: an endpoint's own
+        keys, the endpoints of a tenant set's changed members, and every id an endpoint
+        set held before or holds now (a view is cached only while its id is in its
+        tenant's endpoint set)."""
+        views = self._views
+        for key, new in changed.items():
+            kind, _, rest = key.partition("/")
+            if kind == "e":
+                views.pop(rest.partition("/")[0], None)
+                continue
+            if key == "tenants":
+                for tenant in self.tenants_changed:
+                    for eid in self._get(f"t/{tenant}/endpoints", ORSet).entries:
+                        views.pop(eid, None)
+            elif kind == "t" and rest.endswith("/endpoints"):
+                old = olds[key]
+                before = old.entries if isinstance(old, ORSet) else {}
+                for eid in {*before, *new.entries}:  # type: ignore[attr-defined]
+                    views.pop(eid, None)
+
+    def state_hash(self) -> str:
+        """sha256 hex over the canonical encoding of every non-empty state, keys sorted.
+
+        Equal in every region once they have converged (docs/api.md, GET /v1/cluster).
+        """
+        if self._hash is None:
+            if self._sorted_keys is None:  # kept until a key is added
+                self._sorted_keys = sorted(self._states)
+            h, states = hashlib.sha256(), self._states
+            for key in self._sorted_keys:
+                data = states[key].to_bytes()  # cached on the (immutable) state
+                if data == _empty_bytes(type(states[key])):
+                    continue
+                h.update(len(key).to_bytes(4, "big") + key.encode())
+                h.update(len(data).to_bytes(4, "big") + data)
+            self._hash = h.hexdigest()
+        return self._hash
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def states(self) -> dict[str, CRDT]:
+        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable)."""
+        return {k: v for k, v in self._states.items() if v.to_bytes() != _empty_bytes(type(v))}

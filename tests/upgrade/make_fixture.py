@@ -196,7 +196,7 @@ async def events(a: Any, eps: dict[str, str], publisher: str) -> dict[str, Any]:
     await ok(a.post("/v1/tenants/globex/events",
                     json={"event_type": "hello", "payload": ["x"]}), 202)  # fmt: skip
     await until(lambda: delivered(a, "globex", 1, "skipped"), what="globex skipped")
-    return {"e1": e1["id"], "e2": e2["id"], "e3": e3["id"], "dead": dead[0]["id"]}
+    return {"e1": e1["id"], "e2": e2["id"], "e3": e3["id"], "dead_delivery": dead[0]["id"]}
 
 
 async def dead_again(a: Any, delivery: str) -> bool:

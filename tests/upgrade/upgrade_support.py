@@ -92,7 +92,8 @@ def fixture_settings(
 ) -> Settings:
     """A node of ``region`` on loopback; ``peers``: region -> gRPC port. Delivery to
     127.0.0.1 is allowed and retried fast (0.1 s, three tries), a failing endpoint
-    probed again soon; attempts in-process."""
+    probed again soon; attempts in-process; links redialed within 0.5 s; custody decided
+    every 0.2 s."""
     return load_settings(
         None,
         region=region,
@@ -112,6 +113,12 @@ def fixture_settings(
             "probe_initial_s": 0.1,
             "probe_max_s": 0.5,
             "sender_process": False,
+        },
+        replication={
+            "reconnect_min_s": 0.05,
+            "reconnect_max_s": 0.5,
+            "custody_interval_s": 0.2,  # a node with peers delivers once custody is ready
+            **overrides.pop("replication", {}),
         },
         **overrides,
     )

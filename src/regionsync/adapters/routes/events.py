@@ -12,7 +12,8 @@ from ...core.matching import check_event_pattern
 from ...core.model import EventQuery
 from ...core.validate import check_text
 from ...errors import Unprocessable
-from ..openapi_docs import IDEMPOTENCY_KEY, body
+from ..openapi_docs import IDEMPOTENCY_KEY
+from .bodies import EventIn
 from .common import (
     ApiContext,
     accepted_response,
@@ -40,12 +41,7 @@ def build(ctx: ApiContext) -> APIRouter:
         node.catalog.require_tenant(tenant)
         # the payload is delivered as the exact text of the body's "payload" member
         body, texts = loads_members(decode_utf8(await read_body(request, ctx.max_body)))
-        unknown = sorted(set(body) - {"event_type", "payload"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        for name in ("event_type", "payload"):
-            if name not in body:
-                raise Unprocessable("is required", field=name)
+        EventIn.check(body)
         payload = texts["payload"]
         key = request.headers.get("idempotency-key")
         if key is not None:  # 1..256 characters, no control characters (C1 included)
@@ -64,7 +60,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.post(
         "/v1/tenants/{tenant}/events",
         status_code=202,
-        openapi_extra={**body("event"), "parameters": [IDEMPOTENCY_KEY]},
+        openapi_extra={**EventIn.openapi(), "parameters": [IDEMPOTENCY_KEY]},
     )
     async def publish(request: Request, tenant: str) -> Response:
         return await publish_handler(request, tenant)

@@ -89,18 +89,27 @@ class Body(BaseModel):
     required_detail: ClassVar[str] = "is required"
     members_required: ClassVar[bool] = True
 
+    _known: ClassVar[frozenset[str]] = frozenset()  # member names (set per model)
+    _required: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = {f.alias or name: f for name, f in cls.model_fields.items()}
+        cls._known = frozenset(fields)
+        cls._required = tuple(n for n, f in fields.items() if f.is_required())
+
     @model_validator(mode="wrap")
     @classmethod
     def _judge(cls, data: Any, _: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         for name, detail in cls.refused.items():
             if name in data:
                 raise Unprocessable(detail, field=name)
-        fields = {f.alias or name: f for name, f in cls.model_fields.items()}
-        unknown = sorted(set(data) - set(fields))
+        unknown = sorted(data.keys() - cls._known)
         if unknown:
             raise Unprocessable(cls.unknown_detail, field=unknown[0])
-        for name, f in fields.items():
-            if cls.members_required and f.is_required() and name not in data:
+        for name in cls._required if cls.members_required else ():
+            if name not in data:
                 raise Unprocessable(cls.required_detail, field=name)
         body = cls.model_construct(**data)  # values as sent: the rules judge them
         body.rules(info.context or {})

@@ -91,6 +91,15 @@ def build(ctx: ApiContext) -> APIRouter:
         rows, nxt = node.listing.jobs_of(tenant, decode_cursor(cursor), limit)
         return {"items": [job_json(j) for j in rows], "next": encode_cursor(nxt)}
 
+    _jobs(router, ctx)
+    _one_delivery(router, ctx)
+    return router
+
+
+def _jobs(router: APIRouter, ctx: ApiContext) -> None:
+    """Recovery jobs: recover, replay-missing and one job's state."""
+    node = ctx.node
+
     async def _job_body(request: Request) -> int:
         """``since`` of a recover/replay body in ms (``SinceIn``)."""
         body = await read_object(request, ctx.max_body)
@@ -123,6 +132,11 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request, tenant)
         node.catalog.tenant(tenant)
         return job_json(node.recovery.job(tenant, job))
+
+
+def _one_delivery(router: APIRouter, ctx: ApiContext) -> None:
+    """One delivery's retry and attempts."""
+    node = ctx.node
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
@@ -161,5 +175,3 @@ def build(ctx: ApiContext) -> APIRouter:
             last = page[-1]
             nxt = seal_cursor(f"{last.at_ms}:{last.generation}:{last.n}")
         return {"items": [attempt_json(a, hidden) for a in page], "next": nxt}
-
-    return router

@@ -74,6 +74,14 @@ def build(ctx: ApiContext) -> APIRouter:
         await node.registry_ops.delete_endpoint(tenant, endpoint)
         return Response(status_code=204)
 
+    _actions(router, ctx)
+    return router
+
+
+def _actions(router: APIRouter, ctx: ApiContext) -> None:
+    """An endpoint's filter test, secret rotation and attempt log."""
+    node = ctx.node
+
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter", openapi_extra=SampleIn.openapi()
     )
@@ -113,18 +121,22 @@ def build(ctx: ApiContext) -> APIRouter:
         since_ms = page_params(limit, since)
         if status not in (None, "succeeded", "failed"):
             raise Unprocessable("must be succeeded or failed", field="status")
-        after = None
-        if cursor is not None:
-            at, _, rest = (open_cursor(cursor) or "").partition(":")
-            did, _, n = rest.rpartition(":")
-            if not ID_RE.fullmatch(did):
-                raise Unprocessable("not a cursor this API returned", field="cursor")
-            at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
-            after = (at_ms, did, n_int)
+        after = _log_position(cursor)
         ok = None if status is None else status == "succeeded"
         rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
         nxt = None if last is None else seal_cursor(f"{last[0]}:{last[1]}:{last[2]}")
         hidden = hidden_values(node, caller, tenant, endpoint)
         return {"items": [attempt_json(a, hidden) for a in rows], "next": nxt}
 
-    return router
+
+def _log_position(cursor: str | None) -> tuple[int, str, int] | None:
+    """``(at_ms, delivery id, n)`` of an attempt-log cursor (None stays None); 422 naming
+    ``cursor`` for one this API did not return."""
+    if cursor is None:
+        return None
+    at, _, rest = (open_cursor(cursor) or "").partition(":")
+    did, _, n = rest.rpartition(":")
+    if not ID_RE.fullmatch(did):
+        raise Unprocessable("not a cursor this API returned", field="cursor")
+    at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
+    return at_ms, did, n_int

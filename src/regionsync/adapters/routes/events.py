@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -31,9 +32,9 @@ from .common import (
 __all__ = ["build"]
 
 
-def build(ctx: ApiContext) -> APIRouter:
-    """Publish and read events; registers the publish handler for the fast lane."""
-    router, node = APIRouter(), ctx.node
+def _publisher(ctx: ApiContext) -> Callable[[Request, str], Awaitable[Response]]:
+    """The publish handler (FastAPI's route and the fast lane's)."""
+    node = ctx.node
 
     async def publish_handler(request: Request, tenant: str) -> Response:
         ctx.auth.check(request, tenant, publish=True)
@@ -55,6 +56,13 @@ def build(ctx: ApiContext) -> APIRouter:
             else accepted_response(node, event, duplicate=True)
         )
 
+    return publish_handler
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Publish and read events; registers the publish handler for the fast lane."""
+    router, node = APIRouter(), ctx.node
+    publish_handler = _publisher(ctx)
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler
 
     @router.post(

@@ -1,25 +1,23 @@
-"""Request body schemas for the OpenAPI document (documentation only).
+"""What ``/openapi.json`` shows beyond the routes: the problem body of every error, the
+query parameters' rules, the success bodies' schemas, bearer auth, and the ``/docs`` page.
 
-The handlers parse bodies themselves (size limit first, then JSON, then field checks that
-name the field), so these pydantic models never validate a request: they only describe
-the bodies of docs/api.md in ``/openapi.json``, with the problem body of every error.
+The request bodies document themselves (routes/bodies.py: the models that judge them).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import BaseModel, Field
 
 from ..core.model import DeliveryStatus
 from ..errors import NotFound
 
-__all__ = ["DOCS_DIR", "IDEMPOTENCY_KEY", "PROBLEM_RESPONSES", "body", "install_docs"]
+__all__ = ["DOCS_DIR", "IDEMPOTENCY_KEY", "PROBLEM_RESPONSES", "TIME_DOC", "install_docs"]
 
 DOCS_DIR = Path(__file__).resolve().parent / "apidocs"  # the /docs page and its initializer
 _SWAGGER = {  # what the page loads of swagger-ui-bundle's files
@@ -29,199 +27,7 @@ _SWAGGER = {  # what the page loads of swagger-ui-bundle's files
 }
 
 
-_ID = r"^[A-Za-z0-9_.\-]{1,64}$"
-_EVENT_TYPE = r"^[A-Za-z0-9_.\-]{1,128}$"
-# core.matching.EVENT_PATTERN_RE: "*", "<prefix>.*" or an exact type
-_EVENT_PATTERN = r"^(\*|[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,125}\.\*|[A-Za-z0-9_.\-]{1,128})$"
-# core.urlguard.validate_url: http(s), printable ASCII without spaces, a host, no
-# credentials, no fragment; the host must also resolve to a public address (not expressible)
-# (documented: host names and IPv4 literals with an optional port; IPv6 literals pass too)
-_URL = r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?([/?][!-\"$-~]*)?$"
-# core.signing.parse_secret: whsec_ + base64 of 24..64 bytes
-_SECRET = (
-    r"^whsec_(?:(?:[A-Za-z0-9+/]{4}){8,20}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
-    r"|(?:[A-Za-z0-9+/]{4}){21}(?:[A-Za-z0-9+/]{2}==)?)$"
-)
-_HEADER_NAME = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$"
-_HEADER_VALUE = r"^[\x20-\x7e\t]*$"
-_TIME = "RFC 3339 time (e.g. 2026-01-01T00:00:00Z)"
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # an unknown member is 422 naming it
-
-
-class TenantIn(_Body):
-    id: Annotated[str, Field(pattern=_ID)] | SkipJsonSchema[None] = Field(
-        None, description="default: generated"
-    )
-    name: str = Field(min_length=1, max_length=256)
-    ack_policy: Literal["local", "one-remote"] = "local"
-    publish_rate_per_s: float | None = Field(
-        None, ge=0.01, le=1_000_000, description="events/s per region; null: node default"
-    )
-    delivery_max_in_flight: int | None = Field(
-        None, ge=1, le=10_000, description="attempts in flight per region; null: node default"
-    )
-    strict_event_types: bool = Field(
-        False,
-        description="only event types in the tenant's catalog may be published and subscribed to",
-    )
-
-
-class TenantPatch(_Body):
-    name: str | None = Field(None, min_length=1, max_length=256)
-    strict_event_types: bool | None = None
-    ack_policy: Literal["local", "one-remote"] | None = Field(None, description="admin only")
-    publish_rate_per_s: float | None = Field(
-        None, ge=0.01, le=1_000_000, description="admin only; null: node default"
-    )
-
-
-class EventTypeIn(_Body):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")
-    description: str = Field("", max_length=1024)
-    schema_: dict[str, Any] | bool | None = Field(
-        None, alias="schema", description="JSON Schema (Draft 2020-12) of the payload"
-    )
-    deprecated: bool = False
-
-
-class EventTypePatch(_Body):
-    description: str | None = Field(None, max_length=1024)
-    schema_: dict[str, Any] | bool | None = Field(
-        None, alias="schema", description="JSON Schema (Draft 2020-12); null: none"
-    )
-    deprecated: bool | None = None
-
-
-_HEADERS = Field(
-    {},
-    max_length=32,
-    description="extra request headers: RFC 9110 token names (not reserved ones such as "
-    "webhook-*, content-type, host, user-agent; unique ignoring case), visible ASCII values",
-    json_schema_extra={
-        "propertyNames": {"pattern": _HEADER_NAME},
-        "additionalProperties": {"type": "string", "maxLength": 4096, "pattern": _HEADER_VALUE},
-    },
-)
-
-
-class EndpointIn(_Body):
-    url: str = Field(
-        max_length=2048,
-        pattern=_URL,
-        description="http(s) URL resolving to a public address (or one in "
-        "delivery.allow_private_networks); no credentials, no fragment",
-    )
-    event_types: list[Annotated[str, Field(pattern=_EVENT_PATTERN)]] = Field(
-        [], max_length=256, description="exact types, 'prefix.*' or '*'; empty: every type"
-    )
-    filter: dict[str, Any] | None = Field(None, description="payload filter ($eq, $in, ...)")
-    secret: Annotated[str, Field(pattern=_SECRET)] | SkipJsonSchema[None] = Field(
-        None, description="whsec_ + base64 of 24..64 bytes; default: generated"
-    )
-    description: Annotated[str, Field(max_length=1024)] | None = ""
-    rate_limit_per_s: float = Field(50, ge=0.01, le=10_000)
-    max_in_flight: int = Field(16, ge=1, le=1000)
-    headers: dict[str, str] | None = _HEADERS
-    paused: bool = False
-    payload_format: Literal["raw", "standard-webhooks"] = Field(
-        "raw", description="raw: the payload as sent; standard-webhooks: {type, timestamp, data}"
-    )
-
-
-_TYPES = list[Annotated[str, Field(pattern=_EVENT_PATTERN)]]
-
-
-class EndpointPatch(_Body):
-    url: Annotated[str, Field(max_length=2048, pattern=_URL)] | SkipJsonSchema[None] = None
-    event_types: Annotated[_TYPES, Field(max_length=256)] | SkipJsonSchema[None] = Field(
-        None, description="replaces the whole set"
-    )
-    event_types_add: _TYPES = Field([], max_length=256, description="OR-Set add")
-    event_types_remove: _TYPES = Field(
-        [], max_length=256, description="OR-Set remove (not a type also added)"
-    )
-    filter: dict[str, Any] | None = None
-    secret: Annotated[str, Field(pattern=_SECRET)] | None = Field(
-        None, description="new secret (null: generate)"
-    )
-    description: Annotated[str, Field(max_length=1024)] | None = None
-    rate_limit_per_s: Annotated[float, Field(ge=0.01, le=10_000)] | SkipJsonSchema[None] = None
-    max_in_flight: Annotated[int, Field(ge=1, le=1000)] | SkipJsonSchema[None] = None
-    headers: dict[str, str] | None = _HEADERS
-    paused: bool | SkipJsonSchema[None] = None
-    disabled: bool | SkipJsonSchema[None] = Field(
-        None, description="false re-enables a disabled endpoint"
-    )
-    payload_format: Literal["raw", "standard-webhooks"] | SkipJsonSchema[None] = None
-
-
-class EventIn(_Body):
-    event_type: str = Field(pattern=_EVENT_TYPE)
-    payload: Any = Field(description="any JSON (RFC 8259, at most 64 levels deep)")
-
-
-class SourceIn(_Body):
-    """An inbound source; its id is generated (an ``id`` member is 422)."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            # core.sources: a standard-webhooks source's secret is a whsec_ secret
-            "if": {"properties": {"kind": {"const": "standard-webhooks"}}},
-            "then": {"properties": {"secret": {"pattern": _SECRET}}},
-        },
-    )
-
-    tenant: str = Field(pattern=_ID)
-    kind: Literal["github", "stripe", "standard-webhooks", "hmac"]
-    secret: str = Field(min_length=1, max_length=512)
-    priority: Literal["critical", "high", "normal", "low"] | SkipJsonSchema[None] = None
-    ack_policy: Literal["local", "one-remote"] = "local"
-    header: str = Field("x-signature", max_length=256)
-    algorithm: Literal["sha1", "sha256", "sha512"] = "sha256"
-    encoding: Literal["hex", "base64"] = "hex"
-    prefix: str = Field("", max_length=256)
-    event_type_from: str = Field(
-        "payload:type",
-        max_length=256,
-        pattern=r"^((header|payload):.*)?$",
-        description="header:<name> or payload:<path>",
-    )
-    id_from: str = Field(
-        "",
-        max_length=256,
-        pattern=r"^((header|payload):.*)?$",
-        description="header:<name> or payload:<path>; empty: body hash",
-    )
-    default_event_type: str = Field(
-        "webhook",
-        pattern=_EVENT_TYPE,
-        description="standard-webhooks, hmac: the event type of a verified request whose "
-        "event_type_from finds no usable type (never refused for it)",
-    )
-
-
-class TokenIn(_Body):
-    scope: str = Field(
-        pattern=r"^(admin|tenant:[A-Za-z0-9_.\-]{1,64}:(manage|publish|read))$",
-        description="admin, or tenant:<id>:manage|publish|read (read: GET only)",
-    )
-    name: str = Field(min_length=1, max_length=128)
-    expires_at: str | None = Field(
-        None, json_schema_extra={"format": "date-time"},
-        description=f"{_TIME}, in the future; null: never",
-    )  # fmt: skip
-
-
-class SinceIn(_Body):
-    since: str = Field(json_schema_extra={"format": "date-time"}, description=_TIME)
-
-
-class SampleIn(_Body):
-    payload: Any
+TIME_DOC = "RFC 3339 time (e.g. 2026-01-01T00:00:00Z)"  # how parameters and bodies read
 
 
 class Problem(BaseModel):
@@ -235,20 +41,6 @@ class Problem(BaseModel):
         None, description="schema_violation: JSON Pointer of the failing schema keyword"
     )
 
-
-MODELS = {
-    "tenant": TenantIn,
-    "tenant_patch": TenantPatch,
-    "event_type": EventTypeIn,
-    "event_type_patch": EventTypePatch,
-    "endpoint": EndpointIn,
-    "endpoint_patch": EndpointPatch,
-    "event": EventIn,
-    "source": SourceIn,
-    "since": SinceIn,
-    "token": TokenIn,
-    "sample": SampleIn,
-}
 
 _PROBLEM = {"content": {"application/json": {"schema": Problem.model_json_schema()}}}
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -272,17 +64,6 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def body(name: str) -> dict[str, Any]:
-    """``openapi_extra`` documenting the JSON request body ``name`` (see MODELS)."""
-    schema = MODELS[name].model_json_schema()
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": schema}},
-        }
-    }
-
-
 # the publish route's optional header (runtime.ingest.Ingest.publish)
 IDEMPOTENCY_KEY: dict[str, Any] = {
     "name": "Idempotency-Key",
@@ -297,19 +78,18 @@ IDEMPOTENCY_KEY: dict[str, Any] = {
     ),
 }
 
-_STATUSES = ["pending", "cancelled", "skipped", "dead", "delivered"]  # core.model
 # query parameters as the routes validate them (common.page_params, parse_time,
 # decode_cursor, delivery_status; the attempt log's own status): 422 naming them otherwise
 _QUERY: dict[str, dict[str, Any]] = {
     "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
-    "since": {"type": "string", "format": "date-time", "description": _TIME},
-    "until": {"type": "string", "format": "date-time", "description": _TIME},
+    "since": {"type": "string", "format": "date-time", "description": TIME_DOC},
+    "until": {"type": "string", "format": "date-time", "description": TIME_DOC},
     "cursor": {
         "type": "string",
         "pattern": r"^[A-Za-z0-9_\-]{1,1400}$",
         "description": "the `next` of the previous page, as returned",
     },
-    "status": {"type": "string", "enum": _STATUSES},
+    "status": {"type": "string", "enum": [s.value for s in DeliveryStatus]},
     "event_type": {
         "type": "string",
         "minLength": 1,

@@ -57,7 +57,7 @@ EVENT_TYPE_FIELDS = (
     "tenant_gen",
 )
 MAX_DESCRIPTION = 1024
-NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # as core.validate.EVENT_TYPE_RE
+NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # also an event type as published
 
 
 def _matches(pattern: str, name: str) -> bool:

@@ -31,10 +31,12 @@ from ..errors import BadRequest, Unauthorized, Unprocessable, UnsupportedMediaTy
 from .jsontext import decode_utf8, loads
 from .numtext import parse_uint
 from .signing import parse_secret
-from .validate import EVENT_TYPE_RE, check_text
+from .validate import ACK_POLICIES, EVENT_TYPE_RE, check_text
 
 __all__ = [
+    "ACK_POLICIES",
     "KINDS",
+    "LOOKUPS",
     "KIND_FIELDS",
     "PRIORITIES",
     "Inbound",
@@ -46,8 +48,8 @@ __all__ = [
 
 KINDS = ("github", "stripe", "standard-webhooks", "hmac")
 PRIORITIES = ("critical", "high", "normal", "low")
-ACK_POLICIES = ("local", "one-remote")
 _ALGORITHMS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
+LOOKUPS = ("header:", "payload:")  # what event_type_from and id_from start with
 STRIPE_TOLERANCE_S = 300
 STANDARD_TOLERANCE_S = 300
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -161,11 +163,7 @@ def check_source_fields(body: Mapping[str, Any]) -> dict[str, Any]:
         value = body.get(name, default)
         if not isinstance(value, str) or len(value) > 256:
             raise Unprocessable("must be a string of at most 256 characters", field=name)
-        if (
-            name in ("event_type_from", "id_from")
-            and value
-            and not value.startswith(("header:", "payload:"))
-        ):
+        if name in ("event_type_from", "id_from") and value and not value.startswith(LOOKUPS):
             raise Unprocessable("must start with 'header:' or 'payload:'", field=name)
         if name == "prefix" and not _FIELD_VALUE_RE.fullmatch(value):  # it must arrive in one
             raise Unprocessable(

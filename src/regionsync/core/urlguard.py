@@ -19,7 +19,9 @@ import re
 from collections.abc import Sequence
 from urllib.parse import unquote_to_bytes, urlsplit
 
-__all__ = ["address_allowed", "parse_host_literal", "parse_networks", "validate_url"]
+__all__ = ["URL_MAX", "address_allowed", "parse_host_literal", "parse_networks", "validate_url"]
+
+URL_MAX = 2048  # characters of an endpoint URL
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -160,8 +162,8 @@ def validate_url(url: object) -> tuple[str, int]:
     literal but is not a valid one (``parse_host_literal``). Callers judge the host with
     ``parse_host_literal`` first and resolve only names.
     """
-    if not isinstance(url, str) or len(url) > 2048:
-        raise ValueError("url must be a string of at most 2048 characters")
+    if not isinstance(url, str) or len(url) > URL_MAX:
+        raise ValueError(f"url must be a string of at most {URL_MAX} characters")
     if not url.isascii() or not url.isprintable() or " " in url:
         # urlsplit silently drops tabs and newlines; httpx refuses them when sending
         raise ValueError("url must be printable ASCII without spaces (punycode and "

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import Unprocessable
 from .envelope import EVENT_TYPE_HEADER, PAYLOAD_FORMATS
+from .event_types import NAME_RE
 from .filters import validate_filter
 from .matching import check_event_pattern
 from .registry import ID_RE
@@ -20,18 +21,25 @@ from .signing import parse_secret
 from .urlguard import validate_url
 
 __all__ = [
+    "ACK_POLICIES",
     "EVENT_TYPE_RE",
+    "HEADER_NAME_RE",
+    "HEADER_VALUE_RE",
     "RESERVED_HEADERS",
     "check_event_type",
     "check_id",
     "check_text",
     "check_endpoint_fields",
+    "check_new_tenant",
+    "check_tenant_fields",
+    "endpoint_defaults",
     "json_integer",
 ]
 
-EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
-_HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
-_HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
+EVENT_TYPE_RE = NAME_RE  # an event type as published: a catalog type's name
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")  # an RFC 9110 token
+HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
+ACK_POLICIES = ("local", "one-remote")  # of a tenant and of a source
 RESERVED_HEADERS = frozenset(
     {
         "webhook-id",
@@ -103,80 +111,200 @@ def check_event_type(value: Any, field: str = "event_type") -> str:
     return value
 
 
-def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate the endpoint fields present in ``fields`` (create or patch); returns them.
+# Ranges and sizes of registry fields: the rules below and the documented constraints of
+# the request bodies (adapters/routes/bodies.py) read them from here.
+TENANT_NAME_MAX = 256
+TENANT_RATE_PER_S = (0.01, 1_000_000)  # events/s per region
+TENANT_MAX_IN_FLIGHT = (1, 10_000)
+DESCRIPTION_MAX = 1024
+# at least one delivery per 100 s: a slower lane could not send within the retry horizon
+# (core.retry.DEADLINE_S)
+RATE_LIMIT_PER_S = (0.01, 10_000)
+MAX_IN_FLIGHT = (1, 1000)
+MAX_HEADERS = 32
+HEADER_VALUE_MAX = 4096
+MAX_EVENT_TYPES = 256
 
-    Checks url shape (http/https, host), description length, rate limit (0 < r <= 10000
-    per second), in-flight cap (1..1000), headers (names, values, none reserved), secret
-    (``whsec_`` + base64 of 24..64 bytes), ``payload_format`` (core.envelope), booleans,
-    event type pattern lists (core.matching), the payload filter (core.filters, 422 naming
-    ``filter.<path>``).
+
+def endpoint_defaults() -> dict[str, Any]:
+    """What a new endpoint has unless its body sets it (a fresh dict; a secret is
+    generated)."""
+    return {
+        "filter": None,
+        "description": "",
+        "rate_limit_per_s": 50,
+        "max_in_flight": 16,
+        "headers": {},
+        "paused": False,
+        "disabled": False,
+    }
+
+
+def _number(value: Any, bounds: tuple[float, float]) -> bool:
+    """Whether ``value`` is a JSON number (not a boolean) within ``bounds``."""
+    lo, hi = bounds
+    return not isinstance(value, bool) and isinstance(value, int | float) and lo <= value <= hi
+
+
+def check_tenant_fields(fields: Mapping[str, Any]) -> None:
+    """422 naming the first bad tenant field of ``fields`` (publish_rate_per_s, name,
+    ack_policy, strict_event_types; each only if present); unknown names are the
+    caller's check."""
+    rate = fields.get("publish_rate_per_s")
+    if rate is not None and not _number(rate, TENANT_RATE_PER_S):
+        lo, hi = TENANT_RATE_PER_S
+        raise Unprocessable(f"must be a number in [{lo}, {hi}]", field="publish_rate_per_s")
+    name = fields.get("name")
+    if "name" in fields and (not isinstance(name, str) or not 1 <= len(name) <= TENANT_NAME_MAX):
+        raise Unprocessable(f"must be a string of 1..{TENANT_NAME_MAX} characters", field="name")
+    if "ack_policy" in fields and fields["ack_policy"] not in ACK_POLICIES:
+        raise Unprocessable(f"must be one of {list(ACK_POLICIES)}", field="ack_policy")
+    if "strict_event_types" in fields and not isinstance(fields["strict_event_types"], bool):
+        raise Unprocessable("must be a boolean", field="strict_event_types")
+
+
+def check_new_tenant(
+    tenant_id: Any,
+    name: Any,
+    ack_policy: Any,
+    publish_rate_per_s: Any,
+    strict_event_types: Any,
+    delivery_max_in_flight: Any,
+) -> int | None:
+    """The fields of a new tenant (``tenant_id`` None: generated), in this order:
+    ``delivery_max_in_flight`` (returned as an int or None), the ``check_tenant_fields``,
+    the id (``check_id``), the name's characters (``check_text``); 422 naming the field."""
+    cap = json_integer(delivery_max_in_flight)
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                            or not _number(cap, TENANT_MAX_IN_FLIGHT)):  # fmt: skip
+        lo, hi = TENANT_MAX_IN_FLIGHT
+        raise Unprocessable(f"must be an integer in [{lo}, {hi}]", field="delivery_max_in_flight")
+    check_tenant_fields(
+        {"name": name, "ack_policy": ack_policy, "publish_rate_per_s": publish_rate_per_s,
+         "strict_event_types": strict_event_types}
+    )  # fmt: skip
+    if tenant_id is not None:
+        check_id(tenant_id, "id")
+    check_text(name, "name", TENANT_NAME_MAX, min_len=1)
+    return cap
+
+
+# -- endpoint fields: one rule per member, applied in this order --------------------------
+
+
+def _url(url: Any, field: str) -> Any:
+    try:
+        validate_url(url)
+    except ValueError as exc:
+        raise Unprocessable(str(exc), field=field, code="invalid_url") from None
+    return url
+
+
+def _description(d: Any, field: str) -> str:
+    return "" if d is None else check_text(d, field, DESCRIPTION_MAX, lines=True)
+
+
+def _rate_limit(r: Any, field: str) -> Any:
+    if not _number(r, RATE_LIMIT_PER_S):
+        lo, hi = RATE_LIMIT_PER_S
+        raise Unprocessable(f"must be a number in [{lo}, {hi}]", field=field)
+    return r
+
+
+def _max_in_flight(m: Any, field: str) -> int:
+    m = json_integer(m)
+    if not isinstance(m, int) or not _number(m, MAX_IN_FLIGHT):
+        lo, hi = MAX_IN_FLIGHT
+        raise Unprocessable(f"must be an integer in [{lo}, {hi}]", field=field)
+    return m
+
+
+def _headers(h: Any, field: str) -> dict[str, str]:
+    """Names RFC 9110 tokens, none reserved, unique ignoring case; values visible ASCII,
+    spaces or tabs; returned sorted by name (None: no headers)."""
+    h = {} if h is None else h
+    if not isinstance(h, dict) or len(h) > MAX_HEADERS:
+        raise Unprocessable(f"must be an object of at most {MAX_HEADERS} headers", field=field)
+    for name, value in h.items():
+        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
+            raise Unprocessable("bad header name", field=f"{field}.{name}")
+        if name.lower() in RESERVED_HEADERS:
+            raise Unprocessable("header is reserved", field=f"{field}.{name}",
+                                code="reserved_header")  # fmt: skip
+        if (not isinstance(value, str) or len(value) > HEADER_VALUE_MAX
+                or not HEADER_VALUE_RE.fullmatch(value)):  # fmt: skip
+            raise Unprocessable(
+                "header values must be visible ASCII, spaces or tabs (RFC 9110 5.5)",
+                field=f"{field}.{name}",
+            )
+    lowered = [name.lower() for name in h]
+    if len(set(lowered)) != len(lowered):
+        raise Unprocessable("header names must differ ignoring case", field=field)
+    return {k: h[k] for k in sorted(h)}
+
+
+def _secret(secret: Any, field: str) -> Any:
+    try:
+        parse_secret(secret)
+    except ValueError as exc:
+        raise Unprocessable(str(exc), field=field) from None
+    return secret
+
+
+def _payload_format(value: Any, field: str) -> Any:
+    if value not in PAYLOAD_FORMATS:
+        raise Unprocessable(f"must be one of {', '.join(PAYLOAD_FORMATS)}", field=field)
+    return value
+
+
+def _boolean(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise Unprocessable("must be a boolean", field=field)
+    return value
+
+
+def _filter(doc: Any, field: str) -> Any:
+    validate_filter(doc)  # None: no filter; 422 naming filter.<path>
+    return doc
+
+
+def _event_types(types: Any, field: str) -> Any:
+    if not isinstance(types, list) or len(types) > MAX_EVENT_TYPES:
+        raise Unprocessable(f"must be a list of at most {MAX_EVENT_TYPES} event types", field=field)
+    for i, t in enumerate(types):
+        check_event_pattern(t, f"{field}[{i}]")
+    return types
+
+
+_ENDPOINT_RULES: tuple[tuple[str, Callable[[Any, str], Any]], ...] = (
+    ("url", _url),
+    ("description", _description),
+    ("rate_limit_per_s", _rate_limit),
+    ("max_in_flight", _max_in_flight),
+    ("headers", _headers),
+    ("secret", _secret),
+    ("payload_format", _payload_format),
+    ("paused", _boolean),
+    ("disabled", _boolean),
+    ("filter", _filter),
+    ("event_types", _event_types),
+    ("event_types_add", _event_types),
+    ("event_types_remove", _event_types),
+)
+
+
+def check_endpoint_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the endpoint fields present in ``fields`` (create or patch); returns them
+    normalized (description None -> "", max_in_flight an int, headers sorted by name).
+
+    Each present member is judged by its rule in ``_ENDPOINT_RULES`` order, then no event
+    type may be both added (or set) and removed; 422 naming the field (``filter.<path>``
+    for the payload filter, core.filters; ``headers.<name>`` for one header).
     """
     out = dict(fields)
-    if "url" in out:
-        try:
-            validate_url(out["url"])
-        except ValueError as exc:
-            raise Unprocessable(str(exc), field="url", code="invalid_url") from None
-    if "description" in out:
-        d = out["description"]
-        if d is None:
-            out["description"] = ""
-        else:
-            check_text(d, "description", 1024, lines=True)
-    if "rate_limit_per_s" in out:
-        r = out["rate_limit_per_s"]
-        # at least one delivery per 100 s: a slower lane could not send within the
-        # retry horizon (core.retry.DEADLINE_S)
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0.01 <= r <= 10_000:
-            raise Unprocessable("must be a number in [0.01, 10000]", field="rate_limit_per_s")
-    if "max_in_flight" in out:
-        m = out["max_in_flight"] = json_integer(out["max_in_flight"])
-        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 1000:
-            raise Unprocessable("must be an integer in [1, 1000]", field="max_in_flight")
-    if "headers" in out:
-        h = out["headers"] if out["headers"] is not None else {}
-        if not isinstance(h, dict) or len(h) > 32:
-            raise Unprocessable("must be an object of at most 32 headers", field="headers")
-        for name, value in h.items():
-            if not isinstance(name, str) or not _HEADER_NAME_RE.fullmatch(name):
-                raise Unprocessable("bad header name", field=f"headers.{name}")
-            if name.lower() in RESERVED_HEADERS:
-                raise Unprocessable(
-                    "header is reserved", field=f"headers.{name}", code="reserved_header"
-                )
-            if (
-                not isinstance(value, str)
-                or len(value) > 4096
-                or not _HEADER_VALUE_RE.fullmatch(value)
-            ):
-                raise Unprocessable(
-                    "header values must be visible ASCII, spaces or tabs (RFC 9110 5.5)",
-                    field=f"headers.{name}",
-                )
-        lowered = [name.lower() for name in h]
-        if len(set(lowered)) != len(lowered):
-            raise Unprocessable("header names must differ ignoring case", field="headers")
-        out["headers"] = {k: h[k] for k in sorted(h)}
-    if "secret" in out:
-        try:
-            parse_secret(out["secret"])
-        except ValueError as exc:
-            raise Unprocessable(str(exc), field="secret") from None
-    if "payload_format" in out and out["payload_format"] not in PAYLOAD_FORMATS:
-        raise Unprocessable(f"must be one of {', '.join(PAYLOAD_FORMATS)}", field="payload_format")
-    for name in ("paused", "disabled"):
-        if name in out and not isinstance(out[name], bool):
-            raise Unprocessable("must be a boolean", field=name)
-    if out.get("filter") is not None:
-        validate_filter(out["filter"])
-    for name in ("event_types", "event_types_add", "event_types_remove"):
+    for name, rule in _ENDPOINT_RULES:
         if name in out:
-            types = out[name]
-            if not isinstance(types, list) or len(types) > 256:
-                raise Unprocessable("must be a list of at most 256 event types", field=name)
-            for i, t in enumerate(types):
-                check_event_pattern(t, f"{name}[{i}]")
+            out[name] = rule(out[name], name)
     both = set(out.get("event_types_add", [])) & set(out.get("event_types_remove", []))
     both |= set(out.get("event_types") or []) & set(out.get("event_types_remove", []))
     if both:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ...core.model import DeliveryStatus
 from ...errors import Unauthorized
@@ -52,44 +53,7 @@ def build(ctx: ApiContext) -> APIRouter:
         state-digest verdict of this node, None if never compared), ``version_vector`` and
         ``peers_connected``/``peers_total`` of its own links."""
         ctx.auth.check(request)
-        mine = node.view.cluster()
-        auth = request.headers.get("authorization")
-        headers = {"authorization": auth} if auth else {}
-
-        def row(c: dict[str, Any]) -> dict[str, Any]:
-            return {
-                "region": c["region"], "reached": True, "error": None,
-                "registry_hash": c["registry_hash"],
-                "agrees": c["registry_hash"] == mine["registry_hash"],
-                "version_vector": c["version_vector"],
-                "peers_connected": sum(1 for p in c["peers"] if p["connected"]),
-                "peers_total": len(c["peers"]),
-            }  # fmt: skip
-
-        async def ask(client: httpx.AsyncClient, peer: Any, status: Any) -> dict[str, Any]:
-            out = {"region": peer.region, "http_url": peer.http_url, "reached": False,
-                   "registry_hash": None,
-                   "agrees": status.state_agrees, "version_vector": None,
-                   "peers_connected": None, "peers_total": None}  # fmt: skip
-            if peer.http_url is None:
-                return {**out, "error": "no http_url in its [[peers]] entry"}
-            try:
-                resp = await client.get(f"{peer.http_url}/v1/cluster", headers=headers)
-            except httpx.HTTPError as exc:
-                return {**out, "error": f"cannot reach {peer.http_url}: {type(exc).__name__}"}
-            if resp.status_code != 200:
-                return {**out, "error": f"{peer.http_url} answered {resp.status_code}"}
-            try:
-                return {**row(resp.json()), "http_url": peer.http_url}
-            except (ValueError, KeyError, TypeError):
-                return {**out, "error": f"{peer.http_url} answered no cluster view"}
-
-        async with httpx.AsyncClient(timeout=3.0, follow_redirects=False) as client:
-            peers = await asyncio.gather(*(
-                ask(client, p, node.peers[p.region])
-                for p in node.settings.peers if p.region in node.peers
-            ))  # fmt: skip
-        return {"items": [{**row(mine), "http_url": None}, *peers], "next": None}
+        return await _regions(node, request.headers.get("authorization"))
 
     @router.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -130,6 +94,48 @@ def build(ctx: ApiContext) -> APIRouter:
     return router
 
 
+async def _regions(node: Node, auth: str | None) -> dict[str, Any]:
+    """The rows of ``/v1/cluster/regions``: this node's view, then each peer's, asked with
+    the caller's Authorization ``auth``."""
+    mine = node.view.cluster()
+    headers = {"authorization": auth} if auth else {}
+
+    def row(c: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "region": c["region"], "reached": True, "error": None,
+            "registry_hash": c["registry_hash"],
+            "agrees": c["registry_hash"] == mine["registry_hash"],
+            "version_vector": c["version_vector"],
+            "peers_connected": sum(1 for p in c["peers"] if p["connected"]),
+            "peers_total": len(c["peers"]),
+        }  # fmt: skip
+
+    async def ask(client: httpx.AsyncClient, peer: Any, status: Any) -> dict[str, Any]:
+        out = {"region": peer.region, "http_url": peer.http_url, "reached": False,
+               "registry_hash": None,
+               "agrees": status.state_agrees, "version_vector": None,
+               "peers_connected": None, "peers_total": None}  # fmt: skip
+        if peer.http_url is None:
+            return {**out, "error": "no http_url in its [[peers]] entry"}
+        try:
+            resp = await client.get(f"{peer.http_url}/v1/cluster", headers=headers)
+        except httpx.HTTPError as exc:
+            return {**out, "error": f"cannot reach {peer.http_url}: {type(exc).__name__}"}
+        if resp.status_code != 200:
+            return {**out, "error": f"{peer.http_url} answered {resp.status_code}"}
+        try:
+            return {**row(resp.json()), "http_url": peer.http_url}
+        except (ValueError, KeyError, TypeError):
+            return {**out, "error": f"{peer.http_url} answered no cluster view"}
+
+    async with httpx.AsyncClient(timeout=3.0, follow_redirects=False) as client:
+        peers = await asyncio.gather(*(
+            ask(client, p, node.peers[p.region])
+            for p in node.settings.peers if p.region in node.peers
+        ))  # fmt: skip
+    return {"items": [{**row(mine), "http_url": None}, *peers], "next": None}
+
+
 class _Snapshot:
     """A Prometheus collector over values read just before the scrape."""
 
@@ -137,6 +143,12 @@ class _Snapshot:
         self.node, self.counts = node, counts
 
     def collect(self):  # noqa: ANN201 (prometheus collector protocol)
+        yield from self._stores_and_peers()
+        yield from self._ingest()
+        yield from self._matching_and_keys()
+        yield from self._operations()
+
+    def _stores_and_peers(self) -> Iterator[Metric]:
         node = self.node
         g = GaugeMetricFamily("regionsync_events", "Events held by this node", labels=["origin"])
         g.add_metric(["local"], self.counts["events_accepted"])
@@ -166,6 +178,9 @@ class _Snapshot:
         for p in node.peers.values():
             g.add_metric([p.region], -1.0 if p.state_agrees is None else float(p.state_agrees))
         yield g
+
+    def _ingest(self) -> Iterator[Metric]:
+        node = self.node
         p = node.ingest.pressure
         g = GaugeMetricFamily("regionsync_ingest_saturation", "Smoothed backlog saturation S")
         g.add_metric([], p.smoothed if p else 0.0)
@@ -183,6 +198,9 @@ class _Snapshot:
         yield GaugeMetricFamily(
             "regionsync_backlog", "Pending deliveries owned", node.queue.backlog
         )
+
+    def _matching_and_keys(self) -> Iterator[Metric]:
+        node = self.node
         stats = node.catalog.index.stats()
         c = CounterMetricFamily(
             "regionsync_match_negative_cache", "No-subscriber lookups", labels=["result"]
@@ -211,6 +229,9 @@ class _Snapshot:
                 "ingest.idempotency_filter_entries per generation; -1 while it is filled)",
                 keys.filter.approx_keys if keys.filter.ready else -1,
             )
+
+    def _operations(self) -> Iterator[Metric]:
+        node = self.node
         c = CounterMetricFamily(
             "regionsync_ingest", "Ingest decisions", labels=["decision", "priority"]
         )

@@ -10,7 +10,7 @@ from ...core.model import DeliveryQuery
 from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
-from ..openapi_docs import body
+from .bodies import SinceIn
 from .common import (
     ApiContext,
     attempt_json,
@@ -22,7 +22,6 @@ from .common import (
     job_json,
     open_cursor,
     page_params,
-    parse_time,
     read_no_body,
     read_object,
     seal_cursor,
@@ -92,26 +91,24 @@ def build(ctx: ApiContext) -> APIRouter:
         rows, nxt = node.listing.jobs_of(tenant, decode_cursor(cursor), limit)
         return {"items": [job_json(j) for j in rows], "next": encode_cursor(nxt)}
 
+    _jobs(router, ctx)
+    _one_delivery(router, ctx)
+    return router
+
+
+def _jobs(router: APIRouter, ctx: ApiContext) -> None:
+    """Recovery jobs: recover, replay-missing and one job's state."""
+    node = ctx.node
+
     async def _job_body(request: Request) -> int:
-        """``since`` of a recover/replay body in ms: required, an RFC 3339 time, not in
-        the future (nothing could match); 422 naming the field otherwise."""
+        """``since`` of a recover/replay body in ms (``SinceIn``)."""
         body = await read_object(request, ctx.max_body)
-        unknown = sorted(set(body) - {"since"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        if "since" not in body:
-            raise Unprocessable("is required: an RFC 3339 time", field="since")
-        if not isinstance(body["since"], str):
-            raise Unprocessable("must be an RFC 3339 time (a JSON string)", field="since")
-        since = parse_time(body["since"], "since")
-        if since > node.clock.wall_ms():
-            raise Unprocessable("must not be in the future", field="since")
-        return since
+        return SinceIn.check(body, now_ms=node.clock.wall_ms()).since_ms
 
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",
         status_code=202,
-        openapi_extra=body("since"),
+        openapi_extra=SinceIn.openapi(),
     )
     async def recover(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """Re-send every dead delivery of the endpoint since a time (a background job)."""
@@ -122,7 +119,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing",
         status_code=202,
-        openapi_extra=body("since"),
+        openapi_extra=SinceIn.openapi(),
     )
     async def replay_missing(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """Send what was skipped while the endpoint was paused or disabled (a job)."""
@@ -135,6 +132,11 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request, tenant)
         node.catalog.tenant(tenant)
         return job_json(node.recovery.job(tenant, job))
+
+
+def _one_delivery(router: APIRouter, ctx: ApiContext) -> None:
+    """One delivery's retry and attempts."""
+    node = ctx.node
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
@@ -173,5 +175,3 @@ def build(ctx: ApiContext) -> APIRouter:
             last = page[-1]
             nxt = seal_cursor(f"{last.at_ms}:{last.generation}:{last.n}")
         return {"items": [attempt_json(a, hidden) for a in page], "next": nxt}
-
-    return router

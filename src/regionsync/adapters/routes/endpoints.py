@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
 from ...errors import Unprocessable
-from ..openapi_docs import body
+from .bodies import EndpointIn, EndpointPatch, SampleIn
 from .common import (
     ApiContext,
     attempt_json,
@@ -32,10 +32,13 @@ def build(ctx: ApiContext) -> APIRouter:
     """Endpoints of a tenant, their filter test, secret rotation and attempt log."""
     router, node = APIRouter(), ctx.node
 
-    @router.post("/v1/tenants/{tenant}/endpoints", status_code=201, openapi_extra=body("endpoint"))
+    @router.post(
+        "/v1/tenants/{tenant}/endpoints", status_code=201, openapi_extra=EndpointIn.openapi()
+    )
     async def create_endpoint(request: Request, tenant: str) -> dict[str, Any]:
         ctx.auth.check(request, tenant)
         body = await read_object(request, ctx.max_body)
+        EndpointIn.check(body)
         return endpoint_json(await node.registry_ops.create_endpoint(tenant, body))
 
     @router.get("/v1/tenants/{tenant}/endpoints")
@@ -55,10 +58,13 @@ def build(ctx: ApiContext) -> APIRouter:
         secrets = can_see_secrets(ctx.auth.check(request, tenant))
         return endpoint_json(node.catalog.endpoint(tenant, endpoint), secrets)
 
-    @router.patch("/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=body("endpoint_patch"))
+    @router.patch(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}", openapi_extra=EndpointPatch.openapi()
+    )
     async def patch_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         ctx.auth.check(request, tenant)
         body = await read_object(request, ctx.max_body)
+        EndpointPatch.check(body)
         return endpoint_json(await node.registry_ops.patch_endpoint(tenant, endpoint, body))
 
     @router.delete("/v1/tenants/{tenant}/endpoints/{endpoint}", status_code=204)
@@ -68,20 +74,24 @@ def build(ctx: ApiContext) -> APIRouter:
         await node.registry_ops.delete_endpoint(tenant, endpoint)
         return Response(status_code=204)
 
+    _actions(router, ctx)
+    return router
+
+
+def _actions(router: APIRouter, ctx: ApiContext) -> None:
+    """An endpoint's filter test, secret rotation and attempt log."""
+    node = ctx.node
+
     @router.post(
-        "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter", openapi_extra=body("sample")
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter", openapi_extra=SampleIn.openapi()
     )
     async def test_filter(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """Would a sample payload pass this endpoint's filter, and if not, which clause
         failed (``path.$op``)? Body: ``{"payload": ...}``."""
         ctx.auth.check(request, tenant)
         body = await read_object(request, ctx.max_body, surrogates=True)  # as publish accepts
-        unknown = sorted(set(body) - {"payload"})
-        if unknown:  # name the member that should not be there, as every other body does
-            raise Unprocessable('unknown field (body must be {"payload": ...})', field=unknown[0])
-        if "payload" not in body:
-            raise Unprocessable('is required (body must be {"payload": ...})', field="payload")
-        return await node.registry_ops.test_filter(tenant, endpoint, body["payload"])
+        sample = SampleIn.check(body)
+        return await node.registry_ops.test_filter(tenant, endpoint, sample.payload)
 
     @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
     async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
@@ -111,18 +121,22 @@ def build(ctx: ApiContext) -> APIRouter:
         since_ms = page_params(limit, since)
         if status not in (None, "succeeded", "failed"):
             raise Unprocessable("must be succeeded or failed", field="status")
-        after = None
-        if cursor is not None:
-            at, _, rest = (open_cursor(cursor) or "").partition(":")
-            did, _, n = rest.rpartition(":")
-            if not ID_RE.fullmatch(did):
-                raise Unprocessable("not a cursor this API returned", field="cursor")
-            at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
-            after = (at_ms, did, n_int)
+        after = _log_position(cursor)
         ok = None if status is None else status == "succeeded"
         rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
         nxt = None if last is None else seal_cursor(f"{last[0]}:{last[1]}:{last[2]}")
         hidden = hidden_values(node, caller, tenant, endpoint)
         return {"items": [attempt_json(a, hidden) for a in rows], "next": nxt}
 
-    return router
+
+def _log_position(cursor: str | None) -> tuple[int, str, int] | None:
+    """``(at_ms, delivery id, n)`` of an attempt-log cursor (None stays None); 422 naming
+    ``cursor`` for one this API did not return."""
+    if cursor is None:
+        return None
+    at, _, rest = (open_cursor(cursor) or "").partition(":")
+    did, _, n = rest.rpartition(":")
+    if not ID_RE.fullmatch(did):
+        raise Unprocessable("not a cursor this API returned", field="cursor")
+    at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
+    return at_ms, did, n_int

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ..openapi_docs import body
+from .bodies import EventTypeIn, EventTypePatch
 from .common import ApiContext, event_type_json, read_object
 
 __all__ = ["build"]
@@ -18,13 +18,14 @@ def build(ctx: ApiContext) -> APIRouter:
     router, node = APIRouter(), ctx.node
     base = "/v1/tenants/{tenant}/event-types"
 
-    @router.post(base, status_code=201, openapi_extra=body("event_type"))
+    @router.post(base, status_code=201, openapi_extra=EventTypeIn.openapi())
     async def create_event_type(request: Request, tenant: str) -> dict[str, Any]:
         """Add a type: ``name``, ``description``, ``schema`` (JSON Schema Draft 2020-12,
         422 ``invalid_schema`` if it is not one or loops without stepping into the
         payload), ``deprecated``; 409 if it exists."""
         ctx.auth.check(request, tenant)
         data = await read_object(request, ctx.max_body)
+        EventTypeIn.check(data)
         return event_type_json(await node.event_types.create(tenant, data))
 
     @router.get(base)
@@ -38,11 +39,12 @@ def build(ctx: ApiContext) -> APIRouter:
         ctx.auth.check(request, tenant)
         return event_type_json(node.event_types.get(tenant, name))
 
-    @router.patch(base + "/{name}", openapi_extra=body("event_type_patch"))
+    @router.patch(base + "/{name}", openapi_extra=EventTypePatch.openapi())
     async def patch_event_type(request: Request, tenant: str, name: str) -> dict[str, Any]:
         """Change ``description``, ``schema`` (null: no schema) or ``deprecated``."""
         ctx.auth.check(request, tenant)
         data = await read_object(request, ctx.max_body)
+        EventTypePatch.check(data)
         return event_type_json(await node.event_types.update(tenant, name, data))
 
     @router.delete(base + "/{name}", status_code=204)

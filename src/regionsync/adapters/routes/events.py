@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +13,8 @@ from ...core.matching import check_event_pattern
 from ...core.model import EventQuery
 from ...core.validate import check_text
 from ...errors import Unprocessable
-from ..openapi_docs import IDEMPOTENCY_KEY, body
+from ..openapi_docs import IDEMPOTENCY_KEY
+from .bodies import EventIn
 from .common import (
     ApiContext,
     accepted_response,
@@ -30,9 +32,9 @@ from .common import (
 __all__ = ["build"]
 
 
-def build(ctx: ApiContext) -> APIRouter:
-    """Publish and read events; registers the publish handler for the fast lane."""
-    router, node = APIRouter(), ctx.node
+def _publisher(ctx: ApiContext) -> Callable[[Request, str], Awaitable[Response]]:
+    """The publish handler (FastAPI's route and the fast lane's)."""
+    node = ctx.node
 
     async def publish_handler(request: Request, tenant: str) -> Response:
         ctx.auth.check(request, tenant, publish=True)
@@ -40,12 +42,7 @@ def build(ctx: ApiContext) -> APIRouter:
         node.catalog.require_tenant(tenant)
         # the payload is delivered as the exact text of the body's "payload" member
         body, texts = loads_members(decode_utf8(await read_body(request, ctx.max_body)))
-        unknown = sorted(set(body) - {"event_type", "payload"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        for name in ("event_type", "payload"):
-            if name not in body:
-                raise Unprocessable("is required", field=name)
+        EventIn.check(body)
         payload = texts["payload"]
         key = request.headers.get("idempotency-key")
         if key is not None:  # 1..256 characters, no control characters (C1 included)
@@ -59,12 +56,19 @@ def build(ctx: ApiContext) -> APIRouter:
             else accepted_response(node, event, duplicate=True)
         )
 
+    return publish_handler
+
+
+def build(ctx: ApiContext) -> APIRouter:
+    """Publish and read events; registers the publish handler for the fast lane."""
+    router, node = APIRouter(), ctx.node
+    publish_handler = _publisher(ctx)
     ctx.fast_routes[r"/v1/tenants/([^/]+)/events"] = publish_handler
 
     @router.post(
         "/v1/tenants/{tenant}/events",
         status_code=202,
-        openapi_extra={**body("event"), "parameters": [IDEMPOTENCY_KEY]},
+        openapi_extra={**EventIn.openapi(), "parameters": [IDEMPOTENCY_KEY]},
     )
     async def publish(request: Request, tenant: str) -> Response:
         return await publish_handler(request, tenant)

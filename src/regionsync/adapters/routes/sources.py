@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ..openapi_docs import body
+from .bodies import SourceIn
 from .common import (
     ApiContext,
     accepted_response,
@@ -26,10 +26,11 @@ def build(ctx: ApiContext) -> APIRouter:
     """Register, read and delete sources; accept senders' webhooks (also on the fast lane)."""
     router, node = APIRouter(), ctx.node
 
-    @router.post("/v1/sources", status_code=201, openapi_extra=body("source"))
+    @router.post("/v1/sources", status_code=201, openapi_extra=SourceIn.openapi())
     async def create_source(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         body = await read_object(request, ctx.max_body)
+        SourceIn.check(body)
         return source_json(await node.registry_ops.create_source(body))
 
     @router.get("/v1/sources")

@@ -8,14 +8,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from ...core.tokens import TokenView
-from ...errors import Unprocessable
-from ..openapi_docs import body
+from .bodies import TokenIn
 from .common import (
     ApiContext,
     decode_cursor,
     encode_cursor,
     page_params,
-    parse_time,
     read_no_body,
     read_object,
     rfc3339,
@@ -40,22 +38,12 @@ def build(ctx: ApiContext) -> APIRouter:
     """Create (the token is shown once), list and revoke replicated API tokens; whoami."""
     router, node = APIRouter(), ctx.node
 
-    @router.post("/v1/tokens", status_code=201, openapi_extra=body("token"))
+    @router.post("/v1/tokens", status_code=201, openapi_extra=TokenIn.openapi())
     async def create_token(request: Request) -> dict[str, Any]:
         """A new token ``rs_...``: returned in ``token`` once, stored only as its sha256."""
         caller = ctx.auth.check(request)
-        data = await read_object(request, ctx.max_body)
-        unknown = sorted(set(data) - {"scope", "name", "expires_at"})
-        if unknown:
-            raise Unprocessable("unknown field", field=unknown[0])
-        for name in ("scope", "name"):
-            if name not in data:
-                raise Unprocessable("is required", field=name)
-        expires = data.get("expires_at")
-        if expires is not None and not isinstance(expires, str):
-            raise Unprocessable("must be an RFC 3339 time or null", field="expires_at")
-        expires_ms = parse_time(expires, "expires_at") if expires is not None else None
-        view, secret = await node.tokens.create(data["scope"], data["name"], expires_ms, caller)
+        t = TokenIn.check(await read_object(request, ctx.max_body))
+        view, secret = await node.tokens.create(t.scope, t.name, t.expires_ms, caller)
         return {**token_json(view), "token": secret}
 
     @router.get("/v1/whoami")

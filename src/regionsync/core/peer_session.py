@@ -24,11 +24,12 @@ and an empty batch (a heartbeat) every ``heartbeat_s``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
+from .invariants import check
 from .model import Record
 from .peering import ack_overdue, refusal_pause
 from .wire import fit_batch, oversize_note
@@ -38,7 +39,8 @@ __all__ = [
     "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest",
     "Oversize", "Pause", "PeerDigest", "PeerHello", "Phase", "ReadRecords", "Ready", "Records",
     "Refusal", "Repaired", "SendBatch", "SendDigest", "SendHello", "Session", "SessionError",
-    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "WantRepair", "step"
+    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "WantRepair",
+    "check_read", "step"
 ]  # fmt: skip
 
 VV = Mapping[str, int]  # a version vector: origin -> highest seq
@@ -371,6 +373,8 @@ def _established(s: Session, r: Ready, now: float) -> Out:
 
 
 def _repaired(s: Session, r: Repaired, now: float) -> Out:
+    for o, seq in r.version_vector.items():  # the peer's durable vector only grows
+        check(seq >= s.acked.get(o, 0), "repair moved %s's %s back to %d", s.region, o, seq)
     acked = {**s.acked, **r.version_vector}
     return replace(s, phase=Phase.REPAIRED, acked=acked), [Acked(acked)]
 
@@ -464,6 +468,8 @@ def _records(s: Session, got: Records, now: float) -> Out:
 
 def _sent(s: Session, r: Ready, now: float) -> Out:
     """A batch went out: it is due an ack within ack_timeout_s, or the link is torn down."""
+    window = s.policy.window_batches
+    check(s.inflight < window, "batch sent to %s past the window (%d)", s.region, window)
     return replace(
         s,
         phase=Phase.STREAMING,
@@ -473,6 +479,16 @@ def _sent(s: Session, r: Ready, now: float) -> Out:
         sending=(),
         next_beat=now + s.policy.heartbeat_s,
     ), []
+
+
+def check_read(after: VV, records: Sequence[Record]) -> None:
+    """The log's answer to ``ReadRecords(after)``, before it is sent: per origin, records
+    past ``after`` in increasing seq (``_sent`` takes an origin's last as its highest)."""
+    last: dict[str, int] = {}
+    for r in records:
+        prev = last.get(r.origin) or after.get(r.origin, 0)
+        check(r.seq > prev, "the log read %s#%d after %s#%d", r.origin, r.seq, r.origin, prev)
+        last[r.origin] = r.seq
 
 
 def _digest(s: Session, d: LocalDigest, now: float) -> Out:

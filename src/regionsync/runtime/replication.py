@@ -319,7 +319,9 @@ class _Dialer:
                 assert self.wake is not None
                 self.wake.clear()
                 self.progress.clear()
-                return ps.Records(tuple(await links.store.records_after(after, limit)))
+                records = tuple(await links.store.records_after(after, limit))
+                ps.check_read(after, records)
+                return ps.Records(records)
             case ps.SendBatch(records):
                 message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
                 async with asyncio.timeout(opts.call_timeout_s):  # a wedged link

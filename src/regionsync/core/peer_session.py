@@ -24,7 +24,7 @@ and an empty batch (a heartbeat) every ``heartbeat_s``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
@@ -39,8 +39,7 @@ __all__ = [
     "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest",
     "Oversize", "Pause", "PeerDigest", "PeerHello", "Phase", "ReadRecords", "Ready", "Records",
     "Refusal", "Repaired", "SendBatch", "SendDigest", "SendHello", "Session", "SessionError",
-    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "WantRepair",
-    "check_read", "step"
+    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "WantRepair", "step"
 ]  # fmt: skip
 
 VV = Mapping[str, int]  # a version vector: origin -> highest seq
@@ -479,16 +478,6 @@ def _sent(s: Session, r: Ready, now: float) -> Out:
         sending=(),
         next_beat=now + s.policy.heartbeat_s,
     ), []
-
-
-def check_read(after: VV, records: Sequence[Record]) -> None:
-    """The log's answer to ``ReadRecords(after)``, before it is sent: per origin, records
-    past ``after`` in increasing seq (``_sent`` takes an origin's last as its highest)."""
-    last: dict[str, int] = {}
-    for r in records:
-        prev = last.get(r.origin) or after.get(r.origin, 0)
-        check(r.seq > prev, "the log read %s#%d after %s#%d", r.origin, r.seq, r.origin, prev)
-        last[r.origin] = r.seq
 
 
 def _digest(s: Session, d: LocalDigest, now: float) -> Out:

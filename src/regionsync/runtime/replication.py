@@ -39,6 +39,7 @@ import logging
 
 from ..core import peer_session as ps
 from ..core.hashtree import HashTree
+from ..core.peering import check_read
 from ..v1 import replication_pb2 as pb
 from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
 from .ports import PeerStream
@@ -320,7 +321,7 @@ class _Dialer:
                 self.wake.clear()
                 self.progress.clear()
                 records = tuple(await links.store.records_after(after, limit))
-                ps.check_read(after, records)
+                check_read(after, records)
                 return ps.Records(records)
             case ps.SendBatch(records):
                 message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))

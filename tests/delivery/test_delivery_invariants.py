@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 from worker_nodes import CountingSender, stop, worker_node
 
+from regionsync.core import invariants
 from regionsync.core.invariants import InvariantViolation
 from regionsync.core.lanes import TenantSlots
 from regionsync.core.model import Delivery, DeliveryStatus
@@ -81,3 +82,16 @@ async def test_a_tenant_is_never_admitted_over_its_cap(violations: Counter[str])
     w.tenants = LyingSlots()
     with pytest.raises(InvariantViolation, match="tenant 't1' over its cap"):
         w._select([row("d1", ep.id)], 1, set(), 0, 0.0)
+
+
+async def test_in_production_a_foreign_row_is_left_to_its_custodian(
+    violations: Counter[str],
+) -> None:
+    w = worker()
+    w.store = RowsStore([row("d1", "ep_ok"), row("d2", "ep_full")])  # type: ignore[assignment]
+    invariants.set_mode("log")
+    try:
+        due = await w._due(0, 10, {"ep_full"})
+    finally:
+        invariants.set_mode("raise")
+    assert [d.id for d in due] == ["d1"] and sum(violations.values()) == 1

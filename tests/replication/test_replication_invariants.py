@@ -12,6 +12,7 @@ import pytest
 from memnodes import make_node
 
 from regionsync.adapters.memory_transport import MemoryNetwork
+from regionsync.core import invariants
 from regionsync.core import peer_session as ps
 from regionsync.core.invariants import InvariantViolation
 from regionsync.core.model import Record, WriteBatch
@@ -56,3 +57,17 @@ def test_a_commit_never_passes_memorys_version_vector(
     assert writer.durable_vv == {"b:1": 5}
     with pytest.raises(InvariantViolation, match="committed b:1#6 past memory"):
         writer._on_commit(WriteBatch(version_vector={"b:1": 6}))  # seq 6 would be reused
+
+
+def test_in_production_a_commit_past_memory_moves_memory_on(
+    net: MemoryNetwork, violations: Counter[str]
+) -> None:
+    writer = make_node(net, "a", []).writer
+    writer.version_vector = {"b:1": 5}
+    invariants.set_mode("log")
+    try:
+        writer._on_commit(WriteBatch(version_vector={"b:1": 6}))
+    finally:
+        invariants.set_mode("raise")
+    assert writer.version_vector == writer.durable_vv == {"b:1": 6}  # 6 is never reused
+    assert sum(violations.values()) == 1

@@ -187,8 +187,9 @@ class WritePath:
             self.unsettled.durable(self.committer.batches)
         for origin, seq in batch.version_vector.items():
             # memory is ahead of the store: else this actor's next seq would be reused
-            check(seq <= self.version_vector.get(origin, 0),
-                  "committed %s#%d past memory's version vector", origin, seq)  # fmt: skip
+            ahead = seq <= self.version_vector.get(origin, 0)
+            if not check(ahead, "committed %s#%d past memory's version vector", origin, seq):
+                self.version_vector[origin] = seq  # production: never reuse it
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
         for observe in self.commit_observers:
             observe(batch)

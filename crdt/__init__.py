@@ -11,6 +11,8 @@ counters (clock entries, dots, PN-Counter totals, replication sequence numbers) 
 [0, COUNTER_MAX = 2**63-1], HLC wall_ms in [0, WALL_MS_MAX = 2**63-1], HLC logical in
 [0, LOGICAL_MAX = 2**32-1]. Inputs are checked when they enter: ValueError/TypeError for
 bad shapes or ranges, InvalidTextError (a ValueError) for a str that has no UTF-8 form.
+A law the kernel itself breaks (a stamp not after the last, a reused dot) raises
+InvariantViolation (an AssertionError), always: see `crdt._invariants`.
 """
 
 from crdt._clock import CausalContext, Dot, VectorClock
@@ -24,6 +26,7 @@ from crdt._codec import (
     decode,
 )
 from crdt._hlc import HLC, ClockDriftError, Timestamp
+from crdt._invariants import InvariantViolation
 from crdt._lww import LWWRegister
 from crdt._orset import ORSet
 from crdt._pncounter import PNCounter
@@ -38,6 +41,7 @@ __all__ = [
     "ClockDriftError",
     "DecodeError",
     "InvalidTextError",
+    "InvariantViolation",
     "Dot",
     "LWWRegister",
     "ORSet",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crdt._codec import LOGICAL_MAX, WALL_MS_MAX, check_count
+from crdt._invariants import InvariantViolation
 
 __all__ = ["HLC", "ClockDriftError", "Timestamp"]
 
@@ -95,6 +96,10 @@ def _carry(wall_ms: int, logical: int) -> Timestamp:
     return stamp
 
 
+def _not_after(stamp: Timestamp, wall_ms: int, logical: int, what: str) -> InvariantViolation:
+    return InvariantViolation(f"HLC stamp {stamp!r} is not after {what} ({wall_ms}, {logical})")
+
+
 class HLC:
     """A hybrid logical clock (stateful, not a CRDT; one per node).
 
@@ -133,6 +138,8 @@ class HLC:
         wall, logical = self._last.wall_ms, self._last.logical
         new_wall = max(wall, pt)
         stamp = _carry(new_wall, logical + 1 if new_wall == wall else 0)
+        if stamp.wall_ms < wall or (stamp.wall_ms == wall and stamp.logical <= logical):
+            raise _not_after(stamp, wall, logical, "the last stamp")  # an LWW write would lose
         self._last = stamp
         return stamp
 
@@ -178,6 +185,11 @@ class HLC:
         else:
             new_logical = 0
         stamp = _carry(new_wall, new_logical)
+        # after both: the last stamp (local writes) and the remote one (causality)
+        if stamp.wall_ms < wall or (stamp.wall_ms == wall and stamp.logical <= mine):
+            raise _not_after(stamp, wall, mine, "the last stamp")
+        if stamp.wall_ms < wall_ms or (stamp.wall_ms == wall_ms and stamp.logical <= logical):
+            raise _not_after(stamp, wall_ms, logical, "the remote stamp")
         self._last = stamp
         return stamp
 

@@ -11,6 +11,7 @@ from typing import Self
 
 from crdt._clock import CausalContext, Dot, check_dot
 from crdt._codec import CRDT, INT_MIN, UINT_MAX, check_actor, check_text, two
+from crdt._invariants import InvariantViolation
 
 __all__ = ["ORSet"]
 
@@ -122,8 +123,12 @@ class ORSet(CRDT, tag="orset"):
         check_element(element)
         check_actor(actor)
         dot: Dot = (actor, self._context.max(actor) + 1)
+        if self._context.contains(dot):  # a seen dot: a merge would drop this add
+            raise InvariantViolation(f"new dot {dot} of {element!r} is already in the context")
         seen = self._entries.get(element, _EMPTY)
         ctx = CausalContext.from_dots(seen | {dot})
+        if not ctx.contains(dot):  # a dot outside the context: a later add could reuse it
+            raise InvariantViolation(f"new dot {dot} of {element!r} is not in the delta's context")
         return ORSet._new({element: frozenset([dot])}, ctx)
 
     def remove(self, element: Element) -> ORSet:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from regionsync.core import invariants
 from regionsync.runtime.node import Node
 
 from ._check import (
@@ -411,6 +412,7 @@ def run(opts: Options, node_classes: dict[str, type[Node]] | None = None) -> Res
         unhandled.append(f"{context.get('message')}: {exc!r}"[:300])
 
     loop.set_exception_handler(on_error)
+    mode, before = invariants.set_mode("raise"), invariants.broken.copy()  # core/invariants.py
     try:
         res = run_virtual(sim.main(), loop)
     except (Deadlock, Livelock) as exc:
@@ -423,6 +425,9 @@ def run(opts: Options, node_classes: dict[str, type[Node]] | None = None) -> Res
         logger.removeHandler(errors)
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
+        invariants.set_mode(mode)
+    broken = invariants.broken - before  # also those a broad except swallowed
+    res.violations += [Violation("invariant", f"{n}x {m}") for m, n in sorted(broken.items())]
     res.violations += [Violation("unhandled", u) for u in unhandled[:20]]
     res.errors_logged = errors.lines
     res.violations += [Violation("logged_error", line) for line in errors.lines[:20]]

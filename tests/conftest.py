@@ -1,15 +1,41 @@
 """Fixtures shared by every test directory: a throwaway PostgreSQL server (tests/pgserver.py),
-started on first use in a session and stopped at its end; a fresh database per test."""
+started on first use in a session and stopped at its end; a fresh database per test; and
+invariant checks that raise (core/invariants.py)."""
 
 from __future__ import annotations
 
 import itertools
+import os
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from pgserver import PgServer
 
+from regionsync.core import invariants
+
 _db_numbers = itertools.count(1)
+
+# invariant checks raise in the tests, also in the node processes some tests start
+os.environ["REGIONSYNC_INVARIANTS"] = "raise"
+invariants.set_mode("raise")
+
+
+@pytest.fixture(autouse=True)
+def _invariants_hold() -> Iterator[None]:
+    """Fails a test during which an invariant check failed, also when a broad ``except
+    Exception`` swallowed the raise (core/invariants.py)."""
+    invariants.broken.clear()
+    yield
+    assert not invariants.broken, f"invariants broken: {dict(invariants.broken)}"
+
+
+@pytest.fixture
+def violations() -> Iterator[Counter[str]]:
+    """For a test that breaks an invariant on purpose: the checks that failed (message ->
+    count), forgotten when it ends."""
+    yield invariants.broken
+    invariants.broken.clear()
 
 
 @pytest.fixture(scope="session")

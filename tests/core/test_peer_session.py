@@ -4,11 +4,13 @@ pair, then the behaviours of the push loop one by one."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from regionsync.core.invariants import InvariantViolation
 from regionsync.core.model import Record
 from regionsync.core.peer_session import (
     INPUTS,
@@ -107,13 +109,20 @@ PAIRS = [pytest.param(p, i, id=f"{p.name}-{i.__name__}") for p, i in TABLE]
 
 
 @pytest.mark.parametrize(("phase", "kind"), PAIRS)
-def test_every_pair_leads_where_the_table_says(phase: Phase, kind: type) -> None:
+def test_every_pair_leads_where_the_table_says(
+    phase: Phase, kind: type, violations: Counter[str]
+) -> None:
     rule = TABLE[(phase, kind)]
     for variant, inp in itertools.product(VARIANTS, SAMPLES[kind]):
         s = pushing(phase, **variant)
         if not rule.to:
             with pytest.raises(SessionError):
                 step(s, inp, 100.0)
+            continue
+        if (phase, kind) == (Phase.SENDING, Ready) and s.inflight >= P.window_batches:
+            with pytest.raises(InvariantViolation, match="past the window"):
+                step(s, inp, 100.0)  # cannot happen: a full window reads nothing
+            violations.clear()
             continue
         after, actions = step(s, inp, 100.0)
         assert after.phase in rule.to, (variant, inp)

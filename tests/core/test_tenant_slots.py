@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pytest
+
+from regionsync.core import invariants
+from regionsync.core.invariants import InvariantViolation
 from regionsync.core.lanes import TenantSlots, tenant_cap
 
 
@@ -19,9 +25,23 @@ def test_admit_up_to_the_cap_and_release() -> None:
     assert s.admit("quiet", 2) and not s.full("quiet", 2)  # one tenant's share is its own
     s.release("noisy")
     assert not s.full("noisy", 2) and s.admit("noisy", 2)
-    for _ in range(5):
-        s.release("quiet")  # over-release never goes negative, and forgets the tenant
-    assert "quiet" not in s.inflight and s.inflight == {"noisy": 2}
+    s.release("quiet")
+    assert "quiet" not in s.inflight and s.inflight == {"noisy": 2}  # at 0: forgotten
+
+
+def test_a_release_without_an_admit_breaks_an_invariant(violations: Counter[str]) -> None:
+    s = TenantSlots()
+    s.admit("quiet", 2)
+    s.release("quiet")
+    with pytest.raises(InvariantViolation, match="'quiet' released with no attempt"):
+        s.release("quiet")  # the tests' mode (tests/conftest.py)
+    invariants.set_mode("log")
+    try:
+        s.release("quiet")  # production's: noted, and the count stays at 0
+    finally:
+        invariants.set_mode("raise")
+    assert "quiet" not in s.inflight
+    assert violations == {"tenant %r released with no attempt in flight": 2}
 
 
 def test_saturated_names_the_tenants_at_their_own_caps() -> None:

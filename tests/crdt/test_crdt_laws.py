@@ -191,6 +191,7 @@ def test_public_surface_is_exactly_all() -> None:
             "DecodeError",
             "Dot",
             "InvalidTextError",
+            "InvariantViolation",
             "LOGICAL_MAX",
             "LWWRegister",
             "ORSet",

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .invariants import check
+
 __all__ = ["CustodyRecord", "custody_writes", "rendezvous", "suspected"]
 
 
@@ -111,6 +113,8 @@ def custody_writes(
     for owner in sorted(suspects):
         rec = records.get(owner)
         if rec is None or owner in rec.live or any(r in suspects for r in rec.live):
+            # a record naming its suspected owner live would hand the work straight back
+            check(owner not in live, "custody of suspected %s adopted by %s", owner, live)
             out[owner] = CustodyRecord(live, now_ms, region)
     mine = records.get(region)
     if caught_up and mine is not None and region not in mine.live:

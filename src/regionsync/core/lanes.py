@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .invariants import check
 from .model import Delivery
 
 __all__ = ["Lane", "TenantSlots", "TokenBucket", "fair_order", "tenant_cap"]
@@ -101,8 +102,10 @@ class Lane:
         return True
 
     def release(self) -> None:
-        """An attempt of this lane finished."""
-        self.inflight = max(0, self.inflight - 1)
+        """An attempt of this lane finished (one it admitted: else the lane would take
+        one attempt more than ``max_in_flight`` from then on)."""
+        if check(self.inflight > 0, "lane released with no attempt in flight"):
+            self.inflight -= 1
 
 
 def tenant_cap(default: int, override: int | None) -> int:
@@ -130,8 +133,9 @@ class TenantSlots:
         return True
 
     def release(self, tenant: str) -> None:
-        """An attempt of ``tenant`` finished."""
+        """An attempt of ``tenant`` finished (one it admitted)."""
         n = self.inflight.get(tenant, 0) - 1
+        check(n >= 0, "tenant %r released with no attempt in flight", tenant)
         if n > 0:
             self.inflight[tenant] = n
         else:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
+from .invariants import check
 from .model import Record
 from .peering import ack_overdue, refusal_pause
 from .wire import fit_batch, oversize_note
@@ -371,6 +372,8 @@ def _established(s: Session, r: Ready, now: float) -> Out:
 
 
 def _repaired(s: Session, r: Repaired, now: float) -> Out:
+    for o, seq in r.version_vector.items():  # the peer's durable vector only grows
+        check(seq >= s.acked.get(o, 0), "repair moved %s's %s back to %d", s.region, o, seq)
     acked = {**s.acked, **r.version_vector}
     return replace(s, phase=Phase.REPAIRED, acked=acked), [Acked(acked)]
 
@@ -464,6 +467,8 @@ def _records(s: Session, got: Records, now: float) -> Out:
 
 def _sent(s: Session, r: Ready, now: float) -> Out:
     """A batch went out: it is due an ack within ack_timeout_s, or the link is torn down."""
+    window = s.policy.window_batches
+    check(s.inflight < window, "batch sent to %s past the window (%d)", s.region, window)
     return replace(
         s,
         phase=Phase.STREAMING,

@@ -1,12 +1,19 @@
 """Pure decisions of replication health (issue 12 items 3 and 4): a reused actor, state
-digests and ack deadlines. Never does I/O and never reads a clock: takes values, returns.
+digests and ack deadlines; and the check of a log read before it is sent. Never does I/O
+and never reads a clock: takes values, returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["ack_overdue", "actor_reused", "digest_verdict", "next_incarnation", "refusal_pause"]
+from .invariants import check
+from .model import Record
+
+__all__ = [
+    "ack_overdue", "actor_reused", "check_read", "digest_verdict", "next_incarnation",
+    "refusal_pause",
+]  # fmt: skip
 
 
 def actor_reused(actor: str, local_vv: Mapping[str, int], peer_vv: Mapping[str, int]) -> bool:
@@ -62,3 +69,14 @@ def refusal_pause(refusals: int, min_s: float, max_s: float) -> float:
     if refusals < 1:
         return 0.0
     return min(min_s * 2 ** min(refusals - 1, 62), max_s)
+
+
+def check_read(after: Mapping[str, int], records: Sequence[Record]) -> None:
+    """The log's answer to a read of the records after ``after``, before a link sends it
+    (core/peer_session.py): per origin, past ``after`` and in increasing seq (the session
+    takes an origin's last record as the highest the peer will hold)."""
+    last: dict[str, int] = {}
+    for r in records:
+        prev = last.get(r.origin) or after.get(r.origin, 0)
+        check(r.seq > prev, "the log read %s#%d after %s#%d", r.origin, r.seq, r.origin, prev)
+        last[r.origin] = r.seq

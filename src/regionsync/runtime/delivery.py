@@ -22,6 +22,7 @@ from crdt import CRDT
 from ..config import Settings
 from ..core.custody import CustodyRecord
 from ..core.health import Health, HealthPolicy, behind
+from ..core.invariants import check
 from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
 from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Delivery, DeliveryStatus, Event
@@ -313,7 +314,8 @@ class DeliveryWorker:
                     blocked.add(d.endpoint_id)  # this lane is full; others go on
                     refill = True
                     continue
-                self.tenants.admit(d.tenant, share)
+                admitted = self.tenants.admit(d.tenant, share)  # not full: checked above
+                check(admitted, "tenant %r over its cap %d in flight", d.tenant, share)
                 self.slots.add(d.id)
             free -= 1
             if d.region != self.region:
@@ -420,8 +422,10 @@ class DeliveryWorker:
         if d.id in self.slots:
             self.slots.discard(d.id)
             self.tenants.release(d.tenant)
-            if d.endpoint_id in self.lanes:
-                self.lanes[d.endpoint_id].release()
+            lane = self.lanes.get(d.endpoint_id)  # a lane in use is never dropped
+            check(lane is not None, "delivery %s held a slot of no lane", d.id)
+            if lane is not None:
+                lane.release()
         self.queue.wake.set()
 
     def _release(self, d: Delivery) -> None:
@@ -438,16 +442,17 @@ class DeliveryWorker:
             skip = blocked if rec is None else blocked | self._foreign(owner, rec)
             if self.claims is not None:
                 lease_ms = int(self.opts.claim_lease_s * 1000)
-                due += await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
-                continue
-            due += await self.store.due_deliveries(
-                owner,
-                now_ms,
-                limit,
-                self._held(),
-                sorted(skip),
-                per_endpoint=max(1, limit // 2),
-            )
+                rows = await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
+            else:
+                rows = await self.store.due_deliveries(
+                    owner, now_ms, limit, self._held(), sorted(skip),
+                    per_endpoint=max(1, limit // 2),
+                )  # fmt: skip
+            # custody gives the others to another region (or their lane is full): a row of
+            # them would be sent twice; in production it is left to its custodian
+            due += [d for d in rows if check(d.region == owner and d.endpoint_id not in skip,
+                    "due read of %s returned %s (%s, %s)", owner, d.id, d.region,
+                    d.endpoint_id)]  # fmt: skip
         busy = {eid: lane.inflight for eid, lane in self.lanes.items() if lane.inflight}
         due = fair_order(due, busy)
         if self.claims is not None and len(due) > limit:

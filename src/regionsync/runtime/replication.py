@@ -39,6 +39,7 @@ import logging
 
 from ..core import peer_session as ps
 from ..core.hashtree import HashTree
+from ..core.peering import check_read
 from ..v1 import replication_pb2 as pb
 from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
 from .ports import PeerStream
@@ -319,7 +320,9 @@ class _Dialer:
                 assert self.wake is not None
                 self.wake.clear()
                 self.progress.clear()
-                return ps.Records(tuple(await links.store.records_after(after, limit)))
+                records = tuple(await links.store.records_after(after, limit))
+                check_read(after, records)
+                return ps.Records(records)
             case ps.SendBatch(records):
                 message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
                 async with asyncio.timeout(opts.call_timeout_s):  # a wedged link

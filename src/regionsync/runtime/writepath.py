@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
+from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import decode_body, encode_body
@@ -185,6 +186,10 @@ class WritePath:
         if self.committer is not None:
             self.unsettled.durable(self.committer.batches)
         for origin, seq in batch.version_vector.items():
+            # memory is ahead of the store: else this actor's next seq would be reused
+            ahead = seq <= self.version_vector.get(origin, 0)
+            if not check(ahead, "committed %s#%d past memory's version vector", origin, seq):
+                self.version_vector[origin] = seq  # production: never reuse it
             self.durable_vv[origin] = max(self.durable_vv.get(origin, 0), seq)
         for observe in self.commit_observers:
             observe(batch)

@@ -30,3 +30,22 @@ def test_crdt_imports_only_stdlib_and_msgpack() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_no_function_over_80_lines_and_no_module_over_600() -> None:
+    """docs/style.md, "Size": outside generated code (src/regionsync/v1) and tests."""
+    too_long: list[str] = []
+    for top in ("src", "crdt", "sim"):
+        for path in (ROOT / top).rglob("*.py"):
+            if "v1" in path.relative_to(ROOT).parts:
+                continue
+            text = path.read_text()
+            name = path.relative_to(ROOT)
+            if text.count("\n") > 600:
+                too_long.append(f"{name}: {text.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                    if lines > 80:
+                        too_long.append(f"{name}:{node.lineno} {node.name}: {lines} lines")
+    assert not too_long, too_long

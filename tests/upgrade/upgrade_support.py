@@ -16,7 +16,6 @@ import hashlib
 import os
 import socket
 import sys
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from api_support import serving  # noqa: E402
+from api_support import eventually, serving  # noqa: E402
 
 from regionsync.adapters.aiohttp_sender import AiohttpSender  # noqa: E402
 from regionsync.adapters.grpc_transport import GrpcTransport  # noqa: E402
@@ -338,15 +337,11 @@ def assert_subset(expected: Any, actual: Any, path: str = "$") -> None:
 
 
 async def until(check: Any, timeout_s: float = 30.0, what: str = "") -> Any:
-    """Poll the async ``check`` until it returns a truthy value (returned)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout_s}s: {what} (last: {value!r})")
-        await asyncio.sleep(0.05)
+    """api_support's ``eventually`` with a longer deadline, naming what it waited for."""
+    try:
+        return await eventually(check, timeout_s, 0.05)
+    except AssertionError as exc:
+        raise AssertionError(f"{what}: {exc}") from None
 
 
 def fixture_key(release: str) -> str:

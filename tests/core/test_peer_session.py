@@ -27,6 +27,7 @@ from regionsync.core.peer_session import (
     Linger,
     LocalDigest,
     NoteDigest,
+    NoteRefusal,
     Pause,
     PeerDigest,
     PeerHello,
@@ -45,10 +46,9 @@ from regionsync.core.peer_session import (
     StartRepair,
     StartStreaming,
     Wake,
-    WantRepair,
     step,
 )
-from regionsync.core.peering import refusal_pause
+from regionsync.core.peering import refusal_pause, repair_backoff
 
 P = SessionPolicy(
     batch_records=4, max_message_bytes=256 * 1024, window_batches=2, ack_timeout_s=10.0,
@@ -81,7 +81,6 @@ VARIANTS: list[dict[str, Any]] = [
     {"inflight": 2, "sent_at": (95.0, 99.0)},  # the window is full
     {"inflight": 1, "sent_at": (80.0,)},  # its ack is overdue
     {"refused": True, "refusals": 2},
-    {"malformed": Refusal("a", 4, "bad body")},
     {"peer_closed": True},
     {"asked": ({"a": 3}, b"r")},
     {"next_digest": 0.0},
@@ -90,11 +89,13 @@ VARIANTS: list[dict[str, Any]] = [
 ]
 SAMPLES: dict[type, list[Any]] = {
     PeerHello: [PeerHello("b", 7, {"a": 3}), PeerHello("c", 7), PeerHello(None)],
-    Ready: [Ready(), Ready(repair_wanted=True), Ready(behind=("a",))],
+    Ready: [Ready(), Ready(repair_wanted=True), Ready(behind=("a",)),
+            Ready(repair_wanted=True, futile_repairs=2, last_repair_at=90.0)],
     Repaired: [Repaired({"a": 9})],
     Records: [Records(()), Records((rec("a", 4),)), Records(tuple(map(rec, "aaaa", range(4, 8))))],
     LocalDigest: [LocalDigest({"a": 3}, b"root"), LocalDigest({"a": 3}, b"")],
-    Ack: [Ack({"a": 4}), Ack({"a": 3}, (Refusal("a", 4, "clock_drift: ahead"),))],
+    Ack: [Ack({"a": 4}), Ack({"a": 3}, (Refusal("a", 4, "clock_drift: ahead"),)),
+          Ack({"a": 4}, (Refusal("a", 4, "registry: unknown key 'x'"),))],
     PeerDigest: [PeerDigest({"a": 3}, b"other")],
     Ended: [Ended()],
 }  # fmt: skip
@@ -227,11 +228,37 @@ def test_a_refused_record_pauses_the_link_doubling_per_refusal() -> None:
     assert (actions[0], s.shown, s.refusals) == (ShowError(None), None, 0)  # taken since
 
 
-def test_a_record_refused_for_what_the_peer_holds_ends_the_session_for_repair() -> None:
-    bad = Refusal("a", 4, "malformed body")
-    s, _ = step(pushing(Phase.IDLE, inflight=1, sent_at=(99.0,)), Ack({"a": 3}, (bad,)), 100.0)
+def test_a_record_the_peer_moved_past_is_noted_and_the_digests_compared_at_once() -> None:
+    # issue 41: the peer skipped a#4 (its Ack covers it) and takes a#5.. from us: the
+    # session goes on pushing (no pause, no close); a digest comparison is due now
+    bad = Refusal("a", 4, "registry: unknown key 'x'")
+    s = pushing(Phase.IDLE, inflight=1, sent_at=(99.0,), sent={"a": 5})
+    s, actions = step(s, Ack({"a": 5}, (bad,)), 100.0)
+    assert actions == [NoteRefusal(bad), Acked({"a": 5}), Wake()]
+    assert (s.refused, s.shown, s.next_digest) == (False, None, 100.0)
     s, actions = step(replace(s, phase=Phase.STREAMING), Ready(), 100.0)
-    assert (s.phase, actions) == (Phase.CLOSED, [WantRepair(bad), Close()])
+    assert (s.phase, actions) == (Phase.READING, [ReadRecords({"a": 5, "b:7": BIG}, 4)])
+    s, actions = step(s, Records(()), 100.0)
+    assert (s.phase, actions) == (Phase.DIGESTING, [ComputeDigest()])
+
+
+def test_a_futile_repair_backs_off_exponentially_and_boundedly() -> None:
+    # issue 40/41: a pass after which the digests still differ is not repeated at once
+    assert [repair_backoff(n, 30.0) for n in range(8)] == [
+        0.0, 30.0, 60.0, 120.0, 240.0, 480.0, 960.0, 960.0,
+    ]  # fmt: skip
+    for futile, wait in ((0, 0.0), (1, 30.0), (3, 120.0)):
+        ready = Ready(repair_wanted=True, futile_repairs=futile, last_repair_at=1000.0)
+        if wait:  # pushes meanwhile
+            s, actions = step(session(Phase.ESTABLISHED), ready, 1000.0 + wait - 0.1)
+            assert actions[0] == StartStreaming() and s.phase is Phase.READING
+            assert step(pushing(), ready, 1000.0 + wait - 0.1)[0].phase is Phase.READING
+            assert step(pushing(), ready, 1000.0 + wait)[1] == [Close()]  # now due
+        s, actions = step(session(Phase.ESTABLISHED), ready, 1000.0 + wait)
+        assert (s.phase, actions) == (Phase.REPAIRING, [StartRepair()])
+    # the floor is never deferred: records the peer lacks are gone from the log
+    ready = Ready(behind=("a",), futile_repairs=5, last_repair_at=1000.0)
+    assert step(session(Phase.ESTABLISHED), ready, 1000.0)[1] == [StartRepair()]
 
 
 def test_a_differing_digest_or_the_floor_ends_an_idle_session() -> None:

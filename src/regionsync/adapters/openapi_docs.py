@@ -343,6 +343,11 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         version_vector={"type": "object", "additionalProperties": _INT},
         log_floor={"type": "object", "additionalProperties": _INT},
         registry_hash=_STR,
+        # origin -> what this node refused of it (issue 41; peers[].refused: the peer's)
+        refused={"type": "object", "additionalProperties": _obj(
+            count=_INT, skipped=_INT, last_seq=_INT, last_reason=_STR, first_at=_TIME,
+            last_at=_TIME, blocked_at_seq=_null(_INT),
+        )},
         counts={"type": "object", "additionalProperties": _INT},
         peers={"type": "array", "items": {"type": "object"}},
         custody={},

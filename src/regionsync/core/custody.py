@@ -29,7 +29,7 @@ from typing import Any
 
 from .invariants import check
 
-__all__ = ["CustodyRecord", "custody_writes", "rendezvous", "suspected"]
+__all__ = ["CustodyRecord", "custody_writes", "lagging", "rendezvous", "suspected"]
 
 
 def rendezvous(candidates: Iterable[str], key: str) -> str:
@@ -92,6 +92,25 @@ def suspected(
     """
     return frozenset(
         p for p in peers if now_ms - max(heard_ms.get(p, 0), started_ms) > failover_after_ms
+    )
+
+
+def lagging(
+    mine: Mapping[str, int],
+    theirs: Mapping[str, int],
+    exclude: Iterable[str],
+    refusing: Mapping[str, int],
+) -> list[str]:
+    """Origins of ``theirs`` (a peer's version vector) that ``mine`` lacks records of,
+    but for ``exclude`` and the origins whose next record this node refuses for now
+    (``refusing``: origin -> that seq; a refused record, or one held behind it, is
+    never waited for: readiness would otherwise wait as long as the refusal lasts).
+    Records this node refused for good are covered by ``mine`` already (skipped)."""
+    skip = set(exclude)
+    return sorted(
+        o
+        for o, seq in theirs.items()
+        if o not in skip and mine.get(o, 0) < seq and mine.get(o, 0) + 1 != refusing.get(o)
     )
 
 

@@ -16,10 +16,11 @@ loop is waiting for.
 The session: Hello both ways (``HANDSHAKE``; the peer's must name the configured
 region), an anti-entropy pass first if the peer is behind the log floor or a digest
 differed (``REPAIRING``), then the push loop: batches of the records the peer lacks, at
-most ``window_batches`` unacked, each acked within ``ack_timeout_s``; a refused record
-pauses the link (``refusal_pause``), one that resending cannot change ends it so the
-next session repairs the peer; an idle link sends a digest every ``digest_interval_s``
-and an empty batch (a heartbeat) every ``heartbeat_s``.
+most ``window_batches`` unacked, each acked within ``ack_timeout_s``; a record refused
+for now (``refusal_passes``) pauses the link (``refusal_pause``); one the peer moved past
+is noted and digests are compared at once (a difference: anti-entropy, not repeated
+before ``repair_backoff`` if futile); an idle link sends a digest every
+``digest_interval_s`` and an empty batch (a heartbeat) every ``heartbeat_s``.
 """
 
 from __future__ import annotations
@@ -31,15 +32,15 @@ from typing import Any
 
 from .invariants import check
 from .model import Record
-from .peering import ack_overdue, refusal_pause
+from .peering import ack_overdue, refusal_passes, refusal_pause, repair_backoff
 from .wire import fit_batch, oversize_note
 
 __all__ = [
     "INPUTS", "TABLE", "Ack", "AcceptHello", "Acked", "Action", "AwaitAck", "Close",
-    "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest",
+    "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest", "NoteRefusal",
     "Oversize", "Pause", "PeerDigest", "PeerHello", "Phase", "ReadRecords", "Ready", "Records",
     "Refusal", "Repaired", "SendBatch", "SendDigest", "SendHello", "Session", "SessionError",
-    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "WantRepair", "step"
+    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "step"
 ]  # fmt: skip
 
 VV = Mapping[str, int]  # a version vector: origin -> highest seq
@@ -105,9 +106,9 @@ class Session:
     everything sent is applied (the next read starts there); ``sent_at``: monotonic send
     times of the unacked batches, oldest first; ``inflight``: batches sent and not acked
     (a duplicated ack can leave it above ``len(sent_at)``); ``sending``: the (origin,
-    seq) of the batch on its way. ``refused``: the peer rejected a record since the last
-    pause; ``refusals``: acks in a row that rejected something; ``malformed``: a
-    rejection that resending cannot change; ``shown``: the one ``last_error`` names.
+    seq) of the batch on its way. ``refused``: the peer rejected a record for now since
+    the last pause; ``refusals``: acks in a row that rejected something; ``shown``: the
+    one ``last_error`` names.
     ``asked``: the digest (version vector, root) we sent last, if any.
     """
 
@@ -123,7 +124,6 @@ class Session:
     sending: tuple[tuple[str, int], ...] = ()
     refused: bool = False
     refusals: int = 0
-    malformed: Refusal | None = None
     shown: Refusal | None = None
     lingered: bool = False  # this batch already waited linger_ms
     next_digest: float = 0.0
@@ -151,6 +151,8 @@ class Ready:
 
     repair_wanted: bool = False  # a digest differed (PeerStatus.repair_wanted)
     behind: tuple[str, ...] = ()  # origins the peer at ``acked`` lacks below the log floor
+    futile_repairs: int = 0  # passes in a row after which the digests still differed
+    last_repair_at: float | None = None  # monotonic start of the last pass to the peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,9 +284,9 @@ class AwaitAck:
 
 
 @dataclass(frozen=True, slots=True)
-class WantRepair:
-    """The peer refused ``refusal`` for what it holds: log it and mark the peer for
-    repair (the next session starts with anti-entropy)."""
+class NoteRefusal:
+    """The peer refused ``refusal`` for what it holds and moved past it: log it and note
+    it per origin (``/v1/cluster``); the digest compared next decides on a repair."""
 
     refusal: Refusal
 
@@ -345,7 +347,7 @@ class Idle:
 
 Action = (
     SendHello | AcceptHello | StartRepair | Acked | ShowError | Wake | NoteDigest
-    | StartStreaming | Count | Close | AwaitAck | WantRepair | Pause | ReadRecords
+    | StartStreaming | Count | Close | AwaitAck | NoteRefusal | Pause | ReadRecords
     | Linger | Oversize | SendBatch | ComputeDigest | SendDigest | Idle
 )  # fmt: skip
 Out = tuple[Session, list[Action]]
@@ -364,9 +366,15 @@ def _hello(s: Session, h: PeerHello, now: float) -> Out:
     ]
 
 
+def _repair_due(s: Session, r: Ready, now: float) -> bool:
+    """A digest differed and the backoff after futile passes (``repair_backoff``) is over."""
+    last, wait = r.last_repair_at, repair_backoff(r.futile_repairs, s.policy.digest_interval_s)
+    return r.repair_wanted and (last is None or now >= last + wait)
+
+
 def _established(s: Session, r: Ready, now: float) -> Out:
-    # records it lacks were truncated, or a digest differed: repair first
-    if r.behind or r.repair_wanted:
+    # records it lacks were truncated, or a digest differed (and no backoff): repair first
+    if r.behind or _repair_due(s, r, now):
         return replace(s, phase=Phase.REPAIRING), [StartRepair()]
     return _start_push(s, r, now)
 
@@ -415,11 +423,7 @@ def _top(s: Session, r: Ready, now: float) -> Out:
         return replace(s, phase=Phase.WINDOW_FULL), [AwaitAck(until)]
     if s.inflight:
         return _read(s, r)
-    if s.malformed is not None:
-        # records apply in order per origin: the peer would never take another of that
-        # origin from us. Anti-entropy (the next session) carries our state past it.
-        return replace(s, phase=Phase.CLOSED), [WantRepair(s.malformed), Close()]
-    if r.repair_wanted:
+    if _repair_due(s, r, now):
         return _close(s, None)  # a digest differed: the next session repairs
     if s.refused:
         pause = refusal_pause(max(s.refusals, 1), p.reconnect_min_s, p.reconnect_max_s)
@@ -496,13 +500,12 @@ def _ack(s: Session, a: Ack, now: float) -> Out:
     for o, seq in a.version_vector.items():
         acked[o] = max(acked.get(o, 0), seq)
         sent[o] = max(sent.get(o, 0), seq)  # never send what it holds
-    shown, refused, malformed = s.shown, s.refused, s.malformed
-    actions: list[Action] = []
-    for rej in a.rejected:
+    shown, refused, actions = s.shown, s.refused, list[Action]()
+    # moved past by the peer: noted, and states compared at once (a repair if they differ)
+    notes = [NoteRefusal(rej) for rej in a.rejected if not refusal_passes(rej.reason)]
+    for rej in (rej for rej in a.rejected if refusal_passes(rej.reason)):  # resent later
         actions = [ShowError(f"rejected {rej.origin}#{rej.seq}: {rej.reason}")]
         shown, refused = rej, True
-        if not rej.reason.startswith("clock_drift"):  # drift passes; this not
-            malformed = rej
     if shown is not None and acked.get(shown.origin, 0) >= shown.seq:
         actions, shown = [ShowError(None)], None  # the peer took it since
     inflight = max(s.inflight - 1, 0)  # a duplicated ack is not a batch
@@ -516,10 +519,10 @@ def _ack(s: Session, a: Ack, now: float) -> Out:
         inflight=inflight,
         refused=refused,
         refusals=s.refusals + 1 if a.rejected else 0,
-        malformed=malformed,
         shown=shown,
+        next_digest=min(s.next_digest, now) if notes else s.next_digest,
     )
-    return s, [*actions, Acked(acked), Wake()]
+    return s, [*actions, *notes, Acked(acked), Wake()]
 
 
 def _peer_digest(s: Session, d: PeerDigest, now: float) -> Out:

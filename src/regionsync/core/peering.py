@@ -12,7 +12,7 @@ from .model import Record
 
 __all__ = [
     "ack_overdue", "actor_reused", "check_read", "digest_verdict", "next_incarnation",
-    "refusal_pause",
+    "refusal_pause", "refusal_passes", "repair_backoff",
 ]  # fmt: skip
 
 
@@ -69,6 +69,25 @@ def refusal_pause(refusals: int, min_s: float, max_s: float) -> float:
     if refusals < 1:
         return 0.0
     return min(min_s * 2 ** min(refusals - 1, 62), max_s)
+
+
+def refusal_passes(reason: str) -> bool:
+    """Whether a refused record may be taken later as it is: one whose HLC stamp is too
+    far ahead (``clock_drift``) passes once the receiver's clock does, so its successors
+    wait behind it; any other refusal (a body the receiver cannot decode, a section it
+    does not know, a stamp outside crdt's ranges) never passes there, so the receiver
+    moves past it (runtime/replica.py) and state transfer carries what it held."""
+    return reason.startswith("clock_drift")
+
+
+def repair_backoff(futile: int, interval_s: float) -> float:
+    """Seconds a wanted anti-entropy pass waits after the last one when ``futile`` passes
+    in a row left the state digests differing (a state the peer refuses, so repair
+    cannot change the outcome): none at first, then ``interval_s``
+    (``digest_interval_s``) doubling per futile pass, at most 32 times it."""
+    if futile < 1:
+        return 0.0
+    return interval_s * 2 ** min(futile - 1, 5)
 
 
 def check_read(after: Mapping[str, int], records: Sequence[Record]) -> None:

@@ -17,7 +17,9 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
     asked, the URL) to its own ``/v1/cluster`` body, or to why it could not be asked (a
     string): a reached region shows its own registry hash, whether it equals the asked
     node's (``agrees``) and how many of its own links are up (``peers_up``); an unreached
-    peer shows the asked node's state-digest verdict."""
+    peer shows the asked node's state-digest verdict. ``refused``: on the asked node's
+    row, the records it refused (moved past or held) per origin; on a peer's, those the
+    peer refused of what the asked node sent it (issue 41)."""
     others = others or {}
     custody = cluster.get("custody", {})
     records = custody.get("records", {})
@@ -44,6 +46,7 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         "region": cluster["region"], "reached": "self", "connected": "self",
         "records_behind": 0, "last_contact": "-", "registry": mine[:12], "agrees": "-",
         "peers_up": peers_up(cluster), "custody": custody_of(cluster["region"]),
+        "refused": _refused(cluster.get("refused")),
     }]  # fmt: skip
     peer_regions = {cluster["region"]}
     for p in cluster.get("peers", []):
@@ -53,7 +56,7 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
             "region": p["region"], "connected": "yes" if p["connected"] else "NO",
             "records_behind": p["records_behind"],
             "last_contact": "never" if since is None else f"{since:.1f}s ago",
-            "custody": custody_of(p["region"]),
+            "custody": custody_of(p["region"]), "refused": _refused(p.get("refused")),
         }  # fmt: skip
         other = others.get(p["region"], "no http_url")
         if isinstance(other, dict):
@@ -66,7 +69,7 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         if key in peer_regions:
             continue
         row = {"region": key, "connected": "not a peer", "records_behind": "-",
-               "last_contact": "-", "custody": "-"}  # fmt: skip
+               "last_contact": "-", "custody": "-", "refused": "-"}  # fmt: skip
         if isinstance(other, dict):
             row["region"] = other["region"]
             reached(row, other)
@@ -74,6 +77,16 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
             row.update(reached=_unreached(other), registry="-", agrees="-", peers_up="-")
         rows.append(row)
     return rows
+
+
+def _refused(by_origin: dict | None) -> str:
+    """``none``, or per origin the records refused and the last one's seq and reason
+    (cut to 40 characters)."""
+    parts = []
+    for origin, n in sorted((by_origin or {}).items()):
+        why = n["last_reason"] if len(n["last_reason"]) <= 40 else n["last_reason"][:39] + "…"
+        parts.append(f"{origin}: {n['count']} (#{n['last_seq']} {why})")
+    return "; ".join(parts) or "none"
 
 
 def _unreached(error: str) -> str:
@@ -129,7 +142,8 @@ def peer_clusters(client: ApiClient, cluster: dict, extra_urls: tuple[str, ...])
 @click.pass_context
 def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
     """Every region: the asked node's links to it (connected, records behind, last
-    contact), its own registry hash and whether it agrees, its links up, custody. Peers
+    contact), its own registry hash and whether it agrees, its links up, custody, the
+    records refused (by the asked node; by each peer of what it sent). Peers
     are asked at the ``http_url`` of their ``[[peers]]`` entry (or ``--peer-url``) with
     the same token; a peer that cannot be asked shows the asked node's last state-digest
     verdict on it, with its time (``agreed``/``DIFFERED (digest at 12:14:04Z)``). Exits 3
@@ -142,7 +156,7 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
         out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})
     else:
         cols = ["region", "reached", "connected", "records_behind", "last_contact",
-                "registry", "agrees", "peers_up", "custody"]  # fmt: skip
+                "registry", "agrees", "peers_up", "custody", "refused"]  # fmt: skip
         out(ctx, status_rows(cluster, others), cols)
     failed = sorted(k for k, v in others.items() if not isinstance(v, dict))
     if failed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.peering import repair_backoff
 from .cohort import Cohort
 from .custody import Custody
 from .ports import Clock
@@ -63,6 +64,17 @@ class ClusterView:
             if origin != peer.actor
         )
 
+    def repair(self, p: PeerStatus) -> dict[str, Any]:
+        """Anti-entropy towards ``p``: ``wanted`` (a digest differed), ``futile`` (passes
+        in a row that left the digests differing) and ``backoff_s`` (seconds left before
+        the next pass may start; 0: none)."""
+        wait = 0.0
+        if p.last_repair_at is not None and p.futile_repairs:
+            interval = self.writer.settings.replication.digest_interval_s
+            due = p.last_repair_at + repair_backoff(p.futile_repairs, interval)
+            wait = max(due - self.clock.monotonic(), 0.0)
+        return {"wanted": p.repair_wanted, "futile": p.futile_repairs, "backoff_s": wait}
+
     def cluster(self) -> dict[str, Any]:
         """The ``GET /v1/cluster`` answer (docs/api.md; times as ms, the API renders them)."""
         now = self.clock.wall_ms()
@@ -73,6 +85,8 @@ class ClusterView:
             "version_vector": dict(sorted(self.writer.durable_vv.items())),
             "log_floor": dict(sorted(self.replica.log_floor.items())),
             "registry_hash": self.catalog.registry.state_hash(),
+            # what this node refused of each origin (issue 41): the receiving side
+            "refused": self.replica.refusals_view(),
             "peers": [
                 {
                     "region": p.region,
@@ -91,6 +105,9 @@ class ClusterView:
                     # issue 12 item 3: state roots compared at equal version vectors
                     "state_agrees": p.state_agrees,
                     "last_digest_at_ms": p.last_digest_at_ms,
+                    # what the peer refused of each origin and moved past: the sending side
+                    "refused": {o: dict(n) for o, n in sorted(p.refused.items())},
+                    "repair": self.repair(p),
                 }
                 for p in self.peers.values()
             ],

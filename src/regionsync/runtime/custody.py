@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
-from ..core.custody import CustodyRecord, custody_writes, suspected
+from ..core.custody import CustodyRecord, custody_writes, lagging, suspected
 from ..core.model import Delivery
 from ..core.operational import region_transitions
 from .operational import OperationalEvents
@@ -57,6 +57,8 @@ class Custody:
         self.heard: dict[str, int] = {}  # region -> latest contact ms (own or gossiped)
         self.started_ms = 0
         self.ready = not peers  # latched once caught up with every unsuspected peer
+        # origin -> the seq this node refuses for now (Replica.blocked, set by the node)
+        self.refusing: Mapping[str, int] = {}
         self._adopted_seen: dict[str, None] = {}  # delivery ids counted as adopted
 
     def start(self) -> None:
@@ -91,15 +93,16 @@ class Custody:
 
     def caught_up(self, suspects: frozenset[str]) -> bool:
         """This node is connected to each unsuspected peer and holds every record the
-        peer's Hello said it held (the peer's own and this node's actor excepted)."""
+        peer's Hello said it held (the peer's own and this node's actor excepted, and
+        records it refuses: core.custody.lagging)."""
         vv = self.writer.durable_vv
         for name, p in self.peers.items():
             if name in suspects:
                 continue
             if p.hello_vv is None or not p.connected:
                 return False
-            mine = self.writer.actor
-            if any(vv.get(o, 0) < s for o, s in p.hello_vv.items() if o not in (p.actor, mine)):
+            exclude = (p.actor or "", self.writer.actor)
+            if lagging(vv, p.hello_vv, exclude, self.refusing):
                 return False
         return True
 

@@ -47,6 +47,9 @@ def note_digest(
         return
     status.state_agrees = verdict
     status.last_digest_at_ms = links.clock.wall_ms()
+    # a pass that left the states differing could not change them: back off (peer_session)
+    status.futile_repairs = 0 if verdict else status.futile_repairs + int(status.repair_ran)
+    status.repair_ran = False
     if not verdict and not status.repair_wanted:
         links.counters["digest_mismatches"] += 1
         log.warning("state of peer %s differs at equal version vectors", status.region)

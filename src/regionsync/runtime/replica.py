@@ -1,9 +1,13 @@
 """The replica: merging records from peers in per-origin order, and the log's truncation.
 
 Records of one origin are applied in sequence order; a record whose predecessors are
-missing is held back (``held``) until they arrive, and a malformed or drifting one is
-rejected and never merged. Owns the log floor (what truncation removed). Never writes an
-own record: replicated state is committed as it came.
+missing is held back (``held``) until they arrive. A malformed one is refused and never
+merged, but it does not block its successors (issue 41): it is kept opaque in the log (so
+regions that can read it still get it through this one), the version vector moves past it
+and the refusal is noted per origin (``refusals``); anti-entropy carries its state when
+the digests differ. A drifting one (``clock_drift``) is refused for now and held
+(``blocked``): its successors wait until the clock passes it. Owns the log floor (what
+truncation removed). Never writes an own record: replicated state is committed as it came.
 """
 
 from __future__ import annotations
@@ -11,22 +15,38 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from crdt import ClockDriftError
 
 from ..config import Settings
 from ..core.model import AuditEntry, Delivery, Record, WriteBatch, delivery_join
+from ..core.peering import refusal_passes
 from ..core.records import Decoded, decode_body
 from ..errors import MalformedRecord
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyKeys, PeerStatus
 from .writepath import WritePath
 
-__all__ = ["Replica"]
+__all__ = ["RefusalNote", "Replica"]
 
 log = logging.getLogger("regionsync.node")
 
 _MAX_HELD = 100_000  # out-of-order records buffered per node before dropping
+
+
+@dataclass(slots=True)
+class RefusalNote:
+    """The records of one origin this node refused: how many (``skipped``: moved past),
+    the last one's seq and reason, wall ms of the first and the last. In memory: what a
+    skip decided is durable (the version vector and the record kept in the log)."""
+
+    first_ms: int
+    last_ms: int = 0
+    count: int = 0
+    skipped: int = 0
+    last_seq: int = 0
+    last_reason: str = ""
 
 
 class Replica:
@@ -50,15 +70,20 @@ class Replica:
         self.store, self.clock = store, clock
         self.held: dict[str, dict[int, Record]] = {}
         self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
+        self.refusals: dict[str, RefusalNote] = {}  # origin -> what this node refused of it
+        # origin -> the seq refused for now (clock drift) that its successors wait behind;
+        # custody readiness does not wait for them (runtime/custody.py). Never reassigned.
+        self.blocked: dict[str, int] = {}
 
     async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
         """Merge records from a peer, in per-origin sequence order, in one commit.
 
         A record whose predecessors from its origin are missing is held back until they
         arrive (causal delivery per origin); duplicates are ignored. A record that fails to
-        decode, or whose HLC stamp is too far ahead (``clock_drift``), is rejected, logged
-        and never merged; later records of its origin wait behind it. Returns the rejects
-        once what was merged is durable.
+        decode is rejected, logged, never merged and skipped (kept opaque in the log, the
+        version vector past it); one whose HLC stamp is too far ahead (``clock_drift``) is
+        rejected and later records of its origin wait behind it. Returns the rejects once
+        what was merged is durable.
         """
         rejected, durable = await self.apply_records_nowait(records)
         if durable is not None:
@@ -108,16 +133,15 @@ class Replica:
                                 stored.update(await read.more(more))
                         try:
                             self._apply_one(r, dec, batch, deliveries, stored)
+                            newest = r
                         except MalformedRecord as exc:
-                            log.warning("rejected record: %s", exc)
-                            self.counters["records_rejected"] += 1
-                            rejected.append(exc)
-                            break
+                            if not self._refuse(exc):
+                                break  # held: its successors wait until it passes
+                        self.blocked.pop(origin, None)
                         del held[r.seq]
                         vv[origin] = r.seq
-                        batch.records.append(r)
+                        batch.records.append(r)  # a refused one too: opaque, forwarded
                         batch.version_vector[origin] = r.seq
-                        newest = r
                     if newest is not None:  # once per origin and call: dear per record
                         self.writer.telemetry.observe_lag(
                             origin, self.clock.wall_ms(), newest.hlc[0]
@@ -130,6 +154,31 @@ class Replica:
                 self.writer.version_vector = vv
                 durable = self.writer.submit(batch)
         return rejected, durable
+
+    def _refuse(self, exc: MalformedRecord) -> bool:
+        """Count and note a refused record; True if its successors may pass it (never
+        merged either way: ``_apply_one`` raised before merging anything)."""
+        log.warning("rejected record: %s", exc)
+        self.counters["records_rejected"] += 1
+        note = self.refusals.get(exc.origin)
+        now = self.clock.wall_ms()
+        if note is None:
+            note = self.refusals[exc.origin] = RefusalNote(first_ms=now)
+        note.count, note.last_seq, note.last_reason, note.last_ms = (
+            note.count + 1, exc.seq, exc.reason, now,
+        )  # fmt: skip
+        if refusal_passes(exc.reason):
+            self.blocked[exc.origin] = exc.seq
+            return False
+        note.skipped += 1
+        return True
+
+    def refusals_view(self) -> dict[str, dict[str, int | str | None]]:
+        """origin -> what this node refused of it (``/v1/cluster`` ``refused``)."""
+        return {
+            o: {**vars(n), "blocked_at_seq": self.blocked.get(o)}
+            for o, n in sorted(self.refusals.items())
+        }
 
     def _next_in_order(self, records: list[Record]) -> list[Record]:
         """Of ``records`` and the held ones, those that would apply now: per origin, the

@@ -21,11 +21,13 @@ idle link sends a Digest (state root at its version vector) every
 ``digest_interval_s``, and roots that differ at equal version vectors mark the peer
 ``state_agrees=False`` and run an anti-entropy pass on the next session (the accepting
 side asks its own link to do the same, so both directions are repaired). A record the
-peer refuses for what it holds (not for clock drift, which passes) would block every
-later record of its origin there, since records apply in order: the link then repairs
-the peer by anti-entropy, whose last chunk raises its version vector past that record
-(which stays unmerged; the peer counts it in ``records_rejected``). Every Hello is
-shown to the write path, which renews this node's actor if the peer has seen more of it.
+peer refuses for what it holds (not for clock drift, which passes) does not block the
+later records of its origin there (issue 41): the peer keeps it opaque in its log, moves
+its version vector past it and says so in its Ack; this side notes it per origin
+(``PeerStatus.refused``) and compares digests at once, so a state that differs is
+repaired by anti-entropy. A pass after which the digests still differ is futile: the
+next waits ``repair_backoff`` (core/peering.py), doubling. Every Hello is shown to the
+write path, which renews this node's actor if the peer has seen more of it.
 
 The dialing side's decisions are a state table (core/peer_session.py); ``_Dialer`` here
 is its I/O: it runs the actions each step returns and feeds back what happened.
@@ -215,8 +217,8 @@ class _Dialer:
         return actions
 
     def _ready(self) -> ps.Ready:
-        behind = self.links.replica.behind_floor(self.state.acked)
-        return ps.Ready(self.status.repair_wanted, tuple(behind))
+        behind, st = self.links.replica.behind_floor(self.state.acked), self.status
+        return ps.Ready(st.repair_wanted, tuple(behind), st.futile_repairs, st.last_repair_at)
 
     async def run(self) -> None:
         actions: list[ps.Action] = [ps.SendHello()]
@@ -287,12 +289,12 @@ class _Dialer:
                 self.reader = asyncio.create_task(self._read_peer())
             case ps.Count(name):
                 links.counters[name] += 1
-            case ps.WantRepair(rej):
+            case ps.NoteRefusal(rej):
                 log.warning(
-                    "peer %s refused record %s#%d (%s); repairing it by anti-entropy",
+                    "peer %s refused record %s#%d (%s) and moved past it",
                     status.region, rej.origin, rej.seq, rej.reason,
                 )  # fmt: skip
-                status.repair_wanted = True
+                status.note_refused(rej.origin, rej.seq, rej.reason, links.clock.wall_ms())
             case ps.Oversize(note):
                 status.last_error = note  # impossible by config; never silent
                 log.error("peer %s: %s", status.region, note)
@@ -308,7 +310,8 @@ class _Dialer:
             case ps.AcceptHello():
                 await self._accept(action)
             case ps.StartRepair():
-                self.status.repair_wanted = False
+                self.status.repair_wanted, self.status.repair_ran = False, True
+                self.status.last_repair_at = clock.monotonic()
                 links.counters["anti_entropy_passes"] += 1
                 return ps.Repaired(await AntiEntropyPass(links, self.status, stream).run())
             case ps.AwaitAck(until):

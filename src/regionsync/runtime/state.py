@@ -310,5 +310,19 @@ class PeerStatus:
     state_agrees: bool | None = None
     last_digest_at_ms: int | None = None
     repair_wanted: bool = False  # a digest differed: the next session runs anti-entropy
+    # passes in a row after which the digests still differed (they back off), the
+    # monotonic start of the last pass, and whether one ran since the last verdict
+    futile_repairs: int = 0
+    last_repair_at: float | None = None
+    repair_ran: bool = False
+    # origin -> what the peer refused of it and moved past (Ack.rejected; issue 41):
+    # count, last_seq, last_reason, last_ms
+    refused: dict[str, dict[str, int | str]] = field(default_factory=dict)
     # set when the peer dialed in: our link to it stops backing off and redials now
     redial: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+
+    def note_refused(self, origin: str, seq: int, reason: str, now_ms: int) -> None:
+        """The peer refused ``origin#seq`` for ``reason`` and moved past it."""
+        n = self.refused.get(origin) or {"count": 0}
+        self.refused[origin] = {"count": int(n["count"]) + 1, "last_seq": seq,
+                                "last_reason": reason, "last_ms": now_ms}  # fmt: skip

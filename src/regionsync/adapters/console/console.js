@@ -180,11 +180,15 @@ async function clusterPage() {
     if (r.reached) return r.agrees ? "agrees" : "DIFFERS";
     return { true: "agrees (digest)", false: "DIFFERS (digest)", null: "not compared yet" }[r.agrees];
   };
+  // records refused per origin (issue 41): count, last seq and reason
+  const refusedText = (m) => Object.entries(m || {}).map(([o, n]) =>
+    `${o}: ${n.count} (last #${n.last_seq}: ${n.last_reason})`).join("; ") || "none";
   const rows = [{ region: c.region, self: true, connected: "this node", behind: 0, contact: "-",
-    error: null, http_url: null }];
+    error: null, http_url: null, refused: null }];
   for (const p of c.peers) {
     rows.push({ region: p.region, connected: p.connected ? "yes" : "NO", behind: p.records_behind,
-      contact: ago(p.seconds_since_contact), error: p.last_error, http_url: p.http_url });
+      contact: ago(p.seconds_since_contact), error: p.last_error, http_url: p.http_url,
+      refused: p.refused, repair: p.repair });
   }
   const allAgree = all.items.every((r) => r.agrees === true);
   show(
@@ -198,7 +202,10 @@ async function clusterPage() {
           : "not every region agrees yet (see below)"),
       h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events)),
       h("dt", {}, "replication role"),
-      h("dd", { id: "role" }, processText(c.process))),
+      h("dd", { id: "role" }, processText(c.process)),
+      h("dt", {}, "records this node refused"),
+      h("dd", { id: "refused", class: Object.keys(c.refused || {}).length ? "warn" : "" },
+        refusedText(c.refused))),
     table([
       ["region", (r) => (r.http_url ? h("a", { href: `${r.http_url}/console` }, r.region) : r.region)],
       ["connected", (r) => h("span", { class: r.connected === "NO" ? "bad" : "" }, r.connected)],
@@ -220,6 +227,12 @@ async function clusterPage() {
         return o && o.reached ? `${o.peers_connected}/${o.peers_total}` : "-";
       }],
       ["custody", (r) => custodyOf(r.region)],
+      ["refused by it", (r) => {
+        if (r.self) return "-";
+        const n = Object.keys(r.refused || {}).length;
+        const rep = r.repair && r.repair.futile ? ` · repair backing off (${r.repair.futile} futile)` : "";
+        return h("span", { class: n ? "warn" : "", "data-refused": n }, refusedText(r.refused) + rep);
+      }],
       ["last error", (r) => text(r.error)],
     ], rows.map((r) => ({ ...r, __attrs: { "data-region": r.region } })), { id: "regions" }),
     h("p", { class: "muted" },

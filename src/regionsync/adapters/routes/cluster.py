@@ -35,6 +35,10 @@ def build(ctx: ApiContext) -> APIRouter:
             p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
             p["last_digest_at"] = rfc3339(p.pop("last_digest_at_ms"))
             p["last_contact_at"] = rfc3339(p.pop("last_contact_at_ms"))
+            for n in p["refused"].values():
+                n["last_at"] = rfc3339(n.pop("last_ms"))
+        for n in c["refused"].values():
+            n["first_at"], n["last_at"] = rfc3339(n.pop("first_ms")), rfc3339(n.pop("last_ms"))
         custody = c["custody"]
         custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
         for rec in custody["records"].values():

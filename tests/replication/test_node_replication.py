@@ -129,12 +129,14 @@ async def test_malformed_record_is_rejected_not_merged(net, started) -> None:
     )
     rejected = await b.replica.apply_records([bad, good2])
     assert [(e.origin, e.seq) for e in rejected] == [(good1.origin, 1)]
-    assert b.catalog.registry.tenant("acme") is None and b.writer.version_vector == {}
+    assert b.catalog.registry.tenant("acme") is None  # never merged
     assert b.counters["records_rejected"] == 1
-    # the good copy of the same record (e.g. from another peer) still gets through
-    assert await b.replica.apply_records([good1]) == []
+    # issue 41: moved past, so the next record applies; the refused one is kept opaque
+    assert b.writer.version_vector == {good1.origin: 2}
     assert b.catalog.registry.tenant("beta") is not None
-    assert converged(a, b)
+    logged = {(r.origin, r.seq): r.body for r in await b.store.records_after({}, 100)}
+    assert logged[(good1.origin, 1)] == bad.body
+    assert b.replica.refusals[good1.origin].skipped == 1
 
 
 async def test_record_from_far_future_is_rejected_as_clock_drift(net, started) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from crdt import ClockDriftError
 
@@ -135,6 +135,7 @@ class Replica:
                             self._apply_one(r, dec, batch, deliveries, stored)
                             newest = r
                         except MalformedRecord as exc:
+                            rejected.append(exc)
                             if not self._refuse(exc):
                                 break  # held: its successors wait until it passes
                         self.blocked.pop(origin, None)
@@ -176,7 +177,7 @@ class Replica:
     def refusals_view(self) -> dict[str, dict[str, int | str | None]]:
         """origin -> what this node refused of it (``/v1/cluster`` ``refused``)."""
         return {
-            o: {**vars(n), "blocked_at_seq": self.blocked.get(o)}
+            o: {**asdict(n), "blocked_at_seq": self.blocked.get(o)}
             for o, n in sorted(self.refusals.items())
         }
 

@@ -1,7 +1,9 @@
 """Checkers: invariants during the run, and what must hold after everything healed.
 
 During the run (``Monitor``): a Node's HLC never goes backwards; a store incarnation's
-durable version vector only grows (across crash-restarts too, since it is durable).
+durable version vector only grows (across crash-restarts too, since it is durable); no
+origin's later records wait behind a refused record longer than ``STALL_BOUND_S``
+(issue 41).
 At the end (``check_final``): every region's registry hash and version vector are equal;
 acknowledged changes are visible under add-wins / LWW semantics; every acknowledged
 event is held by its origin region and by every other; per-origin log records carry
@@ -27,6 +29,10 @@ from ._workload import History, Op
 __all__ = ["Monitor", "Violation", "check_edges", "check_final"]
 
 _INF = 1 << 62
+# virtual seconds an origin's later records may wait behind a refused one (issue 41): a
+# record refused for good is moved past at once; one refused for clock drift at most
+# until the receiver's clock passes it
+STALL_BOUND_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class Monitor:
         self._vv: dict[tuple[str, int], dict[str, int]] = {}
         self.known_vv: dict[str, dict[str, int]] = {n: {} for n in cluster.regions}
         self.timeline: list[tuple[float, dict[str, tuple[str | None, int]]]] = []
+        self._stalled: dict[tuple[str, str], float] = {}  # (region, origin) -> since
 
     def sample(self, t: float, record: bool) -> None:
         for name, r in sorted(self.cluster.regions.items()):
@@ -77,8 +84,25 @@ class Monitor:
                     )
             self._vv[vkey] = now
             self.known_vv[name] = now
+            self._stalls(t, name, node)
         if record:
             self.timeline.append((t, self.snapshot()))
+
+    def _stalls(self, t: float, name: str, node: Any) -> None:
+        """An origin whose next record ``name`` holds but did not apply (it refused it)
+        while later ones wait behind it is stalled; past ``STALL_BOUND_S`` it is a
+        violation (reported once)."""
+        vv, held = node.writer.version_vector, node.replica.held
+        nxt = {o: vv.get(o, 0) + 1 for o in held}
+        stalled = {o for o, h in held.items() if nxt[o] in h and any(s > nxt[o] for s in h)}
+        for key in [k for k in self._stalled if k[0] == name and k[1] not in stalled]:
+            del self._stalled[key]
+        for origin in sorted(stalled):
+            since = self._stalled.setdefault((name, origin), t)
+            if since >= 0 and t - since > STALL_BOUND_S:
+                detail = f"{name}: {origin}'s records wait behind #{nxt[origin]} since "
+                self.violations.append(Violation("stall", f"{detail}t={since:.1f}"))
+                self._stalled[(name, origin)] = -1.0  # reported
 
     def snapshot(self) -> dict[str, tuple[str | None, int]]:
         top: dict[str, int] = {}
@@ -471,8 +495,10 @@ async def check_edges(cluster: SimCluster, injected: list[Injected]) -> list[Vio
     rejected (returned by ``apply_records`` and counted in ``records_rejected``), or held
     back behind missing predecessors (and those at a certain edge, e.g. past
     ``max_drift_ms``, the one outcome they must have); a merged one is in every region's
-    version vector and registry, a rejected or held one in none. At least one record of
-    the run must have been merged and one rejected, or the nemesis tested nothing."""
+    version vector and registry, a rejected one in no region's registry (a region may
+    have moved past it: kept opaque in the log, issue 41), a held one in neither. At
+    least one record of the run must have been merged and one rejected, or the nemesis
+    tested nothing."""
     out: list[Violation] = []
     ups = cluster.up()
     rows = {r.name: await r.store.load_registry() for r in ups}
@@ -492,6 +518,8 @@ async def check_edges(cluster: SimCluster, injected: list[Injected]) -> list[Vio
                 assert r.node is not None
                 has_seq = r.node.writer.durable_vv.get(origin, 0) >= seq
                 has_key = key in rows[r.name]
+                if how == "rejected":
+                    has_seq = False  # moved past or not: never merged is what counts
                 if (how == "merged") != has_seq or (how == "merged") != has_key:
                     detail = f"in version vector {has_seq}, key in registry {has_key}"
                     where = f"{how} record {origin}#{seq} (into {inj.region})"

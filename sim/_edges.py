@@ -9,6 +9,10 @@ next local stamp carries into the next millisecond), ``(WALL_MS_MAX, 0)`` and
 ``now + max_drift_ms + 1`` (``clock_drift``), a seq of ``2**63 - 1`` (held back behind
 its missing predecessors forever), bodies with a PN-counter at ``COUNTER_MAX``, ids of the
 64-character limit, a 64 KiB string, and an id one character past the limit (malformed).
+One more origin (``edge<round>-run:1``) sends a run of seven records with, in the middle,
+a body that is not msgpack (seq 3, rejected) and one with a section this release does
+not know (seq 5; rejected, or merged by a release that ignores it): the records after
+them must merge at once (issue 41: a refused record never blocks its successors).
 
 The nemesis hands the batch to one region's ``Replica.apply_records`` (the path a peer's
 Batch takes); ``Injected`` keeps what came back so ``check_edges`` can tell that every
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+
+import msgpack
 
 from crdt import COUNTER_MAX, LOGICAL_MAX, WALL_MS_MAX, LWWRegister, PNCounter, Timestamp
 from regionsync.core.model import Record
@@ -89,4 +95,33 @@ def edge_records(
         keys[(origin, seq)] = key
         if outcome:
             must[(origin, seq)] = outcome
+    _run(rng, now_ms, round_, records, keys, must)
     return records, keys, must
+
+
+def _run(
+    rng: random.Random,
+    now_ms: int,
+    round_: int,
+    records: list[Record],
+    keys: dict[tuple[str, int], str],
+    must: dict[tuple[str, int], str],
+) -> None:
+    """One origin's run of 7 name records: seq 3 undecodable, seq 5 with an unknown
+    section; every other one must merge (none waits behind a refused one)."""
+    origin = f"edge{round_}-run:1"
+    for seq in range(1, 8):
+        hlc = (now_ms - 8 + seq, 0)
+        key = f"t/{_id(rng, 64)}/name"
+        crdt = LWWRegister().set(f"run {seq}", actor=origin, stamp=Timestamp(*hlc))
+        body = encode_body(registry={key: crdt})
+        if seq == 3:
+            body = b"\xc1" + body  # 0xc1: never used by msgpack
+        elif seq == 5:
+            sections = msgpack.unpackb(body, raw=False)
+            sections["x-future"] = {"from": "a newer release"}
+            body = msgpack.packb(sections, use_bin_type=True)
+        records.append(Record(origin, seq, "registry", body, hlc))
+        keys[(origin, seq)] = key
+        if seq != 5:
+            must[(origin, seq)] = "rejected" if seq == 3 else "merged"

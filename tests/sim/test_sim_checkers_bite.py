@@ -137,3 +137,28 @@ def test_merged_edge_record_is_reported() -> None:
     names = ("eu-west", "us-east", "ap-south")
     res = run(opts, node_classes=dict.fromkeys(names, NoDriftCheckNode))
     assert "edges" in {v.kind for v in res.violations}, res.violations
+
+
+class StallingNode(Node):
+    """A node that stops an origin at a record it cannot decode, as before issue 41: the
+    record and every later one of its origin wait in ``held`` for good."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        replica, apply_one = self.replica, self.replica._apply_one
+
+        def stall(r: Record, decoded: Decoded | str, *rest: object) -> None:
+            if isinstance(decoded, str):
+                replica.blocked[r.origin] = r.seq
+                raise MalformedRecord(r.origin, r.seq, "clock_drift: stalled as before")
+            apply_one(r, decoded, *rest)  # type: ignore[arg-type]
+
+        replica._apply_one = stall  # type: ignore[method-assign]
+
+
+def test_a_stall_behind_a_refused_record_is_reported() -> None:
+    opts = load_scenario(SCENARIOS / "edge-records.toml", seed=1)
+    names = ("eu-west", "us-east", "ap-south")
+    res = run(opts, node_classes=dict.fromkeys(names, StallingNode))
+    kinds = {v.kind for v in res.violations}
+    assert "stall" in kinds and "edges" in kinds, res.violations

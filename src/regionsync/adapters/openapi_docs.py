@@ -195,6 +195,9 @@ def _page(item: str) -> dict[str, Any]:
 
 _DELIVERY_STATUSES = [s.value for s in DeliveryStatus]
 
+# what a node refused of one origin (``/v1/cluster`` ``refused``; runtime/replica.py)
+_REFUSED = _obj(count=_INT, skipped=_INT, last_seq=_INT, last_reason=_STR, first_at=_TIME,
+                last_at=_TIME, blocked_at_seq=_null(_INT))  # fmt: skip
 RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "Tenant": _obj(
         id=_STR,
@@ -344,10 +347,7 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         log_floor={"type": "object", "additionalProperties": _INT},
         registry_hash=_STR,
         # origin -> what this node refused of it (issue 41; peers[].refused: the peer's)
-        refused={"type": "object", "additionalProperties": _obj(
-            count=_INT, skipped=_INT, last_seq=_INT, last_reason=_STR, first_at=_TIME,
-            last_at=_TIME, blocked_at_seq=_null(_INT),
-        )},
+        refused={"type": "object", "additionalProperties": _REFUSED},
         counts={"type": "object", "additionalProperties": _INT},
         peers={"type": "array", "items": {"type": "object"}},
         custody={},

@@ -37,10 +37,11 @@ from .wire import fit_batch, oversize_note
 
 __all__ = [
     "INPUTS", "TABLE", "Ack", "AcceptHello", "Acked", "Action", "AwaitAck", "Close",
-    "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest", "NoteRefusal",
-    "Oversize", "Pause", "PeerDigest", "PeerHello", "Phase", "ReadRecords", "Ready", "Records",
-    "Refusal", "Repaired", "SendBatch", "SendDigest", "SendHello", "Session", "SessionError",
-    "SessionPolicy", "ShowError", "StartRepair", "StartStreaming", "Wake", "step"
+    "ComputeDigest", "Count", "Ended", "Idle", "Input", "Linger", "LocalDigest", "NoteDigest",
+    "NoteRefusal", "Oversize", "Pause", "PeerDigest", "PeerHello", "Phase", "ReadRecords",
+    "Ready", "Records", "Refusal", "Repaired", "SendBatch", "SendDigest", "SendHello",
+    "Session", "SessionError", "SessionPolicy", "ShowError", "StartRepair", "StartStreaming",
+    "Wake", "step"
 ]  # fmt: skip
 
 VV = Mapping[str, int]  # a version vector: origin -> highest seq

@@ -152,6 +152,9 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     await eventually(agree)
     await expect(page.locator("#agreement")).to_contain_text("every region")
     await expect(page.locator("#role")).to_have_text("this process (the region's only one)")
+    # issue 41: refusals on both sides (none here): this node's, and each peer's of ours
+    await expect(page.locator("#refused")).to_have_text("none")
+    await expect(page.locator("#regions [data-refused='0']")).to_have_count(2)
     await page.screenshot(path=shots / "1-cluster.png", full_page=True)
 
     await page.click("nav >> text=Tenants")

@@ -105,3 +105,27 @@ async def test_cluster_regions_without_peer_urls(tmp_path: Path) -> None:
                             headers=bearer(ADMIN))  # fmt: skip
         tenant = bearer(made.json()["token"])
         assert_problem(await c.get("/v1/cluster/regions", headers=tenant), 403, "authorization")
+
+
+async def test_cluster_shows_what_this_node_refused_per_origin(tmp_path: Path) -> None:
+    """Issue 41, the receiving side: a record this node refused shows under ``refused``
+    (count, moved past, last seq and reason, when), and the node moved past it."""
+    from regionsync.core.model import Record
+
+    peers = [{"region": "eu-central-1", "address": f"127.0.0.1:{free_port()}"}]
+    async with running_node(tmp_path, tokens=[{"token": ADMIN, "scope": "admin"}],
+                            peers=peers) as api:  # fmt: skip
+        node = api.node
+        bad = Record("eu-central-1:5", 1, "registry", b"\xc1", (node.clock.wall_ms(), 0))
+        assert len(await node.replica.apply_records([bad])) == 1
+        body = (await api.client.get("/v1/cluster", headers=bearer(ADMIN))).json()
+        got = body["refused"]["eu-central-1:5"]
+        assert {k: got[k] for k in ("count", "skipped", "last_seq", "blocked_at_seq")} == {
+            "count": 1, "skipped": 1, "last_seq": 1, "blocked_at_seq": None,
+        }  # fmt: skip
+        assert "msgpack" in got["last_reason"] and re.match(r"\d{4}-", got["first_at"])
+        assert body["version_vector"]["eu-central-1:5"] == 1
+        peer = body["peers"][0]
+        assert peer["refused"] == {} and peer["repair"] == {
+            "wanted": False, "futile": 0, "backoff_s": 0.0,
+        }  # fmt: skip

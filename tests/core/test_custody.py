@@ -61,3 +61,15 @@ def test_custodian_and_record_values() -> None:
                 {"live": ["c"], "since": "1", "by": "c"},
                 {"live": ["c"], "since": True, "by": "c"}):  # fmt: skip
         assert CustodyRecord.from_value(bad) is None
+
+
+def test_readiness_never_waits_for_a_record_refused_for_now() -> None:
+    """Issue 41: an origin whose next record this node refuses (clock drift: held) does
+    not lag; one it merely lacks does; excluded origins never do."""
+    from regionsync.core.custody import lagging
+
+    theirs = {"a:1": 9, "c:1": 5, "b:1": 4}
+    assert lagging({"a:1": 9, "c:1": 2}, theirs, ("b:1",), {}) == ["c:1"]
+    assert lagging({"a:1": 9, "c:1": 2}, theirs, ("b:1",), {"c:1": 3}) == []
+    assert lagging({"a:1": 9, "c:1": 2}, theirs, ("b:1",), {"c:1": 4}) == ["c:1"]  # 3 lacks
+    assert lagging({"a:1": 9}, theirs, (), {}) == ["b:1", "c:1"]

@@ -57,6 +57,7 @@ async def test_status_shows_every_region_from_any_node(
         rows = table(out)
         assert set(rows) == set(REGIONS), out
         assert rows[asked]["REACHED"] == rows[asked]["CONNECTED"] == "self"
+        assert {r["REFUSED"] for r in rows.values()} == {"none"}, out  # issue 41
         hashes = {r["REGISTRY"] for r in rows.values()}
         assert len(hashes) == 1 and "-" not in hashes, out  # every region's own hash
         for region in set(REGIONS) - {asked}:

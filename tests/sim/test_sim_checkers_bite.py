@@ -145,15 +145,13 @@ class StallingNode(Node):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        replica, apply_one = self.replica, self.replica._apply_one
+        refuse = self.replica._refuse
 
-        def stall(r: Record, decoded: Decoded | str, *rest: object) -> None:
-            if isinstance(decoded, str):
-                replica.blocked[r.origin] = r.seq
-                raise MalformedRecord(r.origin, r.seq, "clock_drift: stalled as before")
-            apply_one(r, decoded, *rest)  # type: ignore[arg-type]
+        def hold(exc: MalformedRecord) -> bool:
+            refuse(exc)
+            return False  # never moves past it
 
-        replica._apply_one = stall  # type: ignore[method-assign]
+        self.replica._refuse = hold  # type: ignore[method-assign]
 
 
 def test_a_stall_behind_a_refused_record_is_reported() -> None:

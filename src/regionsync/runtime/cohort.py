@@ -181,8 +181,8 @@ class Cohort:
         ``delivery_ids``."""
         try:
             decoded = decode_body(r.kind, r.body)
-        except ValueError as exc:  # written by a process of this region: a bug
-            log.error("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
+        except ValueError as exc:  # a peer's the holder refused and moved past, or a bug
+            log.warning("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
         else:
             for key, state in self.catalog.apply(decoded.registry).items():
                 seen.registry[key] = state.to_bytes()

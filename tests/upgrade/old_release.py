@@ -51,7 +51,9 @@ def missing_history(commit: str) -> str | None:
         return None
     shallow = _git("rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
     why = "a shallow clone" if shallow else "not in this repository's history"
-    return f"previous release {commit[:12]} unavailable ({why}): the upgrade test needs a full clone"
+    return (
+        f"previous release {commit[:12]} unavailable ({why}): the upgrade tests need a full clone"
+    )
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,9 @@ def build(dest: Path, commit: str) -> OldRelease:
     lines = [str(tree / "src"), str(tree), ours["purelib"], ours["platlib"]]
     (Path(site) / "regionsync-previous-release.pth").write_text("\n".join(lines) + "\n")
     release = OldRelease(commit, tree, python)
+    probe = "import regionsync, crdt; print(regionsync.__file__, crdt.__file__)"
     where = subprocess.run(
-        [str(python), "-P", "-c", "import regionsync, crdt; print(regionsync.__file__, crdt.__file__)"],
+        [str(python), "-P", "-c", probe],
         capture_output=True, text=True, check=True, env=_env(), cwd=tree,
     ).stdout.split()  # fmt: skip
     if not all(Path(p).is_relative_to(tree) for p in where):

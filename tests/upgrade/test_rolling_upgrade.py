@@ -81,7 +81,9 @@ class Regions:
 async def set_up(rs: Regions, receiver: RecordingReceiver) -> str:
     """The tenant and its endpoint, seen by every region; returns the endpoint's name."""
     c, http = rs.client, rs.http
-    await expect(c, "POST", f"{http[REGIONS[0]]}/v1/tenants", 201, json={"id": TENANT, "name": "Up"})
+    await expect(
+        c, "POST", f"{http[REGIONS[0]]}/v1/tenants", 201, json={"id": TENANT, "name": "Up"}
+    )
     ep = await expect(c, "POST", f"{http[REGIONS[0]]}/v1/tenants/{TENANT}/endpoints", 201,
                       json={"url": receiver.url("up")})  # fmt: skip
     receiver.secrets["up"] = ep["secret"]

@@ -75,7 +75,10 @@ def build(dest: Path, commit: str) -> OldRelease:
         subprocess.run(["git", "-C", str(ROOT), "archive", commit], stdout=tar, check=True)
         tar.seek(0)
         with tarfile.open(fileobj=tar) as archive:
-            archive.extractall(tree, filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+                archive.extractall(tree, filter="data")
+            else:  # our own commit's archive
+                archive.extractall(tree)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(

@@ -132,7 +132,7 @@ async def test_a_postgres_region_upgrades_one_process_at_a_time(
             print(f"{len(load.acked)} events, {len(load.tenants)} tenants acknowledged; "
                   f"{load.refused} requests to a stopping process")  # fmt: skip
             assert not load.server_errors, load.server_errors
-            assert len(load.acked) > 100, len(load.acked)
+            assert len(load.acked) > 50, len(load.acked)  # the load ran throughout
 
             async def delivered() -> bool:
                 return load.acked <= receiver.ids("pg")

@@ -6,6 +6,7 @@ then makes the releases that do not know it refuse, and every process records it
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import psycopg
@@ -27,6 +28,17 @@ EXPAND = Step("added_by_expand", "expand", "CREATE TABLE added_by_expand(x INTEG
 
 async def connect(url: str, app: str = "") -> psycopg.AsyncConnection:
     return await psycopg.AsyncConnection.connect(url, autocommit=True, application_name=app)
+
+
+async def gone(conn: psycopg.AsyncConnection, closed: psycopg.AsyncConnection, left: int) -> None:
+    """Close ``closed`` and wait until its server backend has left pg_stat_activity (it
+    exits just after the client closes): ``left`` older sessions remain."""
+    await closed.close()
+    for _ in range(200):
+        if len(await older_sessions(conn, CONTRACT.min_level)) == left:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(await older_sessions(conn, CONTRACT.min_level))
 
 
 async def rows(conn: psycopg.AsyncConnection, sql: str) -> list[tuple]:
@@ -72,9 +84,9 @@ async def test_a_contract_step_waits_for_older_processes(pg_url: str) -> None:
             assert [b.split(":", 1)[1] for b in blockers] == ["", f"{APP_PREFIX}{LEVEL}"]
             assert await migrate(conn, MIGRATIONS, steps) == len(MIGRATIONS)  # held back
             assert await rows(conn, "SELECT count(*) FROM added_by_expand") == [(0,)]
-            await older.close()
+            await gone(conn, older, 1)
             assert await migrate(conn, MIGRATIONS, steps) == len(MIGRATIONS)  # still `same`
-            await same.close()
+            await gone(conn, same, 0)
             assert await migrate(conn, MIGRATIONS, steps) == len(MIGRATIONS) + 1
         finally:
             for c in (older, same, newer, role):

@@ -138,8 +138,10 @@ async def test_three_regions_upgrade_one_at_a_time_and_one_rolls_back(
                 for region in REGIONS:
                     await rs.restart(region, None, load)
                     await asyncio.sleep(2)
+                before = load.acked_by.get(REGIONS[0], 0)
                 await rs.restart(REGIONS[0], old_release, load)  # roll back
                 await asyncio.sleep(3)
+                rolled_back_wrote = load.acked_by.get(REGIONS[0], 0) - before
             finally:
                 for t in tasks:
                     t.cancel()
@@ -148,10 +150,12 @@ async def test_three_regions_upgrade_one_at_a_time_and_one_rolls_back(
             await settle(rs, load, receiver)
             # converged: the rolled-back region's own records (it took load after the
             # roll back) reached the others, and theirs reached it
+            assert rolled_back_wrote > 0
             bound = max(rs.restarts_s) + MARGIN_S
             print(f"restarts {[round(s, 1) for s in rs.restarts_s]} s; worst stall "
                   f"{rs.meter.worst_s:.1f} s {rs.meter.worst_pair}; {len(load.acked)} events, "
                   f"{len(load.tenants)} tenants")  # fmt: skip
+            assert rs.meter.samples > 100  # it measured every pair throughout
             assert rs.meter.worst_s <= bound, (rs.meter.worst_s, rs.meter.worst_pair, bound)
             assert not load.server_errors, load.server_errors
         finally:

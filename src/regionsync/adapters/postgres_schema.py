@@ -1,10 +1,27 @@
-"""Versioned schema migrations of the PostgreSQL store (adapters/postgres_store.py).
+"""Versioned schema migrations of the PostgreSQL store (adapters/postgres_store.py),
+in expand/contract steps so that a region is upgraded one process at a time (issue 40).
 
 ``MIGRATIONS[i]`` brings a database from version ``i`` to ``i + 1``; the version reached
-is recorded in ``schema_version`` (one row per applied migration, with its time). They
-run at ``PostgresStore.open`` in one transaction under an advisory lock, so several
-processes starting at once on one database apply each migration exactly once. A
-migration is never edited once released: a change is a new entry at the end.
+is recorded in ``schema_version`` (one row per applied migration, with its time). These
+nine are the base every release since 0.1.0 needs. After them come ``STEPS``:
+
+- an *expand* step is additive (a table, a nullable or defaulted column, an index): code
+  of the previous release runs beside it. The first process of a new release applies it
+  at start while older processes keep serving; it is recorded in ``schema_steps`` only,
+  so ``schema_version`` (which older releases compare with their own) does not move and
+  a process of the previous release can still start on the database (roll back).
+- a *contract* step removes or repurposes (drops a column the previous release wrote,
+  tightens a constraint). It runs only when no process of an older release is alive:
+  every other session on the database must be a process announcing (its connections'
+  ``application_name``, ``APP_PREFIX`` + its ``LEVEL``) a level of ``min_level`` or more.
+  Otherwise it is left for a later start (``migrate`` logs the sessions in the way). A
+  contract step adds a ``schema_version`` row: from then on releases that do not know it
+  refuse to start, as they must.
+
+A process records itself in ``processes`` (holder, release, level) at start. Everything
+runs at ``PostgresStore.open`` in one transaction under an advisory lock, so several
+processes starting at once on one database apply each step exactly once. A migration or
+step is never edited once released: a change is a new entry at the end.
 
 Text keys compare with ``COLLATE "C"`` (bytewise, as SQLite and the memory store
 compare), so id order, cursors and the event-type prefix range agree on every store.
@@ -12,9 +29,17 @@ compare), so id order, cursors and the event-type prefix range agree on every st
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Literal
+
 import psycopg
 
-__all__ = ["MIGRATIONS", "SCHEMA_LOCK", "migrate"]
+__all__ = ["APP_PREFIX", "LEVEL", "MIGRATIONS", "SCHEMA_LOCK", "STEPS", "Step", "migrate"]
+
+log = logging.getLogger(__name__)
 
 # pg_advisory_xact_lock key of the migration step (any constant; "rsyncmig" in ASCII)
 SCHEMA_LOCK = 0x7273796E636D6967
@@ -157,13 +182,63 @@ MIGRATIONS: list[str] = [
 ]
 
 
-async def migrate(conn: psycopg.AsyncConnection, migrations: list[str] = MIGRATIONS) -> int:
-    """Apply the migrations ``conn``'s database lacks, in one transaction; returns the
-    schema version reached (``len(migrations)``).
+@dataclass(frozen=True)
+class Step:
+    """One migration after the base: ``expand`` (additive, the previous release runs
+    beside it) or ``contract`` (only once every live process announces ``min_level``)."""
 
-    Raises RuntimeError if the database has a newer schema than this code knows (a
-    downgrade is not supported), and psycopg errors if a migration fails (nothing of the
-    transaction is kept)."""
+    name: str
+    kind: Literal["expand", "contract"]
+    sql: str
+    min_level: int = 0
+
+
+STEPS: list[Step] = [
+    # which release and schema level each process runs (issue 40); liveness is its
+    # sessions in pg_stat_activity (a stopped process leaves a row, never a session)
+    Step(
+        "processes",
+        "expand",
+        f"""
+        CREATE TABLE processes(
+          holder {_T} PRIMARY KEY, release TEXT NOT NULL, level INTEGER NOT NULL,
+          backend_pid INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        """,
+    ),
+]
+
+# the schema level this code announces: base migrations and steps it knows
+LEVEL = len(MIGRATIONS) + len(STEPS)
+# application_name of a process's pool sessions (PostgresStore): this, then LEVEL
+APP_PREFIX = "regionsync/schema-"
+
+
+def _release() -> str:
+    try:
+        return metadata.version("regionsync")
+    except metadata.PackageNotFoundError:  # a source tree on the path, not installed
+        return "unknown"
+
+
+async def migrate(
+    conn: psycopg.AsyncConnection,
+    migrations: list[str] = MIGRATIONS,
+    steps: Sequence[Step] | None = None,
+    *,
+    holder: str = "",
+) -> int:
+    """Apply the base migrations and steps ``conn``'s database lacks, in one transaction;
+    record ``holder`` in ``processes``; returns the ``schema_version`` reached. ``steps``
+    default to ``STEPS`` after the full base (none after an older base a test asks for).
+
+    Raises RuntimeError if the database's ``schema_version`` is newer than this code knows
+    (a release that contracted what this one needs: run a newer regionsync), and psycopg
+    errors if a migration fails (nothing of the transaction is kept). Expand steps of a
+    newer release are no reason to refuse: they are additive."""
+    if steps is None:
+        steps = STEPS if migrations is MIGRATIONS else []
+    known = len(migrations) + sum(1 for s in steps if s.kind == "contract")
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         await conn.execute(
@@ -173,12 +248,75 @@ async def migrate(conn: psycopg.AsyncConnection, migrations: list[str] = MIGRATI
         cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
         row = await cur.fetchone()
         have = int(row[0]) if row else 0
-        if have > len(migrations):
+        if have > known:
             raise RuntimeError(
                 f"database schema version {have} is newer than this code's "
-                f"{len(migrations)}: run a newer regionsync"
+                f"{known}: run a newer regionsync"
             )
         for version in range(have + 1, len(migrations) + 1):
             await conn.execute(migrations[version - 1])  # type: ignore[arg-type]
             await conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (version,))
-    return len(migrations)
+        if steps:
+            have = await _apply_steps(conn, steps, max(have, len(migrations)))
+        if holder and any(s.name == "processes" for s in steps):
+            await conn.execute(
+                "INSERT INTO processes(holder, release, level, backend_pid) "
+                "VALUES (%s, %s, %s, pg_backend_pid()) ON CONFLICT (holder) DO UPDATE SET "
+                "release = excluded.release, level = excluded.level, "
+                "backend_pid = excluded.backend_pid, started_at = now()",
+                (holder, _release(), LEVEL),
+            )
+    return max(have, len(migrations))
+
+
+async def _apply_steps(conn: psycopg.AsyncConnection, steps: Sequence[Step], version: int) -> int:
+    """Every expand step not yet applied; contract steps in order while no older process
+    is alive (the first one held back holds back the contract steps after it). Returns
+    the ``schema_version`` reached."""
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_steps(name TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+    )
+    cur = await conn.execute("SELECT name FROM schema_steps")
+    done = {r[0] for r in await cur.fetchall()}
+    held_back = False
+    for step in steps:
+        if step.name in done or (held_back and step.kind == "contract"):
+            continue
+        if step.kind == "contract":
+            blockers = await older_sessions(conn, step.min_level)
+            if blockers:
+                log.warning(
+                    "contract step %r waits: sessions of older processes on the database: %s",
+                    step.name, blockers,
+                )  # fmt: skip
+                held_back = True
+                continue
+        await conn.execute(step.sql)  # type: ignore[arg-type]
+        await conn.execute(
+            "INSERT INTO schema_steps(name, kind) VALUES (%s, %s)", (step.name, step.kind)
+        )
+        if step.kind == "contract":
+            version += 1
+            await conn.execute("INSERT INTO schema_version(version) VALUES (%s)", (version,))
+    return version
+
+
+async def older_sessions(conn: psycopg.AsyncConnection, min_level: int) -> list[str]:
+    """The other sessions on this database that do not announce a schema level of
+    ``min_level`` or more (``pid:application_name``): processes of an older release (its
+    pool sessions announce nothing), or any other client. A process's replication role
+    session (``regionsync <holder>``, postgres_coordinator) is accompanied by its pool
+    sessions, which answer for it."""
+    cur = await conn.execute(
+        "SELECT pid, application_name FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND pid <> pg_backend_pid() ORDER BY pid"
+    )
+    older = []
+    for pid, app in await cur.fetchall():
+        if app.startswith("regionsync "):
+            continue
+        level = app.removeprefix(APP_PREFIX) if app.startswith(APP_PREFIX) else ""
+        if not (level.isdigit() and int(level) >= min_level):
+            older.append(f"{pid}:{app}")
+    return older

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -52,7 +54,7 @@ from ..core.model import (
 from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
 from .postgres_commit import write_batch
-from .postgres_schema import SCHEMA_LOCK, migrate
+from .postgres_schema import APP_PREFIX, LEVEL, SCHEMA_LOCK, migrate
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import (
     DELIVERY_COLS,
@@ -156,7 +158,8 @@ class PostgresStore:
             self.url,
             min_size=self._pool_min,
             max_size=self._pool_max,
-            kwargs={"autocommit": True},
+            # the schema level this process runs (postgres_schema: contract steps)
+            kwargs={"autocommit": True, "application_name": f"{APP_PREFIX}{LEVEL}"},
             configure=_configure,
             open=False,
         )
@@ -168,7 +171,7 @@ class PostgresStore:
         self._pool_obj = pool
         try:
             async with pool.connection() as conn:
-                await migrate(conn)
+                await migrate(conn, holder=f"{socket.gethostname()}/{os.getpid()}/{region}")
                 async with conn.transaction():
                     # several processes may open a fresh database at once: one inserts
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))

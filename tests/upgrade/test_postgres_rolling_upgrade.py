@@ -1,0 +1,153 @@
+"""Done-when 2 of issue 40: a PostgreSQL region of two ``regionsync serve`` processes on
+the previous release (previous_release.txt, old_release.py), beside a SQLite region
+that stays on it, is upgraded one process at a time under publish and registry load.
+
+The first process of the current code applies the expand steps (postgres_schema.STEPS)
+while the other, older one keeps serving on the same database; then the second is
+upgraded; then one is rolled back to the previous release, which starts on the expanded
+database and serves again. Throughout, a publish to a process that stays up never
+answers 5xx; at the end every acknowledged event reached the receiver, both regions
+agree, ``schema_version`` is still the previous release's and each current process is
+recorded in ``processes`` with this code's schema level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from subprocess import Popen
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from old_release import OldRelease, spawn
+from rolling_support import Load
+
+from regionsync import demo
+from regionsync.adapters.postgres_schema import LEVEL, MIGRATIONS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from cluster_support import (  # noqa: E402
+    RecordingReceiver,
+    converged,
+    eventually,
+    expect,
+    http_base,
+    process_config,
+    stop_processes,
+)
+
+PG, PEER = "pg-east", "sq-west"
+TENANT = "t-pg-up"
+
+
+class Region:
+    """The SQLite peer and the two PostgreSQL processes (``p0``, ``p1``)."""
+
+    def __init__(self, root: Path, pg_url: str, client: httpx.AsyncClient):
+        self.root, self.client = root, client
+        configs = demo.write_configs(
+            root, (PG, PEER), replication={"leader_poll_s": 0.2, "reconnect_max_s": 0.5},
+            retry_schedule_s=[0.2, 0.5, 1], timeout_s=2, claim_lease_s=4,
+        )  # fmt: skip
+        configs[PG].write_text(f'store = "{pg_url}"\n' + configs[PG].read_text())
+        self.configs = {PEER: configs[PEER]}
+        self.http = {PEER: http_base(configs[PEER])}
+        for n in range(2):
+            cfg, base = process_config(configs[PG], root / f"p{n}.toml")
+            self.configs[f"p{n}"], self.http[f"p{n}"] = cfg, base
+        self.procs: dict[str, Popen[Any]] = {}
+        self.retired: list[Popen[Any]] = []
+
+    async def start(self, name: str, release: OldRelease | None) -> None:
+        self.procs[name] = spawn(self.root, name, self.configs[name], release)
+        await demo.wait_ready(self.client, self.http[name], time.monotonic() + 60)
+
+    async def replace(self, name: str, release: OldRelease | None, load: Load) -> None:
+        """Stop process ``name`` (out of the load first), start ``release`` in its place."""
+        load.up.discard(name)
+        proc = self.procs[name]
+        proc.terminate()
+        assert proc.wait(timeout=30) in (0, -15)
+        self.retired.append(proc)
+        await self.start(name, release)
+        load.up.add(name)
+
+
+async def set_up(region: Region, receiver: RecordingReceiver) -> None:
+    c, http = region.client, region.http
+    await expect(c, "POST", f"{http['p0']}/v1/tenants", 201, json={"id": TENANT, "name": "PG"})
+    ep = await expect(c, "POST", f"{http['p0']}/v1/tenants/{TENANT}/endpoints", 201,
+                      json={"url": receiver.url("pg")})  # fmt: skip
+    receiver.secrets["pg"] = ep["secret"]
+
+    async def everywhere() -> bool:
+        for base in http.values():
+            resp = await c.get(f"{base}/v1/tenants/{TENANT}/endpoints/{ep['id']}")
+            if resp.status_code != 200:
+                return False
+        return True
+
+    await eventually(everywhere, timeout_s=30, interval=0.1)
+
+
+async def recorded(pg_url: str) -> tuple[int, list[tuple[Any, ...]]]:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        version = await (await conn.execute("SELECT max(version) FROM schema_version")).fetchone()
+        cur = await conn.execute("SELECT holder, level FROM processes ORDER BY started_at")
+        return version[0], await cur.fetchall()
+
+
+@pytest.mark.asyncio
+async def test_a_postgres_region_upgrades_one_process_at_a_time(
+    pg_url: str, old_release: OldRelease
+) -> None:
+    root = Path(tempfile.mkdtemp(prefix="regionsync-pg-upgrade-"))
+    receiver = RecordingReceiver()
+    async with receiver.running(), httpx.AsyncClient(timeout=10.0) as client:
+        region = Region(root, pg_url, client)
+        try:
+            for name in (PEER, "p0", "p1"):
+                await region.start(name, old_release)
+            await set_up(region, receiver)
+            load = Load(client, region.http, TENANT, up={"p0", "p1"})
+            task = asyncio.create_task(load.run(0.01))
+            try:
+                await asyncio.sleep(2)
+                await region.replace("p1", None, load)  # applies the expand steps
+                await asyncio.sleep(2)  # old p0 beside the expanded schema, new p1
+                await region.replace("p0", None, load)
+                await asyncio.sleep(2)
+                await region.replace("p1", old_release, load)  # roll back one process
+                await asyncio.sleep(2)
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            print(f"{len(load.acked)} events, {len(load.tenants)} tenants acknowledged; "
+                  f"{load.refused} requests to a stopping process")  # fmt: skip
+            assert not load.server_errors, load.server_errors
+            assert len(load.acked) > 50, len(load.acked)  # the load ran throughout
+
+            async def delivered() -> bool:
+                return load.acked <= receiver.ids("pg")
+
+            try:
+                await eventually(delivered, timeout_s=60, interval=0.2)
+            except AssertionError:
+                lost = load.acked - receiver.ids("pg")
+                raise AssertionError(f"{len(lost)} of {len(load.acked)} not delivered") from None
+            assert receiver.failed == 0
+            both = {r: region.http[r] for r in ("p0", "p1", PEER)}
+            await eventually(lambda: converged(client, both), timeout_s=60, interval=0.2)
+            version, processes = await recorded(pg_url)
+            assert version == len(MIGRATIONS)  # what the previous release compares
+            # the two processes of the current code recorded themselves; old ones cannot
+            assert [level for _, level in processes] == [LEVEL, LEVEL], processes
+        finally:
+            stop_processes([*region.procs.values(), *region.retired], root)

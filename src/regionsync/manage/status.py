@@ -17,7 +17,8 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
     asked, the URL) to its own ``/v1/cluster`` body, or to why it could not be asked (a
     string): a reached region shows its own registry hash, whether it equals the asked
     node's (``agrees``) and how many of its own links are up (``peers_up``); an unreached
-    peer shows the asked node's state-digest verdict."""
+    peer shows the asked node's state-digest verdict. ``clock``: the asked node's own
+    status and error against the cluster's reference, each peer's clock offset to it."""
     others = others or {}
     custody = cluster.get("custody", {})
     records = custody.get("records", {})
@@ -40,8 +41,18 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         row.update(reached="yes", registry=other["registry_hash"][:12],
                    agrees="yes" if same else "DIFFERS", peers_up=peers_up(other))  # fmt: skip
 
+    clock = cluster.get("clock", {})  # absent before this release
+    offsets = clock.get("offsets_ms", {})
+
+    def clock_of(region: str) -> str:
+        if region == cluster["region"]:
+            err = clock.get("error_ms", 0)
+            return "-" if not clock else f"{clock['status']} ({err:+d} ms)"
+        return f"{offsets[region]:+d} ms" if region in offsets else "-"
+
     rows = [{
         "region": cluster["region"], "reached": "self", "connected": "self",
+        "clock": clock_of(cluster["region"]),
         "records_behind": 0, "last_contact": "-", "registry": mine[:12], "agrees": "-",
         "peers_up": peers_up(cluster), "custody": custody_of(cluster["region"]),
     }]  # fmt: skip
@@ -53,7 +64,7 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
             "region": p["region"], "connected": "yes" if p["connected"] else "NO",
             "records_behind": p["records_behind"],
             "last_contact": "never" if since is None else f"{since:.1f}s ago",
-            "custody": custody_of(p["region"]),
+            "custody": custody_of(p["region"]), "clock": clock_of(p["region"]),
         }  # fmt: skip
         other = others.get(p["region"], "no http_url")
         if isinstance(other, dict):
@@ -66,7 +77,7 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         if key in peer_regions:
             continue
         row = {"region": key, "connected": "not a peer", "records_behind": "-",
-               "last_contact": "-", "custody": "-"}  # fmt: skip
+               "last_contact": "-", "custody": "-", "clock": "-"}  # fmt: skip
         if isinstance(other, dict):
             row["region"] = other["region"]
             reached(row, other)
@@ -142,7 +153,7 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
         out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})
     else:
         cols = ["region", "reached", "connected", "records_behind", "last_contact",
-                "registry", "agrees", "peers_up", "custody"]  # fmt: skip
+                "registry", "agrees", "peers_up", "custody", "clock"]  # fmt: skip
         out(ctx, status_rows(cluster, others), cols)
     failed = sorted(k for k, v in others.items() if not isinstance(v, dict))
     if failed:

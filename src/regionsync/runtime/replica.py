@@ -1,9 +1,10 @@
 """The replica: merging records from peers in per-origin order, and the log's truncation.
 
 Records of one origin are applied in sequence order; a record whose predecessors are
-missing is held back (``held``) until they arrive, and a malformed or drifting one is
-rejected and never merged. Owns the log floor (what truncation removed). Never writes an
-own record: replicated state is committed as it came.
+missing is held back (``held``) until they arrive, and a malformed one is rejected and
+never merged (a stamp far ahead is merged; it moves this node's HLC only so far). Owns
+the log floor (what truncation removed). Never writes an own record: replicated state is
+committed as it came.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-
-from crdt import ClockDriftError
 
 from ..config import Settings
 from ..core.model import AuditEntry, Delivery, Record, WriteBatch, delivery_join
@@ -56,9 +55,9 @@ class Replica:
 
         A record whose predecessors from its origin are missing is held back until they
         arrive (causal delivery per origin); duplicates are ignored. A record that fails to
-        decode, or whose HLC stamp is too far ahead (``clock_drift``), is rejected, logged
-        and never merged; later records of its origin wait behind it. Returns the rejects
-        once what was merged is durable.
+        decode is rejected, logged and never merged (an HLC stamp past ``max_drift_ms`` is
+        merged and counted as ``clock_drift``); later records of its origin wait behind
+        it. Returns the rejects once what was merged is durable.
         """
         rejected, durable = await self.apply_records_nowait(records)
         if durable is not None:
@@ -158,12 +157,12 @@ class Replica:
     ) -> None:
         if isinstance(decoded, str):
             raise MalformedRecord(r.origin, r.seq, decoded)
-        now = self.clock.wall_ms()
-        try:
-            self.writer.hlc.observe_parts(*r.hlc, now)
-        except ClockDriftError as exc:
-            self.counters["clock_drift"] += 1
-            raise MalformedRecord(r.origin, r.seq, str(exc)) from None  # "clock_drift: ..."
+        now = self.writer.physical_ms()  # corrected if this node's clock is suspect
+        try:  # a stamp far ahead is applied; the clamp keeps it from moving our HLC past
+            self.writer.hlc.observe_parts(*r.hlc, now, clamp=True)  # now + max_drift_ms
+            if r.hlc[0] - now > self.writer.hlc.max_drift_ms:
+                self.counters["clock_drift"] += 1
+                self.writer.stamp_ahead(r.origin, r.hlc[0] - now)
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
         self.merge(decoded, batch, deliveries, stored)

@@ -107,33 +107,32 @@ def test_missing_failover_is_reported() -> None:
     assert "lost_delivery" in {v.kind for v in res.violations}, res.violations
 
 
-class NoDriftCheckNode(Node):
-    """A node that merges records its HLC refused (clock_drift) instead of rejecting them."""
+class RefusingDriftNode(Node):
+    """A node that refuses records stamped past max_drift_ms (the release before issue 41)
+    instead of merging them with a clamped HLC."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         replica, apply_one = self.replica, self.replica._apply_one
 
-        def lax(
+        def strict(
             r: Record,
             decoded: Decoded | str,
             batch: WriteBatch,
             deliveries: dict[str, Delivery],
             stored: dict[str, Delivery],
         ) -> None:
-            try:
-                apply_one(r, decoded, batch, deliveries, stored)
-            except MalformedRecord as exc:
-                if not exc.reason.startswith("clock_drift"):
-                    raise
-                replica.merge(decode_body(r.kind, r.body), batch, deliveries, stored)
+            now = replica.writer.physical_ms()
+            if r.hlc[0] - now > replica.writer.hlc.max_drift_ms:
+                raise MalformedRecord(r.origin, r.seq, "clock_drift: refused")
+            apply_one(r, decoded, batch, deliveries, stored)
 
-        replica._apply_one = lax  # type: ignore[method-assign]
+        replica._apply_one = strict  # type: ignore[method-assign]
 
 
-def test_merged_edge_record_is_reported() -> None:
+def test_refused_far_ahead_record_is_reported() -> None:
     opts = load_scenario(SCENARIOS / "edge-records.toml", seed=1)
     assert run(opts).ok
     names = ("eu-west", "us-east", "ap-south")
-    res = run(opts, node_classes=dict.fromkeys(names, NoDriftCheckNode))
+    res = run(opts, node_classes=dict.fromkeys(names, RefusingDriftNode))
     assert "edges" in {v.kind for v in res.violations}, res.violations

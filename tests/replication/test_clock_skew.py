@@ -38,9 +38,7 @@ def real_ms(node) -> int:
     return type(node.clock)().wall_ms()
 
 
-async def test_records_stamped_ten_minutes_ahead_are_applied_with_later_ones(
-    net, started
-) -> None:
+async def test_records_stamped_ten_minutes_ahead_are_applied_with_later_ones(net, started) -> None:
     """The old release refused them as clock_drift, and every later record of the origin
     waited behind the first."""
     a = skew(make_node(net, "a", ["b"], clock_suspect_ms=NEVER), TEN_MIN)
@@ -70,9 +68,7 @@ async def test_a_node_ten_minutes_behind_applies_its_peers_records(net, started)
     assert b.counters["records_rejected"] == 0 and a.counters["records_rejected"] == 0
 
 
-async def test_a_clock_ten_minutes_ahead_of_two_peers_is_loud_and_corrected(
-    net, started
-) -> None:
+async def test_a_clock_ten_minutes_ahead_of_two_peers_is_loud_and_corrected(net, started) -> None:
     ops = {"operational_webhooks": {"tenant": "ops"}}
     a = skew(make_node(net, "a", ["b", "c"], extra=ops), TEN_MIN)
     b, c = make_node(net, "b", ["a", "c"], extra=ops), make_node(net, "c", ["a", "b"], extra=ops)

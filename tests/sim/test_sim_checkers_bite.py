@@ -11,7 +11,7 @@ from tests_sim_paths import SCENARIOS
 
 from crdt import CRDT, ORSet
 from regionsync.core.model import Delivery, Record, WriteBatch
-from regionsync.core.records import Decoded, decode_body
+from regionsync.core.records import Decoded
 from regionsync.core.registry import Registry
 from regionsync.errors import MalformedRecord
 from regionsync.runtime.node import Node
@@ -123,7 +123,7 @@ class RefusingDriftNode(Node):
             stored: dict[str, Delivery],
         ) -> None:
             now = replica.writer.physical_ms()
-            if r.hlc[0] - now > replica.writer.hlc.max_drift_ms:
+            if r.hlc[0] - now > replica.settings.replication.max_drift_ms:
                 raise MalformedRecord(r.origin, r.seq, "clock_drift: refused")
             apply_one(r, decoded, batch, deliveries, stored)
 

@@ -95,9 +95,7 @@ def assess(
     than ``window_ms`` are ignored: that peer is not heard); see the module docstring.
     ``was``: the previous status; a suspect clock is ok again only within half of
     ``suspect_ms`` (no flapping at the threshold). With no peer heard the error is 0."""
-    offsets = {
-        p: s.offset_ms for p, s in sorted(samples.items()) if now_ms - s.at_ms <= window_ms
-    }
+    offsets = {p: s.offset_ms for p, s in sorted(samples.items()) if now_ms - s.at_ms <= window_ms}
     clocks = sorted([(0, me), *((o, p) for p, o in offsets.items())])
     reference, who = clocks[(len(clocks) - 1) // 2]  # the lower middle
     error = -reference

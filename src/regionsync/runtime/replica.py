@@ -159,8 +159,8 @@ class Replica:
             raise MalformedRecord(r.origin, r.seq, decoded)
         now = self.writer.physical_ms()  # corrected if this node's clock is suspect
         try:  # a stamp far ahead is applied; the clamp keeps it from moving our HLC past
-            self.writer.hlc.observe_parts(*r.hlc, now, clamp=True)  # now + max_drift_ms
-            if r.hlc[0] - now > self.writer.hlc.max_drift_ms:
+            self.writer.hlc.observe_parts(*r.hlc, now, clamp=True)  # now + hlc_bound_ms
+            if r.hlc[0] - now > self.settings.replication.max_drift_ms:
                 self.counters["clock_drift"] += 1
                 self.writer.stamp_ahead(r.origin, r.hlc[0] - now)
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)

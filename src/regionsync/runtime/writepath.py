@@ -37,7 +37,10 @@ class WritePath:
 
     def __init__(self, settings: Settings, store: Store, clock: Clock, catalog: Catalog):
         self.settings, self.store, self.clock, self.catalog = settings, store, clock, catalog
-        self.hlc = HLC(max_drift_ms=settings.replication.max_drift_ms)
+        # the HLC's bound: a peer's stamp moves it at most this far past physical time
+        repl = settings.replication
+        self.hlc_bound_ms = min(repl.max_drift_ms, repl.clock_suspect_ms)
+        self.hlc = HLC(max_drift_ms=self.hlc_bound_ms)
         self.lock = asyncio.Lock()
         self.incarnation = 0
         self.actor = ""
@@ -146,14 +149,14 @@ class WritePath:
 
     async def resume_hlc(self) -> None:
         """Resume the HLC from this actor's last own record, if the log keeps one. A
-        saved stamp ahead of physical time by more than ``clock_suspect_ms`` (written by
-        a clock that ran ahead) is not followed: ``stamp`` restarts from physical time."""
+        saved stamp ahead of physical time by more than ``hlc_bound_ms`` (written by a
+        clock that ran ahead) is not followed: ``stamp`` restarts from physical time."""
         own_seq = self.version_vector.get(self.actor, 0)
         if own_seq:
             skip = {o: 1 << 62 for o in self.version_vector}  # other origins skipped
             last = await self.store.records_after({**skip, self.actor: own_seq - 1}, 1)
             if last:  # truncation keeps an actor's last own record, unless forced
-                self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
+                self.hlc = HLC(self.hlc_bound_ms, Timestamp(*last[0].hlc))
 
     def _before_commit(self, merged: WriteBatch, whole_queue: bool) -> None:
         """Turn the group's usage counter moves (``WriteBatch.usage``, summed) into one own
@@ -245,23 +248,23 @@ class WritePath:
         self.stamps_ahead[region] = ahead_ms
 
     def stamp(self) -> Timestamp:
-        """A new HLC stamp for a local write: monotonic while the HLC stays within
-        ``replication.clock_suspect_ms`` of (corrected) physical time; an HLC further
-        ahead (saved by a clock that ran ahead, or pushed by a peer's stamp, at most
-        ``max_drift_ms``) restarts at physical time, so this node's stamps are never more
-        than ``clock_suspect_ms`` ahead of it. Last-writer-wins orders one actor's writes
-        by version vector, not stamp (crdt/_lww.py), so the restart reorders nothing."""
+        """A new HLC stamp for a local write. The HLC never passes (corrected) physical
+        time + ``hlc_bound_ms`` through a peer's stamp (runtime/replica.py clamps); when
+        it is further ahead all the same (resumed from a stamp a clock that ran ahead
+        wrote, or this clock found wrong and corrected back, or stepped back), it
+        restarts at physical time (``hlc_rebases``): this node's stamps are never more
+        than ``hlc_bound_ms`` ahead of it. Stamps of one actor then go back once; that
+        is safe because last-writer-wins orders one actor's writes by version vector,
+        not stamp (crdt/_lww.py), and no other reader needs them increasing (docs/design.md
+        "Actors, stamps, generations")."""
         pt = self.physical_ms()
-        if self.hlc.last.wall_ms - pt > self.settings.replication.clock_suspect_ms:
+        if self.hlc.last.wall_ms - pt > self.hlc_bound_ms:
             self.hlc_rebases += 1
-            ahead = self.hlc.last.wall_ms - pt  # past max_drift_ms: saved by a wrong clock
-            far = ahead > self.settings.replication.max_drift_ms
-            log.log(
-                logging.WARNING if far else logging.DEBUG,
+            log.warning(
                 "HLC %s is %d ms ahead of physical time %d ms; stamping from physical time",
-                self.hlc.last, ahead, pt,
+                self.hlc.last, self.hlc.last.wall_ms - pt, pt,
             )  # fmt: skip
-            self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(pt, 0))
+            self.hlc = HLC(self.hlc_bound_ms, Timestamp(pt, 0))
         return self.hlc.now(pt)
 
     def submit(self, batch: WriteBatch) -> asyncio.Future[None]:

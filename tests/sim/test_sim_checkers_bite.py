@@ -9,13 +9,15 @@ from collections.abc import Mapping
 
 from tests_sim_paths import SCENARIOS
 
-from crdt import CRDT, ORSet
+from crdt import CRDT, LWWRegister, ORSet, Timestamp
 from regionsync.core.model import Delivery, Record, WriteBatch
 from regionsync.core.records import Decoded
 from regionsync.core.registry import Registry
 from regionsync.errors import MalformedRecord
 from regionsync.runtime.node import Node
 from sim import load_scenario, run
+from sim._check import _lww
+from sim._workload import Op
 
 
 class RemoveWinsRegistry(Registry):
@@ -136,3 +138,24 @@ def test_refused_far_ahead_record_is_reported() -> None:
     names = ("eu-west", "us-east", "ap-south")
     res = run(opts, node_classes=dict.fromkeys(names, RefusingDriftNode))
     assert "edges" in {v.kind for v in res.violations}, res.violations
+
+
+def _write(op_id: int, region: str, t: float, stamp_ms: int) -> tuple[Op, LWWRegister]:
+    op = Op(op_id, region, "patch_description", {"description": f"d{op_id}"}, t, "ok", t + 0.1)
+    op.actor, op.vv_before, op.vv_after = f"{region}:1", {}, {f"{region}:1": 1}
+    reg = LWWRegister().set(f"d{op_id}", actor=op.actor, stamp=Timestamp(stamp_ms, 0))
+    return op, reg
+
+
+def test_skew_advanced_lww_winner_is_reported() -> None:
+    """Two concurrent writes 20 s apart: the first, stamped ten minutes ahead, wins; past
+    lww_bound_s that is a violation, within it (or without the bound) it is not."""
+    early, r1 = _write(1, "a", 10.0, 1_000_600_000)
+    late, r2 = _write(2, "b", 30.0, 1_000_020_000)
+    reg = r1.merge(r2)
+    assert reg.value() == "d1"
+    assert [v.kind for v in _lww("e", reg, [early, late], 6.5)] == ["lww_skew"]
+    assert _lww("e", reg, [early, late], 25.0) == []
+    assert _lww("e", reg, [early, late]) == []
+    fair = r1.merge(_write(2, "b", 30.0, 1_000_630_000)[1])  # the later write wins
+    assert _lww("e", fair, [early, late], 6.5) == []

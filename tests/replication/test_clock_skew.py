@@ -111,6 +111,29 @@ async def test_restart_after_running_ahead_stamps_from_the_right_clock(net, star
     assert b.counters["records_rejected"] == 0
 
 
+async def test_restart_while_ten_minutes_ahead_corrects_before_writing(net, started) -> None:
+    """A region restarted with its clock still ten minutes ahead: the actor check holds
+    its writes until its peers' Hellos, which carry their clocks, so its first write is
+    already stamped from the cluster's time; replication both ways goes on."""
+    store_a = MemoryStore()
+    a = skew(make_node(net, "a", ["b", "c"], store_a), TEN_MIN)
+    b, c = make_node(net, "b", ["a", "c"]), make_node(net, "c", ["a", "b"])
+    await start(started, a, b, c)
+    await eventually(lambda: a.writer.clock_view.status == "suspect")
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await eventually(lambda: c.catalog.registry.tenant("acme") is not None)
+    await a.stop()
+    a2 = skew(make_node(net, "a", ["b", "c"], store_a), TEN_MIN)
+    await start(started, a2)
+    await a2.registry_ops.patch_tenant("acme", {"name": "Acme 2"})
+    assert a2.writer.clock_view.status == "suspect"
+    assert abs(a2.writer.hlc.last.wall_ms - real_ms(a2)) < 3_000
+    await b.registry_ops.create_tenant("beta", "Beta")
+    await eventually(lambda: b.catalog.registry.tenant("acme").name == "Acme 2")
+    await eventually(lambda: a2.catalog.registry.tenant("beta") is not None)
+    assert all(n.counters["records_rejected"] == 0 for n in (a2, b, c))
+
+
 # -- the guarantee: README "Clocks and conflicts" -----------------------------------------
 
 

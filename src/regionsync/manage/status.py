@@ -46,9 +46,11 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
 
     def clock_of(region: str) -> str:
         if region == cluster["region"]:
-            err = clock.get("error_ms", 0)
-            return "-" if not clock else f"{clock['status']} ({err:+d} ms)"
-        return f"{offsets[region]:+d} ms" if region in offsets else "-"
+            if not clock:
+                return "-"
+            status = clock["status"]
+            return status if status == "ok" else f"{status.upper()}:{clock['error_ms']:+d}ms"
+        return f"{offsets[region]:+d}ms" if region in offsets else "-"
 
     rows = [{
         "region": cluster["region"], "reached": "self", "connected": "self",

@@ -1,5 +1,7 @@
 """Decides hybrid logical clock timestamps for local, send and receive events.
-Never reads the system clock: the caller passes physical time in ms; never jumps far ahead.
+Never reads the system clock: the caller passes physical time in ms; never jumps far ahead
+(a remote stamp past `max_drift_ms` is refused, or with `clamp` taken without moving the
+clock past physical time + `max_drift_ms`).
 Rules: Kulkarni, Demirbas et al. 2014, "Logical Physical Clocks" (HLC, Algorithm 2).
 """
 
@@ -104,7 +106,9 @@ class HLC:
     """A hybrid logical clock (stateful, not a CRDT; one per node).
 
     `max_drift_ms` (int >= 0) bounds how far ahead of local physical time a remote stamp
-    may be; `last` is the most recent timestamp issued. Raises ValueError on bad arguments.
+    may be (`observe` refuses one beyond it; `observe_parts(..., clamp=True)` takes it
+    without moving the clock past the bound); `last` is the most recent timestamp issued.
+    Raises ValueError on bad arguments.
     """
 
     __slots__ = ("_max_drift_ms", "_last")
@@ -158,10 +162,19 @@ class HLC:
             raise TypeError(f"remote must be a Timestamp, got {type(remote).__name__}")
         return self.observe_parts(remote.wall_ms, remote.logical, physical_ms)
 
-    def observe_parts(self, wall_ms: int, logical: int, physical_ms: int) -> Timestamp:
+    def observe_parts(
+        self, wall_ms: int, logical: int, physical_ms: int, *, clamp: bool = False
+    ) -> Timestamp:
         """`observe(Timestamp(wall_ms, logical), physical_ms)` without building the remote
         stamp (a replica observes one per applied record): the same result, state and
-        errors, including ValueError for parts `Timestamp` refuses."""
+        errors, including ValueError for parts `Timestamp` refuses.
+
+        `clamp=True` never raises ClockDriftError: a remote stamp more than `max_drift_ms`
+        ahead moves the clock only as a local event at `physical_ms + max_drift_ms` would
+        (`now`), so the result is then NOT after the remote stamp (the caller orders
+        causally by other means, e.g. version vectors); a remote logical at LOGICAL_MAX
+        gives `(wall_ms + 1, 0)`. Through a remote stamp the clock never passes physical
+        + max_drift_ms + 1 ms."""
         if not (type(wall_ms) is int and 0 <= wall_ms <= WALL_MS_MAX):
             check_count(wall_ms, maximum=WALL_MS_MAX, what="wall_ms")
         if not (type(logical) is int and 0 <= logical <= LOGICAL_MAX):
@@ -170,12 +183,18 @@ class HLC:
         if not (type(pt) is int and 0 <= pt <= WALL_MS_MAX):
             check_count(pt, maximum=WALL_MS_MAX, what="physical_ms")
         if wall_ms - pt > self._max_drift_ms:
+            if clamp:
+                return self.now(min(pt + self._max_drift_ms, WALL_MS_MAX))
             raise ClockDriftError(wall_ms, pt, self._max_drift_ms)
         last = self._last
         wall, mine = last.wall_ms, last.logical
         new_wall = max(wall, wall_ms, pt)
         if new_wall == wall_ms and logical >= LOGICAL_MAX:
-            raise ClockDriftError(wall_ms, pt, self._max_drift_ms, remote_logical=logical)
+            if not clamp:
+                raise ClockDriftError(wall_ms, pt, self._max_drift_ms, remote_logical=logical)
+            stamp = Timestamp(wall_ms + 1, 0)  # ValueError past WALL_MS_MAX
+            self._last = stamp
+            return stamp
         if new_wall == wall and new_wall == wall_ms:
             new_logical = max(mine, logical) + 1
         elif new_wall == wall:

@@ -1,15 +1,18 @@
 """Checkers: invariants during the run, and what must hold after everything healed.
 
-During the run (``Monitor``): a Node's HLC never goes backwards; a store incarnation's
-durable version vector only grows (across crash-restarts too, since it is durable); no
-origin's later records wait behind a refused record longer than ``STALL_BOUND_S``
-(issue 41).
+During the run (``Monitor``): a Node's HLC never goes backwards but when it restarts at
+physical time (a rebase, runtime/writepath.py ``stamp``); a store incarnation's durable
+version vector only grows (across crash-restarts too, since it is durable); no origin's
+later records wait behind a refused record longer than ``STALL_BOUND_S`` (issue 41); with
+``stall_bound_s``, no region lags another's durable records longer than that.
 At the end (``check_final``): every region's registry hash and version vector are equal;
 acknowledged changes are visible under add-wins / LWW semantics; every acknowledged
 event is held by its origin region and by every other; per-origin log records carry
-strictly increasing HLC stamps. Operations whose outcome is unknown, and acknowledged ones
-whose only copy went with a lost disk, may or may not count (Maelstrom's indeterminate
-operations), so they can justify a state but are never demanded.
+strictly increasing HLC stamps (but across a rebase); with ``lww_bound_s``, no LWW winner
+beat a concurrent acknowledged write made more than that later. Operations whose outcome
+is unknown, and acknowledged ones whose only copy went with a lost disk, may or may not
+count (Maelstrom's indeterminate operations), so they can justify a state but are never
+demanded.
 """
 
 from __future__ import annotations
@@ -30,13 +33,8 @@ __all__ = ["Monitor", "Violation", "check_edges", "check_final"]
 
 _INF = 1 << 62
 # virtual seconds an origin's later records may wait behind a refused one (issue 41): a
-# record refused for good is moved past at once; one refused for clock drift at most
-# until the receiver's clock passes it
+# refused record is moved past at once, and no stamp is refused for drift
 STALL_BOUND_S = 60.0
-# stalls behind a clock_drift refusal (Replica.blocked) count too once a node behind or
-# ahead never refuses for drift (issue 41's skew part, the clock-skew scenario); until
-# then only the refusals that never pass are checked
-CHECK_DRIFT_STALLS = False
 
 
 @dataclass(frozen=True)
@@ -51,10 +49,17 @@ class Violation:
 class Monitor:
     """Samples every region: invariants, plus the convergence timeline for the report."""
 
-    def __init__(self, cluster: SimCluster):
+    def __init__(self, cluster: SimCluster, stall_bound_s: float = 0.0):
         self.cluster = cluster
         self.violations: list[Violation] = []
-        self._hlc: dict[tuple[str, int], tuple[int, int]] = {}
+        self._hlc: dict[tuple[str, int], tuple[int, int, int]] = {}
+        # the stall check (``stall_bound_s`` > 0): when each region's boot was first seen,
+        # each region's own durable seq over time, the pairs already reported
+        self.stall_bound_s = stall_bound_s
+        self._up_since: dict[tuple[str, int], float] = {}
+        self._own: dict[str, list[tuple[float, str, int]]] = defaultdict(list)
+        self._lagged: set[tuple[str, str, int]] = set()
+        self.rebased: set[str] = set()  # actors whose HLC restarted (WritePath.stamp)
         self._vv: dict[tuple[str, int], dict[str, int]] = {}
         self.known_vv: dict[str, dict[str, int]] = {n: {} for n in cluster.regions}
         self.timeline: list[tuple[float, dict[str, tuple[str | None, int]]]] = []
@@ -65,15 +70,22 @@ class Monitor:
             node = r.node
             if node is None or not node.started:
                 continue
-            hlc = (node.writer.hlc.last.wall_ms, node.writer.hlc.last.logical)
+            # never backwards, except when it restarted at physical time (a rebase:
+            # it was past the bound, runtime/writepath.py stamp)
+            rebases = getattr(node.writer, "hlc_rebases", 0)  # 0: a release before it
+            hlc = (node.writer.hlc.last.wall_ms, node.writer.hlc.last.logical, rebases)
             key = (name, r.boots)
-            if key in self._hlc and hlc < self._hlc[key]:
+            if rebases:
+                self.rebased.add(node.writer.actor)
+            was = self._hlc.get(key)
+            if was is not None and hlc < was[:2] + (hlc[2],) and rebases == was[2]:
                 self.violations.append(
-                    Violation(
-                        "hlc", f"{name} boot {r.boots}: HLC {hlc} < {self._hlc[key]} at t={t:.3f}"
-                    )
+                    Violation("hlc", f"{name} boot {r.boots}: HLC {hlc[:2]} < {was[:2]} t={t:.3f}")
                 )
             self._hlc[key] = hlc
+            self._up_since.setdefault(key, t)
+            actor = node.writer.actor
+            self._own[name].append((t, actor, node.writer.durable_vv.get(actor, 0)))
             vkey = (name, node.writer.incarnation)
             prev = self._vv.get(vkey, {})
             now = dict(node.writer.durable_vv)
@@ -89,6 +101,8 @@ class Monitor:
             self._vv[vkey] = now
             self.known_vv[name] = now
             self._stalls(t, name, node)
+        if self.stall_bound_s:
+            self._check_stall(t)
         if record:
             self.timeline.append((t, self.snapshot()))
 
@@ -97,8 +111,7 @@ class Monitor:
         while later ones wait behind it is stalled; past ``STALL_BOUND_S`` it is a
         violation (reported once)."""
         vv, held = node.writer.version_vector, node.replica.held
-        drift = {} if CHECK_DRIFT_STALLS else getattr(node.replica, "blocked", {})  # (new)
-        nxt = {o: vv.get(o, 0) + 1 for o in held if o not in drift}
+        nxt = {o: vv.get(o, 0) + 1 for o in held}
         stalled = {o for o, n in nxt.items() if n in held[o] and any(s > n for s in held[o])}
         for key in [k for k in self._stalled if k[0] == name and k[1] not in stalled]:
             del self._stalled[key]
@@ -108,6 +121,30 @@ class Monitor:
                 detail = f"{name}: {origin}'s records wait behind #{nxt[origin]} since "
                 self.violations.append(Violation("stall", f"{detail}t={since:.1f}"))
                 self._stalled[(name, origin)] = -1.0  # reported
+
+    def _check_stall(self, t: float) -> None:
+        """Every up region holds what every other up region had durable ``stall_bound_s``
+        ago, once both have been up that long (the network is intact in scenarios that
+        turn this on: a skewed clock alone must never stop replication)."""
+        bound = self.stall_bound_s
+        ups = {n: r for n, r in self.cluster.regions.items() if r.up and r.node is not None}
+        for a, ra in sorted(ups.items()):
+            since_a = self._up_since.get((a, ra.boots), t)
+            old = [e for e in self._own[a] if since_a <= e[0] <= t - bound]
+            self._own[a] = [e for e in self._own[a] if e[0] >= t - 2 * bound]
+            if not old or not old[-1][2]:
+                continue
+            _, actor, seq = old[-1]
+            for b, rb in sorted(ups.items()):
+                if b == a or t - self._up_since.get((b, rb.boots), t) < bound:
+                    continue
+                assert rb.node is not None
+                held = rb.node.writer.durable_vv.get(actor, 0)
+                if held < seq and (a, b, seq) not in self._lagged:
+                    self._lagged.add((a, b, seq))
+                    detail = f"{b} holds {actor} up to {held}, {a} had {seq} {bound}s before"
+                    detail += f" t={t:.3f}"
+                    self.violations.append(Violation("stall", detail))
 
     def snapshot(self) -> dict[str, tuple[str | None, int]]:
         top: dict[str, int] = {}
@@ -185,9 +222,11 @@ def _owner_of(desc: Any, ops_by_id: dict[int, Op]) -> str | None:
     return None
 
 
-def _lww(what: str, reg: Any, writes: list[Op]) -> list[Violation]:
+def _lww(what: str, reg: Any, writes: list[Op], bound_s: float = 0.0) -> list[Violation]:
     """An LWW register written by ``writes`` (ops with a ``description``) must hold the
-    value of a causally maximal acknowledged write, or of one whose outcome is unknown."""
+    value of a causally maximal acknowledged write, or of one whose outcome is unknown.
+    With ``bound_s`` (README "Clocks and conflicts"): an acknowledged winner never beat a
+    concurrent acknowledged write invoked more than ``bound_s`` after it completed."""
     if not isinstance(reg, LWWRegister) or reg.is_empty:
         return []
     writes = [w for w in writes if _maybe(w)]
@@ -195,10 +234,21 @@ def _lww(what: str, reg: Any, writes: list[Op]) -> list[Violation]:
     maximal = [w for w in acked if not any(_saw(o, w) for o in acked if o is not w)]
     allowed = {w.args["description"] for w in maximal}
     allowed |= {w.args["description"] for w in writes if not _counts(w)}
-    if reg.value() in allowed:
+    if reg.value() not in allowed:
+        detail = f"{what} {reg.value()!r}; causally maximal acknowledged writes {sorted(allowed)}"
+        return [Violation("lww", detail)]
+    won = [w for w in maximal if w.args["description"] == reg.value()]
+    if not bound_s or len(won) != 1 or won[0].complete_t is None:
         return []
-    detail = f"{what} {reg.value()!r}; causally maximal acknowledged writes {sorted(allowed)}"
-    return [Violation("lww", detail)]
+    done = won[0].complete_t
+    later = [o for o in maximal if o is not won[0] and o.invoke_t - done > bound_s]
+    if not later:
+        return []
+    gap = max(o.invoke_t for o in later) - done
+    detail = (f"{what} {reg.value()!r} (done at t={done:.3f}) won over concurrent "
+              f"acknowledged {sorted(o.args['description'] for o in later)} made up to "
+              f"{gap:.3f}s later (bound {bound_s}s)")  # fmt: skip
+    return [Violation("lww_skew", detail)]
 
 
 def _orset(st: dict[str, Any], key: str) -> frozenset[Any]:
@@ -206,7 +256,9 @@ def _orset(st: dict[str, Any], key: str) -> frozenset[Any]:
     return s.value() if isinstance(s, ORSet) else frozenset()
 
 
-def _registry_violations(name: str, st: dict[str, Any], history: History) -> list[Violation]:
+def _registry_violations(
+    name: str, st: dict[str, Any], history: History, bound_s: float = 0.0
+) -> list[Violation]:
     """What the converged registry of region ``name`` must show, given the history."""
     out: list[Violation] = []
     ops = history.ops
@@ -223,7 +275,7 @@ def _registry_violations(name: str, st: dict[str, Any], history: History) -> lis
     tenants = _orset(st, "tenants")
     out += _tenant_violations(name, tenants, tenant_ops)
     for eid, eops in sorted(eps.items()):
-        out += _endpoint_violations(name, st, eid, eops, tenant_ops)
+        out += _endpoint_violations(name, st, eid, eops, tenant_ops, bound_s)
     out += _catalog_violations(name, st, ops, tenants, tenant_ops)
     out += _owner_violations(name, st, ops, eps)
     return out
@@ -247,7 +299,12 @@ def _tenant_violations(
 
 
 def _endpoint_violations(
-    name: str, st: dict[str, Any], eid: str, eops: list[Op], tenant_ops: dict[str, list[Op]]
+    name: str,
+    st: dict[str, Any],
+    eid: str,
+    eops: list[Op],
+    tenant_ops: dict[str, list[Op]],
+    bound_s: float = 0.0,
 ) -> list[Violation]:
     """Endpoint ``eid`` (``eops``: its create and changes): present if created and never
     deleted after, its event types add-wins, its description LWW."""
@@ -301,7 +358,7 @@ def _endpoint_violations(
             out.append(Violation("phantom", f"{name}: {eid} event type {x!r} never added"))
 
     writes = [o for o in eops if o.kind in ("create_endpoint", "patch_description")]
-    out += _lww(f"{name}: {eid} description", st.get(f"e/{eid}/description"), writes)
+    out += _lww(f"{name}: {eid} description", st.get(f"e/{eid}/description"), writes, bound_s)
     return out
 
 
@@ -385,14 +442,20 @@ def _owner_violations(
     return out
 
 
-async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
+async def check_final(
+    cluster: SimCluster,
+    history: History,
+    lww_bound_s: float = 0.0,
+    rebased: frozenset[str] | set[str] = frozenset(),
+) -> list[Violation]:
     out: list[Violation] = []
     regions = cluster.up()
     ops = history.ops
     for r in regions:
         assert r.node is not None
         rows = await r.store.load_registry()
-        out += _registry_violations(r.name, {k: decode(v) for k, v in rows.items()}, history)
+        st = {k: decode(v) for k, v in rows.items()}
+        out += _registry_violations(r.name, st, history, lww_bound_s)
     eps = sorted({o.result for o in ops if o.kind == "create_endpoint" and o.result})
     for op in ops:
         if op.kind == "foreign_patch" and op.status == "ok":
@@ -418,12 +481,14 @@ async def check_final(cluster: SimCluster, history: History) -> list[Violation]:
                     )
                 )
 
-    # per-origin log records carry strictly increasing HLC stamps
+    # per-origin log records carry strictly increasing HLC stamps, except across a
+    # rebase (the actor's HLC restarted at physical time: runtime/writepath.py stamp)
     if regions:
         records = await regions[0].store.records_after({}, 10**9)
         last: dict[str, tuple[int, int]] = {}
         for rec in records:
-            if rec.origin in last and rec.hlc <= last[rec.origin]:
+            back = rec.origin in rebased and rec.hlc < last.get(rec.origin, rec.hlc)
+            if rec.origin in last and rec.hlc <= last[rec.origin] and not back:
                 out.append(
                     Violation(
                         "hlc",

@@ -3,10 +3,11 @@
 ``edge_records(rng, now_ms, max_drift_ms, round_)`` builds, from the seed's rng alone, a
 batch of records from made-up origins (``edge<round>-<case>:1``, one origin per case, so
 one case never holds back another) stamped at the limits of crdt's ranges: HLC
-``(now + 1 s, LOGICAL_MAX)`` and ``(now, LOGICAL_MAX)`` (refused by crdt's HLC rule while
-physical time has not passed the stamp), ``(now + 1 s, LOGICAL_MAX - 1)`` (accepted: the
+``(now + 1 s, LOGICAL_MAX)`` and ``(now, LOGICAL_MAX)`` (merged: the clamped HLC rule
+carries into the next millisecond), ``(now + 1 s, LOGICAL_MAX - 1)`` (merged: the
 next local stamp carries into the next millisecond), ``(WALL_MS_MAX, 0)`` and
-``now + max_drift_ms + 1`` (``clock_drift``), a seq of ``2**63 - 1`` (held back behind
+``now + max_drift_ms + 1`` (merged and counted as ``clock_drift``: a stamp far ahead never
+stops replication, the target's HLC is clamped), a seq of ``2**63 - 1`` (held back behind
 its missing predecessors forever), bodies with a PN-counter at ``COUNTER_MAX``, ids of the
 64-character limit, a 64 KiB string, and an id one character past the limit (malformed).
 One more origin (``edge<round>-run:1``) sends a run of seven records with, in the middle,
@@ -64,12 +65,12 @@ def edge_records(
     ``now_ms`` is the target region's wall clock (ms); deterministic in ``rng``."""
     cases: list[tuple[str, int, tuple[int, int], str, str]] = [
         # (case, seq, (wall_ms, logical), body kind, the outcome it must have or "")
-        # refused while the target's HLC has not passed the stamp (crdt/_hlc.py observe)
-        ("future-logical-max", 1, (now_ms + 1000, LOGICAL_MAX), "name", ""),
-        ("now-logical-max", 1, (now_ms, LOGICAL_MAX), "name", ""),
+        # merged: the target's HLC carries or is clamped (crdt/_hlc.py observe_parts)
+        ("future-logical-max", 1, (now_ms + 1000, LOGICAL_MAX), "name", "merged"),
+        ("now-logical-max", 1, (now_ms, LOGICAL_MAX), "name", "merged"),
         ("future-logical-near", 1, (now_ms + 1000, LOGICAL_MAX - 1), "counter", "merged"),
-        ("wall-max", 1, (WALL_MS_MAX, 0), "name", "rejected"),
-        ("past-drift", 1, (now_ms + max_drift_ms + 1, 0), "counter", "rejected"),
+        ("wall-max", 1, (WALL_MS_MAX, 0), "name", "merged"),
+        ("past-drift", 1, (now_ms + max_drift_ms + 1, 0), "counter", "merged"),
         ("huge-seq", HUGE_SEQ, (now_ms, 0), "name", "held"),
         ("counter-max", 1, (max(now_ms - 1, 0), 0), "counter", "merged"),
         ("long-string", 1, (now_ms, rng.randint(0, 1000)), "long", "merged"),

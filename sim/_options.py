@@ -58,6 +58,14 @@ class Options:
     drift_ppm: float = 0.0
     clock_steps: int = 0
     clock_step_ms: int = 30_000
+    # how many regions' clocks are off (by +-skew_ms, alternately ahead and behind) and
+    # stepped; 0: every region gets a skew uniform in +-skew_ms (the earlier nemesis)
+    skewed_regions: int = 0
+    # checkers (0: off): no region lags another's durable records longer than this while
+    # both are up (needs an intact network), and no LWW winner beat a concurrent
+    # acknowledged write made more than lww_bound_s later (README "Clocks and conflicts")
+    stall_bound_s: float = 0.0
+    lww_bound_s: float = 0.0
     # region failover: "" (none), "origin-dies" (a region dies for good under load),
     # "cut-off" (a region loses its peers, not its receivers), "flapping" (a region is cut
     # off and back again and again), "two-die" (two regions die for good). The workload
@@ -73,6 +81,10 @@ class Options:
             raise ValueError("regions must be 3..7")
         if self.mode not in ("stream", "datagram"):
             raise ValueError("mode must be 'stream' or 'datagram'")
+        if not 0 <= self.skewed_regions < self.regions:
+            raise ValueError("skewed_regions must be 0..regions-1")
+        if self.stall_bound_s and (self.partitions or self.failover):
+            raise ValueError("stall_bound_s needs an intact network (no partitions, failover)")
         if self.failover not in FAILOVER_MODES:
             raise ValueError(f"failover must be one of {FAILOVER_MODES}")
         bad = set(self.partition_kinds) - set(PARTITION_KINDS)

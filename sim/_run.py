@@ -102,9 +102,11 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
         down = r.uniform(*opts.crash_down_s)
         plan.append((taken, "snapshot", {"region": name, "id": f"s{i}"}))
         plan.append((back, "restore", {"region": name, "id": f"s{i}", "down_s": down}))
+    stepped = skewed_names(opts, names)
     for _ in range(opts.clock_steps):
         step = r.randint(-opts.clock_step_ms, opts.clock_step_ms)
-        plan.append((r.uniform(0, horizon), "clock_step", {"region": r.choice(names), "ms": step}))
+        at, where = r.uniform(0, horizon), r.choice(stepped)
+        plan.append((at, "clock_step", {"region": where, "ms": step}))
     plan += _failover_faults(opts, names)
     er = derive_rng(opts.seed, "edges")  # own rng: other plans stay as they were
     for i in range(opts.edge_records):
@@ -113,6 +115,14 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
         )
     plan.sort(key=lambda p: (p[0], p[1]))
     return plan
+
+
+def skewed_names(opts: Options, names: list[str]) -> list[str]:
+    """The regions whose clocks the nemesis sets off and steps: ``skewed_regions`` of
+    them (own rng), or every region when it is 0."""
+    if not opts.skewed_regions:
+        return list(names)
+    return derive_rng(opts.seed, "skewed").sample(names, opts.skewed_regions)
 
 
 def _failover_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[str, Any]]]:
@@ -166,6 +176,11 @@ class _Sim:
             n: SimClock(cr.randint(-opts.skew_ms, opts.skew_ms), cr.uniform(-1, 1) * opts.drift_ppm)
             for n in self.names
         }
+        if opts.skewed_regions:  # a minority off by skew_ms, both ways; the others right
+            skewed = skewed_names(opts, self.names)
+            for n in self.names:
+                sign = -1 if n in skewed and skewed.index(n) % 2 else 1
+                self.clocks[n].skew_ms = sign * opts.skew_ms if n in skewed else 0
         self.receivers = ReceiverTransport(derive_rng(opts.seed, "receivers"))
         self.cluster = SimCluster(
             opts.seed, self.names, self.net, self.receivers, self.clocks, node_classes,
@@ -183,7 +198,7 @@ class _Sim:
             # the region that fails holds pending deliveries for its successors to adopt
             self.receivers.outage_until = failover[0][0] + 20.0
         self.history = History()
-        self.monitor = Monitor(self.cluster)
+        self.monitor = Monitor(self.cluster, opts.stall_bound_s)
         self.workload = Workload(opts.seed, self.cluster, self.history, opts)
         self.result = Result(opts)
         self.partitions: dict[str, set[tuple[str, str]]] = {}
@@ -360,7 +375,9 @@ class _Sim:
                     f"not converged {self.opts.heal_budget_s:.0f}s after healing: {detail}",
                 )
             )
-        res.violations += await check_final(self.cluster, self.history)
+        res.violations += await check_final(
+            self.cluster, self.history, self.opts.lww_bound_s, self.monitor.rebased
+        )
         limit = self.opts.max_message_bytes
         if limit and self.net.largest > limit:  # gRPC would have refused it
             detail = f"a {self.net.largest}-byte message; max_message_bytes {limit}"

@@ -99,7 +99,12 @@ class ReplicationSettings(_Section):
     batch_records: int = Field(256, ge=1, le=10_000)  # records per Batch message
     linger_ms: float = Field(2.0, ge=0, le=100)  # wait this long to fill a partial batch
     window_batches: int = Field(8, ge=1)  # unacked batches in flight per peer
-    max_drift_ms: int = Field(60_000, ge=0)  # remote HLC stamps further ahead are rejected
+    # a remote HLC stamp further ahead of (corrected) physical time is applied, but moves
+    # this node's HLC no further than this (crdt/_hlc.py clamp)
+    max_drift_ms: int = Field(60_000, ge=0)
+    # this node's clock further than this from the cluster's reference (the median of the
+    # peers' clocks, core/clock_offset.py): "suspect"; stamps then use the reference
+    clock_suspect_ms: int = Field(2_000, ge=0)
     reconnect_min_s: float = Field(0.1, gt=0)
     reconnect_max_s: float = Field(10.0, gt=0)
     call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack

@@ -32,9 +32,10 @@ async def test_status_table(api: Api) -> None:
     out = ok(await cli(api, "status"))
     header, row = out.splitlines()[:2]
     assert header.split() == ["REGION", "REACHED", "CONNECTED", "RECORDS_BEHIND", "LAST_CONTACT",
-                              "REGISTRY", "AGREES", "PEERS_UP", "CUSTODY"]  # fmt: skip
-    assert row.split()[:3] == ["us-east-1", "self", "self"] and row.split()[-1] == "own"
-    assert row.split()[-2] == "0/0"  # a node without peers
+                              "REGISTRY", "AGREES", "PEERS_UP", "CUSTODY", "CLOCK"]  # fmt: skip
+    assert row.split()[:3] == ["us-east-1", "self", "self"] and row.split()[-2] == "own"
+    assert row.split()[-3] == "0/0"  # a node without peers
+    assert row.split()[-1] == "ok"  # no peer: nothing to compare the clock with
     body = json.loads(ok(await cli(api, "--json", "status")))
     assert body["region"] == "us-east-1" and list(body["regions"]) == ["us-east-1"]
 
@@ -188,3 +189,18 @@ async def test_status_peer_url_that_cannot_be_asked_shows_a_row_and_exits_3(api:
         assert url in rows and "no:" in rows[url], res.output
     res = await cli(api, "status", "--peer-url", api.base)  # itself: reached, no failure
     assert res.exit_code == 0, res.output
+
+
+def test_status_rows_show_the_clock() -> None:
+    """A suspect clock and the peers' offsets (issue 41)."""
+    from regionsync.manage.status import status_rows
+
+    peer = {"region": "b", "connected": True, "records_behind": 0,
+            "seconds_since_contact": 1.0, "last_digest_at": None, "state_agrees": None}  # fmt: skip
+    cluster = {"region": "a", "registry_hash": "h" * 64, "peers": [peer], "custody": {},
+               "clock": {"status": "suspect", "error_ms": 600_000,
+                         "offsets_ms": {"b": -600_000}}}  # fmt: skip
+    rows = status_rows(cluster)
+    assert [r["clock"] for r in rows] == ["SUSPECT:+600000ms", "-600000ms"]
+    del cluster["clock"]  # a node of an older release
+    assert [r["clock"] for r in status_rows(cluster)] == ["-", "-"]

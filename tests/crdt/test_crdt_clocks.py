@@ -103,6 +103,41 @@ def test_drift_is_rejected_and_leaves_the_clock_unchanged() -> None:
     assert clock.observe(Timestamp(10_000, 0), 9000) == Timestamp(10_000, 1)
 
 
+def test_clamp_takes_a_stamp_past_drift_without_passing_the_bound() -> None:
+    clock = HLC(max_drift_ms=1000, last=Timestamp(500, 2))
+    got = clock.observe_parts(600_000, 7, 9000, clamp=True)  # ten minutes ahead: no error
+    assert got == Timestamp(10_000, 0) == clock.last  # physical + max_drift, as `now` would
+    assert clock.observe_parts(600_000, 7, 9000, clamp=True) == Timestamp(10_000, 1)
+    assert clock.now(9001) == Timestamp(10_000, 2)  # still monotonic
+    # within the bound, clamp changes nothing
+    a, b = HLC(1000, Timestamp(500, 2)), HLC(1000, Timestamp(500, 2))
+    assert a.observe_parts(9500, 3, 9000, clamp=True) == b.observe_parts(9500, 3, 9000)
+
+
+def test_clamp_carries_a_remote_logical_at_the_maximum() -> None:
+    clock = HLC(max_drift_ms=1000, last=Timestamp(500, 2))
+    got = clock.observe_parts(9500, 2**32 - 1, 9000, clamp=True)
+    assert got == Timestamp(9501, 0) == clock.last
+    with pytest.raises(ClockDriftError):
+        HLC(1000, Timestamp(500, 2)).observe_parts(9500, 2**32 - 1, 9000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 10**6), st.integers(0, 5), st.integers(0, 10**7),
+    st.integers(0, 2**32 - 1), st.integers(0, 10**6), st.integers(0, 10_000),
+)  # fmt: skip
+def test_clamp_never_moves_the_clock_past_physical_plus_drift(
+    last_wall: int, last_logical: int, wall: int, logical: int, pt: int, drift: int
+) -> None:
+    clock = HLC(drift, Timestamp(last_wall, last_logical))
+    got = clock.observe_parts(wall, logical, pt, clamp=True)
+    assert got == clock.last > Timestamp(last_wall, last_logical)
+    assert got.wall_ms <= max(last_wall, pt + drift + 1)
+    if wall - pt <= drift and logical < 2**32 - 1:  # within the bound: after the remote
+        assert got > Timestamp(wall, logical)
+
+
 def test_hlc_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         HLC(max_drift_ms=-1)

@@ -9,13 +9,15 @@ from collections.abc import Mapping
 
 from tests_sim_paths import SCENARIOS
 
-from crdt import CRDT, ORSet
+from crdt import CRDT, LWWRegister, ORSet, Timestamp
 from regionsync.core.model import Delivery, Record, WriteBatch
-from regionsync.core.records import Decoded, decode_body
+from regionsync.core.records import Decoded
 from regionsync.core.registry import Registry
 from regionsync.errors import MalformedRecord
 from regionsync.runtime.node import Node
 from sim import load_scenario, run
+from sim._check import _lww
+from sim._workload import Op
 
 
 class RemoveWinsRegistry(Registry):
@@ -107,35 +109,34 @@ def test_missing_failover_is_reported() -> None:
     assert "lost_delivery" in {v.kind for v in res.violations}, res.violations
 
 
-class NoDriftCheckNode(Node):
-    """A node that merges records its HLC refused (clock_drift) instead of rejecting them."""
+class RefusingDriftNode(Node):
+    """A node that refuses records stamped past max_drift_ms (the release before issue 41)
+    instead of merging them with a clamped HLC."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         replica, apply_one = self.replica, self.replica._apply_one
 
-        def lax(
+        def strict(
             r: Record,
             decoded: Decoded | str,
             batch: WriteBatch,
             deliveries: dict[str, Delivery],
             stored: dict[str, Delivery],
         ) -> None:
-            try:
-                apply_one(r, decoded, batch, deliveries, stored)
-            except MalformedRecord as exc:
-                if not exc.reason.startswith("clock_drift"):
-                    raise
-                replica.merge(decode_body(r.kind, r.body), batch, deliveries, stored)
+            now = replica.writer.physical_ms()
+            if r.hlc[0] - now > replica.settings.replication.max_drift_ms:
+                raise MalformedRecord(r.origin, r.seq, "clock_drift: refused")
+            apply_one(r, decoded, batch, deliveries, stored)
 
-        replica._apply_one = lax  # type: ignore[method-assign]
+        replica._apply_one = strict  # type: ignore[method-assign]
 
 
-def test_merged_edge_record_is_reported() -> None:
+def test_refused_far_ahead_record_is_reported() -> None:
     opts = load_scenario(SCENARIOS / "edge-records.toml", seed=1)
     assert run(opts).ok
     names = ("eu-west", "us-east", "ap-south")
-    res = run(opts, node_classes=dict.fromkeys(names, NoDriftCheckNode))
+    res = run(opts, node_classes=dict.fromkeys(names, RefusingDriftNode))
     assert "edges" in {v.kind for v in res.violations}, res.violations
 
 
@@ -160,3 +161,24 @@ def test_a_stall_behind_a_refused_record_is_reported() -> None:
     res = run(opts, node_classes=dict.fromkeys(names, StallingNode))
     kinds = {v.kind for v in res.violations}
     assert "stall" in kinds and "edges" in kinds, res.violations
+
+
+def _write(op_id: int, region: str, t: float, stamp_ms: int) -> tuple[Op, LWWRegister]:
+    op = Op(op_id, region, "patch_description", {"description": f"d{op_id}"}, t, "ok", t + 0.1)
+    op.actor, op.vv_before, op.vv_after = f"{region}:1", {}, {f"{region}:1": 1}
+    reg = LWWRegister().set(f"d{op_id}", actor=op.actor, stamp=Timestamp(stamp_ms, 0))
+    return op, reg
+
+
+def test_skew_advanced_lww_winner_is_reported() -> None:
+    """Two concurrent writes 20 s apart: the first, stamped ten minutes ahead, wins; past
+    lww_bound_s that is a violation, within it (or without the bound) it is not."""
+    early, r1 = _write(1, "a", 10.0, 1_000_600_000)
+    late, r2 = _write(2, "b", 30.0, 1_000_020_000)
+    reg = r1.merge(r2)
+    assert reg.value() == "d1"
+    assert [v.kind for v in _lww("e", reg, [early, late], 6.5)] == ["lww_skew"]
+    assert _lww("e", reg, [early, late], 25.0) == []
+    assert _lww("e", reg, [early, late]) == []
+    fair = r1.merge(_write(2, "b", 30.0, 1_000_630_000)[1])  # the later write wins
+    assert _lww("e", fair, [early, late], 6.5) == []

@@ -351,6 +351,18 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         counts={"type": "object", "additionalProperties": _INT},
         peers={"type": "array", "items": {"type": "object"}},
         custody={},
+        # this clock against the cluster's reference (runtime/cluster.py clock_view)
+        clock=_obj(
+            status=_STR,
+            error_ms=_INT,
+            correction_ms=_INT,
+            reference=_STR,
+            offsets_ms={"type": "object", "additionalProperties": _INT},
+            suspect_ms=_INT,
+            max_drift_ms=_INT,
+            stamps_ahead_ms={"type": "object", "additionalProperties": _INT},
+            hlc_rebases=_INT,
+        ),
         # this process among its region's (runtime/cluster.py ClusterView.process):
         # holder and processes are null for a region's only process (a store not shared)
         process=_obj(

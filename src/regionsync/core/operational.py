@@ -18,6 +18,7 @@ from .envelope import rfc3339_ms
 __all__ = [
     "HEALTH_TRANSITIONS",
     "TYPES",
+    "clock_transition",
     "health_transition",
     "operational_payload",
     "pressure_transition",
@@ -33,6 +34,8 @@ TYPES = (
     "region.reachable",
     "backpressure.entered",
     "backpressure.left",
+    "region.clock_skewed",
+    "region.clock_ok",
 )
 
 # (endpoint state before, after) -> event, for the health changes the delivery worker
@@ -64,6 +67,20 @@ def region_transitions(before: Iterable[str], after: Iterable[str]) -> list[tupl
     out = [("region.unreachable", r) for r in new - old]
     out += [("region.reachable", r) for r in old - new]
     return sorted(out, key=lambda e: (e[1], e[0]))
+
+
+def clock_transition(before: str, after: str) -> str | None:
+    """``region.clock_skewed`` when this region's clock status (core.clock_offset
+    ``ClockView.status``) becomes ``suspect``, ``region.clock_ok`` when it returns to
+    ``ok``. Only the region whose clock is off decides it (every region follows the same
+    reference clock), so the cluster reports each skew once. ValueError for another
+    status."""
+    for status in (before, after):
+        if status not in ("ok", "suspect"):
+            raise ValueError(f"unknown clock status {status!r}")
+    if before == after:
+        return None
+    return "region.clock_skewed" if after == "suspect" else "region.clock_ok"
 
 
 def pressure_transition(before: str | None, after: str) -> str | None:

@@ -19,7 +19,8 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
     node's (``agrees``) and how many of its own links are up (``peers_up``); an unreached
     peer shows the asked node's state-digest verdict. ``refused``: on the asked node's
     row, the records it refused (moved past or held) per origin; on a peer's, those the
-    peer refused of what the asked node sent it (issue 41)."""
+    peer refused of what the asked node sent it (issue 41). ``clock``: the asked node's own
+    status and error against the cluster's reference, each peer's clock offset to it."""
     others = others or {}
     custody = cluster.get("custody", {})
     records = custody.get("records", {})
@@ -42,8 +43,20 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         row.update(reached="yes", registry=other["registry_hash"][:12],
                    agrees="yes" if same else "DIFFERS", peers_up=peers_up(other))  # fmt: skip
 
+    clock = cluster.get("clock", {})  # absent before this release
+    offsets = clock.get("offsets_ms", {})
+
+    def clock_of(region: str) -> str:
+        if region == cluster["region"]:
+            if not clock:
+                return "-"
+            status = clock["status"]
+            return status if status == "ok" else f"{status.upper()}:{clock['error_ms']:+d}ms"
+        return f"{offsets[region]:+d}ms" if region in offsets else "-"
+
     rows = [{
         "region": cluster["region"], "reached": "self", "connected": "self",
+        "clock": clock_of(cluster["region"]),
         "records_behind": 0, "last_contact": "-", "registry": mine[:12], "agrees": "-",
         "peers_up": peers_up(cluster), "custody": custody_of(cluster["region"]),
         "refused": _refused(cluster.get("refused")),
@@ -57,6 +70,7 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
             "records_behind": p["records_behind"],
             "last_contact": "never" if since is None else f"{since:.1f}s ago",
             "custody": custody_of(p["region"]), "refused": _refused(p.get("refused")),
+            "clock": clock_of(p["region"]),
         }  # fmt: skip
         other = others.get(p["region"], "no http_url")
         if isinstance(other, dict):
@@ -69,7 +83,8 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         if key in peer_regions:
             continue
         row = {"region": key, "connected": "not a peer", "records_behind": "-",
-               "last_contact": "-", "custody": "-", "refused": "-"}  # fmt: skip
+               "last_contact": "-", "custody": "-", "refused": "-",
+               "clock": "-"}  # fmt: skip
         if isinstance(other, dict):
             row["region"] = other["region"]
             reached(row, other)
@@ -156,7 +171,7 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
         out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})
     else:
         cols = ["region", "reached", "connected", "records_behind", "last_contact",
-                "registry", "agrees", "peers_up", "custody", "refused"]  # fmt: skip
+                "registry", "agrees", "peers_up", "custody", "refused", "clock"]  # fmt: skip
         out(ctx, status_rows(cluster, others), cols)
     failed = sorted(k for k, v in others.items() if not isinstance(v, dict))
     if failed:

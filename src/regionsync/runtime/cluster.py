@@ -112,4 +112,22 @@ class ClusterView:
                 for p in self.peers.values()
             ],
             "custody": self.custody.view(),
+            "clock": self.clock_view(),
         }
+
+    def clock_view(self) -> dict[str, Any]:
+        """This clock against the cluster's (core/clock_offset.py): ``status`` (ok or
+        suspect), ``error_ms`` (this clock minus the reference), ``correction_ms`` (added
+        to stamps' physical time), ``reference`` (whose clock), ``offsets_ms`` (peer ->
+        its clock minus this one), ``stamps_ahead_ms`` (origin -> how far past physical
+        time + max_drift_ms its last such record was stamped), ``hlc_rebases``."""
+        w = self.writer
+        repl = w.settings.replication
+        v = w.clock_view
+        return {
+            "status": v.status, "error_ms": v.error_ms, "correction_ms": v.correction_ms,
+            "reference": v.reference or self.region, "offsets_ms": dict(v.offsets),
+            "suspect_ms": repl.clock_suspect_ms, "max_drift_ms": repl.max_drift_ms,
+            "stamps_ahead_ms": dict(sorted(w.stamps_ahead.items())),
+            "hlc_rebases": w.hlc_rebases,
+        }  # fmt: skip

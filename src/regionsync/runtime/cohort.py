@@ -36,7 +36,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
-from crdt import CRDT, ClockDriftError, Timestamp, decode
+from crdt import CRDT, decode
 
 from ..config import Settings
 from ..core.model import Delivery, Record, WriteBatch
@@ -194,8 +194,8 @@ class Cohort:
             delivery_ids += [d.id for d in decoded.deliveries]
             if decoded.delivery is not None:
                 delivery_ids.append(decoded.delivery.id)
-        with contextlib.suppress(ClockDriftError, ValueError):
-            self.writer.hlc.observe(Timestamp(*r.hlc), self.clock.wall_ms())
+        with contextlib.suppress(ValueError):  # far ahead: clamped, as by the replica
+            self.writer.hlc.observe_parts(*r.hlc, self.writer.physical_ms(), clamp=True)
         self._advance(r.origin, r.seq)
 
     def _advance(self, origin: str, seq: int) -> None:

@@ -74,6 +74,7 @@ def hello(links: Links) -> pb.SyncMessage:
             version_vector=links.log.durable_vv,
             protocol=PROTOCOL,
             heard=links.contacts.gossip(),
+            sent_wall_ms=links.clock.wall_ms(),
         )
     )
 

@@ -35,6 +35,8 @@ from typing import Any
 
 from ..config import Settings
 from ..core.backpressure import tenant_backlog_limit
+from ..core.clock_offset import ClockView
+from ..core.operational import clock_transition
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .cohort import Cohort, Coordinator
@@ -135,6 +137,7 @@ class Node:
         settings, clock, writer, opts = self.settings, self.clock, self.writer, self.settings.ingest
         parts: dict[str, Any] = {"store": self.store, "clock": clock}
         self.ops = OperationalEvents(settings, clock)
+        writer.on_clock = self._clock_changed
         # CPU work whose cost a tenant controls (schemas, filters), off the event loop
         self.offload = Offload(opts.offload_threads, opts.offload_queue_per_tenant)
         self.registry_ops = RegistryOps(
@@ -297,6 +300,19 @@ class Node:
             await self.coordinator.close()
         async with self.writer.lock:
             await self.store.close()
+
+    def _clock_changed(self, before: ClockView, after: ClockView) -> None:
+        """This clock's status changed (WritePath.peer_clock): log once, tell the owner."""
+        event = clock_transition(before.status, after.status)
+        if event is None:
+            return
+        log.warning(
+            "clock %s: this clock is %d ms %s the cluster's reference (%s); stamps use %s",
+            after.status, abs(after.error_ms), "ahead of" if after.error_ms > 0 else "behind",
+            after.reference or "this region",
+            "the reference" if after.correction_ms else "this clock",
+        )  # fmt: skip
+        self.ops.emit(event, {"error_ms": after.error_ms, "offsets_ms": dict(after.offsets)})
 
     def _on_commit_failure(self, exc: BaseException) -> None:
         # memory ran ahead of the store: go back to what is durable

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from crdt import CRDT, Timestamp
 
+from ..core.clock_offset import Sample
 from ..core.custody import CustodyRecord
 from ..core.hashtree import HashTree
 from ..core.model import (
@@ -186,6 +187,10 @@ class LocalLog(Protocol):
 
     async def peer_hello(self, region: str, version_vector: Mapping[str, int]) -> None:
         """A peer's Hello arrived: renew the actor if the peer saw more of it."""
+        ...
+
+    def peer_clock(self, region: str, sample: Sample | None) -> None:
+        """A sample of a peer's clock offset (core/clock_offset.py) from its Hello or Ack."""
         ...
 
     def notify_log(self) -> None: ...

@@ -5,9 +5,9 @@ missing is held back (``held``) until they arrive. A malformed one is refused an
 merged, but it does not block its successors (issue 41): it is kept opaque in the log (so
 regions that can read it still get it through this one), the version vector moves past it
 and the refusal is noted per origin (``refusals``); anti-entropy carries its state when
-the digests differ. A drifting one (``clock_drift``) is refused for now and held
-(``blocked``): its successors wait until the clock passes it. Owns the log floor (what
-truncation removed). Never writes an own record: replicated state is committed as it came.
+the digests differ. A stamp far ahead is merged; it moves this node's HLC only so far.
+Owns the log floor (what truncation removed). Never writes an own record: replicated
+state is committed as it came.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-
-from crdt import ClockDriftError
 
 from ..config import Settings
 from ..core.model import AuditEntry, Delivery, Record, WriteBatch, delivery_join
@@ -81,9 +79,8 @@ class Replica:
         A record whose predecessors from its origin are missing is held back until they
         arrive (causal delivery per origin); duplicates are ignored. A record that fails to
         decode is rejected, logged, never merged and skipped (kept opaque in the log, the
-        version vector past it); one whose HLC stamp is too far ahead (``clock_drift``) is
-        rejected and later records of its origin wait behind it. Returns the rejects once
-        what was merged is durable.
+        version vector past it); an HLC stamp past ``max_drift_ms`` is merged and counted
+        as ``clock_drift``. Returns the rejects once what was merged is durable.
         """
         rejected, durable = await self.apply_records_nowait(records)
         if durable is not None:
@@ -208,12 +205,12 @@ class Replica:
     ) -> None:
         if isinstance(decoded, str):
             raise MalformedRecord(r.origin, r.seq, decoded)
-        now = self.clock.wall_ms()
-        try:
-            self.writer.hlc.observe_parts(*r.hlc, now)
-        except ClockDriftError as exc:
-            self.counters["clock_drift"] += 1
-            raise MalformedRecord(r.origin, r.seq, str(exc)) from None  # "clock_drift: ..."
+        now = self.writer.physical_ms()  # corrected if this node's clock is suspect
+        try:  # a stamp far ahead is applied; the clamp keeps it from moving our HLC past
+            self.writer.hlc.observe_parts(*r.hlc, now, clamp=True)  # now + hlc_bound_ms
+            if r.hlc[0] - now > self.settings.replication.max_drift_ms:
+                self.counters["clock_drift"] += 1
+                self.writer.stamp_ahead(r.origin, r.hlc[0] - now)
         except ValueError as exc:  # a stamp outside crdt's ranges (WALL_MS_MAX)
             raise MalformedRecord(r.origin, r.seq, str(exc)) from None
         self.merge(decoded, batch, deliveries, stored)

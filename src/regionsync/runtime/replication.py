@@ -40,6 +40,7 @@ import contextlib
 import logging
 
 from ..core import peer_session as ps
+from ..core.clock_offset import one_way_sample, round_trip_sample
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
 from ..v1 import replication_pb2 as pb
@@ -68,6 +69,7 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             return
         links.contacts.contact(peer)
         links.contacts.merge_gossip(first.hello.heard)
+        links.log.peer_clock(peer, one_way_sample(first.hello.sent_wall_ms, links.clock.wall_ms()))
         await links.log.peer_hello(peer, first.hello.version_vector)
         links.peers[peer].redial.set()  # it is up: our link to it need not back off
         await links.log.actor_checked.wait()  # our Hello must carry the checked actor
@@ -148,7 +150,7 @@ async def _send_replies(links: Links, stream: PeerStream, replies: asyncio.Queue
         if durable is not None:
             await asyncio.shield(durable)
         ack = pb.Ack(version_vector=links.log.durable_vv, rejected=rejected,
-                     heard=links.contacts.gossip())  # fmt: skip
+                     heard=links.contacts.gossip(), sent_wall_ms=links.clock.wall_ms())  # fmt: skip
         await stream.send(pb.SyncMessage(ack=ack))
 
 
@@ -260,6 +262,8 @@ class _Dialer:
                     self._feed(ps.PeerDigest(dict(d.version_vector), d.root))
                 elif kind == "ack":
                     links.contacts.merge_gossip(msg.ack.heard)
+                    at = status.last_contact_at_ms
+                    links.log.peer_clock(status.region, one_way_sample(msg.ack.sent_wall_ms, at))
                     rejected = tuple(ps.Refusal(r.origin, r.origin_seq, r.reason)
                                      for r in msg.ack.rejected)  # fmt: skip
                     self._feed(ps.Ack(dict(msg.ack.version_vector), rejected))
@@ -342,11 +346,15 @@ class _Dialer:
         return None
 
     async def _hello(self) -> ps.PeerHello:
+        sent = self.links.clock.wall_ms()
         await self.stream.send(hello(self.links))
         first = await recv(self.stream, self.opts.call_timeout_s)
         if first is None or first.WhichOneof("kind") != "hello":
             return ps.PeerHello(None)
         h = first.hello
+        sample = round_trip_sample(h.sent_wall_ms, sent, self.links.clock.wall_ms())
+        if h.region == self.status.region:
+            self.links.log.peer_clock(h.region, sample)
         return ps.PeerHello(h.region, h.incarnation, dict(h.version_vector), dict(h.heard))
 
     async def _accept(self, a: ps.AcceptHello) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
+from ..core.clock_offset import ClockView, Sample, assess, keep_best
 from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
@@ -36,7 +37,10 @@ class WritePath:
 
     def __init__(self, settings: Settings, store: Store, clock: Clock, catalog: Catalog):
         self.settings, self.store, self.clock, self.catalog = settings, store, clock, catalog
-        self.hlc = HLC(max_drift_ms=settings.replication.max_drift_ms)
+        # the HLC's bound: a peer's stamp moves it at most this far past physical time
+        repl = settings.replication
+        self.hlc_bound_ms = min(repl.max_drift_ms, repl.clock_suspect_ms)
+        self.hlc = HLC(max_drift_ms=self.hlc_bound_ms)
         self.lock = asyncio.Lock()
         self.incarnation = 0
         self.actor = ""
@@ -57,6 +61,13 @@ class WritePath:
         # called with every committed batch, after durable_vv moved (antientropy's tree)
         self.commit_observers: list[Callable[[WriteBatch], None]] = []
         self.unsettled = UnsettledDeliveries()
+        # the peers' clocks (core/clock_offset.py): kept samples and the current decision;
+        # ``on_clock`` (set by the node) hears every change of status
+        self.clock_samples: dict[str, Sample] = {}
+        self.clock_view = ClockView(0, "ok", 0, {}, None)
+        self.on_clock: Callable[[ClockView, ClockView], None] | None = None
+        self.hlc_rebases = 0  # times the HLC was found past the bound and restarted
+        self.stamps_ahead: dict[str, int] = {}  # origin region -> ms its last far stamp led
 
     def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
         """Take the actor ``region:incarnation`` and the stored version vector."""
@@ -137,13 +148,15 @@ class WritePath:
         return self.committer
 
     async def resume_hlc(self) -> None:
-        """Resume the HLC from this actor's last own record, if the log keeps one."""
+        """Resume the HLC from this actor's last own record, if the log keeps one. A
+        saved stamp ahead of physical time by more than ``hlc_bound_ms`` (written by a
+        clock that ran ahead) is not followed: ``stamp`` restarts from physical time."""
         own_seq = self.version_vector.get(self.actor, 0)
         if own_seq:
             skip = {o: 1 << 62 for o in self.version_vector}  # other origins skipped
             last = await self.store.records_after({**skip, self.actor: own_seq - 1}, 1)
             if last:  # truncation keeps an actor's last own record, unless forced
-                self.hlc = HLC(self.settings.replication.max_drift_ms, Timestamp(*last[0].hlc))
+                self.hlc = HLC(self.hlc_bound_ms, Timestamp(*last[0].hlc))
 
     def _before_commit(self, merged: WriteBatch, whole_queue: bool) -> None:
         """Turn the group's usage counter moves (``WriteBatch.usage``, summed) into one own
@@ -200,9 +213,59 @@ class WritePath:
         """Submissions waiting for the next group commit."""
         return self.committer.queued if self.committer is not None else 0
 
+    def physical_ms(self) -> int:
+        """Physical time for HLC stamps: the wall clock plus the correction of a clock
+        found wrong by its peers (``clock_view``, core/clock_offset.py)."""
+        return max(0, self.clock.wall_ms() + self.clock_view.correction_ms)
+
+    def peer_clock(self, region: str, sample: Sample | None) -> None:
+        """A peer's clock sample (from its Hello or Ack): keep the best, decide again."""
+        repl = self.settings.replication
+        window = int(repl.failover_after_s * 1000)
+        kept = keep_best(self.clock_samples.get(region), sample, window)
+        if kept is None:
+            return
+        self.clock_samples[region] = kept
+        before = self.clock_view
+        self.clock_view = assess(
+            self.clock_samples, self.clock.wall_ms(), window, repl.clock_suspect_ms,
+            self.actor.split(":")[0], before.status,
+        )  # fmt: skip
+        if before.status != self.clock_view.status and self.on_clock is not None:
+            self.on_clock(before, self.clock_view)
+
+    def stamp_ahead(self, origin: str, ahead_ms: int) -> None:
+        """A record of ``origin`` (an actor) was stamped ``ahead_ms`` past physical time
+        + ``max_drift_ms``: applied, HLC clamped (runtime/replica.py). Logged the first
+        time per region; the latest lead is shown by /v1/cluster."""
+        region = origin.split(":")[0]
+        if region not in self.stamps_ahead:
+            log.warning(
+                "records of %s are stamped %d ms ahead of this clock (max_drift_ms %d): "
+                "applied, this HLC not moved past the bound; see /v1/cluster clock",
+                region, ahead_ms, self.settings.replication.max_drift_ms,
+            )  # fmt: skip
+        self.stamps_ahead[region] = ahead_ms
+
     def stamp(self) -> Timestamp:
-        """A new HLC stamp for a local write (monotonic, wall time in ms)."""
-        return self.hlc.now(self.clock.wall_ms())
+        """A new HLC stamp for a local write. The HLC never passes (corrected) physical
+        time + ``hlc_bound_ms`` through a peer's stamp (runtime/replica.py clamps); when
+        it is further ahead all the same (resumed from a stamp a clock that ran ahead
+        wrote, or this clock found wrong and corrected back, or stepped back), it
+        restarts at physical time (``hlc_rebases``): this node's stamps are never more
+        than ``hlc_bound_ms`` ahead of it. Stamps of one actor then go back once; that
+        is safe because last-writer-wins orders one actor's writes by version vector,
+        not stamp (crdt/_lww.py), and no other reader needs them increasing (docs/design.md
+        "Actors, stamps, generations")."""
+        pt = self.physical_ms()
+        if self.hlc.last.wall_ms - pt > self.hlc_bound_ms:
+            self.hlc_rebases += 1
+            log.warning(
+                "HLC %s is %d ms ahead of physical time %d ms; stamping from physical time",
+                self.hlc.last, self.hlc.last.wall_ms - pt, pt,
+            )  # fmt: skip
+            self.hlc = HLC(self.hlc_bound_ms, Timestamp(pt, 0))
+        return self.hlc.now(pt)
 
     def submit(self, batch: WriteBatch) -> asyncio.Future[None]:
         """Queue ``batch`` (replicated or local state, no own record) for group commit."""

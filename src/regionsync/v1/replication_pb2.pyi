@@ -38,7 +38,7 @@ class Digest(_message.Message):
     def __init__(self, root: _Optional[bytes] = ..., version_vector: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("region", "incarnation", "version_vector", "protocol", "heard")
+    __slots__ = ("region", "incarnation", "version_vector", "protocol", "sent_wall_ms", "heard")
     class VersionVectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -57,13 +57,15 @@ class Hello(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    SENT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
     HEARD_FIELD_NUMBER: _ClassVar[int]
     region: str
     incarnation: int
     version_vector: _containers.ScalarMap[str, int]
     protocol: int
+    sent_wall_ms: int
     heard: _containers.ScalarMap[str, int]
-    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., sent_wall_ms: _Optional[int] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class DeltaRecord(_message.Message):
     __slots__ = ("origin", "origin_seq", "kind", "body", "hlc_wall_ms", "hlc_logical")
@@ -88,7 +90,7 @@ class Batch(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[DeltaRecord, _Mapping]]] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("version_vector", "rejected", "heard")
+    __slots__ = ("version_vector", "rejected", "sent_wall_ms", "heard")
     class VersionVectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -105,11 +107,13 @@ class Ack(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    SENT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
     HEARD_FIELD_NUMBER: _ClassVar[int]
     version_vector: _containers.ScalarMap[str, int]
     rejected: _containers.RepeatedCompositeFieldContainer[Rejected]
+    sent_wall_ms: int
     heard: _containers.ScalarMap[str, int]
-    def __init__(self, version_vector: _Optional[_Mapping[str, int]] = ..., rejected: _Optional[_Iterable[_Union[Rejected, _Mapping]]] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, version_vector: _Optional[_Mapping[str, int]] = ..., rejected: _Optional[_Iterable[_Union[Rejected, _Mapping]]] = ..., sent_wall_ms: _Optional[int] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Rejected(_message.Message):
     __slots__ = ("origin", "origin_seq", "reason")

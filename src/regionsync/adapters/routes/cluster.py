@@ -182,6 +182,21 @@ class _Snapshot:
         for p in node.peers.values():
             g.add_metric([p.region], -1.0 if p.state_agrees is None else float(p.state_agrees))
         yield g
+        clock = node.writer.clock_view  # issue 41: README "Clocks and conflicts"
+        yield GaugeMetricFamily(
+            "regionsync_clock_error_ms",
+            "This clock minus the cluster's reference clock, in ms",
+            value=clock.error_ms,
+        )
+        yield GaugeMetricFamily(
+            "regionsync_clock_suspect", "1 if this clock is suspect", value=clock.status != "ok"
+        )
+        g = GaugeMetricFamily(
+            "regionsync_peer_clock_offset_ms", "A peer's clock minus this one", labels=["peer"]
+        )
+        for peer, offset in clock.offsets.items():
+            g.add_metric([peer], offset)
+        yield g
 
     def _ingest(self) -> Iterator[Metric]:
         node = self.node

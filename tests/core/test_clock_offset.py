@@ -1,0 +1,121 @@
+"""core/clock_offset.py: samples, the kept sample, and the decision over every case."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from regionsync.core.clock_offset import (
+    ClockView,
+    Sample,
+    assess,
+    keep_best,
+    one_way_sample,
+    round_trip_sample,
+)
+from regionsync.core.operational import clock_transition
+
+W = 60_000  # window (failover_after_s)
+S = 2_000  # suspect_ms
+NOW = 1_000_000
+
+
+def test_round_trip_sample_takes_the_midpoint() -> None:
+    # we sent at 1000, the peer answered at its 5040, we got it at 1080: it is 4000 ahead
+    assert round_trip_sample(5040, 1000, 1080) == Sample(4000, 40, 1080)
+    assert round_trip_sample(0, 1000, 1080) is None  # an older release: no clock
+    assert round_trip_sample(5040, 1000, 999) is None  # our clock went back
+
+
+def test_one_way_sample() -> None:
+    assert one_way_sample(5000, 1000) == Sample(4000, None, 1000)
+    assert one_way_sample(0, 1000) is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kept"),
+    [
+        (None, None, None),
+        (None, Sample(1, None, 10), "new"),
+        (Sample(1, 5, 10), None, "old"),
+        (Sample(1, 5, 10), Sample(2, 4, 20), "new"),  # more certain
+        (Sample(1, 5, 10), Sample(2, 5, 20), "new"),  # as certain, newer
+        (Sample(1, 5, 10), Sample(2, 9, 20), "old"),  # less certain, old still recent
+        (Sample(1, 5, 10), Sample(2, None, 20), "old"),  # one-way
+        (Sample(1, 5, 10), Sample(2, None, 10 + W + 1), "new"),  # the old is stale
+        (Sample(1, None, 10), Sample(2, None, 20), "new"),
+    ],
+)
+def test_keep_best(old: Sample | None, new: Sample | None, kept: str | None) -> None:
+    want = {"old": old, "new": new, None: None}[kept]
+    assert keep_best(old, new, W) == want
+
+
+def _view(offsets: dict[str, int], was: str = "ok", at: int = NOW) -> ClockView:
+    samples = {p: Sample(o, 10, at) for p, o in offsets.items()}
+    return assess(samples, NOW, W, S, "me", was)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "error", "status", "reference"),
+    [
+        ({}, 0, "ok", "me"),  # alone: nothing to compare
+        ({"b": 100}, 0, "ok", "me"),  # two: the lower clock is the reference
+        ({"b": -600_000}, 600_000, "suspect", "b"),  # two, we are ahead: we follow b
+        ({"b": 600_000}, 0, "ok", "me"),  # two, b is ahead: b follows us
+        ({"b": -600_000, "c": -600_010}, 600_000, "suspect", "b"),  # ahead of both
+        ({"b": 600_000, "c": 599_990}, -599_990, "suspect", "c"),  # behind both
+        ({"b": -600_000, "c": 10}, 0, "ok", "me"),  # b is wrong, not us
+        ({"b": 1_500, "c": 1_900}, -1_500, "ok", "b"),  # within the threshold
+        ({"b": 2_001, "c": 2_500}, -2_001, "suspect", "b"),  # just past it
+        ({"b": 5, "c": 10, "d": -600_000}, 0, "ok", "me"),  # four: the lower middle
+        ({"b": -5, "c": -10, "d": 600_000}, 5, "ok", "b"),
+    ],
+)
+def test_assess(offsets: dict[str, int], error: int, status: str, reference: str) -> None:
+    v = _view(offsets)
+    assert (v.error_ms, v.status, v.reference or "me") == (error, status, reference)
+    assert v.correction_ms == (-error if status == "suspect" else 0)
+    assert v.offsets == offsets
+
+
+def test_stale_peers_are_not_counted() -> None:
+    samples = {"b": Sample(-600_000, 10, NOW - W - 1), "c": Sample(0, 10, NOW)}
+    v = assess(samples, NOW, W, S, "me")
+    assert v.offsets == {"c": 0} and v.status == "ok"
+
+
+@pytest.mark.parametrize(("was", "lead", "status"), [
+    ("ok", 1_500, "ok"), ("suspect", 1_500, "suspect"),  # hysteresis: back at S / 2
+    ("suspect", 900, "ok"), ("ok", 2_500, "suspect"),
+])  # fmt: skip
+def test_a_suspect_clock_is_ok_again_only_well_within_the_threshold(
+    was: str, lead: int, status: str
+) -> None:
+    assert _view({"b": -lead, "c": -lead}, was).status == status
+
+
+@given(st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=6))
+def test_every_region_picks_the_same_reference_clock(clocks: list[int]) -> None:
+    """Region i sees offsets clock_j - clock_i: all pick the same clock (the lower
+    median), so all stamp from one time."""
+    refs = set()
+    for i, mine in enumerate(clocks):
+        offsets = {f"r{j}": c - mine for j, c in enumerate(clocks) if j != i}
+        v = assess({p: Sample(o, 0, NOW) for p, o in offsets.items()}, NOW, W, S, f"r{i}")
+        refs.add(mine - v.error_ms)
+    assert refs == {sorted(clocks)[(len(clocks) - 1) // 2]}
+
+
+@pytest.mark.parametrize(("before", "after", "event"), [
+    ("ok", "ok", None), ("suspect", "suspect", None),
+    ("ok", "suspect", "region.clock_skewed"), ("suspect", "ok", "region.clock_ok"),
+])  # fmt: skip
+def test_clock_transition(before: str, after: str, event: str | None) -> None:
+    assert clock_transition(before, after) == event
+
+
+def test_clock_transition_rejects_an_unknown_status() -> None:
+    with pytest.raises(ValueError, match="unknown clock status"):
+        clock_transition("ok", "bad")

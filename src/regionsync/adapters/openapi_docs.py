@@ -343,6 +343,14 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         version_vector={"type": "object", "additionalProperties": _INT},
         log_floor={"type": "object", "additionalProperties": _INT},
         registry_hash=_STR,
+        # core.capabilities: this node's release and features, the cluster's effective
+        # set and the peers holding it back; each peer's version and features in peers
+        capabilities=_obj(
+            release=_STR,
+            features={"type": "array", "items": _STR},
+            effective={"type": "array", "items": _STR},
+            held_back_by={"type": "array", "items": _STR},
+        ),
         counts={"type": "object", "additionalProperties": _INT},
         peers={"type": "array", "items": {"type": "object"}},
         custody={},

@@ -33,6 +33,7 @@ TYPES = (
     "region.reachable",
     "backpressure.entered",
     "backpressure.left",
+    "cluster.upgrade_held_back",  # core.capabilities: regions holding the feature set back
 )
 
 # (endpoint state before, after) -> event, for the health changes the delivery worker

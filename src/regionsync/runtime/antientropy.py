@@ -192,7 +192,8 @@ class AntiEntropy:
         it only once every chunk of the pass was merged. Returns None on success.
         """
         try:
-            decoded = [decode_body(kind, body) for kind, body in items]
+            reads = self.writer.capabilities.reads
+            decoded = [decode_body(kind, body, reads) for kind, body in items]
         except ValueError as exc:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)

@@ -1,14 +1,17 @@
 """What a node's replication sessions share: the ``Links`` bundle of the parts they use,
-the wire form of log records, and the Hello message.
+the wire form of log records, and the Hello message (with the release and the features
+this node reads, core.capabilities; ``note_hello`` takes a peer's).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..config import ReplicationSettings
+from ..core.capabilities import BASELINE, RELEASE, announced
 from ..core.model import Record
 from ..v1 import replication_pb2 as pb
 from .ports import (
@@ -24,7 +27,9 @@ from .ports import (
 )
 from .state import PeerStatus
 
-__all__ = ["PROTOCOL", "Links", "from_pb", "hello", "recv", "to_pb"]
+__all__ = ["PROTOCOL", "Links", "from_pb", "hello", "note_hello", "recv", "to_pb"]
+
+log = logging.getLogger("regionsync.replication")
 
 PROTOCOL = 1
 
@@ -67,15 +72,34 @@ class Links:
 
 
 def hello(links: Links) -> pb.SyncMessage:
+    """This node's Hello. A node restricted to the baseline (the simulator's stand-in
+    for release 0.1.0) announces neither a version nor features, as that release."""
+    reads = links.log.capabilities.reads
     return pb.SyncMessage(
         hello=pb.Hello(
             region=links.region,
             incarnation=links.log.incarnation,
             version_vector=links.log.durable_vv,
             protocol=PROTOCOL,
+            version="" if reads == BASELINE else RELEASE,
+            features=announced(reads),
             heard=links.contacts.gossip(),
         )
     )
+
+
+def note_hello(links: Links, h: pb.Hello) -> None:
+    """A configured peer's Hello: its release and features re-decide the cluster's
+    effective feature set (core.capabilities); a change is logged."""
+    caps = links.log.capabilities
+    change = caps.announce(h.region, h.version, h.features, links.clock.wall_ms())
+    if change is not None:
+        before, after = change
+        log.warning(
+            "cluster feature set %s: %s -> %s (peer %s announced version %r, features %s)",
+            "raised" if after > before else "lowered",
+            announced(before), announced(after), h.region, h.version, list(h.features),
+        )  # fmt: skip
 
 
 async def recv(stream: PeerStream, timeout_s: float) -> pb.SyncMessage | None:

@@ -50,6 +50,7 @@ class Replica:
         self.store, self.clock = store, clock
         self.held: dict[str, dict[int, Record]] = {}
         self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
+        self.refused: dict[str, int] = {}  # origin region -> its records rejected here
 
     async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
         """Merge records from a peer, in per-origin sequence order, in one commit.
@@ -78,7 +79,8 @@ class Replica:
         rejected: list[MalformedRecord] = []
         # keyed by the record object (kept alive here, so its id is unique): under the
         # lock, the held copy of an (origin, seq) may be another one, from a concurrent call
-        pre = {id(r): (r, _decode(r)) for r in self._next_in_order(records)}
+        reads = self.writer.capabilities.reads
+        pre = {id(r): (r, _decode(r, reads)) for r in self._next_in_order(records)}
         ids = [i for _r, d in pre.values() if not isinstance(d, str) for i in d.delivery_ids()]
         async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:
@@ -103,7 +105,7 @@ class Replica:
                         got = pre.get(id(r))
                         dec = None if got is None else got[1]
                         if dec is None:  # reached through records held meanwhile: rare
-                            dec = _decode(r)
+                            dec = _decode(r, reads)
                             if not isinstance(dec, str) and (more := dec.delivery_ids()):
                                 stored.update(await read.more(more))
                         try:
@@ -111,8 +113,12 @@ class Replica:
                         except MalformedRecord as exc:
                             log.warning("rejected record: %s", exc)
                             self.counters["records_rejected"] += 1
+                            region = origin.partition(":")[0]
+                            self.refused[region] = self.refused.get(region, 0) + 1
                             rejected.append(exc)
                             break
+                        if dec.unknown:  # type: ignore[union-attr]  # decoded once applied
+                            self.counters["unknown_fields"] += dec.unknown  # type: ignore[union-attr]
                         del held[r.seq]
                         vv[origin] = r.seq
                         batch.records.append(r)
@@ -247,9 +253,9 @@ class Replica:
         return sorted(o for o, f in self.log_floor.items() if vv.get(o, 0) < f)
 
 
-def _decode(r: Record) -> Decoded | str:
-    """``decode_body`` of ``r``, or the reason it is malformed."""
+def _decode(r: Record, reads: frozenset[str]) -> Decoded | str:
+    """``decode_body`` of ``r`` as a node reading ``reads``, or why it is malformed."""
     try:
-        return decode_body(r.kind, r.body)
+        return decode_body(r.kind, r.body, reads)
     except ValueError as exc:
         return str(exc)

@@ -41,7 +41,7 @@ from ..core import peer_session as ps
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
 from ..v1 import replication_pb2 as pb
-from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
+from .links import PROTOCOL, Links, from_pb, hello, note_hello, recv, to_pb
 from .ports import PeerStream
 from .repair import AntiEntropyPass, digest_answer, note_digest, tree_answer
 from .state import PeerStatus
@@ -66,6 +66,7 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             return
         links.contacts.contact(peer)
         links.contacts.merge_gossip(first.hello.heard)
+        note_hello(links, first.hello)
         await links.log.peer_hello(peer, first.hello.version_vector)
         links.peers[peer].redial.set()  # it is up: our link to it need not back off
         await links.log.actor_checked.wait()  # our Hello must carry the checked actor
@@ -344,6 +345,8 @@ class _Dialer:
         if first is None or first.WhichOneof("kind") != "hello":
             return ps.PeerHello(None)
         h = first.hello
+        if h.region == self.status.region:  # another region's Hello is refused (peer_session)
+            note_hello(self.links, h)
         return ps.PeerHello(h.region, h.incarnation, dict(h.version_vector), dict(h.heard))
 
     async def _accept(self, a: ps.AcceptHello) -> None:

@@ -18,6 +18,7 @@ from crdt import CRDT, HLC, Timestamp
 from ..config import Settings
 from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
+from ..core.capabilities import ALL, RELEASE, Negotiation
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import decode_body, encode_body
 from .commit import GroupCommitter
@@ -34,8 +35,18 @@ log = logging.getLogger("regionsync.node")
 class WritePath:
     """Serializes local writes; see the module docstring. ``open`` before use."""
 
-    def __init__(self, settings: Settings, store: Store, clock: Clock, catalog: Catalog):
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        clock: Clock,
+        catalog: Catalog,
+        reads: frozenset[str] = ALL,
+    ):
         self.settings, self.store, self.clock, self.catalog = settings, store, clock, catalog
+        # what this node reads and what the cluster writes (core.capabilities): every
+        # record form newer than the baseline is written only once ``enabled``
+        self.capabilities = Negotiation(reads, tuple(p.region for p in settings.peers))
         self.hlc = HLC(max_drift_ms=settings.replication.max_drift_ms)
         self.lock = asyncio.Lock()
         self.incarnation = 0
@@ -266,10 +277,15 @@ class WritePath:
             and not (event or delivery or idempotency or deliveries or attempt)
         ):
             return
-        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt, audit)
+        writer = None
+        if kind == "registry" and deltas and self.capabilities.enabled("optional-fields"):
+            writer = RELEASE  # every region reads _ sections (core.capabilities)
+        body = encode_body(
+            dict(deltas), event, delivery, idempotency, deliveries, attempt, audit, writer
+        )
         if kind == "registry":
             try:
-                decode_body(kind, body)
+                decode_body(kind, body, self.capabilities.effective)
             except ValueError as exc:
                 raise ValueError(f"a registry record the peers would refuse: {exc}") from None
         changed = self.catalog.apply(deltas)

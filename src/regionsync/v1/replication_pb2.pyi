@@ -38,7 +38,7 @@ class Digest(_message.Message):
     def __init__(self, root: _Optional[bytes] = ..., version_vector: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("region", "incarnation", "version_vector", "protocol", "heard")
+    __slots__ = ("region", "incarnation", "version_vector", "protocol", "version", "features", "heard")
     class VersionVectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -57,13 +57,17 @@ class Hello(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     HEARD_FIELD_NUMBER: _ClassVar[int]
     region: str
     incarnation: int
     version_vector: _containers.ScalarMap[str, int]
     protocol: int
+    version: str
+    features: _containers.RepeatedScalarFieldContainer[str]
     heard: _containers.ScalarMap[str, int]
-    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., version: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class DeltaRecord(_message.Message):
     __slots__ = ("origin", "origin_seq", "kind", "body", "hlc_wall_ms", "hlc_logical")

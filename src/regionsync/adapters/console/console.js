@@ -180,12 +180,17 @@ async function clusterPage() {
     if (r.reached) return r.agrees ? "agrees" : "DIFFERS";
     return { true: "agrees (digest)", false: "DIFFERS (digest)", null: "not compared yet" }[r.agrees];
   };
+  const caps = c.capabilities || { release: "?", features: [], effective: [], held_back_by: [] };
+  // a peer's release from its last Hello: null if not heard since start, "" before 0.2.0
+  const versionOf = (v) => (v === null || v === undefined ? "-" : v || "<0.2.0");
   const rows = [{ region: c.region, self: true, connected: "this node", behind: 0, contact: "-",
-    error: null, http_url: null }];
+    error: null, http_url: null, version: caps.release, features: caps.features }];
   for (const p of c.peers) {
     rows.push({ region: p.region, connected: p.connected ? "yes" : "NO", behind: p.records_behind,
-      contact: ago(p.seconds_since_contact), error: p.last_error, http_url: p.http_url });
+      contact: ago(p.seconds_since_contact), error: p.last_error, http_url: p.http_url,
+      version: versionOf(p.version), features: p.features });
   }
+  const held = caps.held_back_by || [];
   const allAgree = all.items.every((r) => r.agrees === true);
   show(
     h("h1", {}, `Cluster as ${c.region} sees it`),
@@ -197,10 +202,16 @@ async function clusterPage() {
         allAgree ? "every region's registry hash agrees with this region's"
           : "not every region agrees yet (see below)"),
       h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events)),
+      h("dt", {}, "features in use"),
+      h("dd", { id: "features", class: held.length ? "warn" : "ok" },
+        (caps.effective.join(", ") || "baseline") +
+          (held.length ? ` (held back by ${held.join(", ")})` : "")),
       h("dt", {}, "replication role"),
       h("dd", { id: "role" }, processText(c.process))),
     table([
       ["region", (r) => (r.http_url ? h("a", { href: `${r.http_url}/console` }, r.region) : r.region)],
+      ["version", (r) => h("span", { class: held.includes(r.region) ? "warn" : "" }, r.version)],
+      ["features", (r) => (r.features ? r.features.join(", ") || "baseline" : "-")],
       ["connected", (r) => h("span", { class: r.connected === "NO" ? "bad" : "" }, r.connected)],
       ["records behind", (r) => r.behind, { class: "num" }],
       ["last contact", (r) => r.contact],

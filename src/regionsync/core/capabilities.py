@@ -128,6 +128,12 @@ class Negotiation:
             out &= self.heard.get(p, Announcement()).reads
         return out
 
+    def pin(self, features: frozenset[str]) -> None:
+        """Write ``features`` whatever the peers announced (the simulator's "no gating"
+        run, which must then see refusals); never used by a node in production."""
+        self.pinned = features
+        self.effective = self._compute()
+
     def enabled(self, name: str) -> bool:
         """True if the cluster writes ``name`` (every configured region reads it).
         Raises KeyError for a name not in FEATURES (a typo must not read as "off")."""

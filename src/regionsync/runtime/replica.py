@@ -50,7 +50,8 @@ class Replica:
         self.store, self.clock = store, clock
         self.held: dict[str, dict[int, Record]] = {}
         self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
-        self.refused: dict[str, int] = {}  # origin region -> its records rejected here
+        # origin region -> its records refused here (not for clock drift: resent later)
+        self.refused: dict[str, int] = {}
 
     async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
         """Merge records from a peer, in per-origin sequence order, in one commit.
@@ -113,8 +114,9 @@ class Replica:
                         except MalformedRecord as exc:
                             log.warning("rejected record: %s", exc)
                             self.counters["records_rejected"] += 1
-                            region = origin.partition(":")[0]
-                            self.refused[region] = self.refused.get(region, 0) + 1
+                            if not exc.reason.startswith("clock_drift"):  # resent later
+                                region = origin.partition(":")[0]
+                                self.refused[region] = self.refused.get(region, 0) + 1
                             rejected.append(exc)
                             break
                         if dec.unknown:  # type: ignore[union-attr]  # decoded once applied

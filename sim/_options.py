@@ -72,6 +72,9 @@ class Options:
     rolling_upgrade: bool = False
     upgrade_s: list[float] = field(default_factory=lambda: [20.0, 200.0])
     force_new_form: bool = False
+    # after the upgrades, a region goes back to the previous release this many times
+    # (each at a time after upgrade_s, back on this release 10..60 s later)
+    rollbacks: int = 0
     heal_budget_s: float = 900.0  # convergence must happen this soon after healing
     sample_s: float = 1.0
 

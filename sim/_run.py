@@ -114,6 +114,11 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
         ur.shuffle(order)
         times = sorted(ur.uniform(*opts.upgrade_s) for _ in order)
         plan += [(t, "upgrade", {"region": n}) for t, n in zip(times, order, strict=True)]
+        for _ in range(opts.rollbacks):
+            t = ur.uniform(opts.upgrade_s[1], max(horizon - 60.0, opts.upgrade_s[1]))
+            name = ur.choice(names)
+            plan.append((t, "rollback", {"region": name}))
+            plan.append((t + ur.uniform(10.0, 60.0), "upgrade", {"region": name}))
     er = derive_rng(opts.seed, "edges")  # own rng: other plans stay as they were
     for i in range(opts.edge_records):
         plan.append(
@@ -276,24 +281,25 @@ class _Sim:
                 self.restarts.append(asyncio.create_task(self._restart_later(name, p["down_s"])))
             elif action == "edge_records":
                 await self._inject_edges(p["region"], p["round"])
-            elif action == "upgrade":
-                await self._upgrade(p["region"])
+            elif action in ("upgrade", "rollback"):
+                await self._upgrade(p["region"], ALL if action == "upgrade" else BASELINE)
             elif action == "clock_step":
                 self.clocks[p["region"]].skew_ms += p["ms"]
                 self.note(f"clock step {p['region']} {p['ms']:+d} ms")
 
-    async def _upgrade(self, name: str) -> None:
-        """Restart ``name`` on this release (every feature); one that is down (a crash)
-        boots on it when it comes back."""
+    async def _upgrade(self, name: str, reads: frozenset[str]) -> None:
+        """Restart ``name`` on this release (``reads`` ALL) or the previous one
+        (BASELINE, a rollback); one that is down (a crash) boots on it when it is back."""
         r = self.cluster.regions[name]
-        r.reads = ALL
+        r.reads = reads
+        what = "upgrade" if reads == ALL else "roll back"
         if not r.up:
-            self.note(f"upgrade {name} (down: boots on the new release)")
+            self.note(f"{what} {name} (down: boots on that release)")
             return
         self.workload.abort_region(name)
         await self.cluster.crash(name)
         await self.cluster.boot(name)
-        self.note(f"upgrade {name} (incarnation {r.incarnations[-1]})")
+        self.note(f"{what} {name} (incarnation {r.incarnations[-1]})")
 
     async def _inject_edges(self, name: str, round_: int) -> None:
         """A rogue peer's batch at the edge of every range, applied by ``name``'s replica

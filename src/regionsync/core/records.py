@@ -25,6 +25,7 @@ by a feature (``core.registry_keys.KEY_FEATURES``) is refused by a reader withou
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,10 @@ from .model import Attempt, Delivery, DeliveryStatus, Event, storable_text
 from .registry import key_type
 from .registry_keys import key_feature
 
-__all__ = ["AUDIT_FIELDS", "AUDIT_MAX_CHARS", "KINDS", "Decoded", "decode_body", "encode_body"]
+__all__ = [
+    "AUDIT_FIELDS", "AUDIT_MAX_CHARS", "KINDS", "Decoded", "decode_body", "downgrade",
+    "encode_body",
+]  # fmt: skip
 
 KINDS = ("registry", "event", "delivery")
 _SECTIONS = (*KINDS, "deliveries", "idempotency", "attempt", "audit")
@@ -162,6 +166,37 @@ def encode_body(
     if registry:
         body["registry"] = {k: registry[k].to_bytes() for k in sorted(registry)}
     return msgpack.packb(body, use_bin_type=True)
+
+
+# a msgpack fixstr of 1..31 bytes starting with "_": where an optional name may be
+_OPTIONAL_NAME = re.compile(rb"[\xa1-\xbf]_")
+
+
+def downgrade(body: bytes, reads: frozenset[str]) -> bytes:
+    """``body`` as a reader of ``reads`` accepts it: without its optional (``_``)
+    sections and fields when the reader lacks ``optional-fields`` (a record written while
+    every region read them, sent to a region rolled back since). Bytes that may hold no
+    such name come back as they are; so does a body that is not a map of sections."""
+    if "optional-fields" in reads or _OPTIONAL_NAME.search(body) is None:
+        return body
+    try:
+        obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except Exception:  # msgpack raises several unrelated types; the reader will refuse it
+        return body
+    if type(obj) is not dict:
+        return body
+
+    def strip(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in m.items() if not (type(k) is str and k[:1] == "_")}
+
+    out: dict[str, Any] = {}
+    for k, v in strip(obj).items():
+        if type(v) is dict and k != "registry":  # registry keys are never optional
+            v = strip(v)
+        elif type(v) is list:
+            v = [strip(x) if type(x) is dict else x for x in v]
+        out[k] = v
+    return msgpack.packb(out, use_bin_type=True)
 
 
 _KEYS: dict[int, tuple[str, ...]] = {}

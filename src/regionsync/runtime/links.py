@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..config import ReplicationSettings
-from ..core.capabilities import BASELINE, RELEASE, announced
+from ..core.capabilities import BASELINE, RELEASE, Announcement, announced
 from ..core.model import Record
+from ..core.records import downgrade
 from ..v1 import replication_pb2 as pb
 from .ports import (
     Clock,
@@ -27,7 +28,7 @@ from .ports import (
 )
 from .state import PeerStatus
 
-__all__ = ["PROTOCOL", "Links", "from_pb", "hello", "note_hello", "recv", "to_pb"]
+__all__ = ["PROTOCOL", "Links", "batch_for", "from_pb", "hello", "note_hello", "recv", "to_pb"]
 
 log = logging.getLogger("regionsync.replication")
 
@@ -42,6 +43,19 @@ def to_pb(r: Record) -> pb.DeltaRecord:
         body=r.body,
         hlc_wall_ms=r.hlc[0],
         hlc_logical=r.hlc[1],
+    )
+
+
+def batch_for(links: Links, region: str, records: Iterable[Record]) -> pb.Batch:
+    """``records`` as the peer ``region`` reads them: a record written in a form its last
+    Hello does not read (it was rolled back since) goes out in the older form
+    (``core.records.downgrade``)."""
+    caps = links.log.capabilities
+    reads = caps.heard.get(region, Announcement()).reads
+    if "optional-fields" in reads or caps.pinned is not None:  # pinned: forced new form
+        return pb.Batch(records=map(to_pb, records))
+    return pb.Batch(
+        records=[to_pb(r._replace(body=downgrade(r.body, reads))) for r in records]
     )
 
 

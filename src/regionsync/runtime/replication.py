@@ -41,7 +41,7 @@ from ..core import peer_session as ps
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
 from ..v1 import replication_pb2 as pb
-from .links import PROTOCOL, Links, from_pb, hello, note_hello, recv, to_pb
+from .links import PROTOCOL, Links, batch_for, from_pb, hello, note_hello, recv, to_pb
 from .ports import PeerStream
 from .repair import AntiEntropyPass, digest_answer, note_digest, tree_answer
 from .state import PeerStatus
@@ -325,7 +325,7 @@ class _Dialer:
                 check_read(after, records)
                 return ps.Records(records)
             case ps.SendBatch(records):
-                message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
+                message = pb.SyncMessage(batch=batch_for(links, self.status.region, records))
                 async with asyncio.timeout(opts.call_timeout_s):  # a wedged link
                     await stream.send(message)
             case ps.ComputeDigest():

@@ -148,3 +148,31 @@ def test_a_gated_registry_key_kind_is_refused_by_a_reader_without_its_feature(
     assert "c/eu" in decode_body("registry", body).registry
     with pytest.raises(ValueError, match="unknown key"):
         decode_body("registry", body, BASELINE)
+
+
+def test_downgrade_strips_optional_parts_for_a_baseline_reader_only() -> None:
+    from regionsync.core.records import downgrade
+
+    body = _event_body(_trace="x", **{"event._hops": 3})
+    old = downgrade(body, BASELINE)
+    assert decode_body("event", old, BASELINE).event == decode_body("event", body).event
+    assert downgrade(body, ALL) is body
+    plain = _event_body()
+    assert downgrade(plain, BASELINE) is plain  # nothing optional: the same bytes
+
+
+def test_status_prints_versions_and_the_features_in_use() -> None:
+    from regionsync.manage.status import features_line, status_rows
+
+    cluster = {
+        "region": "a", "registry_hash": "h" * 64, "custody": {},
+        "capabilities": {"release": "0.2.0", "features": NEW, "effective": [],
+                         "held_back_by": ["c"]},
+        "peers": [{"region": "c", "connected": True, "records_behind": 0,
+                   "seconds_since_contact": 1.0, "version": "", "features": []}],
+    }  # fmt: skip
+    rows = status_rows(cluster)
+    assert [r["version"] for r in rows] == ["0.2.0", "<0.2.0"]
+    assert features_line(cluster) == (
+        f"features in use: baseline; held back by c (lacking {', '.join(NEW)})"
+    )

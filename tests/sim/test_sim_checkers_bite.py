@@ -137,3 +137,16 @@ def test_merged_edge_record_is_reported() -> None:
     names = ("eu-west", "us-east", "ap-south")
     res = run(opts, node_classes=dict.fromkeys(names, NoDriftCheckNode))
     assert "edges" in {v.kind for v in res.violations}, res.violations
+
+
+def test_ungated_rolling_upgrade_is_reported() -> None:
+    """Upgraded nodes that write the new forms before every region reads them (no
+    gating, no downgrade on send) are refused by the regions still on the previous
+    release: check_refusals fails the run; the same run gated passes."""
+    path = next(p for p in SCENARIOS if p.stem == "rolling-upgrade")
+    opts = load_scenario(path, seed=1)
+    assert run(opts).ok
+    opts.force_new_form = True
+    res = run(opts)
+    assert {v.kind for v in res.violations} == {"refused"}, res.violations
+

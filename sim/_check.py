@@ -522,6 +522,11 @@ def check_refusals(cluster: SimCluster, upgraded: bool) -> list[Violation]:
             caps = r.node.capabilities  # type: ignore[union-attr]  # up: it has a node
             if caps.effective != caps.reads:
                 got = sorted(caps.effective - BASELINE)
-                out.append(Violation("feature_set", f"{r.name} writes only {got} of "
-                                     f"{sorted(caps.reads - BASELINE)} after the upgrade"))
+                out.append(
+                    Violation(
+                        "feature_set",
+                        f"{r.name} writes only {got} of "
+                        f"{sorted(caps.reads - BASELINE)} after the upgrade",
+                    )
+                )
     return out

@@ -32,11 +32,17 @@ CASES = [
     ("one of two peers heard", [("b", "0.2.0", NEW)], []),
     ("both peers heard", [("b", "0.2.0", NEW), ("c", "0.2.0", NEW)], NEW),
     ("an old peer (no version)", [("b", "0.2.0", NEW), ("c", "", [])], []),
-    ("rolled back: c announces less", [("b", "0.2.0", NEW), ("c", "0.2.0", NEW),
-                                        ("c", "", [])], []),  # fmt: skip
+    (
+        "rolled back: c announces less",
+        [("b", "0.2.0", NEW), ("c", "0.2.0", NEW), ("c", "", [])],
+        [],
+    ),  # fmt: skip
     ("upgraded again", [("b", "0.2.0", NEW), ("c", "", []), ("c", "0.2.0", NEW)], NEW),
-    ("a newer peer's unknown feature is dropped",
-     [("b", "0.3.0", [*NEW, "from-the-future"]), ("c", "0.2.0", NEW)], NEW),
+    (
+        "a newer peer's unknown feature is dropped",
+        [("b", "0.3.0", [*NEW, "from-the-future"]), ("c", "0.2.0", NEW)],
+        NEW,
+    ),
     ("not a configured peer is ignored", [("x", "0.2.0", NEW), ("b", "0.2.0", NEW)], []),
 ]
 
@@ -141,10 +147,9 @@ def test_a_gated_registry_key_kind_is_refused_by_a_reader_without_its_feature(
 
     from regionsync.core import registry_keys
 
-    monkeypatch.setattr(
-        registry_keys, "KEY_FEATURES", [(re.compile(r"c/.*"), "optional-fields")]
-    )
-    body = encode_body(registry={"c/eu": LWWRegister().set("x", actor="eu:1", stamp=Timestamp(1, 0))})
+    monkeypatch.setattr(registry_keys, "KEY_FEATURES", [(re.compile(r"c/.*"), "optional-fields")])
+    state = LWWRegister().set("x", actor="eu:1", stamp=Timestamp(1, 0))
+    body = encode_body(registry={"c/eu": state})
     assert "c/eu" in decode_body("registry", body).registry
     with pytest.raises(ValueError, match="unknown key"):
         decode_body("registry", body, BASELINE)

@@ -143,10 +143,8 @@ def test_ungated_rolling_upgrade_is_reported() -> None:
     """Upgraded nodes that write the new forms before every region reads them (no
     gating, no downgrade on send) are refused by the regions still on the previous
     release: check_refusals fails the run; the same run gated passes."""
-    path = next(p for p in SCENARIOS if p.stem == "rolling-upgrade")
-    opts = load_scenario(path, seed=1)
+    opts = load_scenario(SCENARIOS / "rolling-upgrade.toml", seed=1)
     assert run(opts).ok
     opts.force_new_form = True
     res = run(opts)
     assert {v.kind for v in res.violations} == {"refused"}, res.violations
-

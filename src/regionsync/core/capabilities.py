@@ -69,16 +69,20 @@ FEATURES: tuple[Feature, ...] = (
     Feature("owner-gen", BASELINE_RELEASE, "field", "event/delivery owner_gen (optional)"),
     Feature("request-headers", BASELINE_RELEASE, "field", "attempt.request_headers"),
     Feature(
-        "registry-keys", BASELINE_RELEASE, "registry-key",
+        "registry-keys",
+        BASELINE_RELEASE,
+        "registry-key",
         "tenants, t/, y/, e/, sources, s/, c/, j/, tokens, k/ (core.registry_keys)",
-    ),  # fmt: skip
+    ),
     Feature("log-payload-cut", BASELINE_RELEASE, "store", "event records stored cut"),
     # 0.2.0
     Feature(
-        "optional-fields", RELEASE, "field",
+        "optional-fields",
+        RELEASE,
+        "field",
         "unknown _-prefixed sections and fields are skipped (counted), not refused; "
         "registry records carry _writer (the release that wrote them)",
-    ),  # fmt: skip
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

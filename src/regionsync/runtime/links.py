@@ -54,9 +54,7 @@ def batch_for(links: Links, region: str, records: Iterable[Record]) -> pb.Batch:
     reads = caps.heard.get(region, Announcement()).reads
     if "optional-fields" in reads or caps.pinned is not None:  # pinned: forced new form
         return pb.Batch(records=map(to_pb, records))
-    return pb.Batch(
-        records=[to_pb(r._replace(body=downgrade(r.body, reads))) for r in records]
-    )
+    return pb.Batch(records=[to_pb(r._replace(body=downgrade(r.body, reads))) for r in records])
 
 
 def from_pb(r: pb.DeltaRecord) -> Record:

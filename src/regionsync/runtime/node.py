@@ -4,7 +4,8 @@ The parts (each its own module) receive only what they use:
 
 | part | owns |
 |---|---|
-| ``writer`` (writepath.WritePath) | lock, HLC, actor, version vectors, group commit, log wake-ups, ``capabilities`` |
+| ``writer`` (writepath.WritePath) | lock, HLC, actor, version vectors, group commit, log wake-ups |
+| ``capabilities`` (core.capabilities.Negotiation, on the writer) | the cluster's feature set |
 | ``catalog`` (state.Catalog) | registry and subscription index |
 | ``registry_ops`` (registry_ops.RegistryOps) | tenant, endpoint and source operations |
 | ``event_types`` (event_types.EventTypeOps) | tenants' event-type catalogs |

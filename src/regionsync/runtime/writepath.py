@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
+from ..core.capabilities import ALL, RELEASE, Negotiation
 from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
-from ..core.capabilities import ALL, RELEASE, Negotiation
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import decode_body, encode_body
 from .commit import GroupCommitter

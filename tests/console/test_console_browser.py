@@ -152,6 +152,9 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     await eventually(agree)
     await expect(page.locator("#agreement")).to_contain_text("every region")
     await expect(page.locator("#role")).to_have_text("this process (the region's only one)")
+    # every region runs this release: each peer's version, and the new features in use
+    await expect(page.locator("#regions [data-version='0.2.0']")).to_have_count(3)
+    await expect(page.locator("#features")).to_contain_text("optional-fields")
     await page.screenshot(path=shots / "1-cluster.png", full_page=True)
 
     await page.click("nav >> text=Tenants")

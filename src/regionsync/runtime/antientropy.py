@@ -198,6 +198,7 @@ class AntiEntropy:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)
             return str(exc)
+        self.counters["unknown_fields"] += sum(d.unknown for d in decoded)
         ids = [i for dec in decoded for i in dec.delivery_ids()]
         async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:

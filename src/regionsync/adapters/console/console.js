@@ -210,8 +210,6 @@ async function clusterPage() {
       h("dd", { id: "role" }, processText(c.process))),
     table([
       ["region", (r) => (r.http_url ? h("a", { href: `${r.http_url}/console` }, r.region) : r.region)],
-      ["version", (r) => h("span", { class: held.includes(r.region) ? "warn" : "" }, r.version)],
-      ["features", (r) => (r.features ? r.features.join(", ") || "baseline" : "-")],
       ["connected", (r) => h("span", { class: r.connected === "NO" ? "bad" : "" }, r.connected)],
       ["records behind", (r) => r.behind, { class: "num" }],
       ["last contact", (r) => r.contact],
@@ -231,6 +229,9 @@ async function clusterPage() {
         return o && o.reached ? `${o.peers_connected}/${o.peers_total}` : "-";
       }],
       ["custody", (r) => custodyOf(r.region)],
+      ["version", (r) => h("span",
+        { "data-version": r.version, class: held.includes(r.region) ? "warn" : "" }, r.version)],
+      ["features", (r) => (r.features ? r.features.join(", ") || "baseline" : "-")],
       ["last error", (r) => text(r.error)],
     ], rows.map((r) => ({ ...r, __attrs: { "data-region": r.region } })), { id: "regions" }),
     h("p", { class: "muted" },

@@ -181,3 +181,15 @@ def test_status_prints_versions_and_the_features_in_use() -> None:
     assert features_line(cluster) == (
         f"features in use: baseline; held back by c (lacking {', '.join(NEW)})"
     )
+
+
+def test_other_processes_of_the_region_bound_what_it_announces_and_writes() -> None:
+    n = Negotiation(ALL, ("b",))
+    n.announce("b", "0.2.0", NEW, 0)
+    assert n.effective == ALL and n.region_reads == ALL
+    n.set_local(BASELINE)  # a process that cannot know its siblings' release
+    assert n.effective == BASELINE and n.region_reads == BASELINE
+    n.set_local(ALL)
+    assert n.effective == ALL
+    n.set_local(None)
+    assert n.view()["region_features"] == NEW

@@ -114,6 +114,9 @@ class Negotiation:
     peers: tuple[str, ...]
     heard: dict[str, Announcement] = field(default_factory=dict)
     pinned: frozenset[str] | None = None  # a test's override of the effective set
+    # what the other processes of this region read (several processes on one PostgreSQL
+    # database follow each other's records); None: no other processes
+    local: frozenset[str] | None = None
     effective: frozenset[str] = BASELINE
     held_since_ms: int | None = None  # since when own reads exceed the effective set
     reported: bool = False  # the current holding back was reported (upgrade_held_back)
@@ -127,10 +130,21 @@ class Negotiation:
     def _compute(self) -> frozenset[str]:
         if self.pinned is not None:
             return self.pinned
-        out = self.reads
+        out = self.region_reads
         for p in self.peers:
             out &= self.heard.get(p, Announcement()).reads
         return out
+
+    @property
+    def region_reads(self) -> frozenset[str]:
+        """What every process of this region reads: what its Hello announces."""
+        return self.reads if self.local is None else self.reads & self.local
+
+    def set_local(self, reads: frozenset[str] | None) -> None:
+        """What the region's other processes read (None: there are none). A process
+        that cannot know them sets the baseline: safe, features stay off."""
+        self.local = None if reads is None else BASELINE | (reads & ALL)
+        self.effective = self._compute()
 
     def pin(self, features: frozenset[str]) -> None:
         """Write ``features`` whatever the peers announced (the simulator's "no gating"
@@ -203,6 +217,7 @@ class Negotiation:
         return {
             "release": RELEASE,
             "features": announced(self.reads),
+            "region_features": announced(self.region_reads),
             "effective": announced(self.effective),
             "held_back_by": sorted(self.holding_back()),
             "peers": peers,

@@ -86,7 +86,8 @@ class Links:
 def hello(links: Links) -> pb.SyncMessage:
     """This node's Hello. A node restricted to the baseline (the simulator's stand-in
     for release 0.1.0) announces neither a version nor features, as that release."""
-    reads = links.log.capabilities.reads
+    caps = links.log.capabilities
+    reads = caps.reads
     return pb.SyncMessage(
         hello=pb.Hello(
             region=links.region,
@@ -94,7 +95,7 @@ def hello(links: Links) -> pb.SyncMessage:
             version_vector=links.log.durable_vv,
             protocol=PROTOCOL,
             version="" if reads == BASELINE else RELEASE,
-            features=announced(reads),
+            features=announced(caps.region_reads),  # every process of the region
             heard=links.contacts.gossip(),
         )
     )

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..config import Settings
 from ..core.backpressure import tenant_backlog_limit
-from ..core.capabilities import ALL, announced
+from ..core.capabilities import ALL, BASELINE, announced
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .cohort import Cohort, Coordinator
@@ -101,6 +101,10 @@ class Node:
         self.coordinator = coordinator
         self.cohort: Cohort | None = None
         if coordinator is not None:
+            # the region's other processes may run another release and announce nothing
+            # to this one: count them as the baseline (features stay off; README
+            # "Upgrading", several processes per region)
+            self.capabilities.set_local(BASELINE)
             self.cohort = Cohort(
                 settings, coordinator, self.writer, self.catalog, self.keys, store=store,
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,

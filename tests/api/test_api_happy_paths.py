@@ -263,6 +263,12 @@ async def test_cluster_shape(api: Api, tenant: str) -> None:
     assert c["region"] == "us-east-1"
     assert isinstance(c["incarnation"], int)
     assert c["peers"] == []
+    # no peers: the cluster is this node, so every feature it reads is in use
+    assert c["capabilities"] == {
+        "release": "0.2.0", "features": ["optional-fields"],
+        "region_features": ["optional-fields"], "effective": ["optional-fields"],
+        "held_back_by": [],
+    }  # fmt: skip
     assert re.fullmatch(r"[0-9a-f]{64}", c["registry_hash"])
     vv = c["version_vector"]
     assert isinstance(vv, dict) and len(vv) == 1

@@ -348,6 +348,7 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         capabilities=_obj(
             release=_STR,
             features={"type": "array", "items": _STR},
+            region_features={"type": "array", "items": _STR},
             effective={"type": "array", "items": _STR},
             held_back_by={"type": "array", "items": _STR},
         ),

@@ -303,6 +303,8 @@ async def test_health_readiness_metrics_openapi(api: Api, tenant: str) -> None:
     assert "# TYPE regionsync_events gauge" in text
     assert 'regionsync_events{origin="local"} 1.0' in text
     assert re.search(r'^regionsync_deliveries\{status="pending"\} \d', text, re.M)
+    assert 'regionsync_feature_in_use{feature="optional-fields"} 1.0' in text
+    assert "regionsync_unknown_fields_total 0.0" in text
     for line in text.splitlines():
         assert line.startswith("#") or re.fullmatch(
             r"[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? \S+", line

@@ -23,13 +23,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crdt import LWWRegister, ORSet, decode
+from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.core.model import DeliveryStatus
 
 from ._cluster import SimCluster
 from ._edges import Injected
 from ._workload import History, Op
 
-__all__ = ["Monitor", "Violation", "check_edges", "check_final"]
+__all__ = ["Monitor", "Violation", "check_edges", "check_final", "check_refusals"]
 
 _INF = 1 << 62
 # virtual seconds an origin's later records may wait behind a refused one (issue 41): a
@@ -596,4 +597,34 @@ async def check_edges(cluster: SimCluster, injected: list[Injected]) -> list[Vio
                     out.append(Violation("edges", f"{r.name}: {where}: {detail}"))
     if injected and not {"merged", "rejected"} <= seen:
         out.append(Violation("edges", f"edge records only ever {sorted(seen)}"))
+    return out
+
+
+def check_refusals(cluster: SimCluster, upgraded: bool) -> list[Violation]:
+    """No region refused a record or a state chunk of a configured region, over every
+    boot (refusals of the edge-records nemesis come from made-up origins; a record
+    refused for clock drift is resent, not counted). After a rolling upgrade
+    (``upgraded``), every running node of this release writes every feature it reads:
+    the cluster's feature set was raised once the last region announced it."""
+    out: list[Violation] = []
+    names = set(cluster.regions)
+    for name, r in sorted(cluster.regions.items()):
+        cluster.harvest(r)
+        for origin, n in sorted(r.refused.items()):
+            if origin in names:
+                out.append(Violation("refused", f"{name} refused {n} records of {origin}"))
+        if r.state_rejected:
+            out.append(Violation("refused", f"{name} refused {r.state_rejected} state chunks"))
+    if upgraded and all(r.reads == ALL for r in cluster.regions.values()):
+        for r in cluster.up():
+            caps = r.node.capabilities  # type: ignore[union-attr]  # up: it has a node
+            if caps.effective != caps.reads:
+                got = sorted(caps.effective - BASELINE)
+                out.append(
+                    Violation(
+                        "feature_set",
+                        f"{r.name} writes only {got} of "
+                        f"{sorted(caps.reads - BASELINE)} after the upgrade",
+                    )
+                )
     return out

@@ -21,6 +21,7 @@ from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.sender import GuardedTransport, HttpxSender
 from regionsync.adapters.system import UlidSource
 from regionsync.config import load_settings
+from regionsync.core.capabilities import ALL
 from regionsync.core.model import WriteBatch
 from regionsync.runtime.node import Node
 
@@ -62,6 +63,10 @@ class SimRegion:
     boots: int = 0
     wipes: int = 0
     incarnations: list[int] = field(default_factory=list)
+    reads: frozenset[str] = ALL  # the features its next boot reads (a rolling upgrade)
+    # origin region -> its records this region refused, over every boot (check_refusals)
+    refused: dict[str, int] = field(default_factory=dict)
+    state_rejected: int = 0
 
     @property
     def up(self) -> bool:
@@ -91,6 +96,7 @@ class SimCluster:
         self.net = net
         self.receivers = receivers
         self.node_classes = node_classes or {}
+        self.force_new_form = False  # pin each node's written set to what it reads
         self.regions = {
             n: SimRegion(
                 n, SimStore(MemoryStore(), derive_rng(seed, "disk", n), fsync_s), clocks[n]
@@ -115,6 +121,7 @@ class SimCluster:
         )
         rng = derive_rng(self.seed, "node", r.name, r.boots)
         cls = self.node_classes.get(r.name, Node)
+        extra: dict[str, Any] = {"reads": r.reads} if r.reads != ALL else {}
         node = cls(
             settings,
             store=r.store,
@@ -124,8 +131,21 @@ class SimCluster:
             transport=self.net.transport(r.name),
             sender=HttpxSender(self.client, timer=r.clock.monotonic),
             resolver=self.resolver,
+            **extra,
         )
+        if self.force_new_form:
+            node.capabilities.pin(r.reads)
         return node
+
+    def harvest(self, r: SimRegion) -> None:
+        """Add the running node's refusals to the region's totals (before it stops)."""
+        if r.node is None:
+            return
+        for origin, n in r.node.replica.refused.items():
+            r.refused[origin] = r.refused.get(origin, 0) + n
+        r.node.replica.refused.clear()
+        r.state_rejected += r.node.counters["state_rejected"]
+        r.node.counters["state_rejected"] = 0
 
     async def boot(self, name: str) -> Node:
         r = self.regions[name]
@@ -144,6 +164,7 @@ class SimCluster:
         self, name: str, wipe: bool = False, restore: MemoryStore | None = None
     ) -> None:
         r = self.regions[name]
+        self.harvest(r)
         node, r.node = r.node, None
         if node is not None and node.started:
             await node.stop()

@@ -73,6 +73,16 @@ class Options:
     # run checks that every acknowledged event reached every endpoint it fanned out to.
     failover: str = ""
     failover_after_s: float = 60.0
+    # rolling upgrade (issue 40): every region starts as the previous release (it reads
+    # and announces the baseline only, core.capabilities) and is restarted on this
+    # release one at a time, at times drawn in upgrade_s; force_new_form writes every
+    # feature a node reads whatever its peers announced (no gating: refusals follow)
+    rolling_upgrade: bool = False
+    upgrade_s: list[float] = field(default_factory=lambda: [20.0, 200.0])
+    force_new_form: bool = False
+    # after the upgrades, a region goes back to the previous release this many times
+    # (each at a time after upgrade_s, back on this release 10..60 s later)
+    rollbacks: int = 0
     heal_budget_s: float = 900.0  # convergence must happen this soon after healing
     sample_s: float = 1.0
 

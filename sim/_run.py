@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regionsync.core import invariants
+from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.runtime.node import Node
 
 from ._check import (
@@ -22,6 +23,7 @@ from ._check import (
     check_edges,
     check_failover,
     check_final,
+    check_refusals,
     pending_deliveries,
 )
 from ._cluster import SimCluster
@@ -108,6 +110,17 @@ def plan_faults(opts: Options, names: list[str]) -> list[tuple[float, str, dict[
         at, where = r.uniform(0, horizon), r.choice(stepped)
         plan.append((at, "clock_step", {"region": where, "ms": step}))
     plan += _failover_faults(opts, names)
+    if opts.rolling_upgrade:  # own rng: other plans stay as they were
+        ur = derive_rng(opts.seed, "upgrades")
+        order = list(names)
+        ur.shuffle(order)
+        times = sorted(ur.uniform(*opts.upgrade_s) for _ in order)
+        plan += [(t, "upgrade", {"region": n}) for t, n in zip(times, order, strict=True)]
+        for _ in range(opts.rollbacks):
+            t = ur.uniform(opts.upgrade_s[1], max(horizon - 60.0, opts.upgrade_s[1]))
+            name = ur.choice(names)
+            plan.append((t, "rollback", {"region": name}))
+            plan.append((t + ur.uniform(10.0, 60.0), "upgrade", {"region": name}))
     er = derive_rng(opts.seed, "edges")  # own rng: other plans stay as they were
     for i in range(opts.edge_records):
         plan.append(
@@ -192,6 +205,10 @@ class _Sim:
             delivery={"retry_schedule_s": [5, 30, 60, 120, 300]} if opts.failover else {},
             ingest={"max_payload_bytes": opts.max_payload_bytes} if opts.max_payload_bytes else {},
         )  # fmt: skip
+        if opts.rolling_upgrade:  # every region starts on the previous release
+            for r in self.cluster.regions.values():
+                r.reads = BASELINE
+        self.cluster.force_new_form = opts.force_new_form
         self.dead: set[str] = set()  # regions that died for good
         failover = _failover_faults(opts, self.names)
         if failover:  # receivers are down until just after the first failover fault, so
@@ -279,9 +296,25 @@ class _Sim:
                 self.restarts.append(asyncio.create_task(self._restart_later(name, p["down_s"])))
             elif action == "edge_records":
                 await self._inject_edges(p["region"], p["round"])
+            elif action in ("upgrade", "rollback"):
+                await self._upgrade(p["region"], ALL if action == "upgrade" else BASELINE)
             elif action == "clock_step":
                 self.clocks[p["region"]].skew_ms += p["ms"]
                 self.note(f"clock step {p['region']} {p['ms']:+d} ms")
+
+    async def _upgrade(self, name: str, reads: frozenset[str]) -> None:
+        """Restart ``name`` on this release (``reads`` ALL) or the previous one
+        (BASELINE, a rollback); one that is down (a crash) boots on it when it is back."""
+        r = self.cluster.regions[name]
+        r.reads = reads
+        what = "upgrade" if reads == ALL else "roll back"
+        if not r.up:
+            self.note(f"{what} {name} (down: boots on that release)")
+            return
+        self.workload.abort_region(name)
+        await self.cluster.crash(name)
+        await self.cluster.boot(name)
+        self.note(f"{what} {name} (incarnation {r.incarnations[-1]})")
 
     async def _inject_edges(self, name: str, round_: int) -> None:
         """A rogue peer's batch at the edge of every range, applied by ``name``'s replica
@@ -378,6 +411,7 @@ class _Sim:
         res.violations += await check_final(
             self.cluster, self.history, self.opts.lww_bound_s, self.monitor.rebased
         )
+        res.violations += check_refusals(self.cluster, self.opts.rolling_upgrade)
         limit = self.opts.max_message_bytes
         if limit and self.net.largest > limit:  # gRPC would have refused it
             detail = f"a {self.net.largest}-byte message; max_message_bytes {limit}"

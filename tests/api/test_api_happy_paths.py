@@ -263,6 +263,12 @@ async def test_cluster_shape(api: Api, tenant: str) -> None:
     assert c["region"] == "us-east-1"
     assert isinstance(c["incarnation"], int)
     assert c["peers"] == []
+    # no peers: the cluster is this node, so every feature it reads is in use
+    assert c["capabilities"] == {
+        "release": "0.2.0", "features": ["optional-fields"],
+        "region_features": ["optional-fields"], "effective": ["optional-fields"],
+        "held_back_by": [],
+    }  # fmt: skip
     assert re.fullmatch(r"[0-9a-f]{64}", c["registry_hash"])
     vv = c["version_vector"]
     assert isinstance(vv, dict) and len(vv) == 1
@@ -298,6 +304,8 @@ async def test_health_readiness_metrics_openapi(api: Api, tenant: str) -> None:
     assert 'regionsync_events{origin="local"} 1.0' in text
     assert re.search(r'^regionsync_deliveries\{status="pending"\} \d', text, re.M)
     assert "regionsync_clock_error_ms 0.0" in text and "regionsync_clock_suspect 0.0" in text
+    assert 'regionsync_feature_in_use{feature="optional-fields"} 1.0' in text
+    assert "regionsync_unknown_fields_total 0.0" in text
     for line in text.splitlines():
         assert line.startswith("#") or re.fullmatch(
             r"[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? \S+", line

@@ -155,6 +155,9 @@ async def test_operator_finds_failing_endpoint_and_recovers_it(
     # issue 41: refusals on both sides (none here): this node's, and each peer's of ours
     await expect(page.locator("#refused")).to_have_text("none")
     await expect(page.locator("#regions [data-refused='0']")).to_have_count(2)
+    # every region runs this release: each peer's version, and the new features in use
+    await expect(page.locator("#regions [data-version='0.2.0']")).to_have_count(3)
+    await expect(page.locator("#features")).to_contain_text("optional-fields")
     await page.screenshot(path=shots / "1-cluster.png", full_page=True)
 
     await page.click("nav >> text=Tenants")

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from cluster_support import REGIONS, converged, eventually
 
+from regionsync.core.capabilities import ALL, RELEASE, announced
 from regionsync.demo import Cluster
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -27,8 +28,9 @@ async def status(base: str, *args: str) -> tuple[int, str, str]:
 
 
 def table(out: str) -> dict[str, dict[str, str]]:
-    """The status table by region, cells cut at the header's column starts."""
-    header, *lines = out.splitlines()
+    """The status table by region, cells cut at the header's column starts (the
+    ``features in use`` line under it left out)."""
+    header, *lines = (x for x in out.splitlines() if not x.startswith("features in use"))
     names = header.split()
     starts = [header.index(n) for n in names] + [None]
     return {
@@ -58,6 +60,9 @@ async def test_status_shows_every_region_from_any_node(
         assert set(rows) == set(REGIONS), out
         assert rows[asked]["REACHED"] == rows[asked]["CONNECTED"] == "self"
         assert {r["REFUSED"] for r in rows.values()} == {"none"}, out  # issue 41
+        # every region on this release: its version, the new features in use
+        assert {r["VERSION"] for r in rows.values()} == {RELEASE}, out
+        assert f"features in use: {', '.join(announced(ALL))}" in out.splitlines(), out
         hashes = {r["REGISTRY"] for r in rows.values()}
         assert len(hashes) == 1 and "-" not in hashes, out  # every region's own hash
         for region in set(REGIONS) - {asked}:

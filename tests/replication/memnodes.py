@@ -41,10 +41,12 @@ def make_node(
     peers: list[str],
     store: MemoryStore | None = None,
     extra: dict[str, object] | None = None,
+    reads: frozenset[str] | None = None,
     **replication: object,
 ) -> Node:
     """A node of ``region`` peered with ``peers`` on ``net``; ``replication`` entries go
-    into that section, ``extra`` are further settings (e.g. ``operational_webhooks``)."""
+    into that section, ``extra`` are further settings (e.g. ``operational_webhooks``);
+    ``reads`` restricts the features it reads (core.capabilities; BASELINE: as 0.1.0)."""
     settings = load_settings(
         None,
         **(extra or {}),
@@ -68,6 +70,7 @@ def make_node(
         transport=net.transport(region),
         sender=RecordingSender(),
         resolver=StaticResolver(),
+        **({} if reads is None else {"reads": reads}),
     )
 
 

@@ -12,6 +12,7 @@ from regionsync.adapters.grpc_transport import GrpcTransport
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
+from regionsync.core.capabilities import ALL, RELEASE, announced
 from regionsync.demo import free_port
 from regionsync.runtime.node import Node
 from regionsync.v1 import replication_pb2 as pb
@@ -62,6 +63,9 @@ async def test_two_nodes_converge_over_grpc(pair) -> None:
     assert (await b.store.counts("b"))["events"] == 50
     status = a.view.cluster()["peers"][0]
     assert status["connected"] and status["records_behind"] == 0
+    # the Hello over gRPC carries the release and the features (core.capabilities)
+    assert status["version"] == RELEASE and status["features"] == announced(ALL)
+    assert a.capabilities.enabled("optional-fields")
 
 
 async def test_raw_client_garbage_is_rejected_and_logged(pair) -> None:
@@ -72,7 +76,8 @@ async def test_raw_client_garbage_is_rejected_and_logged(pair) -> None:
         call = pb_grpc.ReplicationStub(channel).Sync()
         await call.write(pb.SyncMessage(hello=pb.Hello(region="a", incarnation=1, protocol=1)))
         hello = await call.read()
-        assert hello.hello.region == "b"
+        assert hello.hello.region == "b" and hello.hello.version == RELEASE
+        assert list(hello.hello.features) == announced(ALL)
         bad = pb.DeltaRecord(origin="evil:1", origin_seq=1, kind="registry", body=b"\xff\x00")
         await call.write(pb.SyncMessage(batch=pb.Batch(records=[bad])))
         ack = await call.read()

@@ -182,3 +182,14 @@ def test_skew_advanced_lww_winner_is_reported() -> None:
     assert _lww("e", reg, [early, late]) == []
     fair = r1.merge(_write(2, "b", 30.0, 1_000_630_000)[1])  # the later write wins
     assert _lww("e", fair, [early, late], 6.5) == []
+
+
+def test_ungated_rolling_upgrade_is_reported() -> None:
+    """Upgraded nodes that write the new forms before every region reads them (no
+    gating, no downgrade on send) are refused by the regions still on the previous
+    release: check_refusals fails the run; the same run gated passes."""
+    opts = load_scenario(SCENARIOS / "rolling-upgrade.toml", seed=1)
+    assert run(opts).ok
+    opts.force_new_form = True
+    res = run(opts)
+    assert {v.kind for v in res.violations} == {"refused"}, res.violations

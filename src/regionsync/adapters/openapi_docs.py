@@ -348,6 +348,15 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         registry_hash=_STR,
         # origin -> what this node refused of it (issue 41; peers[].refused: the peer's)
         refused={"type": "object", "additionalProperties": _REFUSED},
+        # core.capabilities: this node's release and features, the cluster's effective
+        # set and the peers holding it back; each peer's version and features in peers
+        capabilities=_obj(
+            release=_STR,
+            features={"type": "array", "items": _STR},
+            region_features={"type": "array", "items": _STR},
+            effective={"type": "array", "items": _STR},
+            held_back_by={"type": "array", "items": _STR},
+        ),
         counts={"type": "object", "additionalProperties": _INT},
         peers={"type": "array", "items": {"type": "object"}},
         custody={},

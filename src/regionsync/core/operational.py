@@ -36,6 +36,7 @@ TYPES = (
     "backpressure.left",
     "region.clock_skewed",
     "region.clock_ok",
+    "cluster.upgrade_held_back",  # core.capabilities: regions holding the feature set back
 )
 
 # (endpoint state before, after) -> event, for the health changes the delivery worker

@@ -88,6 +88,21 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
 ]
 
 
+# Key kinds added after release 0.1.0, each with the feature (core.capabilities.FEATURES)
+# that gates it: a node writes such a key only once the cluster's effective feature set
+# holds the feature, and a reader that does not read it refuses the record. Add the
+# pattern to _KEY_TYPES too. Every kind not listed is the baseline's ("registry-keys").
+KEY_FEATURES: list[tuple[re.Pattern[str], str]] = []
+
+
+def key_feature(key: str) -> str:
+    """The feature a registry key kind needs (``registry-keys``: the baseline's)."""
+    for pattern, feature in KEY_FEATURES:
+        if pattern.fullmatch(key):
+            return feature
+    return "registry-keys"
+
+
 _SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret")
 
 

@@ -6,7 +6,7 @@ import click
 
 from .client import ApiClient, ManageError, client_of, json_mode, out
 
-__all__ = ["status", "status_rows"]
+__all__ = ["features_line", "status", "status_rows"]
 
 
 def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> list[dict]:
@@ -55,7 +55,8 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         return f"{offsets[region]:+d}ms" if region in offsets else "-"
 
     rows = [{
-        "region": cluster["region"], "reached": "self", "connected": "self",
+        "region": cluster["region"], "version": (cluster.get("capabilities") or {}).get(
+            "release", "?"), "reached": "self", "connected": "self",
         "clock": clock_of(cluster["region"]),
         "records_behind": 0, "last_contact": "-", "registry": mine[:12], "agrees": "-",
         "peers_up": peers_up(cluster), "custody": custody_of(cluster["region"]),
@@ -66,7 +67,8 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         peer_regions.add(p["region"])
         since = p.get("seconds_since_contact")
         row = {
-            "region": p["region"], "connected": "yes" if p["connected"] else "NO",
+            "region": p["region"], "version": _version(p),
+            "connected": "yes" if p["connected"] else "NO",
             "records_behind": p["records_behind"],
             "last_contact": "never" if since is None else f"{since:.1f}s ago",
             "custody": custody_of(p["region"]), "refused": _refused(p.get("refused")),
@@ -102,6 +104,26 @@ def _refused(by_origin: dict | None) -> str:
         why = n["last_reason"] if len(n["last_reason"]) <= 40 else n["last_reason"][:39] + "…"
         parts.append(f"{origin}: {n['count']} (#{n['last_seq']} {why})")
     return "; ".join(parts) or "none"
+
+
+def _version(peer: dict) -> str:
+    """A peer's release as its last Hello said: ``-`` if not heard since the asked node
+    started, ``<0.2.0`` for a release that announces none (core.capabilities)."""
+    v = peer.get("version")
+    return "-" if v is None else (v or "<0.2.0")
+
+
+def features_line(cluster: dict) -> str:
+    """The cluster's effective feature set, as the asked node decides it, and the
+    regions that hold it below what that node reads."""
+    caps = cluster.get("capabilities") or {}
+    eff = ", ".join(caps.get("effective", [])) or "baseline"
+    line = f"features in use: {eff}"
+    held = caps.get("held_back_by") or []
+    if held:
+        missing = sorted(set(caps.get("features", [])) - set(caps.get("effective", [])))
+        line += f"; held back by {', '.join(held)} (lacking {', '.join(missing)})"
+    return line
 
 
 def _unreached(error: str) -> str:
@@ -170,9 +192,10 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
     if json_mode(ctx):
         out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})
     else:
-        cols = ["region", "reached", "connected", "records_behind", "last_contact",
+        cols = ["region", "version", "reached", "connected", "records_behind", "last_contact",
                 "registry", "agrees", "peers_up", "custody", "refused", "clock"]  # fmt: skip
         out(ctx, status_rows(cluster, others), cols)
+        click.echo(features_line(cluster))
     failed = sorted(k for k, v in others.items() if not isinstance(v, dict))
     if failed:
         why = "; ".join(f"{k}: {others[k]}" for k in failed)

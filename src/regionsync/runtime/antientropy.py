@@ -192,11 +192,13 @@ class AntiEntropy:
         it only once every chunk of the pass was merged. Returns None on success.
         """
         try:
-            decoded = [decode_body(kind, body) for kind, body in items]
+            reads = self.writer.capabilities.reads
+            decoded = [decode_body(kind, body, reads) for kind, body in items]
         except ValueError as exc:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)
             return str(exc)
+        self.counters["unknown_fields"] += sum(d.unknown for d in decoded)
         ids = [i for dec in decoded for i in dec.delivery_ids()]
         async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:

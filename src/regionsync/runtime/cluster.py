@@ -78,8 +78,12 @@ class ClusterView:
     def cluster(self) -> dict[str, Any]:
         """The ``GET /v1/cluster`` answer (docs/api.md; times as ms, the API renders them)."""
         now = self.clock.wall_ms()
+        caps = self.writer.capabilities.view()
+        heard: dict[str, Any] = caps.pop("peers")  # type: ignore[assignment]
         return {
             "region": self.region,
+            # release, features read, the cluster's effective set (core.capabilities)
+            "capabilities": caps,
             "actor": self.writer.actor,
             "incarnation": self.writer.incarnation,
             "version_vector": dict(sorted(self.writer.durable_vv.items())),
@@ -108,6 +112,9 @@ class ClusterView:
                     # what the peer refused of each origin and moved past: the sending side
                     "refused": {o: dict(n) for o, n in sorted(p.refused.items())},
                     "repair": self.repair(p),
+                    # its last Hello's release and features (null: not heard since start)
+                    "version": heard[p.region]["version"] if p.region in heard else None,
+                    "features": heard[p.region]["features"] if p.region in heard else None,
                 }
                 for p in self.peers.values()
             ],

@@ -180,7 +180,7 @@ class Cohort:
         touched is added to ``seen`` (registry states, event, Idempotency-Key) and
         ``delivery_ids``."""
         try:
-            decoded = decode_body(r.kind, r.body)
+            decoded = decode_body(r.kind, r.body, self.writer.capabilities.reads)
         except ValueError as exc:  # a peer's the holder refused and moved past, or a bug
             log.warning("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
         else:

@@ -1,15 +1,19 @@
 """What a node's replication sessions share: the ``Links`` bundle of the parts they use,
-the wire form of log records, and the Hello message.
+the wire form of log records, and the Hello message (with the release and the features
+this node reads, core.capabilities; ``note_hello`` takes a peer's).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..config import ReplicationSettings
+from ..core.capabilities import BASELINE, RELEASE, Announcement, announced
 from ..core.model import Record
+from ..core.records import downgrade
 from ..v1 import replication_pb2 as pb
 from .ports import (
     Clock,
@@ -24,7 +28,9 @@ from .ports import (
 )
 from .state import PeerStatus
 
-__all__ = ["PROTOCOL", "Links", "from_pb", "hello", "recv", "to_pb"]
+__all__ = ["PROTOCOL", "Links", "batch_for", "from_pb", "hello", "note_hello", "recv", "to_pb"]
+
+log = logging.getLogger("regionsync.replication")
 
 PROTOCOL = 1
 
@@ -38,6 +44,17 @@ def to_pb(r: Record) -> pb.DeltaRecord:
         hlc_wall_ms=r.hlc[0],
         hlc_logical=r.hlc[1],
     )
+
+
+def batch_for(links: Links, region: str, records: Iterable[Record]) -> pb.Batch:
+    """``records`` as the peer ``region`` reads them: a record written in a form its last
+    Hello does not read (it was rolled back since) goes out in the older form
+    (``core.records.downgrade``)."""
+    caps = links.log.capabilities
+    reads = caps.heard.get(region, Announcement()).reads
+    if "optional-fields" in reads or caps.pinned is not None:  # pinned: forced new form
+        return pb.Batch(records=map(to_pb, records))
+    return pb.Batch(records=[to_pb(r._replace(body=downgrade(r.body, reads))) for r in records])
 
 
 def from_pb(r: pb.DeltaRecord) -> Record:
@@ -67,16 +84,36 @@ class Links:
 
 
 def hello(links: Links) -> pb.SyncMessage:
+    """This node's Hello. A node restricted to the baseline (the simulator's stand-in
+    for release 0.1.0) announces neither a version nor features, as that release."""
+    caps = links.log.capabilities
+    reads = caps.reads
     return pb.SyncMessage(
         hello=pb.Hello(
             region=links.region,
             incarnation=links.log.incarnation,
             version_vector=links.log.durable_vv,
             protocol=PROTOCOL,
+            version="" if reads == BASELINE else RELEASE,
+            features=announced(caps.region_reads),  # every process of the region
             heard=links.contacts.gossip(),
             sent_wall_ms=links.clock.wall_ms(),
         )
     )
+
+
+def note_hello(links: Links, h: pb.Hello) -> None:
+    """A configured peer's Hello: its release and features re-decide the cluster's
+    effective feature set (core.capabilities); a change is logged."""
+    caps = links.log.capabilities
+    change = caps.announce(h.region, h.version, h.features, links.clock.wall_ms())
+    if change is not None:
+        before, after = change
+        log.warning(
+            "cluster feature set %s: %s -> %s (peer %s announced version %r, features %s)",
+            "raised" if after > before else "lowered",
+            announced(before), announced(after), h.region, h.version, list(h.features),
+        )  # fmt: skip
 
 
 async def recv(stream: PeerStream, timeout_s: float) -> pb.SyncMessage | None:

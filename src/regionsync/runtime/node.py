@@ -5,6 +5,7 @@ The parts (each its own module) receive only what they use:
 | part | owns |
 |---|---|
 | ``writer`` (writepath.WritePath) | lock, HLC, actor, version vectors, group commit, log wake-ups |
+| ``capabilities`` (core.capabilities.Negotiation, on the writer) | the cluster's feature set |
 | ``catalog`` (state.Catalog) | registry and subscription index |
 | ``registry_ops`` (registry_ops.RegistryOps) | tenant, endpoint and source operations |
 | ``event_types`` (event_types.EventTypeOps) | tenants' event-type catalogs |
@@ -37,6 +38,7 @@ from ..config import Settings
 from ..core.backpressure import tenant_backlog_limit
 from ..core.clock_offset import ClockView
 from ..core.operational import clock_transition
+from ..core.capabilities import ALL, BASELINE, announced
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .cohort import Cohort, Coordinator
@@ -88,7 +90,9 @@ class Node:
         sender: Sender,
         resolver: Resolver,
         coordinator: Coordinator | None = None,
+        reads: frozenset[str] = ALL,
     ):
+        self.reads = reads  # the features this node reads (core.capabilities; tests restrict)
         self.settings, self.region = settings, settings.region
         self.store, self.clock, self.transport, self.sender = store, clock, transport, sender
         self._wire_shared(coordinator)
@@ -99,6 +103,10 @@ class Node:
         self.coordinator = coordinator
         self.cohort: Cohort | None = None
         if coordinator is not None:
+            # the region's other processes may run another release and announce nothing
+            # to this one: count them as the baseline (features stay off; README
+            # "Upgrading", several processes per region)
+            self.capabilities.set_local(BASELINE)
             self.cohort = Cohort(
                 settings, coordinator, self.writer, self.catalog, self.keys, store=store,
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,
@@ -114,7 +122,7 @@ class Node:
         self.counters = dict.fromkeys(
             ("records_rejected", "clock_drift", "log_truncated", "state_rejected",
              "anti_entropy_items", "anti_entropy_passes", "ack_timeouts",
-             "digest_mismatches"), 0,
+             "digest_mismatches", "unknown_fields"), 0,
         )  # fmt: skip
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
         opts = settings.ingest
@@ -127,7 +135,8 @@ class Node:
             0 if coordinator is not None else opts.idempotency_filter_entries,
             int(opts.idempotency_ttl_s * 1000),
         )
-        self.writer = writer = WritePath(settings, store, clock, self.catalog)
+        self.writer = writer = WritePath(settings, store, clock, self.catalog, self.reads)
+        self.capabilities = writer.capabilities  # ``enabled(feature)`` for every part
         writer.commit_observers.append(self.keys.committed)  # durable rows: the store's
         self.telemetry = writer.telemetry
 
@@ -247,6 +256,7 @@ class Node:
             parts.append((False, self.ops.run, "operational"))
         if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits
             parts.append((True, self.anti_entropy.warm, "state-tree"))
+            parts.append((True, self._upgrade_watch, "upgrade-watch"))
         for peer in self.settings.peers:
             parts.append((True, PeerLink(self.links, self.peers[peer.region]).run,
                           f"peer-{peer.region}"))  # fmt: skip
@@ -327,6 +337,25 @@ class Node:
             self.replica.held.clear()
             self.replica.blocked.clear()
         log.warning("state reloaded from the store after a failed commit")
+
+    async def _upgrade_watch(self) -> None:
+        """Report, once per episode, a cluster feature set held below what this node
+        reads for ``replication.upgrade_held_back_after_s`` (core.capabilities)."""
+        caps, after_s = self.capabilities, self.settings.replication.upgrade_held_back_after_s
+        caps.start(self.clock.wall_ms())
+        while True:
+            await self.clock.sleep(min(after_s / 4, 60.0))
+            due = caps.held_back_due(self.clock.wall_ms(), int(after_s * 1000))
+            if due:
+                log.warning(
+                    "cluster feature set held back for %ss or more by %s (they lack %s)",
+                    after_s, sorted(due), due,
+                )  # fmt: skip
+                self.ops.emit(
+                    "cluster.upgrade_held_back",
+                    {"regions": sorted(due), "missing": due,
+                     "effective": announced(caps.effective)},
+                )  # fmt: skip
 
     async def _actor_check(self) -> None:
         # local writes wait for every peer's Hello, at most actor_check_s (WritePath)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from crdt import CRDT, Timestamp
 
 from ..core.clock_offset import Sample
+from ..core.capabilities import Negotiation
 from ..core.custody import CustodyRecord
 from ..core.hashtree import HashTree
 from ..core.model import (
@@ -184,6 +185,7 @@ class LocalLog(Protocol):
     incarnation: int
     durable_vv: dict[str, int]
     actor_checked: asyncio.Event  # set once no peer can have seen more of ``actor``
+    capabilities: Negotiation  # what this node reads, what the cluster writes
 
     async def peer_hello(self, region: str, version_vector: Mapping[str, int]) -> None:
         """A peer's Hello arrived: renew the actor if the peer saw more of it."""

@@ -72,6 +72,8 @@ class Replica:
         # origin -> the seq refused for now (clock drift) that its successors wait behind;
         # custody readiness does not wait for them (runtime/custody.py). Never reassigned.
         self.blocked: dict[str, int] = {}
+        # origin region -> its records refused here (the simulator's refusal checker)
+        self.refused: dict[str, int] = {}
 
     async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
         """Merge records from a peer, in per-origin sequence order, in one commit.
@@ -100,7 +102,8 @@ class Replica:
         rejected: list[MalformedRecord] = []
         # keyed by the record object (kept alive here, so its id is unique): under the
         # lock, the held copy of an (origin, seq) may be another one, from a concurrent call
-        pre = {id(r): (r, _decode(r)) for r in self._next_in_order(records)}
+        reads = self.writer.capabilities.reads
+        pre = {id(r): (r, _decode(r, reads)) for r in self._next_in_order(records)}
         ids = [i for _r, d in pre.values() if not isinstance(d, str) for i in d.delivery_ids()]
         async with self.writer.unsettled.read(self.store, ids) as read:
             async with self.writer.lock:
@@ -125,7 +128,7 @@ class Replica:
                         got = pre.get(id(r))
                         dec = None if got is None else got[1]
                         if dec is None:  # reached through records held meanwhile: rare
-                            dec = _decode(r)
+                            dec = _decode(r, reads)
                             if not isinstance(dec, str) and (more := dec.delivery_ids()):
                                 stored.update(await read.more(more))
                         try:
@@ -135,6 +138,9 @@ class Replica:
                             rejected.append(exc)
                             if not self._refuse(exc):
                                 break  # held: its successors wait until it passes
+                        else:
+                            if dec.unknown:  # type: ignore[union-attr]  # decoded once applied
+                                self.counters["unknown_fields"] += dec.unknown  # type: ignore[union-attr]
                         self.blocked.pop(origin, None)
                         del held[r.seq]
                         vv[origin] = r.seq
@@ -158,6 +164,8 @@ class Replica:
         merged either way: ``_apply_one`` raised before merging anything)."""
         log.warning("rejected record: %s", exc)
         self.counters["records_rejected"] += 1
+        region = exc.origin.partition(":")[0]
+        self.refused[region] = self.refused.get(region, 0) + 1
         note = self.refusals.get(exc.origin)
         now = self.clock.wall_ms()
         if note is None:
@@ -294,9 +302,9 @@ class Replica:
         return sorted(o for o, f in self.log_floor.items() if vv.get(o, 0) < f)
 
 
-def _decode(r: Record) -> Decoded | str:
-    """``decode_body`` of ``r``, or the reason it is malformed."""
+def _decode(r: Record, reads: frozenset[str]) -> Decoded | str:
+    """``decode_body`` of ``r`` as a node reading ``reads``, or why it is malformed."""
     try:
-        return decode_body(r.kind, r.body)
+        return decode_body(r.kind, r.body, reads)
     except ValueError as exc:
         return str(exc)

@@ -44,7 +44,7 @@ from ..core.clock_offset import one_way_sample, round_trip_sample
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
 from ..v1 import replication_pb2 as pb
-from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
+from .links import PROTOCOL, Links, batch_for, from_pb, hello, note_hello, recv, to_pb
 from .ports import PeerStream
 from .repair import AntiEntropyPass, digest_answer, note_digest, tree_answer
 from .state import PeerStatus
@@ -70,6 +70,7 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
         links.contacts.contact(peer)
         links.contacts.merge_gossip(first.hello.heard)
         links.log.peer_clock(peer, one_way_sample(first.hello.sent_wall_ms, links.clock.wall_ms()))
+        note_hello(links, first.hello)
         await links.log.peer_hello(peer, first.hello.version_vector)
         links.peers[peer].redial.set()  # it is up: our link to it need not back off
         await links.log.actor_checked.wait()  # our Hello must carry the checked actor
@@ -331,7 +332,7 @@ class _Dialer:
                 check_read(after, records)
                 return ps.Records(records)
             case ps.SendBatch(records):
-                message = pb.SyncMessage(batch=pb.Batch(records=map(to_pb, records)))
+                message = pb.SyncMessage(batch=batch_for(links, self.status.region, records))
                 async with asyncio.timeout(opts.call_timeout_s):  # a wedged link
                     await stream.send(message)
             case ps.ComputeDigest():
@@ -353,8 +354,9 @@ class _Dialer:
             return ps.PeerHello(None)
         h = first.hello
         sample = round_trip_sample(h.sent_wall_ms, sent, self.links.clock.wall_ms())
-        if h.region == self.status.region:
+        if h.region == self.status.region:  # another region's Hello is refused (peer_session)
             self.links.log.peer_clock(h.region, sample)
+            note_hello(self.links, h)
         return ps.PeerHello(h.region, h.incarnation, dict(h.version_vector), dict(h.heard))
 
     async def _accept(self, a: ps.AcceptHello) -> None:

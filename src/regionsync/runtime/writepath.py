@@ -17,6 +17,7 @@ from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
 from ..core.clock_offset import ClockView, Sample, assess, keep_best
+from ..core.capabilities import ALL, RELEASE, Negotiation
 from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
@@ -35,8 +36,18 @@ log = logging.getLogger("regionsync.node")
 class WritePath:
     """Serializes local writes; see the module docstring. ``open`` before use."""
 
-    def __init__(self, settings: Settings, store: Store, clock: Clock, catalog: Catalog):
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        clock: Clock,
+        catalog: Catalog,
+        reads: frozenset[str] = ALL,
+    ):
         self.settings, self.store, self.clock, self.catalog = settings, store, clock, catalog
+        # what this node reads and what the cluster writes (core.capabilities): every
+        # record form newer than the baseline is written only once ``enabled``
+        self.capabilities = Negotiation(reads, tuple(p.region for p in settings.peers))
         # the HLC's bound: a peer's stamp moves it at most this far past physical time
         repl = settings.replication
         self.hlc_bound_ms = min(repl.max_drift_ms, repl.clock_suspect_ms)
@@ -329,10 +340,15 @@ class WritePath:
             and not (event or delivery or idempotency or deliveries or attempt)
         ):
             return
-        body = encode_body(dict(deltas), event, delivery, idempotency, deliveries, attempt, audit)
+        writer = None
+        if kind == "registry" and deltas and self.capabilities.enabled("optional-fields"):
+            writer = RELEASE  # every region reads _ sections (core.capabilities)
+        body = encode_body(
+            dict(deltas), event, delivery, idempotency, deliveries, attempt, audit, writer
+        )
         if kind == "registry":
             try:
-                decode_body(kind, body)
+                decode_body(kind, body, self.capabilities.effective)
             except ValueError as exc:
                 raise ValueError(f"a registry record the peers would refuse: {exc}") from None
         changed = self.catalog.apply(deltas)

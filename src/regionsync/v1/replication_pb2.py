@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fregionsync/v1/replication.proto\x12\rregionsync.v1\"\x85\x02\n\x0bSyncMessage\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.regionsync.v1.HelloH\x00\x12%\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x14.regionsync.v1.BatchH\x00\x12!\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x12.regionsync.v1.AckH\x00\x12(\n\x04tree\x18\x04 \x01(\x0b\x32\x18.regionsync.v1.TreeLevelH\x00\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x19.regionsync.v1.StateChunkH\x00\x12\'\n\x06\x64igest\x18\n \x01(\x0b\x32\x15.regionsync.v1.DigestH\x00\x42\x06\n\x04kind\"\x8e\x01\n\x06\x44igest\x12\x0c\n\x04root\x18\x01 \x01(\x0c\x12@\n\x0eversion_vector\x18\x02 \x03(\x0b\x32(.regionsync.v1.Digest.VersionVectorEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xa9\x02\n\x05Hello\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x04\x12?\n\x0eversion_vector\x18\x03 \x03(\x0b\x32\'.regionsync.v1.Hello.VersionVectorEntry\x12\x10\n\x08protocol\x18\x04 \x01(\r\x12\x14\n\x0csent_wall_ms\x18\x05 \x01(\x04\x12.\n\x05heard\x18\x14 \x03(\x0b\x32\x1f.regionsync.v1.Hello.HeardEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a,\n\nHeardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"w\n\x0b\x44\x65ltaRecord\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x12\n\norigin_seq\x18\x02 \x01(\x04\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\x12\x13\n\x0bhlc_wall_ms\x18\x05 \x01(\x04\x12\x13\n\x0bhlc_logical\x18\x06 \x01(\r\"4\n\x05\x42\x61tch\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.regionsync.v1.DeltaRecord\"\x97\x02\n\x03\x41\x63k\x12=\n\x0eversion_vector\x18\x01 \x03(\x0b\x32%.regionsync.v1.Ack.VersionVectorEntry\x12)\n\x08rejected\x18\x02 \x03(\x0b\x32\x17.regionsync.v1.Rejected\x12\x14\n\x0csent_wall_ms\x18\x04 \x01(\x04\x12,\n\x05heard\x18\x14 \x03(\x0b\x32\x1d.regionsync.v1.Ack.HeardEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a,\n\nHeardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\">\n\x08Rejected\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x12\n\norigin_seq\x18\x02 \x01(\x04\x12\x0e\n\x06reason\x18\x03 \x01(\t\",\n\tTreeLevel\x12\x0f\n\x07\x62uckets\x18\x01 \x03(\t\x12\x0e\n\x06hashes\x18\x02 \x03(\x0c\"\xbf\x01\n\nStateChunk\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.regionsync.v1.StateItem\x12\x0c\n\x04last\x18\x02 \x01(\x08\x12\x44\n\x0eversion_vector\x18\x03 \x03(\x0b\x32,.regionsync.v1.StateChunk.VersionVectorEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\'\n\tStateItem\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x32Q\n\x0bReplication\x12\x42\n\x04Sync\x12\x1a.regionsync.v1.SyncMessage\x1a\x1a.regionsync.v1.SyncMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fregionsync/v1/replication.proto\x12\rregionsync.v1\"\x85\x02\n\x0bSyncMessage\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.regionsync.v1.HelloH\x00\x12%\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x14.regionsync.v1.BatchH\x00\x12!\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x12.regionsync.v1.AckH\x00\x12(\n\x04tree\x18\x04 \x01(\x0b\x32\x18.regionsync.v1.TreeLevelH\x00\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x19.regionsync.v1.StateChunkH\x00\x12\'\n\x06\x64igest\x18\n \x01(\x0b\x32\x15.regionsync.v1.DigestH\x00\x42\x06\n\x04kind\"\x8e\x01\n\x06\x44igest\x12\x0c\n\x04root\x18\x01 \x01(\x0c\x12@\n\x0eversion_vector\x18\x02 \x03(\x0b\x32(.regionsync.v1.Digest.VersionVectorEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xcc\x02\n\x05Hello\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x04\x12?\n\x0eversion_vector\x18\x03 \x03(\x0b\x32\'.regionsync.v1.Hello.VersionVectorEntry\x12\x10\n\x08protocol\x18\x04 \x01(\r\x12\x14\n\x0csent_wall_ms\x18\x05 \x01(\x04\x12\x0f\n\x07version\x18\x06 \x01(\t\x12\x10\n\x08\x66\x65\x61tures\x18\x07 \x03(\t\x12.\n\x05heard\x18\x14 \x03(\x0b\x32\x1f.regionsync.v1.Hello.HeardEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a,\n\nHeardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"w\n\x0b\x44\x65ltaRecord\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x12\n\norigin_seq\x18\x02 \x01(\x04\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\x12\x13\n\x0bhlc_wall_ms\x18\x05 \x01(\x04\x12\x13\n\x0bhlc_logical\x18\x06 \x01(\r\"4\n\x05\x42\x61tch\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.regionsync.v1.DeltaRecord\"\x97\x02\n\x03\x41\x63k\x12=\n\x0eversion_vector\x18\x01 \x03(\x0b\x32%.regionsync.v1.Ack.VersionVectorEntry\x12)\n\x08rejected\x18\x02 \x03(\x0b\x32\x17.regionsync.v1.Rejected\x12\x14\n\x0csent_wall_ms\x18\x04 \x01(\x04\x12,\n\x05heard\x18\x14 \x03(\x0b\x32\x1d.regionsync.v1.Ack.HeardEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a,\n\nHeardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\">\n\x08Rejected\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x12\n\norigin_seq\x18\x02 \x01(\x04\x12\x0e\n\x06reason\x18\x03 \x01(\t\",\n\tTreeLevel\x12\x0f\n\x07\x62uckets\x18\x01 \x03(\t\x12\x0e\n\x06hashes\x18\x02 \x03(\x0c\"\xbf\x01\n\nStateChunk\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.regionsync.v1.StateItem\x12\x0c\n\x04last\x18\x02 \x01(\x08\x12\x44\n\x0eversion_vector\x18\x03 \x03(\x0b\x32,.regionsync.v1.StateChunk.VersionVectorEntry\x1a\x34\n\x12VersionVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\'\n\tStateItem\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x32Q\n\x0bReplication\x12\x42\n\x04Sync\x12\x1a.regionsync.v1.SyncMessage\x1a\x1a.regionsync.v1.SyncMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,31 +50,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DIGEST_VERSIONVECTORENTRY']._serialized_start=405
   _globals['_DIGEST_VERSIONVECTORENTRY']._serialized_end=457
   _globals['_HELLO']._serialized_start=460
-  _globals['_HELLO']._serialized_end=757
+  _globals['_HELLO']._serialized_end=792
   _globals['_HELLO_VERSIONVECTORENTRY']._serialized_start=405
   _globals['_HELLO_VERSIONVECTORENTRY']._serialized_end=457
-  _globals['_HELLO_HEARDENTRY']._serialized_start=713
-  _globals['_HELLO_HEARDENTRY']._serialized_end=757
-  _globals['_DELTARECORD']._serialized_start=759
-  _globals['_DELTARECORD']._serialized_end=878
-  _globals['_BATCH']._serialized_start=880
-  _globals['_BATCH']._serialized_end=932
-  _globals['_ACK']._serialized_start=935
-  _globals['_ACK']._serialized_end=1214
+  _globals['_HELLO_HEARDENTRY']._serialized_start=748
+  _globals['_HELLO_HEARDENTRY']._serialized_end=792
+  _globals['_DELTARECORD']._serialized_start=794
+  _globals['_DELTARECORD']._serialized_end=913
+  _globals['_BATCH']._serialized_start=915
+  _globals['_BATCH']._serialized_end=967
+  _globals['_ACK']._serialized_start=970
+  _globals['_ACK']._serialized_end=1249
   _globals['_ACK_VERSIONVECTORENTRY']._serialized_start=405
   _globals['_ACK_VERSIONVECTORENTRY']._serialized_end=457
-  _globals['_ACK_HEARDENTRY']._serialized_start=713
-  _globals['_ACK_HEARDENTRY']._serialized_end=757
-  _globals['_REJECTED']._serialized_start=1216
-  _globals['_REJECTED']._serialized_end=1278
-  _globals['_TREELEVEL']._serialized_start=1280
-  _globals['_TREELEVEL']._serialized_end=1324
-  _globals['_STATECHUNK']._serialized_start=1327
-  _globals['_STATECHUNK']._serialized_end=1518
+  _globals['_ACK_HEARDENTRY']._serialized_start=748
+  _globals['_ACK_HEARDENTRY']._serialized_end=792
+  _globals['_REJECTED']._serialized_start=1251
+  _globals['_REJECTED']._serialized_end=1313
+  _globals['_TREELEVEL']._serialized_start=1315
+  _globals['_TREELEVEL']._serialized_end=1359
+  _globals['_STATECHUNK']._serialized_start=1362
+  _globals['_STATECHUNK']._serialized_end=1553
   _globals['_STATECHUNK_VERSIONVECTORENTRY']._serialized_start=405
   _globals['_STATECHUNK_VERSIONVECTORENTRY']._serialized_end=457
-  _globals['_STATEITEM']._serialized_start=1520
-  _globals['_STATEITEM']._serialized_end=1559
-  _globals['_REPLICATION']._serialized_start=1561
-  _globals['_REPLICATION']._serialized_end=1642
+  _globals['_STATEITEM']._serialized_start=1555
+  _globals['_STATEITEM']._serialized_end=1594
+  _globals['_REPLICATION']._serialized_start=1596
+  _globals['_REPLICATION']._serialized_end=1677
 # @@protoc_insertion_point(module_scope)

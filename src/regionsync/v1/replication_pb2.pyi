@@ -38,7 +38,7 @@ class Digest(_message.Message):
     def __init__(self, root: _Optional[bytes] = ..., version_vector: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("region", "incarnation", "version_vector", "protocol", "sent_wall_ms", "heard")
+    __slots__ = ("region", "incarnation", "version_vector", "protocol", "sent_wall_ms", "version", "features", "heard")
     class VersionVectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -58,14 +58,18 @@ class Hello(_message.Message):
     VERSION_VECTOR_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     SENT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     HEARD_FIELD_NUMBER: _ClassVar[int]
     region: str
     incarnation: int
     version_vector: _containers.ScalarMap[str, int]
     protocol: int
     sent_wall_ms: int
+    version: str
+    features: _containers.RepeatedScalarFieldContainer[str]
     heard: _containers.ScalarMap[str, int]
-    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., sent_wall_ms: _Optional[int] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, region: _Optional[str] = ..., incarnation: _Optional[int] = ..., version_vector: _Optional[_Mapping[str, int]] = ..., protocol: _Optional[int] = ..., sent_wall_ms: _Optional[int] = ..., version: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., heard: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class DeltaRecord(_message.Message):
     __slots__ = ("origin", "origin_seq", "kind", "body", "hlc_wall_ms", "hlc_logical")

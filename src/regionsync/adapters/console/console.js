@@ -180,16 +180,21 @@ async function clusterPage() {
     if (r.reached) return r.agrees ? "agrees" : "DIFFERS";
     return { true: "agrees (digest)", false: "DIFFERS (digest)", null: "not compared yet" }[r.agrees];
   };
+  const caps = c.capabilities || { release: "?", features: [], effective: [], held_back_by: [] };
+  // a peer's release from its last Hello: null if not heard since start, "" before 0.2.0
+  const versionOf = (v) => (v === null || v === undefined ? "-" : v || "<0.2.0");
   // records refused per origin (issue 41): count, last seq and reason
   const refusedText = (m) => Object.entries(m || {}).map(([o, n]) =>
     `${o}: ${n.count} (last #${n.last_seq}: ${n.last_reason})`).join("; ") || "none";
   const rows = [{ region: c.region, self: true, connected: "this node", behind: 0, contact: "-",
-    error: null, http_url: null, refused: null }];
+    error: null, http_url: null, refused: null,
+    version: caps.release, features: caps.features }];
   for (const p of c.peers) {
     rows.push({ region: p.region, connected: p.connected ? "yes" : "NO", behind: p.records_behind,
       contact: ago(p.seconds_since_contact), error: p.last_error, http_url: p.http_url,
-      refused: p.refused, repair: p.repair });
+      refused: p.refused, repair: p.repair, version: versionOf(p.version), features: p.features });
   }
+  const held = caps.held_back_by || [];
   const allAgree = all.items.every((r) => r.agrees === true);
   show(
     h("h1", {}, `Cluster as ${c.region} sees it`),
@@ -201,6 +206,10 @@ async function clusterPage() {
         allAgree ? "every region's registry hash agrees with this region's"
           : "not every region agrees yet (see below)"),
       h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events)),
+      h("dt", {}, "features in use"),
+      h("dd", { id: "features", class: held.length ? "warn" : "ok" },
+        (caps.effective.join(", ") || "baseline") +
+          (held.length ? ` (held back by ${held.join(", ")})` : "")),
       h("dt", {}, "replication role"),
       h("dd", { id: "role" }, processText(c.process)),
       h("dt", {}, "records this node refused"),
@@ -233,6 +242,9 @@ async function clusterPage() {
         const rep = r.repair && r.repair.futile ? ` · repair backing off (${r.repair.futile} futile)` : "";
         return h("span", { class: n ? "warn" : "", "data-refused": n }, refusedText(r.refused) + rep);
       }],
+      ["version", (r) => h("span",
+        { "data-version": r.version, class: held.includes(r.region) ? "warn" : "" }, r.version)],
+      ["features", (r) => (r.features ? r.features.join(", ") || "baseline" : "-")],
       ["last error", (r) => text(r.error)],
     ], rows.map((r) => ({ ...r, __attrs: { "data-region": r.region } })), { id: "regions" }),
     h("p", { class: "muted" },

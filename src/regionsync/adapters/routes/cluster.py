@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from ...core.capabilities import BASELINE
 from ...core.model import DeliveryStatus
 from ...errors import Unauthorized
 from ...runtime.node import Node
@@ -196,6 +197,14 @@ class _Snapshot:
         )
         for peer, offset in clock.offsets.items():
             g.add_metric([peer], offset)
+        caps = node.capabilities
+        g = GaugeMetricFamily(
+            "regionsync_feature_in_use",
+            "1 if the cluster writes this feature (every region reads it), 0 if held back",
+            labels=["feature"],
+        )
+        for name in sorted(caps.reads - BASELINE):
+            g.add_metric([name], 1.0 if name in caps.effective else 0.0)
         yield g
 
     def _ingest(self) -> Iterator[Metric]:

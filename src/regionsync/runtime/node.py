@@ -36,9 +36,9 @@ from typing import Any
 
 from ..config import Settings
 from ..core.backpressure import tenant_backlog_limit
+from ..core.capabilities import ALL, BASELINE, announced
 from ..core.clock_offset import ClockView
 from ..core.operational import clock_transition
-from ..core.capabilities import ALL, BASELINE, announced
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .cohort import Cohort, Coordinator

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from crdt import CRDT, Timestamp
 
-from ..core.clock_offset import Sample
 from ..core.capabilities import Negotiation
+from ..core.clock_offset import Sample
 from ..core.custody import CustodyRecord
 from ..core.hashtree import HashTree
 from ..core.model import (

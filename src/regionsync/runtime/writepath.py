@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from crdt import CRDT, HLC, Timestamp
 
 from ..config import Settings
-from ..core.clock_offset import ClockView, Sample, assess, keep_best
 from ..core.capabilities import ALL, RELEASE, Negotiation
+from ..core.clock_offset import ClockView, Sample, assess, keep_best
 from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation

@@ -47,9 +47,10 @@ async def test_cut_off_region_fences_lapses_and_rejoins(net: MemoryNetwork, star
     assert "c" not in a.custody.claimable()  # released (or already handed back)
 
     def own_everywhere() -> bool:
-        return all(
-            (r := n.catalog.custody.get("c")) is not None and "c" in r.live for n in nodes
-        ) and c.custody.fence.state == "open"
+        return (
+            all((r := n.catalog.custody.get("c")) is not None and "c" in r.live for n in nodes)
+            and c.custody.fence.state == "open"
+        )
 
     await eventually(own_everywhere, timeout_s=15)
     assert c.custody.claimable().get("c", "missing") is None

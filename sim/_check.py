@@ -30,7 +30,10 @@ from ._cluster import SimCluster
 from ._edges import Injected
 from ._workload import History, Op
 
-__all__ = ["Monitor", "Violation", "check_edges", "check_final", "check_refusals"]
+__all__ = [
+    "Monitor", "Violation", "check_duplicate_window", "check_edges", "check_final",
+    "check_refusals",
+]  # fmt: skip
 
 _INF = 1 << 62
 # virtual seconds an origin's later records may wait behind a refused one (issue 41): a
@@ -558,6 +561,61 @@ async def check_failover(cluster: SimCluster, history: History) -> list[Violatio
                         f"reached {d.endpoint_id} ({d.status.value}, owner {d.region})",
                     )
                 )
+    return out
+
+
+Window = tuple[float, float, float, float]  # first receipt in [0]..[1], second in [2]..[3]
+
+
+def duplicate_windows(
+    cuts: list[tuple[float, float]], repl: Any, timeout_s: float, slack_s: float
+) -> list[Window]:
+    """When a delivery may reach an endpoint twice around the cuts of one region's links
+    (README, "Region failover", the remaining duplicate window), in virtual seconds, as
+    (first from, first to, second from, second to):
+
+    - the cut-off region finished it in its lease before fencing (the first
+      ``failover_after_s - fence_margin_s``, plus ``delivery.timeout_s`` in flight) and
+      an adopter, which never saw that, sends it again before the heal;
+    - an attempt in flight at the heal: the second within ``delivery.timeout_s +
+      custody_interval_s`` of it;
+    - a cut that outlasts ``failover_after_s - fence_margin_s + fence_hold_s``: the
+      fence lapsed, both sides deliver until the heal.
+
+    ``slack_s`` covers the network's latency and the custody step after a catch-up."""
+    lease = repl.failover_after_s - repl.fence_margin
+    out: list[Window] = []
+    for start, end in cuts:
+        healed = end + timeout_s + repl.custody_interval_s + slack_s
+        done = start + lease + timeout_s + slack_s  # its last attempt before the fence
+        out.append((start - slack_s, done, start - slack_s, healed))
+        out.append((-_INF, _INF, end, healed))
+        if end - start > lease + repl.fence_hold:
+            lapse = start - repl.heartbeat_s + lease + repl.fence_hold
+            out.append((-_INF, _INF, lapse, healed))
+    return out
+
+
+def check_duplicate_window(receipts: list[Any], windows: list[Window]) -> list[Violation]:
+    """Every second 2xx receipt of one (path, webhook-id) falls in one of ``windows``
+    (``duplicate_windows``) with its first: a long cut delivers each event about once."""
+    first: dict[tuple[str, str], float] = {}
+    out: list[Violation] = []
+    for x in sorted(receipts, key=lambda r: r.at):
+        if x.status is None or x.status >= 300:
+            continue
+        key = (x.path, x.webhook_id)
+        f = first.setdefault(key, x.at)
+        if f == x.at:
+            continue
+        if not any(a <= f <= b and c <= x.at <= d for a, b, c, d in windows):
+            out.append(
+                Violation(
+                    "duplicate_window",
+                    f"{x.webhook_id} reached {x.path} again at t={x.at:.1f}s (first at "
+                    f"t={f:.1f}s), outside the stated windows",
+                )
+            )
     return out
 
 

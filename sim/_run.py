@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from regionsync.config import load_settings
 from regionsync.core import invariants
 from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.runtime.node import Node
@@ -20,10 +21,12 @@ from regionsync.runtime.node import Node
 from ._check import (
     Monitor,
     Violation,
+    check_duplicate_window,
     check_edges,
     check_failover,
     check_final,
     check_refusals,
+    duplicate_windows,
     pending_deliveries,
 )
 from ._cluster import SimCluster
@@ -37,6 +40,8 @@ from ._world import SimClock, derive_rng
 
 __all__ = ["Result", "plan_faults", "run"]
 
+# the duplicate window's allowance for latency and a custody step after catching up
+DUPLICATE_SLACK_S = 5.0
 REGION_NAMES = ("eu-west", "us-east", "ap-south", "us-west", "eu-north", "sa-east", "ap-east")
 
 
@@ -223,6 +228,24 @@ class _Sim:
         self.healing = False
         self.snapshots: dict[str, Any] = {}
         self.injected: list[Injected] = []
+
+    def _check_duplicate_window(self) -> list[Violation]:
+        """Duplicates of a long cut only within the README's window (sim/_check.py)."""
+        starts: dict[str, float] = {}
+        cuts: list[tuple[float, float]] = []
+        for t, action, p in _failover_faults(self.opts, self.names):
+            if action == "partition":
+                starts[p["id"]] = t
+            elif action == "unpartition":
+                cuts.append((starts.pop(p["id"]), t))
+        settings = load_settings(
+            None, region=self.names[0], replication=self.cluster.replication,
+            delivery=self.cluster.delivery,
+        )  # fmt: skip
+        windows = duplicate_windows(
+            cuts, settings.replication, settings.delivery.timeout_s, DUPLICATE_SLACK_S
+        )
+        return check_duplicate_window(self.receivers.receipts, windows)
 
     def note(self, text: str) -> None:
         self.result.events.append((asyncio.get_running_loop().time(), text))
@@ -420,6 +443,8 @@ class _Sim:
             res.violations += await check_edges(self.cluster, self.injected)
         if self.opts.failover:
             res.violations += await check_failover(self.cluster, self.history)
+        if self.opts.failover in ("cut-off", "flapping"):
+            res.violations += self._check_duplicate_window()
         res.violations += [Violation("exception", u) for u in self.history.unexpected]
         res.ops = self.history.by_status()
         res.timeline = self.monitor.timeline

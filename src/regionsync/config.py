@@ -110,6 +110,13 @@ class ReplicationSettings(_Section):
     call_timeout_s: float = Field(10.0, gt=0)  # deadline for a hello or an ack
     failover_after_s: float = Field(60.0, gt=0)  # unheard this long: custody moves on
     custody_interval_s: float = Field(5.0, gt=0)  # how often custody (and jobs) are re-decided
+    # a region that heard no peer for failover_after_s - fence_margin_s starts no attempt
+    # (core/fence.py); keep it at least delivery.timeout_s + heartbeat_s so its attempts
+    # end before a survivor adopts. Default (None): failover_after_s / 2
+    fence_margin_s: float | None = Field(None, gt=0)
+    # a fence held this long with still no peer lapses (the region may be the last one
+    # alive): it delivers its own again. Default (None): failover_after_s
+    fence_hold_s: float | None = Field(None, gt=0)
     # an idle link sends an empty Batch this often (the peer acks it): contact stays fresh;
     # must stay well below failover_after_s, or idle peers would look dead
     heartbeat_s: float = Field(10.0, gt=0, le=3600)
@@ -133,6 +140,19 @@ class ReplicationSettings(_Section):
     # gRPC max send/receive message length on both ends; Batches and StateChunks are cut
     # below it (core/wire.py) and ingest.max_payload_bytes must leave a record room in it
     max_message_bytes: int = Field(64 * 1024 * 1024, ge=256 * 1024, le=2**31 - 1)
+
+    @property
+    def fence_margin(self) -> float:
+        """fence_margin_s, or its default failover_after_s / 2."""
+        m = self.fence_margin_s
+        return self.failover_after_s / 2 if m is None else m
+
+    @property
+    def fence_hold(self) -> float:
+        """fence_hold_s, or its default failover_after_s."""
+        h = self.fence_hold_s
+        return self.failover_after_s if h is None else h
+
     # several processes on one PostgreSQL database (issue 16): how often a process tries
     # for (or confirms) the region's replication role, and how often it reads the log
     # records of the region's other processes (a NOTIFY of a registry change wakes it too)
@@ -336,6 +356,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"replication.heartbeat_s {repl.heartbeat_s} must be under half of "
                 f"replication.failover_after_s {repl.failover_after_s}"
+            )
+        if repl.failover_after_s - repl.fence_margin <= repl.heartbeat_s:
+            # the fence's lease must outlast the silence of a healthy idle link
+            raise ValueError(
+                f"replication.fence_margin_s {repl.fence_margin} must leave "
+                f"replication.failover_after_s {repl.failover_after_s} - fence_margin_s above "
+                f"replication.heartbeat_s {repl.heartbeat_s}"
             )
         return self
 

@@ -193,3 +193,20 @@ def test_ungated_rolling_upgrade_is_reported() -> None:
     opts.force_new_form = True
     res = run(opts)
     assert {v.kind for v in res.violations} == {"refused"}, res.violations
+
+
+class NoFenceNode(Node):
+    """A node that never fences itself by lease (what e5ef9b5 did): a cut-off region
+    keeps delivering beside the regions that adopted its deliveries."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.custody.fencing = False
+
+
+def test_duplicates_outside_the_window_are_reported() -> None:
+    opts = load_scenario(SCENARIOS / "failover-cut-off.toml", seed=2)
+    assert run(opts).ok
+    names = ("eu-west", "us-east", "ap-south", "us-west")
+    res = run(opts, node_classes=dict.fromkeys(names, NoFenceNode))
+    assert "duplicate_window" in {v.kind for v in res.violations}, res.violations

@@ -14,6 +14,8 @@ from typing import Any
 
 from ..config import Settings
 from ..core.custody import CustodyRecord, custody_writes, lagging, suspected
+from ..core.fence import Fence, adopts, fence_input
+from ..core.fence import step as fence_step
 from ..core.model import Delivery
 from ..core.operational import region_transitions
 from .operational import OperationalEvents
@@ -32,7 +34,13 @@ class Custody:
     ``counters`` (the node's shared table) gains ``custody_changes`` (records written
     here), ``deliveries_adopted`` (other regions' deliveries this region attempted first
     under custody) and ``deliveries_handed_back`` (own pending deliveries found held by
-    successors at hand-back).
+    successors at hand-back) and ``custody_fences`` (times this region fenced itself).
+
+    The lease fence (core.fence): a region that heard no peer directly for
+    ``failover_after_s - fence_margin_s`` claims no delivery (own or adopted) until it is
+    caught up with a peer again, or until the fence lapses after ``fence_hold_s``; an
+    adopter releases an owner it hears again until that owner hands back (at most
+    ``failover_after_s``).
     """
 
     def __init__(
@@ -52,9 +60,18 @@ class Custody:
         self._suspected: frozenset[str] = frozenset()  # as of the last step
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.peers, self.counters, self.store, self.clock = peers, counters, store, clock
-        for name in ("custody_changes", "deliveries_adopted", "deliveries_handed_back"):
+        for name in (
+            "custody_changes",
+            "deliveries_adopted",
+            "deliveries_handed_back",
+            "custody_fences",
+        ):
             counters.setdefault(name, 0)
         self.heard: dict[str, int] = {}  # region -> latest contact ms (own or gossiped)
+        self.direct_ms = 0  # latest message from any peer itself (renews the fence lease)
+        self.fence = Fence()
+        self.fencing = True  # off in a multi-process region (its processes share no contact)
+        self._heard_again: dict[str, int] = {}  # adopted owner -> since when heard again
         self.started_ms = 0
         self.ready = not peers  # latched once caught up with every unsuspected peer
         # origin -> the seq this node refuses for now (Replica.blocked, set by the node)
@@ -68,7 +85,9 @@ class Custody:
 
     def contact(self, region: str) -> None:
         """A message from ``region`` arrived now."""
-        self.heard[region] = max(self.heard.get(region, 0), self.clock.wall_ms())
+        now = self.clock.wall_ms()
+        self.heard[region] = max(self.heard.get(region, 0), now)
+        self.direct_ms = max(self.direct_ms, now)
 
     def gossip(self) -> dict[str, int]:
         """The contact table to send a peer (this region heard from itself now)."""
@@ -118,17 +137,65 @@ class Custody:
     def claimable(self) -> dict[str, CustodyRecord | None]:
         """owner region -> its record (None: own, undisputed) for every owner whose
         deliveries this node may claim now (adopted ones only for the endpoints
-        ``delivers`` accepts)."""
-        if not self.ready:
-            return {}
+        ``delivers`` accepts; none while fenced, an adopted owner not while released:
+        core.fence)."""
+        suspects, now = self.suspects(), self.clock.wall_ms()
+        if not self.ready or self.fenced(suspects):
+            return {}  # fenced: neither its own nor adopted ones (it may be the cut-off one)
         out: dict[str, CustodyRecord | None] = {}
+        release_ms = int(self.opts.failover_after_s * 1000)
+        adopted = {
+            owner for owner, rec in self.records().items()
+            if owner != self.region and owner not in rec.live and self.region in rec.live
+        }  # fmt: skip
+        for owner in [o for o in self._heard_again if o not in adopted]:
+            del self._heard_again[owner]  # handed back (or given to another region)
         for owner, rec in self.records().items():
-            if owner != self.region and owner not in rec.live and self.region in rec.live:
-                out[owner] = rec
+            if owner in adopted:
+                if owner in suspects:
+                    self._heard_again.pop(owner, None)
+                else:
+                    self._heard_again.setdefault(owner, now)
+                if adopts(owner in suspects, self._heard_again.get(owner), now, release_ms):
+                    out[owner] = rec
         mine = self.records().get(self.region)
         if mine is None or self.region in mine.live:
             out[self.region] = None
         return dict(sorted(out.items()))
+
+    def fenced(self, suspects: frozenset[str] | None = None) -> bool:
+        """Step the lease fence (core.fence) to now; True while this region is fenced.
+        Logs and counts each transition."""
+        if not self.peers or not self.fencing:
+            return False
+        opts, now = self.opts, self.clock.wall_ms()
+        lease_ms = int((opts.failover_after_s - opts.fence_margin) * 1000)
+        hold_ms = int(opts.fence_hold * 1000)
+        args = (now, self.direct_ms, self.started_ms, lease_ms, hold_ms)
+        event = fence_input(self.fence, *args, False)
+        if event == "heard" and self.fence.fenced:  # only a fenced region asks (a scan)
+            caught_up = self.caught_up(self.suspects() if suspects is None else suspects)
+            event = fence_input(self.fence, *args, caught_up)
+        self.fence, action = fence_step(self.fence, event, now)
+        silent_s = (now - max(self.direct_ms, self.started_ms)) / 1000
+        if action == "fence":
+            self.counters["custody_fences"] += 1
+            log.warning(
+                "fenced: no peer heard for %.1f s (lease: failover_after_s - fence_margin_s = "
+                "%.1f s); no new attempts of this region's deliveries until a peer is heard "
+                "and this region is caught up", silent_s, lease_ms / 1000,
+            )  # fmt: skip
+        elif action == "unfence":
+            log.warning("unfenced: a peer heard and caught up; own deliveries resume")
+            self.queue.wake.set()
+        elif action == "lapse":
+            log.warning(
+                "fence lapsed: no peer heard for %.1f s; delivering own deliveries again "
+                "(perhaps the last region alive; those pending at the cut may go out twice)",
+                silent_s,
+            )
+            self.queue.wake.set()
+        return self.fence.fenced
 
     def delivers(self, owner: str, rec: CustodyRecord | None, endpoint_id: str) -> bool:
         return rec is None or rec.custodian(owner, endpoint_id) == self.region
@@ -154,6 +221,7 @@ class Custody:
             for change, region in region_transitions(self._suspected, suspects):
                 self.ops.emit(change, {"peer": region, "last_heard_ms": self.heard.get(region)})
         self._suspected = suspects
+        self.fenced(suspects)
         caught_up = self.caught_up(suspects)
         if caught_up and not self.ready:
             self.ready = True
@@ -201,6 +269,9 @@ class Custody:
         suspects = self.suspects()
         return {
             "ready": self.ready,
+            "fenced": self.fenced(suspects),
+            "fenced_since_ms": self.fence.since_ms,
+            "fences": self.counters["custody_fences"],
             "suspected": sorted(suspects),
             "last_heard_ms": dict(sorted(self.heard.items())),
             "records": {

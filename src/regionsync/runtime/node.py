@@ -235,6 +235,8 @@ class Node:
         else:
             # the replication holder decides custody; the others deliver what it says
             self.custody.ready = True
+            # its processes do not all hear the peers: no lease fence (README, failover)
+            self.custody.fencing = False
             self._spawn(self.cohort.run_follow(), "follow")
             await self.cohort.step_leader()
             self._spawn(self.cohort.run_leader(), "replication-role")

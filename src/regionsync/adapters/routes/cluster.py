@@ -42,6 +42,7 @@ def build(ctx: ApiContext) -> APIRouter:
             n["first_at"], n["last_at"] = rfc3339(n.pop("first_ms")), rfc3339(n.pop("last_ms"))
         custody = c["custody"]
         custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
+        custody["fenced_since"] = rfc3339(custody.pop("fenced_since_ms"))
         for rec in custody["records"].values():
             rec["since"] = rfc3339(rec.pop("since_ms"))
         c["counts"] = await node.store.counts(node.region)
@@ -279,6 +280,11 @@ class _Snapshot:
         for event_type, n in sorted(node.ops.counts.items()):
             c.add_metric([event_type], n)
         yield c
+        yield GaugeMetricFamily(
+            "regionsync_custody_fenced",
+            "1 while this region fences itself (no peer heard; README, Region failover)",
+            1.0 if node.custody.fence.fenced else 0.0,
+        )
         yield CounterMetricFamily(
             "regionsync_operational_events_dropped",
             "Operational events lost (no operations tenant, full queue, publish error)",

@@ -18,13 +18,11 @@ from regionsync.core import invariants
 from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.runtime.node import Node
 
-from ._check import (
-    Monitor,
-    Violation,
+from ._check import Monitor, Violation, check_final
+from ._check_faults import (
     check_duplicate_window,
     check_edges,
     check_failover,
-    check_final,
     check_refusals,
     duplicate_windows,
     pending_deliveries,
@@ -230,7 +228,7 @@ class _Sim:
         self.injected: list[Injected] = []
 
     def _check_duplicate_window(self) -> list[Violation]:
-        """Duplicates of a long cut only within the README's window (sim/_check.py)."""
+        """Duplicates of a long cut only within the README's window (sim/_check_faults.py)."""
         starts: dict[str, float] = {}
         cuts: list[tuple[float, float]] = []
         for t, action, p in _failover_faults(self.opts, self.names):

@@ -1,4 +1,17 @@
-"""``regionsync status``: one row per region, each peer asked at its own HTTP API."""
+"""``regionsync status``: one row per region, each peer asked at its own HTTP API.
+
+``status_rows``: the node asked (``cluster``, its ``/v1/cluster`` body) first, then its
+peers, then any region in ``others`` that is not one of its peers (asked with
+``--peer-url``). ``connected``, ``records_behind`` and ``last_contact`` are the asked
+node's links; ``others`` maps a region (or, for a ``--peer-url`` that could not be asked,
+the URL) to its own ``/v1/cluster`` body, or to why it could not be asked (a string): a
+reached region shows its own registry hash, whether it equals the asked node's
+(``agrees``) and how many of its own links are up (``peers_up``); an unreached peer shows
+the asked node's state-digest verdict. ``refused``: on the asked node's row, the records
+it refused per origin; on a peer's, those the peer refused of what the asked node sent it.
+``clock``: the asked node's own status and error against the cluster's reference, each
+peer's clock offset to it. ``version``: each region's release (its last Hello).
+"""
 
 from __future__ import annotations
 
@@ -10,17 +23,7 @@ __all__ = ["features_line", "status", "status_rows"]
 
 
 def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> list[dict]:
-    """One row per region: the node asked (``cluster``, its ``/v1/cluster`` body) first,
-    then its peers, then any region in ``others`` that is not one of its peers (asked with
-    ``--peer-url``). ``connected``, ``records_behind`` and ``last_contact`` are the asked
-    node's links; ``others`` maps a region (or, for a ``--peer-url`` that could not be
-    asked, the URL) to its own ``/v1/cluster`` body, or to why it could not be asked (a
-    string): a reached region shows its own registry hash, whether it equals the asked
-    node's (``agrees``) and how many of its own links are up (``peers_up``); an unreached
-    peer shows the asked node's state-digest verdict. ``refused``: on the asked node's
-    row, the records it refused (moved past or held) per origin; on a peer's, those the
-    peer refused of what the asked node sent it (issue 41). ``clock``: the asked node's own
-    status and error against the cluster's reference, each peer's clock offset to it."""
+    """One row per region (the module docstring says what each column is)."""
     others = others or {}
     custody = cluster.get("custody", {})
     records = custody.get("records", {})

@@ -15,6 +15,7 @@ speed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,6 +51,7 @@ MARGIN_S = 3.0
 REPLICATED_S = 15.0  # "within seconds": a record written in one region readable in all
 DELIVERED_S = 45.0
 N_PER_REGION = 10
+OPS = "ops"  # the operations tenant (operational_webhooks.tenant)
 REPLICATION = {"heartbeat_s": 0.5, "custody_interval_s": 0.2, "failover_after_s": 10.0}
 DELIVERY = {
     "retry_schedule_s": [0.2, 0.5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
@@ -117,20 +119,22 @@ async def within(
         raise AssertionError(f"{what}: not within {took:.1f} s ({exc}); {diag}") from None
 
 
-async def readable(client: httpx.AsyncClient, cluster: Cluster, path: str) -> bool:
-    """``path`` answers 200 in every region."""
-    for base in cluster.http.values():
-        if (await client.get(f"{base}{path}")).status_code != 200:
+async def readable(
+    client: httpx.AsyncClient, cluster: Cluster, path: str, regions: tuple[str, ...]
+) -> bool:
+    """``path`` answers 200 in each of ``regions``."""
+    for r in regions:
+        if (await client.get(f"{cluster.http[r]}{path}")).status_code != 200:
             return False
     return True
 
 
 async def tenant_with_endpoint(
     client: httpx.AsyncClient, cluster: Cluster, receiver: SwitchReceiver, region: str,
-    tenant: str, **tenant_fields: Any,
+    tenant: str, readable_in: tuple[str, ...] = REGIONS, **tenant_fields: Any,
 ) -> str:  # fmt: skip
     """A tenant and an endpoint (receiver path ``tenant``) made in ``region``, readable
-    in every region within REPLICATED_S; returns the endpoint id."""
+    in ``readable_in`` (every region) within REPLICATED_S; returns the endpoint id."""
     base = cluster.http[region]
     await expect(client, "POST", f"{base}/v1/tenants", 201,
                  json={"id": tenant, "name": tenant, **tenant_fields})  # fmt: skip
@@ -138,8 +142,8 @@ async def tenant_with_endpoint(
                       json={"url": receiver.url(tenant), "rate_limit_per_s": 1000})  # fmt: skip
     receiver.secrets[tenant] = ep["secret"]
     path = f"/v1/tenants/{tenant}/endpoints/{ep['id']}"
-    await within(client, cluster, f"endpoint made in {region} readable everywhere",
-                 lambda: readable(client, cluster, path), REPLICATED_S)  # fmt: skip
+    await within(client, cluster, f"endpoint made in {region} readable in {readable_in}",
+                 lambda: readable(client, cluster, path, readable_in), REPLICATED_S)  # fmt: skip
     return ep["id"]
 
 
@@ -258,12 +262,12 @@ async def later_write_wins(
 
 async def restart_delivers_pending(
     client: httpx.AsyncClient, cluster: Cluster, receiver: SwitchReceiver, region: str,
-    offset: str | None, tenant: str,
+    offset: str | None, tenant: str, made_in: str,
 ) -> None:  # fmt: skip
-    """Three publishes acknowledged by ``region`` while the receiver answers 503, then
-    ``region`` restarted (clock ``offset``), then the receiver answers again: the events
-    are delivered and ``region``'s custody is ready."""
-    await tenant_with_endpoint(client, cluster, receiver, region, tenant)
+    """A tenant made in ``made_in``; three publishes acknowledged by ``region`` while the
+    receiver answers 503, then ``region`` restarted (clock ``offset``), then the receiver
+    answers again: the events are delivered and ``region``'s custody is ready."""
+    await tenant_with_endpoint(client, cluster, receiver, made_in, tenant)
     receiver.down.add(tenant)
     base = cluster.http[region]
     acked = [await publish(client, base, tenant, f"{tenant}-{i}") for i in range(3)]
@@ -287,6 +291,22 @@ async def restart_delivers_pending(
     await within(client, cluster, f"{region} custody ready after restart", ready, REPLICATED_S)
 
 
+async def says_so_by_webhook(
+    client: httpx.AsyncClient, cluster: Cluster, receiver: SwitchReceiver, skewed: str
+) -> None:
+    """The operations tenant (made in ``skewed`` before its restart, see TestBehind) got
+    ``region.clock_skewed`` from ``skewed`` after it restarted with its clock still off
+    (a new process's clock status starts ``ok``)."""
+
+    async def skewed_hits() -> list[dict[str, Any]]:
+        bodies = [json.loads(h.body) for h in receiver.hits if h.name == OPS and h.status == 204]
+        return [b for b in bodies if b["type"] == "region.clock_skewed"]
+
+    hits = await within(client, cluster, f"region.clock_skewed from {skewed}", skewed_hits,
+                        REPLICATED_S)  # fmt: skip
+    assert {h["region"] for h in hits} == {skewed}, hits
+
+
 async def endpoint_path(client: httpx.AsyncClient, cluster: Cluster,
                         receiver: SwitchReceiver, region: str, tenant: str) -> str:  # fmt: skip
     ep = await tenant_with_endpoint(client, cluster, receiver, region, tenant)
@@ -306,7 +326,9 @@ def test_faketime_shifts_the_wall_clock_only() -> None:
 async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
     """The three regions, the class's ``SKEWED`` region under faketime ``OFFSET``."""
     cls = request.cls
-    async with skewed_cluster({cls.SKEWED: cls.OFFSET}, REPLICATION, **DELIVERY) as running:
+    async with skewed_cluster(
+        {cls.SKEWED: cls.OFFSET}, REPLICATION, {"operational_webhooks": {"tenant": OPS}}, **DELIVERY
+    ) as running:
         yield running
 
 
@@ -345,9 +367,19 @@ class TestBehind:
     async def test_restart_while_behind_ready_and_delivers(
         self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
+        # made in the region behind, which its peers accept today: its own deliveries
         await restart_delivers_pending(client, cluster, receiver, self.SKEWED, self.OFFSET,
-                                       "b-restart")  # fmt: skip
+                                       "b-restart", self.SKEWED)  # fmt: skip
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "b-after")
+
+    async def test_restart_while_behind_says_so_by_operational_webhook(
+        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+    ) -> None:
+        # the operations tenant held by the skewed region (made there), then a restart
+        await tenant_with_endpoint(client, cluster, receiver, self.SKEWED, OPS, (self.SKEWED,))
+        restart(cluster, self.SKEWED, self.OFFSET)
+        await demo.wait_ready(client, cluster.http[self.SKEWED], time.monotonic() + 60)
+        await says_so_by_webhook(client, cluster, receiver, self.SKEWED)
 
 
 @ASYNC
@@ -382,18 +414,21 @@ class TestAhead:
         path = await endpoint_path(client, cluster, receiver, US, "a-lww")
         await later_write_wins(client, cluster, path, self.SKEWED, US, "a-lww")
 
-    async def test_restart_while_ahead_ready_and_delivers(
+    async def test_restart_while_ahead_ready_delivers_and_says_so(
         self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
+        await tenant_with_endpoint(client, cluster, receiver, self.SKEWED, OPS, (self.SKEWED,))
         await restart_delivers_pending(client, cluster, receiver, self.SKEWED, self.OFFSET,
-                                       "a-restart")  # fmt: skip
+                                       "a-restart", US)  # fmt: skip
+        await says_so_by_webhook(client, cluster, receiver, self.SKEWED)
+        await replicates_both_ways(client, cluster, receiver, self.SKEWED, "a-after")
 
     async def test_restart_with_a_correct_clock_accepted_and_overrides_nothing(
         self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         # its saved HLC is 10 minutes ahead of the now correct clock
         await restart_delivers_pending(client, cluster, receiver, self.SKEWED, None,
-                                       "a-fixed")  # fmt: skip
+                                       "a-fixed", US)  # fmt: skip
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "a-fixed-repl")
         path = await endpoint_path(client, cluster, receiver, US, "a-fixed-lww")
         await later_write_wins(client, cluster, path, self.SKEWED, US, "a-fixed-lww")

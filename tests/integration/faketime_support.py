@@ -6,7 +6,8 @@ the SQLite committer read the clock from their own threads) with ``FAKETIME="+10
 HTTP ``Date`` header) runs at real speed but shifted. ``FAKETIME_DONT_FAKE_MONOTONIC=1``
 keeps ``time.monotonic()`` real: asyncio's timers, heartbeats and gRPC's deadlines are
 untouched, as on a machine whose NTP is wrong. ``clock_probe`` checks both in a child
-process with the same environment.
+process with the same environment. Peer links go through link_cut.Relay, so a test can
+cut a region off (``SkewedCluster.isolate``) to make its writes concurrent with others'.
 
 Without libfaketime the tests skip, naming the package, except in CI (``CI`` set), where
 a missing test dependency fails (``make system-deps`` installs it)."""
@@ -18,22 +19,26 @@ import email.utils
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from link_cut import Relay
 
 from regionsync import demo
 from regionsync.demo import REGIONS, Cluster
 
 __all__ = [
+    "SkewedCluster",
     "clock_probe",
     "faketime_env",
     "http_clock_offset_s",
@@ -103,6 +108,19 @@ def spawn(root: Path, region: str, config: Path, offset: str | None) -> subproce
         )  # fmt: skip
 
 
+@dataclass
+class SkewedCluster(Cluster):
+    """A Cluster whose peer links (``(from, to)``) each go through a link_cut.Relay."""
+
+    links: dict[tuple[str, str], Relay] = field(default_factory=dict)
+
+    def isolate(self, region: str, cut: bool = True) -> None:
+        """Cut (``cut``) or heal every link from and to ``region``."""
+        for (a, b), relay in self.links.items():
+            if region in (a, b):
+                relay.set_cut(cut)
+
+
 def restart(cluster: Cluster, region: str, offset: str | None) -> None:
     """Stop ``region`` (SIGTERM, SIGKILL after 15 s) and start it again on the same config
     and data directory with the wall clock off by ``offset``."""
@@ -122,16 +140,18 @@ async def skewed_cluster(
     replication: dict[str, Any] | None = None,
     sections: dict[str, dict[str, Any]] | None = None,
     **delivery: Any,
-) -> AsyncIterator[Cluster]:
+) -> AsyncIterator[SkewedCluster]:
     """``demo.start_cluster`` of the three regions, ``skew`` (region -> offset) started
-    under libfaketime; stopped after, the tail of each log printed (shown on failure)."""
+    under libfaketime, every peer link through a Relay (``SkewedCluster.isolate``);
+    stopped after, the tail of each log printed (pytest shows it on failure)."""
     for offset in skew.values():
         faketime_env(offset)  # skip (or fail in CI) before starting anything
     root = Path(tempfile.mkdtemp(prefix="regionsync-skew-"))
     configs = demo.write_configs(root, REGIONS, replication, sections, **delivery)
     http = {r: f"http://{_listen(configs[r])}" for r in REGIONS}
+    links = await _relay_links(configs)
     procs = {r: spawn(root, r, configs[r], skew.get(r)) for r in REGIONS}
-    cluster = Cluster(root, http, procs)
+    cluster = SkewedCluster(root, http, procs, links)
     try:
         async with httpx.AsyncClient(timeout=5.0) as client:
             deadline = time.monotonic() + 60
@@ -140,6 +160,25 @@ async def skewed_cluster(
         yield cluster
     finally:
         _stop(cluster)
+        for relay in links.values():
+            await relay.close()
+
+
+async def _relay_links(configs: Mapping[str, Path]) -> dict[tuple[str, str], Relay]:
+    """A started Relay per peer link; each config's peer address rewritten to it."""
+    grpc = {r: re.search(r'grpc_listen = "127\.0\.0\.1:(\d+)"', p.read_text())[1]
+            for r, p in configs.items()}  # fmt: skip
+    links: dict[tuple[str, str], Relay] = {}
+    for r, path in configs.items():
+        text = path.read_text()
+        for p in configs:
+            if p != r:
+                relay = links[(r, p)] = Relay(("127.0.0.1", int(grpc[p])))
+                port = await relay.start()
+                text = text.replace(f'address = "127.0.0.1:{grpc[p]}"',
+                                    f'address = "127.0.0.1:{port}"')  # fmt: skip
+        path.write_text(text)
+    return links
 
 
 def _stop(cluster: Cluster) -> None:

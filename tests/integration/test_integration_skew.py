@@ -3,10 +3,11 @@ behind (``TestBehind``), then one 10 minutes ahead (``TestAhead``), under libfak
 (faketime_support.py; the monotonic clock stays real). In each: records replicate both
 ways within seconds, every acknowledged publish to every region is delivered, the
 skewed region says so in ``/v1/cluster``, a restart while still skewed leaves it ready
-(custody) and delivering its pending events, and of two writes to one endpoint field
-the one made later in real time (by more than ``LWW_BOUND_S`` plus a margin) wins in
-every region. The ahead region is also restarted with a correct clock: its peers
-accept its writes within seconds and its saved HLC stamps override nothing.
+(custody) and delivering its pending events, and of two concurrent writes to one
+endpoint field (the skewed region's links cut meanwhile) the one made later in real time
+(by more than ``LWW_BOUND_S`` plus a margin) wins in every region.
+The ahead region is also restarted with a correct clock: its peers accept its writes
+within seconds and its saved HLC stamps override nothing.
 
 Each class has its own cluster; each test builds its own tenant, so one failure does not
 hide the others. Deadlines are wide (a loaded 2-core machine): they prove behaviour, not
@@ -27,6 +28,7 @@ import pytest
 import pytest_asyncio
 from cluster_support import REGIONS, Hit, RecordingReceiver, converged, eventually, expect
 from faketime_support import (
+    SkewedCluster,
     clock_probe,
     faketime_env,
     http_clock_offset_s,
@@ -43,16 +45,22 @@ ASYNC = pytest.mark.asyncio(loop_scope="module")
 
 US, EU, AP = REGIONS
 SKEW_S = 600  # 10 minutes
-# The last-writer-wins guarantee under skew: of two writes to one field, the one made
-# later in real time by more than this wins (README, "Clock skew"; the default
-# replication.clock_suspect_ms). The tests space their writes by it plus MARGIN_S.
-LWW_BOUND_S = 2.0
+# replication.clock_suspect_ms (default): a clock further than this from the cluster's
+# reference is "suspect"; a correct region's is within it
+CLOCK_SUSPECT_S = 2.0
+# The last-writer-wins guarantee under skew (README, "Clocks and conflicts"): of two
+# concurrent writes to one field, the one made later in real time by more than
+# 3 x clock_suspect_ms + one round trip (ms on loopback, within MARGIN_S) wins. The tests
+# space their writes by LWW_BOUND_S + MARGIN_S.
+LWW_BOUND_S = 3 * CLOCK_SUSPECT_S
 MARGIN_S = 3.0
 REPLICATED_S = 15.0  # "within seconds": a record written in one region readable in all
 DELIVERED_S = 30.0
 N_PER_REGION = 10
 OPS = "ops"  # the operations tenant (operational_webhooks.tenant)
-REPLICATION = {"heartbeat_s": 0.5, "custody_interval_s": 0.2, "failover_after_s": 10.0}
+# failover_after_s: also how long a peer's clock sample counts (i41 clock_offset); the
+# LWW writes are made within LWW_BOUND_S + MARGIN_S of a cut, well inside it
+REPLICATION = {"heartbeat_s": 0.5, "custody_interval_s": 0.2, "failover_after_s": 20.0}
 DELIVERY = {
     "retry_schedule_s": [0.2, 0.5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
     "probe_initial_s": 0.5,
@@ -232,7 +240,7 @@ async def reports_its_clock(client: httpx.AsyncClient, cluster: Cluster, skewed:
             if r == skewed:
                 if v["status"] != "suspect" or abs(v["error_ms"] - error_s * 1000) > 10_000:
                     return False
-            elif v["status"] != "ok" or abs(v["error_ms"]) > LWW_BOUND_S * 1000:
+            elif v["status"] != "ok" or abs(v["error_ms"]) > CLOCK_SUSPECT_S * 1000:
                 return False
         return True
 
@@ -259,15 +267,21 @@ async def every_publish_delivered(
 
 
 async def later_write_wins(
-    client: httpx.AsyncClient, cluster: Cluster, path: str, first: str, later: str, tag: str
-) -> None:
-    """``first`` sets the endpoint's description, ``later`` sets it LWW_BOUND_S + MARGIN_S
-    later in real time: every region ends with the later value, and keeps it."""
-    for region, value in ((first, f"{tag}-first"), (later, f"{tag}-later")):
-        if region == later:
-            await asyncio.sleep(LWW_BOUND_S + MARGIN_S)
-        await expect(client, "PATCH", f"{cluster.http[region]}{path}", 200,
-                     json={"description": value})  # fmt: skip
+    client: httpx.AsyncClient, cluster: SkewedCluster, path: str, first: str, later: str,
+    tag: str, skewed: str,
+) -> None:  # fmt: skip
+    """Concurrent writes: with ``skewed``'s links cut, ``first`` sets the endpoint's
+    description, then ``later`` sets it LWW_BOUND_S + MARGIN_S later in real time; once
+    the links are healed every region ends with the later value, and keeps it."""
+    cluster.isolate(skewed)
+    try:
+        for region, value in ((first, f"{tag}-first"), (later, f"{tag}-later")):
+            if region == later:
+                await asyncio.sleep(LWW_BOUND_S + MARGIN_S)
+            await expect(client, "PATCH", f"{cluster.http[region]}{path}", 200,
+                         json={"description": value})  # fmt: skip
+    finally:
+        cluster.isolate(skewed, cut=False)
     seen: dict[str, Any] = {}
 
     async def later_everywhere() -> bool:
@@ -347,7 +361,7 @@ def test_faketime_shifts_the_wall_clock_only() -> None:
 
 
 @pytest_asyncio.fixture(scope="class", loop_scope="module")
-async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[SkewedCluster]:
     """The three regions, the class's ``SKEWED`` region under faketime ``OFFSET``."""
     cls = request.cls
     async with skewed_cluster(
@@ -362,34 +376,34 @@ class TestBehind:
 
     SKEWED, OFFSET = AP, "-10m"
 
-    async def test_only_the_skewed_region_is_off(self, cluster: Cluster,
+    async def test_only_the_skewed_region_is_off(self, cluster: SkewedCluster,
                                                  client: httpx.AsyncClient) -> None:  # fmt: skip
         for r, base in cluster.http.items():
             want = -SKEW_S if r == self.SKEWED else 0
             assert abs(await http_clock_offset_s(client, base) - want) < 5, r
 
-    async def test_replication_both_ways(self, cluster: Cluster, client: httpx.AsyncClient,
+    async def test_replication_both_ways(self, cluster: SkewedCluster, client: httpx.AsyncClient,
                                          receiver: SwitchReceiver) -> None:  # fmt: skip
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "b-repl")
 
-    async def test_skewed_region_reports_its_clock(self, cluster: Cluster,
+    async def test_skewed_region_reports_its_clock(self, cluster: SkewedCluster,
                                                    client: httpx.AsyncClient) -> None:  # fmt: skip
         await reports_its_clock(client, cluster, self.SKEWED, -SKEW_S)
 
     async def test_every_acknowledged_publish_delivered(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         # made in a correct region: the skewed one must apply its peers' records
         await every_publish_delivered(client, cluster, receiver, US, "b-pub")
 
     async def test_later_write_from_the_region_behind_wins(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         path = await endpoint_path(client, cluster, receiver, self.SKEWED, "b-lww")
-        await later_write_wins(client, cluster, path, US, self.SKEWED, "b-lww")
+        await later_write_wins(client, cluster, path, US, self.SKEWED, "b-lww", self.SKEWED)
 
     async def test_restart_while_behind_ready_and_delivers(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         # made in the region behind, which its peers accept today: its own deliveries
         await restart_delivers_pending(client, cluster, receiver, self.SKEWED, self.OFFSET,
@@ -397,7 +411,7 @@ class TestBehind:
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "b-after")
 
     async def test_restart_while_behind_says_so_by_operational_webhook(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         # the operations tenant held by the skewed region (made there), then a restart
         await tenant_with_endpoint(client, cluster, receiver, self.SKEWED, OPS, (self.SKEWED,))
@@ -412,34 +426,34 @@ class TestAhead:
 
     SKEWED, OFFSET = EU, "+10m"
 
-    async def test_only_the_skewed_region_is_off(self, cluster: Cluster,
+    async def test_only_the_skewed_region_is_off(self, cluster: SkewedCluster,
                                                  client: httpx.AsyncClient) -> None:  # fmt: skip
         for r, base in cluster.http.items():
             want = SKEW_S if r == self.SKEWED else 0
             assert abs(await http_clock_offset_s(client, base) - want) < 5, r
 
-    async def test_replication_both_ways(self, cluster: Cluster, client: httpx.AsyncClient,
+    async def test_replication_both_ways(self, cluster: SkewedCluster, client: httpx.AsyncClient,
                                          receiver: SwitchReceiver) -> None:  # fmt: skip
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "a-repl")
 
-    async def test_skewed_region_reports_its_clock(self, cluster: Cluster,
+    async def test_skewed_region_reports_its_clock(self, cluster: SkewedCluster,
                                                    client: httpx.AsyncClient) -> None:  # fmt: skip
         await reports_its_clock(client, cluster, self.SKEWED, SKEW_S)
 
     async def test_every_acknowledged_publish_delivered_one_remote(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         # one-remote: the ahead region's publishes wait for a peer to hold them
         await every_publish_delivered(client, cluster, receiver, US, "a-pub", "one-remote")
 
     async def test_later_write_from_a_correct_region_wins(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         path = await endpoint_path(client, cluster, receiver, US, "a-lww")
-        await later_write_wins(client, cluster, path, self.SKEWED, US, "a-lww")
+        await later_write_wins(client, cluster, path, self.SKEWED, US, "a-lww", self.SKEWED)
 
     async def test_restart_while_ahead_ready_delivers_and_says_so(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         await tenant_with_endpoint(client, cluster, receiver, self.SKEWED, OPS, (self.SKEWED,))
         await restart_delivers_pending(client, cluster, receiver, self.SKEWED, self.OFFSET,
@@ -448,11 +462,12 @@ class TestAhead:
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "a-after")
 
     async def test_restart_with_a_correct_clock_accepted_and_overrides_nothing(
-        self, cluster: Cluster, client: httpx.AsyncClient, receiver: SwitchReceiver
+        self, cluster: SkewedCluster, client: httpx.AsyncClient, receiver: SwitchReceiver
     ) -> None:
         # its saved HLC is 10 minutes ahead of the now correct clock
         await restart_delivers_pending(client, cluster, receiver, self.SKEWED, None,
                                        "a-fixed", US)  # fmt: skip
         await replicates_both_ways(client, cluster, receiver, self.SKEWED, "a-fixed-repl")
         path = await endpoint_path(client, cluster, receiver, US, "a-fixed-lww")
-        await later_write_wins(client, cluster, path, self.SKEWED, US, "a-fixed-lww")
+        await later_write_wins(client, cluster, path, self.SKEWED, US, "a-fixed-lww",
+                               self.SKEWED)  # fmt: skip

@@ -336,13 +336,15 @@ async def says_so_by_webhook(
     ``region.clock_skewed`` from ``skewed`` after it restarted with its clock still off
     (a new process's clock status starts ``ok``)."""
 
-    async def skewed_hits() -> list[dict[str, Any]]:
-        bodies = [json.loads(h.body) for h in receiver.hits if h.name == OPS and h.status == 204]
-        return [b for b in bodies if b["type"] == "region.clock_skewed"]
+    async def skewed_hits() -> list[tuple[int, dict[str, Any]]]:
+        bodies = [(h.status, json.loads(h.body)) for h in receiver.hits
+                  if h.name == OPS and h.body]  # fmt: skip
+        return [(st, b) for st, b in bodies if b["type"] == "region.clock_skewed"]
 
     hits = await within(client, cluster, f"region.clock_skewed from {skewed}", skewed_hits,
                         REPLICATED_S)  # fmt: skip
-    assert {h["region"] for h in hits} == {skewed}, hits
+    assert {b["region"] for _, b in hits} == {skewed}, hits  # only the region that is off
+    assert {st for st, _ in hits} == {204}, f"refused (400: signature timestamp): {hits}"
 
 
 async def endpoint_path(client: httpx.AsyncClient, cluster: Cluster,

@@ -61,7 +61,7 @@ async def test_a_refused_record_then_its_successors_apply_and_a_restart_keeps_it
     assert "msgpack" in rejected[0].reason
     assert a.writer.durable_vv == {"o:1": 7}  # moved past N; N+1..N+5 applied
     assert await _named(a) == ["t1", "t2", "t4", "t5", "t6", "t7"]
-    assert a.replica.held == {} and a.replica.blocked == {}
+    assert a.replica.held == {}
     note = a.replica.refusals_view()["o:1"]
     assert (note["count"], note["skipped"], note["last_seq"]) == (1, 1, 3)
     logged = {(r.origin, r.seq): r.body for r in await a.store.records_after({}, 100)}
@@ -76,7 +76,7 @@ async def test_a_refused_record_then_its_successors_apply_and_a_restart_keeps_it
 
 def _old_release(node, refuse) -> None:
     """Make ``node`` refuse the records ``refuse(record)`` names, as an older release
-    that cannot read them would (``clock_drift`` reasons are refused for now)."""
+    that cannot read them would."""
     apply_one = node.replica._apply_one
 
     def patched(r, decoded, *rest):
@@ -149,10 +149,11 @@ async def test_a_repair_that_cannot_change_the_outcome_backs_off(net, started) -
 async def test_a_node_refusing_every_peer_record_still_becomes_ready_and_delivers(
     net, started, reason: str
 ) -> None:
-    """Issue 41: b restarts while it refuses every record of its peers (clock drift: held
-    for now; or a section it cannot read: moved past). Readiness waits for what its peers
-    hold of third regions (c's records at a, a's at c), which b refuses: before, it never
-    became ready and its 3 acknowledged publishes stayed pending."""
+    """Issue 41: b restarts while it refuses every record of its peers (for clock drift,
+    as an older release does, or a section it cannot read): it moves past them.
+    Readiness waits for what its peers hold of third regions (c's records at a, a's at
+    c), which b refuses: before, it never became ready and its 3 acknowledged publishes
+    stayed pending."""
     cfg = {"failover_after_s": 120.0, "heartbeat_s": 0.1, "custody_interval_s": 0.05}
     store_b = MemoryStore()
     a, b, c = (make_node(net, "a", ["b", "c"], **cfg),

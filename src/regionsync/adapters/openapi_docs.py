@@ -197,7 +197,7 @@ _DELIVERY_STATUSES = [s.value for s in DeliveryStatus]
 
 # what a node refused of one origin (``/v1/cluster`` ``refused``; runtime/replica.py)
 _REFUSED = _obj(count=_INT, skipped=_INT, last_seq=_INT, last_reason=_STR, first_at=_TIME,
-                last_at=_TIME, blocked_at_seq=_null(_INT))  # fmt: skip
+                last_at=_TIME)  # fmt: skip
 RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "Tenant": _obj(
         id=_STR,

@@ -99,19 +99,12 @@ def lagging(
     mine: Mapping[str, int],
     theirs: Mapping[str, int],
     exclude: Iterable[str],
-    refusing: Mapping[str, int],
 ) -> list[str]:
     """Origins of ``theirs`` (a peer's version vector) that ``mine`` lacks records of,
-    but for ``exclude`` and the origins whose next record this node refuses for now
-    (``refusing``: origin -> that seq; a refused record, or one held behind it, is
-    never waited for: readiness would otherwise wait as long as the refusal lasts).
-    Records this node refused for good are covered by ``mine`` already (skipped)."""
+    but for ``exclude``. Records this node refused are covered by ``mine`` already (it
+    moves past them), so readiness never waits on a refusal."""
     skip = set(exclude)
-    return sorted(
-        o
-        for o, seq in theirs.items()
-        if o not in skip and mine.get(o, 0) < seq and mine.get(o, 0) + 1 != refusing.get(o)
-    )
+    return sorted(o for o, seq in theirs.items() if o not in skip and mine.get(o, 0) < seq)
 
 
 def custody_writes(

@@ -74,8 +74,6 @@ class Custody:
         self._heard_again: dict[str, int] = {}  # adopted owner -> since when heard again
         self.started_ms = 0
         self.ready = not peers  # latched once caught up with every unsuspected peer
-        # origin -> the seq this node refuses for now (Replica.blocked, set by the node)
-        self.refusing: Mapping[str, int] = {}
         self._adopted_seen: dict[str, None] = {}  # delivery ids counted as adopted
 
     def start(self) -> None:
@@ -113,7 +111,7 @@ class Custody:
     def caught_up(self, suspects: frozenset[str]) -> bool:
         """This node is connected to each unsuspected peer and holds every record the
         peer's Hello said it held (the peer's own and this node's actor excepted, and
-        records it refuses: core.custody.lagging)."""
+        records it refused: core.custody.lagging)."""
         vv = self.writer.durable_vv
         for name, p in self.peers.items():
             if name in suspects:
@@ -121,7 +119,7 @@ class Custody:
             if p.hello_vv is None or not p.connected:
                 return False
             exclude = (p.actor or "", self.writer.actor)
-            if lagging(vv, p.hello_vv, exclude, self.refusing):
+            if lagging(vv, p.hello_vv, exclude):
                 return False
         return True
 

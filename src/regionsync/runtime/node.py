@@ -178,7 +178,6 @@ class Node:
         self.replica = Replica(
             settings, self.catalog, writer, self.keys, self.peers, self.counters, **parts
         )
-        self.custody.refusing = self.replica.blocked  # readiness never waits on refusals
         self.anti_entropy = AntiEntropy(
             settings, self.catalog, writer, self.replica, self.keys, self.queue, self.counters,
             store=store,
@@ -276,7 +275,6 @@ class Node:
         # what the previous holder did is in the store
         self.replica.log_floor = await self.store.load_log_floor()
         self.replica.held.clear()
-        self.replica.blocked.clear()
         for coro, name in self._parts(role=True):
             self._role.append(asyncio.create_task(coro, name=name))
 
@@ -337,8 +335,7 @@ class Node:
             self.writer.version_vector, self.writer.durable_vv = dict(vv), dict(vv)
             self.keys.reset()
             self.replica.held.clear()
-            self.replica.blocked.clear()
-        log.warning("state reloaded from the store after a failed commit")
+            log.warning("state reloaded from the store after a failed commit")
 
     async def _upgrade_watch(self) -> None:
         """Report, once per episode, a cluster feature set held below what this node

@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 
 from ..config import Settings
 from ..core.model import AuditEntry, Delivery, Record, WriteBatch, delivery_join
-from ..core.peering import refusal_passes
 from ..core.records import Decoded, decode_body
 from ..errors import MalformedRecord
 from .ports import Clock, Store
@@ -69,9 +68,6 @@ class Replica:
         self.held: dict[str, dict[int, Record]] = {}
         self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
         self.refusals: dict[str, RefusalNote] = {}  # origin -> what this node refused of it
-        # origin -> the seq refused for now (clock drift) that its successors wait behind;
-        # custody readiness does not wait for them (runtime/custody.py). Never reassigned.
-        self.blocked: dict[str, int] = {}
         # origin region -> its records refused here (the simulator's refusal checker)
         self.refused: dict[str, int] = {}
 
@@ -136,12 +132,10 @@ class Replica:
                             newest = r
                         except MalformedRecord as exc:
                             rejected.append(exc)
-                            if not self._refuse(exc):
-                                break  # held: its successors wait until it passes
+                            self._refuse(exc)
                         else:
                             if dec.unknown:  # type: ignore[union-attr]  # decoded once applied
                                 self.counters["unknown_fields"] += dec.unknown  # type: ignore[union-attr]
-                        self.blocked.pop(origin, None)
                         del held[r.seq]
                         vv[origin] = r.seq
                         batch.records.append(r)  # a refused one too: opaque, forwarded
@@ -159,9 +153,9 @@ class Replica:
                 durable = self.writer.submit(batch)
         return rejected, durable
 
-    def _refuse(self, exc: MalformedRecord) -> bool:
-        """Count and note a refused record; True if its successors may pass it (never
-        merged either way: ``_apply_one`` raised before merging anything)."""
+    def _refuse(self, exc: MalformedRecord) -> None:
+        """Count and note a refused record, which its successors pass (never merged:
+        ``_apply_one`` raised before merging anything)."""
         log.warning("rejected record: %s", exc)
         self.counters["records_rejected"] += 1
         region = exc.origin.partition(":")[0]
@@ -173,18 +167,11 @@ class Replica:
         note.count, note.last_seq, note.last_reason, note.last_ms = (
             note.count + 1, exc.seq, exc.reason, now,
         )  # fmt: skip
-        if refusal_passes(exc.reason):
-            self.blocked[exc.origin] = exc.seq
-            return False
         note.skipped += 1
-        return True
 
-    def refusals_view(self) -> dict[str, dict[str, int | str | None]]:
+    def refusals_view(self) -> dict[str, dict[str, int | str]]:
         """origin -> what this node refused of it (``/v1/cluster`` ``refused``)."""
-        return {
-            o: {**asdict(n), "blocked_at_seq": self.blocked.get(o)}
-            for o, n in sorted(self.refusals.items())
-        }
+        return {o: asdict(n) for o, n in sorted(self.refusals.items())}
 
     def _next_in_order(self, records: list[Record]) -> list[Record]:
         """Of ``records`` and the held ones, those that would apply now: per origin, the

@@ -11,6 +11,7 @@ from api_support import Api, RecordingReceiver, eventually, running_node
 from click.testing import CliRunner, Result
 
 from regionsync.cli import main
+from regionsync.core.capabilities import RELEASE
 from regionsync.demo import free_port
 
 EPOCH = "2000-01-01T00:00:00Z"
@@ -31,11 +32,14 @@ def ok(res: Result) -> str:
 async def test_status_table(api: Api) -> None:
     out = ok(await cli(api, "status"))
     header, row = out.splitlines()[:2]
-    assert header.split() == ["REGION", "REACHED", "CONNECTED", "RECORDS_BEHIND", "LAST_CONTACT",
-                              "REGISTRY", "AGREES", "PEERS_UP", "CUSTODY", "CLOCK"]  # fmt: skip
-    assert row.split()[:3] == ["us-east-1", "self", "self"] and row.split()[-2] == "own"
-    assert row.split()[-3] == "0/0"  # a node without peers
-    assert row.split()[-1] == "ok"  # no peer: nothing to compare the clock with
+    assert header.split() == ["REGION", "VERSION", "REACHED", "CONNECTED", "RECORDS_BEHIND",
+                              "LAST_CONTACT", "REGISTRY", "AGREES", "PEERS_UP", "CUSTODY",
+                              "REFUSED", "CLOCK"]  # fmt: skip
+    cells = row.split()
+    assert cells[:4] == ["us-east-1", RELEASE, "self", "self"] and cells[-3] == "own"
+    assert cells[-4] == "0/0"  # a node without peers
+    assert cells[-2] == "none"  # it refused nothing
+    assert cells[-1] == "ok"  # no peer: nothing to compare the clock with
     body = json.loads(ok(await cli(api, "--json", "status")))
     assert body["region"] == "us-east-1" and list(body["regions"]) == ["us-east-1"]
 

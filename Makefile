@@ -69,12 +69,12 @@ tf-test:
 	terraform init -backend=false -input=false $(if $(TF_PLUGIN_DIR),-plugin-dir=$(TF_PLUGIN_DIR),) >/dev/null && \
 	terraform test
 
-# trace hashes of seeds 1..100 of every simulator scenario against tests/sim/trace_hashes.json
+# trace hashes of seeds 1..30 of every simulator scenario against tests/sim/trace_hashes.json
 sim-hashes: $(STAMP)
-	$(BIN)/python -m sim hashes --seeds 1..100 --jobs 2 --check tests/sim/trace_hashes.json
+	$(BIN)/python -m sim hashes --seeds 1..30 --jobs 2 --check tests/sim/trace_hashes.json
 
 sim-hashes-write: $(STAMP)
-	$(BIN)/python -m sim hashes --seeds 1..100 --jobs 2 --write tests/sim/trace_hashes.json
+	$(BIN)/python -m sim hashes --seeds 1..30 --jobs 2 --write tests/sim/trace_hashes.json
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .

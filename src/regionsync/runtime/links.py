@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..config import ReplicationSettings
 from ..core.model import Record
@@ -23,6 +24,9 @@ from .ports import (
     Store,
 )
 from .state import PeerStatus
+
+if TYPE_CHECKING:
+    from .removal import Removals
 
 __all__ = ["PROTOCOL", "Links", "from_pb", "hello", "recv", "to_pb"]
 
@@ -64,6 +68,20 @@ class Links:
     rng: Rng
     transport: PeerTransport
     contacts: ContactGossip
+    removals: Removals | None = None  # removed regions, retired actors (runtime/removal.py)
+
+    def outgoing_vv(self) -> dict[str, int]:
+        """The durable version vector as Hello and Ack carry it (retired actors left out)."""
+        vv = self.log.durable_vv
+        return dict(vv) if self.removals is None else self.removals.outgoing(vv)
+
+    def incoming_vv(self, peer: str, vv: Mapping[str, int]) -> dict[str, int]:
+        """``peer``'s version vector with the retired actors covered."""
+        return dict(vv) if self.removals is None else self.removals.incoming(peer, vv)
+
+    def refusal(self, region: str, incarnation: int, vv: Mapping[str, int]) -> str | None:
+        """Why a Hello is refused (a removed region with old state), or None."""
+        return None if self.removals is None else self.removals.refusal(region, incarnation, vv)
 
 
 def hello(links: Links) -> pb.SyncMessage:
@@ -71,7 +89,7 @@ def hello(links: Links) -> pb.SyncMessage:
         hello=pb.Hello(
             region=links.region,
             incarnation=links.log.incarnation,
-            version_vector=links.log.durable_vv,
+            version_vector=links.outgoing_vv(),
             protocol=PROTOCOL,
             heard=links.contacts.gossip(),
         )

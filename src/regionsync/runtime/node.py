@@ -14,6 +14,7 @@ The parts (each its own module) receive only what they use:
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
 | ``anti_entropy`` (antientropy.AntiEntropy) | state tree, items, state merges |
 | ``custody`` (custody.Custody) | contact gossip, suspicion, custody records (failover) |
+| ``removals`` (removal.Removals) | regions removed for good, retired actors, refused Hellos |
 | ``tokens`` (tokens.TokenOps) | API tokens: create, list, revoke |
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``listing`` (listing.Listing) | newest-first list and search pages |
@@ -49,6 +50,7 @@ from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
+from .removal import Removals
 from .replica import Replica
 from .replication import PeerLink, serve_stream
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
@@ -178,10 +180,11 @@ class Node:
             settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=self.sender,
             ops=self.ops, claims=coordinator, **parts,
         )  # fmt: skip
+        self.removals = Removals(settings, self.catalog, writer, self.peers, clock)
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
             self.peers, self.counters, self.ingest.notify_ack, clock, rng, self.transport,
-            self.custody,
+            self.custody, self.removals,
         )  # fmt: skip
 
     @property

@@ -40,6 +40,7 @@ import logging
 from ..core import peer_session as ps
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
+from ..core.removal import RETIRED_SEQ
 from ..v1 import replication_pb2 as pb
 from .links import PROTOCOL, Links, from_pb, hello, recv, to_pb
 from .ports import PeerStream
@@ -64,6 +65,11 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             # membership: only configured peers replicate into this node
             log.warning("sync stream from %r, which is not a configured peer; closing", peer)
             return
+        h = first.hello
+        if (reason := links.refusal(peer, h.incarnation, h.version_vector)) is not None:
+            log.warning("sync stream from %s refused: %s", peer, reason)
+            return
+        links.incoming_vv(peer, h.version_vector)  # what it has, for retirement
         links.contacts.contact(peer)
         links.contacts.merge_gossip(first.hello.heard)
         await links.log.peer_hello(peer, first.hello.version_vector)
@@ -145,7 +151,7 @@ async def _send_replies(links: Links, stream: PeerStream, replies: asyncio.Queue
         durable, rejected = item
         if durable is not None:
             await asyncio.shield(durable)
-        ack = pb.Ack(version_vector=links.log.durable_vv, rejected=rejected,
+        ack = pb.Ack(version_vector=links.outgoing_vv(), rejected=rejected,
                      heard=links.contacts.gossip())  # fmt: skip
         await stream.send(pb.SyncMessage(ack=ack))
 
@@ -260,7 +266,8 @@ class _Dialer:
                     links.contacts.merge_gossip(msg.ack.heard)
                     rejected = tuple(ps.Refusal(r.origin, r.origin_seq, r.reason)
                                      for r in msg.ack.rejected)  # fmt: skip
-                    self._feed(ps.Ack(dict(msg.ack.version_vector), rejected))
+                    acked = self.links.incoming_vv(self.status.region, msg.ack.version_vector)
+                    self._feed(ps.Ack(acked, rejected))
         finally:
             self._feed(ps.Ended())
 
@@ -310,7 +317,8 @@ class _Dialer:
             case ps.StartRepair():
                 self.status.repair_wanted = False
                 links.counters["anti_entropy_passes"] += 1
-                return ps.Repaired(await AntiEntropyPass(links, self.status, stream).run())
+                repaired = await AntiEntropyPass(links, self.status, stream).run()
+                return ps.Repaired(links.incoming_vv(self.status.region, repaired))
             case ps.AwaitAck(until):
                 self.progress.clear()
                 await self._wait(self.progress, None, until)
@@ -344,14 +352,18 @@ class _Dialer:
         if first is None or first.WhichOneof("kind") != "hello":
             return ps.PeerHello(None)
         h = first.hello
-        return ps.PeerHello(h.region, h.incarnation, dict(h.version_vector), dict(h.heard))
+        if (reason := self.links.refusal(h.region, h.incarnation, h.version_vector)) is not None:
+            raise ConnectionError(f"hello refused: {reason}")
+        vv = self.links.incoming_vv(self.status.region, h.version_vector)
+        return ps.PeerHello(h.region, h.incarnation, vv, dict(h.heard))
 
     async def _accept(self, a: ps.AcceptHello) -> None:
         links, status = self.links, self.status
         links.contacts.contact(status.region)
         links.contacts.merge_gossip(a.heard)
         await links.log.peer_hello(status.region, a.version_vector)
-        status.acked, status.hello_vv = dict(a.version_vector), dict(a.version_vector)
+        hello_vv = {o: n for o, n in a.version_vector.items() if n < RETIRED_SEQ}
+        status.acked, status.hello_vv = dict(a.version_vector), hello_vv
         status.actor = a.actor
         status.connected, status.last_error = True, None
         status.last_contact_at_ms = links.clock.wall_ms()

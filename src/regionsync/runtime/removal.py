@@ -1,0 +1,150 @@
+"""Removing a region for good (core/removal.py decides; this is its run-time part).
+
+``remove`` writes the replicated removal record and the removed region's custody record
+(its deliveries go to the remaining regions for good: it never hands them back).
+``retired`` is the set of actors every remaining region has acknowledged; the replication
+sessions leave them out of the version vectors they send and cover them in the ones they
+receive (runtime/replication.py), and ``refusal`` says why a Hello is refused.
+
+Gate (issue 40 capability negotiation): ``Removals.enabled`` is the one call site; the
+previous release refuses the ``x/<region>`` key, so nothing is written or pruned on the
+wire until every region announces ``REGION_REMOVAL``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..config import Settings
+from ..core.custody import CustodyRecord
+from ..core.removal import (
+    REGION_REMOVAL,
+    RemovalRecord,
+    fill_retired,
+    hello_refusal,
+    incarnations,
+    prune_vv,
+    region_of,
+    removal_problem,
+    retired_actors,
+)
+from ..errors import Conflict, NotFound
+from .audit import audit_section
+from .ports import Clock
+from .state import Catalog, PeerStatus
+from .writepath import WritePath
+
+__all__ = ["Removals"]
+
+log = logging.getLogger("regionsync.removal")
+
+
+def _all_features(feature: str) -> bool:
+    return True
+
+
+class Removals:
+    """This node's removals: writes them, refuses removed regions, retires their actors."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: WritePath,
+        peers: Mapping[str, PeerStatus],
+        clock: Clock,
+        capability: Callable[[str], bool] = _all_features,
+    ):
+        self.region, self.catalog, self.writer = settings.region, catalog, writer
+        self.peers, self.clock = peers, clock
+        self.capability = capability  # the lead wires core/capabilities.enabled here
+        self._retired: frozenset[str] = frozenset()
+        self.refused = 0  # Hellos refused because their region was removed
+        self._seen: dict[str, dict[str, int]] = {}  # peer -> max of its version vectors
+        self._admitted: set[str] = set()  # wiped incarnations of removed regions, let in
+
+    def enabled(self) -> bool:
+        """The capability gate: True once every region reads removal records."""
+        return self.capability(REGION_REMOVAL)
+
+    def removed(self) -> dict[str, RemovalRecord]:
+        return self.catalog.registry.removals()
+
+    async def remove(self, name: str) -> RemovalRecord:
+        """Remove region ``name`` for good: NotFound/Conflict for bad input, Conflict while
+        a region's release cannot read removal records."""
+        vv = self.writer.version_vector
+        known = set(self.peers) | {region_of(a) for a in vv}
+        problem = removal_problem(name, self.region, known, self.removed())
+        if problem is not None:
+            status, _code, detail = problem
+            raise (NotFound if status == 404 else Conflict)(detail, field="name")
+        if not self.enabled():
+            raise Conflict(f"a region does not support {REGION_REMOVAL} yet (upgrade it first)",
+                           field="name", code="capability_missing")  # fmt: skip
+        remaining = sorted({*self.peers, self.region} - {name})
+        async with self.writer.local_lock():
+            stamp, actor = self.writer.stamp(), self.writer.actor
+            incs = incarnations(self.writer.version_vector, name)
+            rec = RemovalRecord(name, incs[-1] if incs else 0, stamp.wall_ms, self.region,
+                                actor, self.writer.version_vector.get(actor, 0))  # fmt: skip
+            registry = self.catalog.registry
+            deltas = {
+                **registry.set_removal(rec, actor, stamp),
+                **registry.set_custody(name, CustodyRecord(tuple(remaining), stamp.wall_ms,
+                                                           self.region), actor, stamp),
+            }  # fmt: skip
+            durable = self.writer.commit_local(
+                "registry", stamp, deltas, audit=audit_section("region.remove", f"region/{name}")
+            )
+        await durable
+        log.warning("region %s removed for good (incarnation %d)", name, rec.incarnation)
+        return rec
+
+    def refusal(self, region: str, incarnation: int, vv: Mapping[str, int]) -> str | None:
+        """Why a Hello from ``region`` is refused (a removed region with old state)."""
+        actor = f"{region}:{incarnation}"
+        # admitted: its first Hello was clean, or this node merged its records already
+        admitted = actor in self._admitted or self.writer.version_vector.get(actor, 0) > 0
+        reason = hello_refusal(self.removed(), region, incarnation, vv, admitted)
+        if reason is None and region in self.removed():
+            self._admitted.add(actor)
+        if reason is not None:
+            self.refused += 1
+            log.warning("refused hello: %s", reason)
+        return reason
+
+    def retired(self) -> frozenset[str]:
+        """The actors retired for good (grows only; recomputed from the acks)."""
+        removed = self.removed()
+        if not removed or not self.enabled():
+            return self._retired
+        acked = {r: self._seen.get(r) for r in self.peers if r not in removed}
+        self._retired = retired_actors(self.writer.version_vector, self._retired, removed, acked)
+        return self._retired
+
+    def outgoing(self, vv: Mapping[str, int]) -> dict[str, int]:
+        """A version vector as Hello and Ack carry it: without the retired actors."""
+        return prune_vv(vv, self.retired())
+
+    def incoming(self, peer: str, vv: Mapping[str, int]) -> dict[str, int]:
+        """``peer``'s version vector (from its Hello, Ack or repair) with the retired
+        actors covered; its entries are kept, by max, for the retirement decision (a
+        peer that retired an actor first leaves it out of what it sends)."""
+        seen = self._seen.setdefault(peer, {})
+        for actor, n in vv.items():
+            if n > seen.get(actor, 0):
+                seen[actor] = n
+        if peer in self.removed():  # a wiped, re-added region: it needs every record
+            return dict(vv)
+        return fill_retired(vv, self.retired())
+
+    def view(self) -> dict[str, Any]:
+        """For ``/v1/cluster``: the removed regions and the retired actors."""
+        return {
+            "removed": {r: rec.to_value() for r, rec in self.removed().items()},
+            "retired_actors": sorted(self.retired()),
+            "refused_hellos": self.refused,
+        }

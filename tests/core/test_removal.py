@@ -1,0 +1,71 @@
+"""core/removal.py: removal records, refused Hellos, which actors retire and when."""
+
+from __future__ import annotations
+
+from regionsync.core.removal import (
+    RETIRED_SEQ,
+    RemovalRecord,
+    fill_retired,
+    hello_refusal,
+    incarnations,
+    prune_vv,
+    removal_problem,
+    retired_actors,
+)
+
+REC = RemovalRecord("c", 7, 1000, "a", "a:1", 5)
+REMOVED = {"c": REC}
+
+
+def test_record_round_trips_and_rejects_bad_values() -> None:
+    assert RemovalRecord.from_value("c", REC.to_value()) == REC
+    for bad in (None, [], {**REC.to_value(), "incarnation": -1},
+                {**REC.to_value(), "by": 3}, {**REC.to_value(), "at": True}):  # fmt: skip
+        assert RemovalRecord.from_value("c", bad) is None
+
+
+def test_incarnations_of_a_region() -> None:
+    assert incarnations({"c:7": 3, "c:2": 1, "cc:9": 1, "c:8": 0, "a:1": 4}, "c") == [2, 7]
+
+
+def test_hello_refusals() -> None:
+    assert hello_refusal(REMOVED, "b", 1, {"a:1": 9}) is None  # not removed
+    assert "removed at incarnation 7" in (hello_refusal(REMOVED, "c", 7, {}) or "")
+    assert "removed at incarnation 7" in (hello_refusal(REMOVED, "c", 3, {}) or "")
+    old = hello_refusal(REMOVED, "c", 9, {"c:9": 1, "a:1": 4})
+    assert old is not None and "a:1" in old and "wipe" in old
+    assert hello_refusal(REMOVED, "c", 9, {"c:9": 2}) is None  # wiped: its own records only
+    assert hello_refusal(REMOVED, "c", 9, {"a:1": 4}, admitted=True) is None
+
+
+def test_retire_only_once_every_remaining_region_acknowledged() -> None:
+    local = {"a:1": 8, "b:1": 3, "c:7": 4, "c:2": 2}
+    both = {"a": {"a:1": 8, "c:7": 4, "c:2": 2}, "b": {"a:1": 6, "c:7": 4, "c:2": 2}}
+    assert retired_actors(local, (), REMOVED, both) == {"c:7", "c:2"}
+    # b has not acknowledged the removal record (a:1 <= by_seq 5)
+    assert (
+        retired_actors(local, (), REMOVED, {**both, "b": {"a:1": 5, "c:7": 4, "c:2": 2}}) == set()
+    )
+    # b lacks a record of c:7
+    assert retired_actors(local, (), REMOVED, {**both, "b": {"a:1": 6, "c:7": 3, "c:2": 2}}) == {
+        "c:2"
+    }
+    # a region never heard from holds it back; retirement already decided stays
+    assert retired_actors(local, (), REMOVED, {**both, "d": None}) == set()
+    assert retired_actors(local, {"c:7"}, REMOVED, {**both, "d": None}) == {"c:7"}
+    # the writer of the record has it; a newer incarnation (re-added) never retires
+    assert retired_actors({"c:9": 1}, (), REMOVED, {"a": {}}) == set()
+    assert retired_actors(local, (), {}, both) == set()
+
+
+def test_wire_forms() -> None:
+    retired = frozenset({"c:7"})
+    assert prune_vv({"a:1": 1, "c:7": 4}, retired) == {"a:1": 1}
+    assert fill_retired({"a:1": 1}, retired) == {"a:1": 1, "c:7": RETIRED_SEQ}
+
+
+def test_removal_problems() -> None:
+    assert removal_problem("a", "a", ["b"], {})[:2] == (409, "conflict")  # type: ignore[index]
+    assert removal_problem("c", "a", ["c"], REMOVED)[:2] == (409, "conflict")  # type: ignore[index]
+    assert removal_problem("z", "a", ["b"], {})[:2] == (404, "not_found")  # type: ignore[index]
+    assert removal_problem("b", "a", ["b"], {}) is None

@@ -19,6 +19,13 @@ REMOVED = {"c": REC}
 
 def test_record_round_trips_and_rejects_bad_values() -> None:
     assert RemovalRecord.from_value("c", REC.to_value()) == REC
+    done = RemovalRecord("c", 7, 1000, "a", "a:1", 5, ("c:2", "c:7"))
+    assert RemovalRecord.from_value("c", done.to_value()) == done
+    other = {**done.to_value(), "retired": ["c:7", "a:1"]}  # only the region's own actors
+    assert RemovalRecord.from_value("c", other) == RemovalRecord(
+        "c", 7, 1000, "a", "a:1", 5, ("c:7",)
+    )
+    assert RemovalRecord.from_value("c", {**done.to_value(), "retired": "c:7"}) is None
     for bad in (None, [], {**REC.to_value(), "incarnation": -1},
                 {**REC.to_value(), "by": 3}, {**REC.to_value(), "at": True}):  # fmt: skip
         assert RemovalRecord.from_value("c", bad) is None
@@ -46,6 +53,10 @@ def test_retire_only_once_every_remaining_region_acknowledged() -> None:
     assert (
         retired_actors(local, (), REMOVED, {**both, "b": {"a:1": 5, "c:7": 4, "c:2": 2}}) == set()
     )
+    # b holds a record of c:7 this node lacks: this node must get it first
+    assert retired_actors(local, (), REMOVED, {**both, "b": {"a:1": 6, "c:7": 5, "c:2": 2}}) == {
+        "c:2"
+    }
     # b lacks a record of c:7
     assert retired_actors(local, (), REMOVED, {**both, "b": {"a:1": 6, "c:7": 3, "c:2": 2}}) == {
         "c:2"

@@ -24,10 +24,10 @@ def peer_errors(node, region: str) -> str:
 
 
 async def test_removed_region_is_pruned_refused_then_back_when_wiped(net, started) -> None:
-    store_c = MemoryStore()
+    store_a, store_c = MemoryStore(), MemoryStore()
     a, b, c = await start(
         started,
-        make_node(net, "a", ["b", "c"]),
+        make_node(net, "a", ["b", "c"], store_a),
         make_node(net, "b", ["a", "c"]),
         make_node(net, "c", ["a", "b"], store_c),
     )
@@ -55,6 +55,15 @@ async def test_removed_region_is_pruned_refused_then_back_when_wiped(net, starte
     for n in (a, b):
         assert c_actor not in hello(n.links).hello.version_vector
         assert n.catalog.registry.tenant("acme") is not None  # its data stays merged
+    # the retirement is written into the removal record (read again after a restart)
+    await a.removals.publish()
+    assert await a.removals.publish() == 0  # written once
+    await eventually(lambda: b.catalog.registry.removals()["c"].retired == (c_actor,))
+    await a.stop()
+    a = make_node(net, "a", ["b", "c"], store_a)
+    await start(started, a)
+    assert c_actor in a.writer.version_vector  # kept in the store, left out of the wire
+    assert c_actor not in hello(a.links).hello.version_vector
 
     # back with its old store: refused by both, on both sides of the link
     c2 = make_node(net, "c", ["a", "b"], store_c)

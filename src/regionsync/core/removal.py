@@ -66,10 +66,15 @@ class RemovalRecord:
     by: str
     by_actor: str
     by_seq: int
+    # the actors some region retired (Akka's PruningPerformed): retired for good everywhere
+    retired: tuple[str, ...] = ()
 
     def to_value(self) -> dict[str, Any]:
-        return {"incarnation": self.incarnation, "at": self.at_ms, "by": self.by,
-                "by_actor": self.by_actor, "by_seq": self.by_seq}  # fmt: skip
+        value = {"incarnation": self.incarnation, "at": self.at_ms, "by": self.by,
+                 "by_actor": self.by_actor, "by_seq": self.by_seq}  # fmt: skip
+        if self.retired:
+            value["retired"] = list(self.retired)
+        return value
 
     @classmethod
     def from_value(cls, region: str, value: Any) -> RemovalRecord | None:
@@ -82,7 +87,11 @@ class RemovalRecord:
         by, by_actor = value.get("by"), value.get("by_actor")
         if not (isinstance(by, str) and isinstance(by_actor, str)):
             return None
-        return cls(region, fields[0], fields[1], by, by_actor, fields[2])
+        retired = value.get("retired", [])
+        if not (isinstance(retired, list) and all(isinstance(a, str) for a in retired)):
+            return None
+        ours = tuple(sorted({a for a in retired if region_of(a) == region}))
+        return cls(region, fields[0], fields[1], by, by_actor, fields[2], ours)
 
 
 def hello_refusal(
@@ -145,10 +154,10 @@ def retired_actors(
         if not inc.isdigit() or int(inc) > rec.incarnation:
             continue
         if all(
-            (peer == rec.by or acknowledged(rec, acked)) and acked.get(actor, 0) >= n
+            (peer == rec.by or acknowledged(rec, acked)) and acked.get(actor, 0) == n
             for peer, acked in remaining_acked.items()
             if acked is not None
-        ):
+        ):  # every region holds exactly the records of it this one holds
             out.add(actor)
     return frozenset(out)
 

@@ -246,6 +246,9 @@ class Node:
             parts.append((False, self.ops.run, "operational"))
         if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits
             parts.append((True, self.anti_entropy.warm, "state-tree"))
+            # retired actors of removed regions go into their removal records (runtime/removal.py)
+            beat = self.settings.replication.heartbeat_s
+            parts.append((True, lambda: self.removals.run(beat), "retire"))
         for peer in self.settings.peers:
             parts.append((True, PeerLink(self.links, self.peers[peer.region]).run,
                           f"peer-{peer.region}"))  # fmt: skip

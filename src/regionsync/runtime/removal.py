@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..config import Settings
@@ -117,13 +118,45 @@ class Removals:
         return reason
 
     def retired(self) -> frozenset[str]:
-        """The actors retired for good (grows only; recomputed from the acks)."""
+        """The actors retired for good (grows only): those a removal record lists (some
+        region decided them; read again after a restart), and those this node decides
+        from its peers' version vectors."""
         removed = self.removed()
         if not removed or not self.enabled():
             return self._retired
+        before = self._retired.union(*(rec.retired for rec in removed.values()))
         acked = {r: self._seen.get(r) for r in self.peers if r not in removed}
-        self._retired = retired_actors(self.writer.version_vector, self._retired, removed, acked)
+        self._retired = retired_actors(self.writer.version_vector, before, removed, acked)
         return self._retired
+
+    async def publish(self) -> int:
+        """Write the actors this node retired into their regions' removal records (the
+        marker every region, and this one after a restart, reads); returns how many."""
+        retired, written = self.retired(), 0
+        for region, rec in self.removed().items():
+            mine = tuple(sorted(a for a in retired if region_of(a) == region))
+            if set(mine) <= set(rec.retired):
+                continue
+            async with self.writer.local_lock():
+                stamp, actor = self.writer.stamp(), self.writer.actor
+                done = replace(rec, retired=tuple(sorted({*rec.retired, *mine})))
+                durable = self.writer.commit_local(
+                    "registry", stamp, self.catalog.registry.set_removal(done, actor, stamp),
+                    audit=audit_section("region.retire", f"region/{region}"),
+                )  # fmt: skip
+            await durable
+            written += 1
+            log.info("retired %s of removed region %s", ", ".join(mine), region)
+        return written
+
+    async def run(self, interval_s: float) -> None:
+        """Publish retirements every ``interval_s`` (the replication role's task)."""
+        while True:
+            await self.clock.sleep(interval_s)
+            try:
+                await self.publish()
+            except Exception:  # a failed commit is retried at the next round
+                log.exception("publishing retired actors failed")
 
     def outgoing(self, vv: Mapping[str, int]) -> dict[str, int]:
         """A version vector as Hello and Ack carry it: without the retired actors."""

@@ -475,7 +475,7 @@ class Registry(RegistryState):
     def removals(self) -> dict[str, RemovalRecord]:
         """removed region -> its removal record (core.removal), for every valid one."""
         out: dict[str, RemovalRecord] = {}
-        for key in sorted(k for k in self._states if k.startswith("x/")):
+        for key in sorted(self._removal_keys):
             value = self._states[key].value()  # type: ignore[attr-defined]
             if (rec := RemovalRecord.from_value(key[2:], value)) is not None:
                 out[key[2:]] = rec

@@ -80,3 +80,31 @@ def test_removal_problems() -> None:
     assert removal_problem("c", "a", ["c"], REMOVED)[:2] == (409, "conflict")  # type: ignore[index]
     assert removal_problem("z", "a", ["b"], {})[:2] == (404, "not_found")  # type: ignore[index]
     assert removal_problem("b", "a", ["b"], {}) is None
+
+
+def test_stopped_processes_after_the_grace_only() -> None:
+    from regionsync.core.removal import stopped_actors
+
+    vv = {"pg:1": 3, "pg:2": 5, "pg:3": 1, "pg:4": 0}
+    holders = {1: "h1", 2: "h2", 3: "h3", 4: "h4"}
+    absent: dict[str, int] = {}
+    live = frozenset({"h2"})
+    # pg:3 is this process; pg:4 never wrote; pg:2 is connected
+    assert stopped_actors("pg", "pg:3", vv, holders, live, absent, 1000, 500) == set()
+    assert absent == {"pg:1": 1000}
+    assert stopped_actors("pg", "pg:3", vv, holders, live, absent, 1499, 500) == set()
+    assert stopped_actors("pg", "pg:3", vv, holders, live, absent, 1500, 500) == {"pg:1"}
+    # back (reconnected): forgotten, and the grace starts again
+    assert stopped_actors("pg", "pg:3", vv, holders, {"h1", "h2"}, absent, 1600, 500) == set()
+    assert absent == {}
+
+
+def test_settled_counts_and_the_marker() -> None:
+    from regionsync.core.removal import parse_process_marker, settled_counts
+
+    vv = {"pg:1": 3, "pg:2": 5}
+    assert settled_counts(["pg:1", "pg:2"], vv, {"x": {"pg:1": 3, "pg:2": 4}}) == {"pg:1": 3}
+    assert settled_counts(["pg:1"], vv, {"x": {"pg:1": 3}, "y": None}) == {}
+    assert settled_counts(["pg:1"], vv, {}) == {"pg:1": 3}  # no peers: nobody to wait for
+    assert parse_process_marker({"retired": [["pg:1", 3], ["bad"], ["pg:2", -1]]}) == {"pg:1": 3}
+    assert parse_process_marker("x") == {} and parse_process_marker({"retired": 1}) == {}

@@ -15,6 +15,8 @@ Keys (``/`` never occurs inside an id):
     c/<region>                  LWWRegister: custody of that region's deliveries (core.custody)
     x/<region>                  LWWRegister: that region's removal for good (core.removal;
                                 written only with the region-removal capability)
+    p/<region>                  LWWRegister: actors of that region's stopped processes, retired
+                                (core.removal; written only with region-removal)
     j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
     tokens                      ORSet of API token ids (core.tokens; removal = revocation)
     k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
@@ -85,6 +87,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
     (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
     (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
+    (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
     (re.compile(rf"j/{_ID}"), LWWRegister),
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),

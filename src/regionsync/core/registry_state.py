@@ -39,7 +39,7 @@ class RegistryState:
         # ingest per matched endpoint)
         self._views: dict[str, EndpointView] = {}
         # removal records' keys (core.removal): read on every Hello and Ack, never a scan
-        self._removal_keys = {k for k in self._states if k.startswith("x/")}
+        self._removal_keys = {k for k in self._states if k.startswith(("x/", "p/"))}
 
     @classmethod
     def from_bytes(cls, rows: Mapping[str, bytes]) -> Self:
@@ -74,7 +74,7 @@ class RegistryState:
             if new != old:
                 if old is None:
                     self._sorted_keys = None
-                    if key.startswith("x/"):
+                    if key.startswith(("x/", "p/")):
                         self._removal_keys.add(key)
                 self._states[key] = new
                 changed[key] = new

@@ -184,3 +184,61 @@ def removal_problem(
     if name not in set(known):
         return 404, "not_found", f"no region {name} is known (not a peer, not in any clock)"
     return None
+
+
+# -- stopped processes of a region on PostgreSQL (each start is a new actor) -----------------
+
+
+def stopped_actors(
+    region: str,
+    own_actor: str,
+    local_vv: Mapping[str, int],
+    holders: Mapping[int, str],
+    live: frozenset[str],
+    absent_since: dict[str, int],
+    now_ms: int,
+    grace_ms: int,
+) -> set[str]:
+    """The actors of ``region``'s processes (``holders``: incarnation -> process name)
+    whose process has not been connected (``live``) for ``grace_ms``; ``absent_since``
+    (actor -> first ms seen absent) is kept up to date in place. Never ``own_actor``."""
+    out: set[str] = set()
+    for incarnation, holder in holders.items():
+        actor = f"{region}:{incarnation}"
+        if actor == own_actor or holder in live or not local_vv.get(actor, 0):
+            absent_since.pop(actor, None)
+            continue
+        since = absent_since.setdefault(actor, now_ms)
+        if now_ms - since >= grace_ms:
+            out.add(actor)
+    return out
+
+
+def settled_counts(
+    actors: Iterable[str],
+    local_vv: Mapping[str, int],
+    peers_seen: Mapping[str, Mapping[str, int] | None],
+) -> dict[str, int]:
+    """actor -> its record count, for the ``actors`` every peer holds exactly as many
+    records of as this node (``peers_seen``: the highest vector each sent; None: never
+    heard, which holds every actor back)."""
+    if any(seen is None for seen in peers_seen.values()):
+        return {}
+    return {
+        a: local_vv[a]
+        for a in sorted(actors)
+        if all(seen.get(a, 0) == local_vv[a] for seen in peers_seen.values() if seen is not None)
+    }
+
+
+def parse_process_marker(value: Any) -> dict[str, int]:
+    """The ``p/<region>`` register value ``{"retired": [[actor, count], ...]}`` as a
+    dict; {} for anything else."""
+    if not isinstance(value, dict) or not isinstance(value.get("retired"), list):
+        return {}
+    out: dict[str, int] = {}
+    for item in value["retired"]:
+        if (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and type(item[1]) is int and item[1] >= 0):  # fmt: skip
+            out[item[0]] = item[1]
+    return out

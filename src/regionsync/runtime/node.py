@@ -104,6 +104,7 @@ class Node:
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,
             )  # fmt: skip
             self.view.cohort = self.cohort
+            self.removals.processes = self._processes
             self.ingest.following = lambda: self.following
         self.started = False
 
@@ -186,6 +187,12 @@ class Node:
             self.peers, self.counters, self.ingest.notify_ack, clock, rng, self.transport,
             self.custody, self.removals,
         )  # fmt: skip
+
+    async def _processes(self) -> tuple[frozenset[str], dict[int, str]]:
+        """This region's connected processes and its process actors (removal.Removals)."""
+        assert self.coordinator is not None
+        live = frozenset(h for h, _ in await self.coordinator.processes())
+        return live, await self.coordinator.actor_holders()
 
     @property
     def following(self) -> bool:

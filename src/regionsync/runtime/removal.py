@@ -14,7 +14,7 @@ wire until every region announces ``REGION_REMOVAL``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,8 @@ from ..core.removal import (
     region_of,
     removal_problem,
     retired_actors,
+    settled_counts,
+    stopped_actors,
 )
 from ..errors import Conflict, NotFound
 from .audit import audit_section
@@ -64,6 +66,11 @@ class Removals:
         self._retired: frozenset[str] = frozenset()
         self.refused = 0  # Hellos refused because their region was removed
         self._seen: dict[str, dict[str, int]] = {}  # peer -> max of its version vectors
+        # this region's processes on PostgreSQL: (connected holders, incarnation -> holder)
+        self.processes: Callable[[], Awaitable[tuple[frozenset[str], dict[int, str]]]] | None
+        self.processes = None
+        self._absent: dict[str, int] = {}  # actor -> ms its process was first seen gone
+        self.grace_ms = int(settings.replication.failover_after_s * 1000)
         self._admitted: set[str] = set()  # wiped incarnations of removed regions, let in
 
     def enabled(self) -> bool:
@@ -118,21 +125,26 @@ class Removals:
         return reason
 
     def retired(self) -> frozenset[str]:
-        """The actors retired for good (grows only): those a removal record lists (some
-        region decided them; read again after a restart), and those this node decides
-        from its peers' version vectors."""
-        removed = self.removed()
-        if not removed or not self.enabled():
+        """The actors retired for good (grows only): those the removal records and the
+        stopped-process markers list (some region decided them; read again after a
+        restart), and those this node decides from its peers' version vectors."""
+        if not self.enabled():
             return self._retired
+        registry = self.catalog.registry
+        removed = registry.removals()
         before = self._retired.union(*(rec.retired for rec in removed.values()))
-        acked = {r: self._seen.get(r) for r in self.peers if r not in removed}
-        self._retired = retired_actors(self.writer.version_vector, before, removed, acked)
+        before = before.union(registry.process_retirements())
+        if removed:
+            acked = {r: self._seen.get(r) for r in self.peers if r not in removed}
+            before = retired_actors(self.writer.version_vector, before, removed, acked)
+        self._retired = frozenset(before)
         return self._retired
 
     async def publish(self) -> int:
         """Write the actors this node retired into their regions' removal records (the
-        marker every region, and this one after a restart, reads); returns how many."""
-        retired, written = self.retired(), 0
+        marker every region, and this one after a restart, reads), and its region's
+        stopped processes' actors into ``p/<region>``; returns how many records."""
+        retired, written = self.retired(), await self._retire_processes()
         for region, rec in self.removed().items():
             mine = tuple(sorted(a for a in retired if region_of(a) == region))
             if set(mine) <= set(rec.retired):
@@ -149,6 +161,32 @@ class Removals:
             log.info("retired %s of removed region %s", ", ".join(mine), region)
         return written
 
+    async def _retire_processes(self) -> int:
+        """Retire the actors of this region's processes stopped for ``failover_after_s``
+        once every remaining peer holds exactly this node's count of their records."""
+        if self.processes is None or not self.enabled():
+            return 0
+        live, holders = await self.processes()
+        vv, registry = self.writer.version_vector, self.catalog.registry
+        stopped = stopped_actors(self.region, self.writer.actor, vv, holders, live,
+                                 self._absent, self.clock.wall_ms(), self.grace_ms)  # fmt: skip
+        known = registry.process_retirements()
+        removed = registry.removals()
+        peers = {r: self._seen.get(r) for r in self.peers if r not in removed}
+        new = settled_counts(stopped - set(known), vv, peers)
+        if not new:
+            return 0
+        mine = {a: n for a, n in known.items() if region_of(a) == self.region}
+        async with self.writer.local_lock():
+            stamp, actor = self.writer.stamp(), self.writer.actor
+            deltas = registry.set_process_retirements(self.region, {**mine, **new}, actor, stamp)
+            durable = self.writer.commit_local(
+                "registry", stamp, deltas, audit=audit_section("region.retire", "processes")
+            )
+        await durable
+        log.info("retired the actors of stopped processes %s", ", ".join(sorted(new)))
+        return 1
+
     async def run(self, interval_s: float) -> None:
         """Publish retirements every ``interval_s`` (the replication role's task)."""
         while True:
@@ -162,6 +200,15 @@ class Removals:
         """A version vector as Hello and Ack carry it: without the retired actors."""
         return prune_vv(vv, self.retired())
 
+    def _fill(self, vv: Mapping[str, int]) -> dict[str, int]:
+        # a stopped process's actor at the count every region held (a process thought
+        # stopped that writes again still has its later records pushed)
+        counts = self.catalog.registry.process_retirements()
+        out = fill_retired(vv, self.retired() - counts.keys())
+        for a, n in counts.items():
+            out[a] = max(out.get(a, 0), n)
+        return out
+
     def incoming(self, peer: str, vv: Mapping[str, int]) -> dict[str, int]:
         """``peer``'s version vector (from its Hello, Ack or repair) with the retired
         actors covered; its entries are kept, by max, for the retirement decision (a
@@ -172,7 +219,7 @@ class Removals:
                 seen[actor] = n
         if peer in self.removed():  # a wiped, re-added region: it needs every record
             return dict(vv)
-        return fill_retired(vv, self.retired())
+        return self._fill(vv)
 
     def view(self) -> dict[str, Any]:
         """For ``/v1/cluster``: the removed regions and the retired actors."""

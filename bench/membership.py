@@ -12,18 +12,23 @@ the start, at each region's peak and at the end, and PASS/FAIL: after every regi
 the Hello holds no more entries than at the start (the removed actors' are retired) and
 is at most ``--max-hello-bytes``.
 
-Restarts here are of a single-process region (SQLite-like): a restart keeps its
-incarnation, so it adds no actor. PostgreSQL processes take a new actor at every start;
-retiring those is not implemented (bench/README.md).
+These restarts are of a single-process region (SQLite-like), which keeps its
+incarnation. With ``--pg-restarts N`` a throwaway PostgreSQL server (tests/pgserver.py)
+runs a region ``pg`` of one long-lived process peered with ``b``, and N processes are
+started on its database one after another, each writing a tenant and stopping: each is
+a new actor, retired once gone for ``failover_after_s`` (0.5 s here) and held by ``b``.
 
-    .venv/bin/python bench/membership.py [--regions 5] [--restarts 1000]
+    .venv/bin/python bench/membership.py [--regions 5] [--restarts 1000] [--pg-restarts 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
@@ -32,16 +37,36 @@ from regionsync.config import load_settings
 from regionsync.runtime.links import hello
 from regionsync.runtime.node import Node
 
+TESTS = str(Path(__file__).resolve().parents[1] / "tests")  # tests/pgserver.py
 
-def make(net: MemoryNetwork, region: str, store: MemoryStore, peers: list[str]) -> Node:
+
+def make(
+    net: MemoryNetwork,
+    region: str,
+    store: MemoryStore | None,
+    peers: list[str],
+    pg: tuple[str, str, str] | None = None,
+) -> Node:
+    """A node on ``store``, or with ``pg`` = (url, data dir, holder) a PostgreSQL process."""
+    extra = {"store": pg[0], "data_dir": pg[1]} if pg else {}
     settings = load_settings(
         None, region=region, peers=[{"region": p, "address": p} for p in peers],
-        replication={"reconnect_min_s": 0.01, "reconnect_max_s": 0.05},
+        replication={"reconnect_min_s": 0.01, "reconnect_max_s": 0.05, "heartbeat_s": 0.2,
+                     "failover_after_s": 0.5, "leader_poll_s": 0.05},
+        **extra,
     )  # fmt: skip
     clock, rng = SystemClock(), system_rng()
+    coordinator = None
+    if pg is not None:
+        from regionsync.adapters.postgres_coordinator import PostgresCoordinator
+        from regionsync.adapters.wiring import build_store
+
+        store = build_store(settings)  # type: ignore[assignment]
+        coordinator = PostgresCoordinator(store, region, pg[2])  # type: ignore[arg-type]
     return Node(
-        settings, store=store, clock=clock, rng=rng, ids=UlidSource(clock, rng),
+        settings, store=store, clock=clock, rng=rng, ids=UlidSource(clock, rng),  # type: ignore[arg-type]
         transport=net.transport(region), sender=None, resolver=None,  # type: ignore[arg-type]
+        coordinator=coordinator,
     )  # fmt: skip
 
 
@@ -129,13 +154,58 @@ async def run(regions: int, restarts: int, max_bytes: int) -> bool:
     return ok_entries and ok_bytes
 
 
+async def run_pg(restarts: int, max_bytes: int) -> bool:
+    """``--pg-restarts``: N PostgreSQL process starts in one region; its Hello at the end."""
+    sys.path.insert(0, TESTS)
+    from pgserver import PgServer
+
+    server = PgServer()
+    server.start()
+    tmp = tempfile.mkdtemp(prefix="membership-")
+    try:
+        url = server.create_database("restarts")
+        net = MemoryNetwork()
+        keeper = make(net, "pg", None, ["b"], (url, tmp, "keeper"))
+        b = make(net, "b", MemoryStore(), ["pg"])
+        await keeper.start()
+        await b.start()
+        await keeper.registry_ops.create_tenant("t-pg", "pg")
+        await until(lambda: b.catalog.registry.tenant("t-pg") is not None, "sync")
+        start = size(keeper)
+        print(f"pg start: {start[0]} entries, {start[1]} bytes")
+        t0 = time.monotonic()
+        for i in range(restarts):
+            p = make(net, "pg", None, ["b"], (url, tmp, f"p{i}"))
+            await p.start()
+            await p.registry_ops.create_tenant(f"p{i}", "x")
+            await p.stop()
+        print(f"{restarts} PostgreSQL process starts in {time.monotonic() - t0:.1f} s")
+        peak = len(keeper.writer.version_vector)
+        await until(lambda: size(keeper)[0] <= start[0] and size(b)[0] <= start[0],
+                    "stopped processes retired", timeout_s=120)  # fmt: skip
+        end = size(keeper)
+        print(f"pg end: {end[0]} entries, {end[1]} bytes (the store keeps {peak}); "
+              f"b's Hello {size(b)[0]} entries")  # fmt: skip
+        ok = end[0] <= start[0] and end[1] <= max_bytes
+        print(f"{'PASS' if ok else 'FAIL'}: pg Hello {end[0]} entries <= {start[0]}, "
+              f"{end[1]} bytes <= {max_bytes}")  # fmt: skip
+        for n in (keeper, b):
+            await n.stop()
+        return ok
+    finally:
+        server.stop()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--regions", type=int, default=5)
     p.add_argument("--restarts", type=int, default=1000)
     p.add_argument("--max-hello-bytes", type=int, default=200)
+    p.add_argument("--pg-restarts", type=int, default=0)
     args = p.parse_args()
     ok = asyncio.run(run(args.regions, args.restarts, args.max_hello_bytes))
+    if args.pg_restarts:
+        ok = asyncio.run(run_pg(args.pg_restarts, args.max_hello_bytes)) and ok
     raise SystemExit(0 if ok else 1)
 
 

@@ -30,6 +30,7 @@ from crdt._invariants import InvariantViolation
 from crdt._lww import LWWRegister
 from crdt._orset import ORSet
 from crdt._pncounter import PNCounter
+from crdt._prune import prune, prune_all
 
 __all__ = [
     "COUNTER_MAX",
@@ -49,4 +50,6 @@ __all__ = [
     "Timestamp",
     "VectorClock",
     "decode",
+    "prune",
+    "prune_all",
 ]

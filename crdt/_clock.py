@@ -81,6 +81,19 @@ class VectorClock(CRDT, tag="vc"):
                 joined[actor] = n
         return VectorClock._new(joined)
 
+    def prune(self, removed: str, into: str) -> VectorClock:
+        """Return this clock without `removed`'s entry (see `crdt._prune`).
+
+        A version vector counts each actor's own events, so nothing is added to `into`
+        (that would invent events); `into` is checked only. Dropping an entry commutes
+        with the pointwise max, so prune(a).merge(prune(b)) == prune(a.merge(b)) always.
+        """
+        check_actor(removed)
+        check_actor(into)
+        if removed not in self._entries or removed == into:
+            return self
+        return VectorClock._new({a: n for a, n in self._entries.items() if a != removed})
+
     def value(self) -> dict[str, int]:
         """Return a fresh dict actor -> counter (sorted by actor, no zeros)."""
         return dict(self._entries)
@@ -244,6 +257,13 @@ class CausalContext:
             if n > vv.get(actor, 0):
                 vv[actor] = n
         return CausalContext._new(vv, set(self._cloud) | other._cloud)
+
+    def without(self, actor: str) -> CausalContext:
+        """Return the set without any dot of `actor` (pruning)."""
+        if actor not in self._vv and actor not in self._cloud_max:
+            return self
+        vv = {a: n for a, n in self._vv.items() if a != actor}
+        return CausalContext._new(vv, {d for d in self._cloud if d[0] != actor})
 
     def dots(self) -> Iterator[Dot]:
         """Iterate every dot in the set (prefix dots first, by actor, then the cloud)."""

@@ -6,7 +6,7 @@ Rules: multi-value register (Shapiro et al. 2011, "A comprehensive study of CRDT
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
 import msgpack  # type: ignore[import-untyped]
@@ -22,6 +22,7 @@ from crdt._codec import (
     sorted_by_bytes,
 )
 from crdt._hlc import Timestamp
+from crdt._invariants import InvariantViolation
 
 __all__ = ["LWWRegister"]
 
@@ -129,6 +130,28 @@ class LWWRegister(CRDT, tag="lww"):
         if not self._writes:
             return other
         return LWWRegister._new(_maximal(self._writes | other._writes))
+
+    def prune(self, removed: str, into: str) -> LWWRegister:
+        """Return the register with `removed`'s entry dropped from every write's clock.
+
+        When the writes held all carry the same counter for `removed`, dropping it keeps
+        their order, so every write stays. Otherwise dropping it could make one write
+        dominate another it was concurrent with, so the register collapses to its winner
+        with the join of all clocks (minus `removed`), which dominates them all. value()
+        is unchanged either way; `into` is checked only (see `crdt._prune`).
+        """
+        check_actor(removed)
+        check_actor(into)
+        counts = {w.clock.get(removed) for w in self._writes}
+        if removed == into or counts <= {0}:
+            return self
+        if len(counts) == 1:
+            writes = [replace(w, clock=w.clock.prune(removed, into)) for w in self._writes]
+            return LWWRegister._new(frozenset(writes))
+        if self._winner is None:
+            raise InvariantViolation("a register holding writes has no winner")
+        winner = replace(self._winner, clock=self.clock.prune(removed, into))
+        return LWWRegister._new(frozenset([winner]))
 
     def value(self) -> Any:
         """Return the winning value (a fresh copy for lists and dicts), None if empty."""

@@ -173,6 +173,25 @@ class ORSet(CRDT, tag="orset"):
                 out.pop(element, None)
         return ORSet._new(out, my_ctx.union(their_ctx))
 
+    def prune(self, removed: str, into: str) -> ORSet:
+        """Return the set with `removed`'s dots dropped from its context, or itself while
+        an element present holds a dot of `removed` (see `crdt._prune`).
+
+        Entry dots are the elements' identities (tenant and endpoint generations), so they
+        are never rewritten; and while one is present, a replica that has removed it needs
+        the whole of `removed`'s context to drop it again from a replica that has not.
+        Once none is present in states the caller merges (all of them have seen every
+        removal), the context no longer decides anything about `removed`. Members are
+        unchanged; `into` is checked only.
+        """
+        check_actor(removed)
+        check_actor(into)
+        if removed == into or self._context.max(removed) == 0:
+            return self
+        if any(d[0] == removed for dots in self._entries.values() for d in dots):
+            return self
+        return ORSet._new(self._entries, self._context.without(removed))
+
     # -- queries ------------------------------------------------------------------------------
 
     def value(self) -> frozenset[Element]:

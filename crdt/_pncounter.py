@@ -29,6 +29,14 @@ def _join(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return {k: out[k] for k in sorted(out)}
 
 
+def _collapse(totals: dict[str, int], removed: str, into: str) -> dict[str, int]:
+    if removed not in totals:
+        return totals
+    out = {a: n for a, n in totals.items() if a != removed}
+    out[into] = check_count(out.get(into, 0) + totals[removed], what="collapsed total")
+    return {k: out[k] for k in sorted(out)}
+
+
 def _check_amount(n: object) -> int:
     if type(n) is not int or n < 1:
         raise ValueError(f"amount must be a positive int, got {n!r}")
@@ -91,6 +99,17 @@ class PNCounter(CRDT, tag="pnc"):
         """Return the pointwise max of P and of N. TypeError if `other` is not a PNCounter."""
         self._check_peer(other)
         return PNCounter._new(_join(self._p, other._p), _join(self._n, other._n))
+
+    def prune(self, removed: str, into: str) -> PNCounter:
+        """Return the counter with `removed`'s totals added to `into`'s (see `crdt._prune`).
+
+        value() is unchanged. Raises ValueError if a collapsed total passes COUNTER_MAX.
+        """
+        check_actor(removed)
+        check_actor(into)
+        if removed == into or (removed not in self._p and removed not in self._n):
+            return self
+        return PNCounter._new(_collapse(self._p, removed, into), _collapse(self._n, removed, into))
 
     def value(self) -> int:
         """Return sum(P) - sum(N) (may be negative)."""

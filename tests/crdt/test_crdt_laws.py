@@ -200,6 +200,8 @@ def test_public_surface_is_exactly_all() -> None:
             "VectorClock",
             "WALL_MS_MAX",
             "decode",
+            "prune",
+            "prune_all",
         ]
     )
     public = {n for n in vars(crdt) if not n.startswith("_")}

@@ -372,6 +372,12 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
             stamps_ahead_ms={"type": "object", "additionalProperties": _INT},
             hlc_rebases=_INT,
         ),
+        # regions removed for good, the actors retired from clocks (runtime/removal.py)
+        removals=_obj(
+            removed={"type": "object", "additionalProperties": {"type": "object"}},
+            retired_actors={"type": "array", "items": _STR},
+            refused_hellos=_INT,
+        ),
         # this process among its region's (runtime/cluster.py ClusterView.process):
         # holder and processes are null for a region's only process (a store not shared)
         process=_obj(
@@ -389,6 +395,7 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),
     "FilterTest": _obj(matches=_BOOL, failed_clause={}),
     "Status": _obj(status=_STR),
+    "RegionRemoval": _obj(region=_STR, incarnation=_INT, removed_at=_STR, by=_STR),
 }
 RESPONSE_SCHEMAS["TokenCreated"] = {
     "allOf": [{"$ref": "#/components/schemas/Token"}, _obj(token=_STR)]
@@ -431,6 +438,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("post", "/in/{source}"): "Accepted",
     ("get", "/v1/cluster"): "Cluster",
     ("get", "/v1/cluster/regions"): "RegionRowPage",
+    ("post", "/v1/cluster/regions/{name}/removal"): "RegionRemoval",
     ("get", "/healthz"): "Status",
     ("get", "/readyz"): "Status",
     ("post", "/v1/tokens"): "TokenCreated",

@@ -60,6 +60,10 @@ class PostgresCoordinator:
                 await listener.close()
             await asyncio.sleep(1.0)
 
+    async def actor_holders(self) -> dict[int, str]:
+        """incarnation -> holder of every process actor of the region (PostgresStore)."""
+        return await self.store.actor_holders()
+
     async def processes(self) -> list[tuple[str, bool]]:
         """``(holder, holds the replication role)`` of every process of the region now
         connected to the database, by holder: the sessions of the role's advisory lock

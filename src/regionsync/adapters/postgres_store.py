@@ -264,6 +264,11 @@ class PostgresStore:
             )
         return incarnation
 
+    async def actor_holders(self) -> dict[int, str]:
+        """incarnation -> holder of every process actor allocated on this database."""
+        rows = await self._fetch("SELECT incarnation, holder FROM actors", ())
+        return {int(i): str(h) for i, h in rows}
+
     async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
         """Log records of the origins in ``after`` with ``seq > after[origin]``, in seq
         order per origin, at most ``limit`` in all (other origins are not read)."""

@@ -83,6 +83,13 @@ FEATURES: tuple[Feature, ...] = (
         "unknown _-prefixed sections and fields are skipped (counted), not refused; "
         "registry records carry _writer (the release that wrote them)",
     ),
+    Feature(
+        "region-removal",
+        RELEASE,
+        "registry-key",
+        "x/<region> (a region removed for good) and p/<region> (retired process actors) "
+        "registry keys; retired actors left out of Hello and Ack (core/removal.py)",
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

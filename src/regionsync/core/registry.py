@@ -29,6 +29,7 @@ from .registry_keys import (
 )
 from .registry_state import Deltas, RegistryState
 from .registry_views import EndpointView, TenantView
+from .removal import RemovalRecord, parse_process_marker
 
 __all__ = [
     "ENDPOINT_FIELDS",
@@ -470,6 +471,34 @@ class Registry(RegistryState):
     ) -> Deltas:
         """Delta writing ``owner``'s custody record (LWW: the later write wins)."""
         return dict([self._set(f"c/{owner}", record.to_value(), actor, stamp)])
+
+    def removals(self) -> dict[str, RemovalRecord]:
+        """removed region -> its removal record (core.removal), for every valid one."""
+        out: dict[str, RemovalRecord] = {}
+        for key in sorted(k for k in self._removal_keys if k.startswith("x/")):
+            value = self._states[key].value()  # type: ignore[attr-defined]
+            if (rec := RemovalRecord.from_value(key[2:], value)) is not None:
+                out[key[2:]] = rec
+        return out
+
+    def set_removal(self, record: RemovalRecord, actor: str, stamp: Timestamp) -> Deltas:
+        """Delta writing ``record.region``'s removal (LWW)."""
+        return dict([self._set(f"x/{record.region}", record.to_value(), actor, stamp)])
+
+    def process_retirements(self) -> dict[str, int]:
+        """Retired actors of stopped processes (every region's ``p/<region>``) -> the
+        record count every region held of them."""
+        out: dict[str, int] = {}
+        for key in sorted(k for k in self._removal_keys if k.startswith("p/")):
+            out.update(parse_process_marker(self._states[key].value()))  # type: ignore[attr-defined]
+        return out
+
+    def set_process_retirements(
+        self, region: str, retired: dict[str, int], actor: str, stamp: Timestamp
+    ) -> Deltas:
+        """Delta writing ``region``'s retired process actors (LWW; callers keep the union)."""
+        value = {"retired": [[a, retired[a]] for a in sorted(retired)]}
+        return dict([self._set(f"p/{region}", value, actor, stamp)])
 
     def jobs(self) -> dict[str, dict[str, Any]]:
         """job id -> its fields (a dict), for every recovery job recorded."""

@@ -13,6 +13,10 @@ Keys (``/`` never occurs inside an id):
     e/<endpoint>/<field>        LWWRegister (tenant, url, description, ... see ENDPOINT_FIELDS)
     e/<endpoint>/event_types    ORSet of event types
     c/<region>                  LWWRegister: custody of that region's deliveries (core.custody)
+    x/<region>                  LWWRegister: that region's removal for good (core.removal;
+                                written only with the region-removal capability)
+    p/<region>                  LWWRegister: actors of that region's stopped processes, retired
+                                (core.removal; written only with region-removal)
     j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
     tokens                      ORSet of API token ids (core.tokens; removal = revocation)
     k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
@@ -82,6 +86,8 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"sources"), ORSet),
     (re.compile(rf"s/{_ID}/({'|'.join(SOURCE_FIELDS)})"), LWWRegister),
     (re.compile(r"c/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
+    (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
+    (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), LWWRegister),
     (re.compile(rf"j/{_ID}"), LWWRegister),
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
@@ -92,7 +98,10 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
 # that gates it: a node writes such a key only once the cluster's effective feature set
 # holds the feature, and a reader that does not read it refuses the record. Add the
 # pattern to _KEY_TYPES too. Every kind not listed is the baseline's ("registry-keys").
-KEY_FEATURES: list[tuple[re.Pattern[str], str]] = []
+KEY_FEATURES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
+    (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
+]
 
 
 def key_feature(key: str) -> str:

@@ -38,6 +38,8 @@ class RegistryState:
         # change can affect (``_forget_views``; delivery reads the view per attempt,
         # ingest per matched endpoint)
         self._views: dict[str, EndpointView] = {}
+        # removal records' keys (core.removal): read on every Hello and Ack, never a scan
+        self._removal_keys = {k for k in self._states if k.startswith(("x/", "p/"))}
 
     @classmethod
     def from_bytes(cls, rows: Mapping[str, bytes]) -> Self:
@@ -72,6 +74,8 @@ class RegistryState:
             if new != old:
                 if old is None:
                     self._sorted_keys = None
+                    if key.startswith(("x/", "p/")):
+                        self._removal_keys.add(key)
                 self._states[key] = new
                 changed[key] = new
                 olds[key] = old

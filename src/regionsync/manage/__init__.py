@@ -1,5 +1,5 @@
 """Management commands over a node's HTTP API (httpx), one module per resource: status,
-tenants, endpoints, sources, events (with deliveries, recover, replay) and tokens.
+tenants, endpoints, sources, events (with deliveries, recover, replay), tokens and regions.
 
 Talks HTTP only (never the runtime; an import-linter contract): ``--url`` /
 ``REGIONSYNC_URL`` names the node, ``--token`` / ``REGIONSYNC_TOKEN`` the bearer token,
@@ -17,6 +17,7 @@ import click
 from .client import DEFAULT_URL, ApiClient, ManageError, api_path
 from .endpoints import endpoints
 from .events import deliveries, events, recover, replay
+from .regions import regions
 from .sources import sources
 from .status import status, status_rows
 from .tenants import tenants
@@ -35,7 +36,9 @@ def register(main: click.Group) -> None:
         click.Option(["--json", "as_json"], is_flag=True, default=False,
                      help="Management commands print the API's JSON."),
     ])  # fmt: skip
-    for cmd in (status, tenants, endpoints, sources, events, deliveries, recover, replay, token):
+    commands = (status, tenants, endpoints, sources, events, deliveries, recover, replay,
+                token, regions)  # fmt: skip
+    for cmd in commands:
         main.add_command(cmd)
 
 

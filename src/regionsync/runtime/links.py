@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..config import ReplicationSettings
 from ..core.capabilities import BASELINE, RELEASE, Announcement, announced
@@ -27,6 +28,9 @@ from .ports import (
     Store,
 )
 from .state import PeerStatus
+
+if TYPE_CHECKING:
+    from .removal import Removals
 
 __all__ = ["PROTOCOL", "Links", "batch_for", "from_pb", "hello", "note_hello", "recv", "to_pb"]
 
@@ -81,6 +85,20 @@ class Links:
     rng: Rng
     transport: PeerTransport
     contacts: ContactGossip
+    removals: Removals | None = None  # removed regions, retired actors (runtime/removal.py)
+
+    def outgoing_vv(self) -> dict[str, int]:
+        """The durable version vector as Hello and Ack carry it (retired actors left out)."""
+        vv = self.log.durable_vv
+        return dict(vv) if self.removals is None else self.removals.outgoing(vv)
+
+    def incoming_vv(self, peer: str, vv: Mapping[str, int]) -> dict[str, int]:
+        """``peer``'s version vector with the retired actors covered."""
+        return dict(vv) if self.removals is None else self.removals.incoming(peer, vv)
+
+    def refusal(self, region: str, incarnation: int, vv: Mapping[str, int]) -> str | None:
+        """Why a Hello is refused (a removed region with old state), or None."""
+        return None if self.removals is None else self.removals.refusal(region, incarnation, vv)
 
 
 def hello(links: Links) -> pb.SyncMessage:
@@ -92,7 +110,7 @@ def hello(links: Links) -> pb.SyncMessage:
         hello=pb.Hello(
             region=links.region,
             incarnation=links.log.incarnation,
-            version_vector=links.log.durable_vv,
+            version_vector=links.outgoing_vv(),
             protocol=PROTOCOL,
             version="" if reads == BASELINE else RELEASE,
             features=announced(caps.region_reads),  # every process of the region

@@ -15,6 +15,7 @@ The parts (each its own module) receive only what they use:
 | ``replica`` (replica.Replica) | applying peers' records, held-back records, truncation |
 | ``anti_entropy`` (antientropy.AntiEntropy) | state tree, items, state merges |
 | ``custody`` (custody.Custody) | contact gossip, suspicion, custody records (failover) |
+| ``removals`` (removal.Removals) | regions removed for good, retired actors, refused Hellos |
 | ``tokens`` (tokens.TokenOps) | API tokens: create, list, revoke |
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``listing`` (listing.Listing) | newest-first list and search pages |
@@ -53,6 +54,7 @@ from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
+from .removal import Removals
 from .replica import Replica
 from .replication import PeerLink, serve_stream
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
@@ -112,6 +114,7 @@ class Node:
                 clock=clock, start_role=self._start_role, stop_role=self._stop_role,
             )  # fmt: skip
             self.view.cohort = self.cohort
+            self.removals.processes = self._processes
             self.ingest.following = lambda: self.following
         self.started = False
 
@@ -190,11 +193,20 @@ class Node:
             settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=self.sender,
             ops=self.ops, claims=coordinator, **parts,
         )  # fmt: skip
+        self.removals = Removals(
+            settings, self.catalog, writer, self.peers, clock, writer.capabilities.enabled
+        )
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
             self.peers, self.counters, self.ingest.notify_ack, clock, rng, self.transport,
-            self.custody,
+            self.custody, self.removals,
         )  # fmt: skip
+
+    async def _processes(self) -> tuple[frozenset[str], dict[int, str]]:
+        """This region's connected processes and its process actors (removal.Removals)."""
+        assert self.coordinator is not None
+        live = frozenset(h for h, _ in await self.coordinator.processes())
+        return live, await self.coordinator.actor_holders()
 
     @property
     def following(self) -> bool:
@@ -258,6 +270,9 @@ class Node:
         if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits
             parts.append((True, self.anti_entropy.warm, "state-tree"))
             parts.append((True, self._upgrade_watch, "upgrade-watch"))
+            # retired actors of removed regions go into their removal records (runtime/removal.py)
+            beat = self.settings.replication.heartbeat_s
+            parts.append((True, lambda: self.removals.run(beat), "retire"))
         for peer in self.settings.peers:
             parts.append((True, PeerLink(self.links, self.peers[peer.region]).run,
                           f"peer-{peer.region}"))  # fmt: skip

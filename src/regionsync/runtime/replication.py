@@ -43,6 +43,7 @@ from ..core import peer_session as ps
 from ..core.clock_offset import one_way_sample, round_trip_sample
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
+from ..core.removal import RETIRED_SEQ
 from ..v1 import replication_pb2 as pb
 from .links import PROTOCOL, Links, batch_for, from_pb, hello, note_hello, recv, to_pb
 from .ports import PeerStream
@@ -67,6 +68,11 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
             # membership: only configured peers replicate into this node
             log.warning("sync stream from %r, which is not a configured peer; closing", peer)
             return
+        h = first.hello
+        if (reason := links.refusal(peer, h.incarnation, h.version_vector)) is not None:
+            log.warning("sync stream from %s refused: %s", peer, reason)
+            return
+        links.incoming_vv(peer, h.version_vector)  # what it has, for retirement
         links.contacts.contact(peer)
         links.contacts.merge_gossip(first.hello.heard)
         links.log.peer_clock(peer, one_way_sample(first.hello.sent_wall_ms, links.clock.wall_ms()))
@@ -150,7 +156,7 @@ async def _send_replies(links: Links, stream: PeerStream, replies: asyncio.Queue
         durable, rejected = item
         if durable is not None:
             await asyncio.shield(durable)
-        ack = pb.Ack(version_vector=links.log.durable_vv, rejected=rejected,
+        ack = pb.Ack(version_vector=links.outgoing_vv(), rejected=rejected,
                      heard=links.contacts.gossip(), sent_wall_ms=links.clock.wall_ms())  # fmt: skip
         await stream.send(pb.SyncMessage(ack=ack))
 
@@ -267,7 +273,8 @@ class _Dialer:
                     links.log.peer_clock(status.region, one_way_sample(msg.ack.sent_wall_ms, at))
                     rejected = tuple(ps.Refusal(r.origin, r.origin_seq, r.reason)
                                      for r in msg.ack.rejected)  # fmt: skip
-                    self._feed(ps.Ack(dict(msg.ack.version_vector), rejected))
+                    acked = self.links.incoming_vv(self.status.region, msg.ack.version_vector)
+                    self._feed(ps.Ack(acked, rejected))
         finally:
             self._feed(ps.Ended())
 
@@ -318,7 +325,8 @@ class _Dialer:
                 self.status.repair_wanted, self.status.repair_ran = False, True
                 self.status.last_repair_at = clock.monotonic()
                 links.counters["anti_entropy_passes"] += 1
-                return ps.Repaired(await AntiEntropyPass(links, self.status, stream).run())
+                repaired = await AntiEntropyPass(links, self.status, stream).run()
+                return ps.Repaired(links.incoming_vv(self.status.region, repaired))
             case ps.AwaitAck(until):
                 self.progress.clear()
                 await self._wait(self.progress, None, until)
@@ -354,17 +362,21 @@ class _Dialer:
             return ps.PeerHello(None)
         h = first.hello
         sample = round_trip_sample(h.sent_wall_ms, sent, self.links.clock.wall_ms())
+        if (reason := self.links.refusal(h.region, h.incarnation, h.version_vector)) is not None:
+            raise ConnectionError(f"hello refused: {reason}")
         if h.region == self.status.region:  # another region's Hello is refused (peer_session)
             self.links.log.peer_clock(h.region, sample)
             note_hello(self.links, h)
-        return ps.PeerHello(h.region, h.incarnation, dict(h.version_vector), dict(h.heard))
+        vv = self.links.incoming_vv(self.status.region, h.version_vector)
+        return ps.PeerHello(h.region, h.incarnation, vv, dict(h.heard))
 
     async def _accept(self, a: ps.AcceptHello) -> None:
         links, status = self.links, self.status
         links.contacts.contact(status.region)
         links.contacts.merge_gossip(a.heard)
         await links.log.peer_hello(status.region, a.version_vector)
-        status.acked, status.hello_vv = dict(a.version_vector), dict(a.version_vector)
+        hello_vv = {o: n for o, n in a.version_vector.items() if n < RETIRED_SEQ}
+        status.acked, status.hello_vv = dict(a.version_vector), hello_vv
         status.actor = a.actor
         status.connected, status.last_error = True, None
         status.last_contact_at_ms = links.clock.wall_ms()

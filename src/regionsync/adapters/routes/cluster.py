@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,11 +14,12 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from ...config import REGION_PATTERN
 from ...core.capabilities import BASELINE
 from ...core.model import DeliveryStatus
-from ...errors import Unauthorized
+from ...errors import BadRequest, Unauthorized
 from ...runtime.node import Node
-from .common import ApiContext, problem, rfc3339
+from .common import ApiContext, problem, read_no_body, rfc3339
 
 __all__ = ["build"]
 
@@ -47,6 +49,7 @@ def build(ctx: ApiContext) -> APIRouter:
             rec["since"] = rfc3339(rec.pop("since_ms"))
         c["counts"] = await node.store.counts(node.region)
         c["process"] = await node.view.process()
+        c["removals"] = node.removals.view()
         return c
 
     @router.get("/v1/cluster/regions")
@@ -60,6 +63,8 @@ def build(ctx: ApiContext) -> APIRouter:
         ``peers_connected``/``peers_total`` of its own links."""
         ctx.auth.check(request)
         return await _regions(node, request.headers.get("authorization"))
+
+    _removal_route(router, ctx)
 
     @router.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -98,6 +103,27 @@ def build(ctx: ApiContext) -> APIRouter:
         return Response(generate_latest(reg), media_type="text/plain; version=0.0.4")
 
     return router
+
+
+def _removal_route(router: APIRouter, ctx: ApiContext) -> None:
+    """``POST /v1/cluster/regions/{name}/removal`` (runtime/removal.py)."""
+    node = ctx.node
+
+    @router.post("/v1/cluster/regions/{name}/removal", status_code=201)
+    async def remove_region(request: Request, name: str) -> dict[str, Any]:
+        """Remove region ``name`` for good (admin): the removal replicates to every region,
+        the remaining regions adopt its deliveries for good, its actors' clock entries are
+        pruned once every remaining region acknowledged, and a Hello from it with old
+        state is refused until it is wiped and re-added (README "Removing a region for
+        good"). 404 for an unknown region, 409 for this node's own region, one already
+        removed, or while a region's release cannot read removals; 400 for a bad name."""
+        ctx.auth.check(request)
+        await read_no_body(request, ctx.max_body)
+        if not re.fullmatch(REGION_PATTERN, name):
+            raise BadRequest(f"{name!r} is not a region name ({REGION_PATTERN})", field="name")
+        rec = await node.removals.remove(name)
+        return {"region": rec.region, "incarnation": rec.incarnation,
+                "removed_at": rfc3339(rec.at_ms), "by": rec.by}  # fmt: skip
 
 
 async def _regions(node: Node, auth: str | None) -> dict[str, Any]:

@@ -1,0 +1,226 @@
+"""Removing a region for good (core/removal.py decides; this is its run-time part).
+
+``remove`` writes the replicated removal record and the removed region's custody record
+(its deliveries go to the remaining regions for good: it never hands them back).
+``retired`` is the set of actors every remaining region has acknowledged; the replication
+sessions leave them out of the version vectors they send and cover them in the ones they
+receive (runtime/replication.py), and ``refusal`` says why a Hello is refused.
+
+Gate (issue 40 capability negotiation): ``Removals.enabled`` is the one call site; the
+previous release refuses the ``x/<region>`` key, so nothing is written or pruned on the
+wire until every region announces ``REGION_REMOVAL``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..config import Settings
+from ..core.custody import CustodyRecord
+from ..core.removal import (
+    REGION_REMOVAL,
+    RemovalRecord,
+    fill_retired,
+    hello_refusal,
+    incarnations,
+    prune_vv,
+    region_of,
+    removal_problem,
+    retired_actors,
+    settled_counts,
+    stopped_actors,
+)
+from ..errors import Conflict, NotFound
+from .audit import audit_section
+from .ports import Clock
+from .state import Catalog, PeerStatus
+from .writepath import WritePath
+
+__all__ = ["Removals"]
+
+log = logging.getLogger("regionsync.removal")
+
+
+class Removals:
+    """This node's removals: writes them, refuses removed regions, retires their actors."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        writer: WritePath,
+        peers: Mapping[str, PeerStatus],
+        clock: Clock,
+        capability: Callable[[str], bool],
+    ):
+        self.region, self.catalog, self.writer = settings.region, catalog, writer
+        self.peers, self.clock = peers, clock
+        self.capability = capability  # core.capabilities: Negotiation.enabled
+        self._retired: frozenset[str] = frozenset()
+        self.refused = 0  # Hellos refused because their region was removed
+        self._seen: dict[str, dict[str, int]] = {}  # peer -> max of its version vectors
+        # this region's processes on PostgreSQL: (connected holders, incarnation -> holder)
+        self.processes: Callable[[], Awaitable[tuple[frozenset[str], dict[int, str]]]] | None
+        self.processes = None
+        self._absent: dict[str, int] = {}  # actor -> ms its process was first seen gone
+        self.grace_ms = int(settings.replication.failover_after_s * 1000)
+        self._admitted: set[str] = set()  # wiped incarnations of removed regions, let in
+
+    def enabled(self) -> bool:
+        """The capability gate: True once every region reads removal records."""
+        return self.capability(REGION_REMOVAL)
+
+    def removed(self) -> dict[str, RemovalRecord]:
+        return self.catalog.registry.removals()
+
+    async def remove(self, name: str) -> RemovalRecord:
+        """Remove region ``name`` for good: NotFound/Conflict for bad input, Conflict while
+        a region's release cannot read removal records."""
+        vv = self.writer.version_vector
+        known = set(self.peers) | {region_of(a) for a in vv}
+        problem = removal_problem(name, self.region, known, self.removed())
+        if problem is not None:
+            status, _code, detail = problem
+            raise (NotFound if status == 404 else Conflict)(detail, field="name")
+        if not self.enabled():
+            raise Conflict(f"a region does not support {REGION_REMOVAL} yet (upgrade it first)",
+                           field="name", code="capability_missing")  # fmt: skip
+        remaining = sorted({*self.peers, self.region} - {name})
+        async with self.writer.local_lock():
+            stamp, actor = self.writer.stamp(), self.writer.actor
+            incs = incarnations(self.writer.version_vector, name)
+            rec = RemovalRecord(name, incs[-1] if incs else 0, stamp.wall_ms, self.region,
+                                actor, self.writer.version_vector.get(actor, 0))  # fmt: skip
+            registry = self.catalog.registry
+            deltas = {
+                **registry.set_removal(rec, actor, stamp),
+                **registry.set_custody(name, CustodyRecord(tuple(remaining), stamp.wall_ms,
+                                                           self.region), actor, stamp),
+            }  # fmt: skip
+            durable = self.writer.commit_local(
+                "registry", stamp, deltas, audit=audit_section("region.remove", f"region/{name}")
+            )
+        await durable
+        log.warning("region %s removed for good (incarnation %d)", name, rec.incarnation)
+        return rec
+
+    def refusal(self, region: str, incarnation: int, vv: Mapping[str, int]) -> str | None:
+        """Why a Hello from ``region`` is refused (a removed region with old state)."""
+        actor = f"{region}:{incarnation}"
+        # admitted: its first Hello was clean, or this node merged its records already
+        admitted = actor in self._admitted or self.writer.version_vector.get(actor, 0) > 0
+        reason = hello_refusal(self.removed(), region, incarnation, vv, admitted)
+        if reason is None and region in self.removed():
+            self._admitted.add(actor)
+        if reason is not None:
+            self.refused += 1
+            log.warning("refused hello: %s", reason)
+        return reason
+
+    def retired(self) -> frozenset[str]:
+        """The actors retired for good (grows only): those the removal records and the
+        stopped-process markers list (some region decided them; read again after a
+        restart), and those this node decides from its peers' version vectors."""
+        if not self.enabled():
+            return self._retired
+        registry = self.catalog.registry
+        removed = registry.removals()
+        before = self._retired.union(*(rec.retired for rec in removed.values()))
+        before = before.union(registry.process_retirements())
+        if removed:
+            acked = {r: self._seen.get(r) for r in self.peers if r not in removed}
+            before = retired_actors(self.writer.version_vector, before, removed, acked)
+        self._retired = frozenset(before)
+        return self._retired
+
+    async def publish(self) -> int:
+        """Write the actors this node retired into their regions' removal records (the
+        marker every region, and this one after a restart, reads), and its region's
+        stopped processes' actors into ``p/<region>``; returns how many records."""
+        retired, written = self.retired(), await self._retire_processes()
+        for region, rec in self.removed().items():
+            mine = tuple(sorted(a for a in retired if region_of(a) == region))
+            if set(mine) <= set(rec.retired):
+                continue
+            async with self.writer.local_lock():
+                stamp, actor = self.writer.stamp(), self.writer.actor
+                done = replace(rec, retired=tuple(sorted({*rec.retired, *mine})))
+                durable = self.writer.commit_local(
+                    "registry", stamp, self.catalog.registry.set_removal(done, actor, stamp),
+                    audit=audit_section("region.retire", f"region/{region}"),
+                )  # fmt: skip
+            await durable
+            written += 1
+            log.info("retired %s of removed region %s", ", ".join(mine), region)
+        return written
+
+    async def _retire_processes(self) -> int:
+        """Retire the actors of this region's processes stopped for ``failover_after_s``
+        once every remaining peer holds exactly this node's count of their records."""
+        if self.processes is None or not self.enabled():
+            return 0
+        live, holders = await self.processes()
+        vv, registry = self.writer.version_vector, self.catalog.registry
+        stopped = stopped_actors(self.region, self.writer.actor, vv, holders, live,
+                                 self._absent, self.clock.wall_ms(), self.grace_ms)  # fmt: skip
+        known = registry.process_retirements()
+        removed = registry.removals()
+        peers = {r: self._seen.get(r) for r in self.peers if r not in removed}
+        new = settled_counts(stopped - set(known), vv, peers)
+        if not new:
+            return 0
+        mine = {a: n for a, n in known.items() if region_of(a) == self.region}
+        async with self.writer.local_lock():
+            stamp, actor = self.writer.stamp(), self.writer.actor
+            deltas = registry.set_process_retirements(self.region, {**mine, **new}, actor, stamp)
+            durable = self.writer.commit_local(
+                "registry", stamp, deltas, audit=audit_section("region.retire", "processes")
+            )
+        await durable
+        log.info("retired the actors of stopped processes %s", ", ".join(sorted(new)))
+        return 1
+
+    async def run(self, interval_s: float) -> None:
+        """Publish retirements every ``interval_s`` (the replication role's task)."""
+        while True:
+            await self.clock.sleep(interval_s)
+            try:
+                await self.publish()
+            except Exception:  # a failed commit is retried at the next round
+                log.exception("publishing retired actors failed")
+
+    def outgoing(self, vv: Mapping[str, int]) -> dict[str, int]:
+        """A version vector as Hello and Ack carry it: without the retired actors."""
+        return prune_vv(vv, self.retired())
+
+    def _fill(self, vv: Mapping[str, int]) -> dict[str, int]:
+        # a stopped process's actor at the count every region held (a process thought
+        # stopped that writes again still has its later records pushed)
+        counts = self.catalog.registry.process_retirements()
+        out = fill_retired(vv, self.retired() - counts.keys())
+        for a, n in counts.items():
+            out[a] = max(out.get(a, 0), n)
+        return out
+
+    def incoming(self, peer: str, vv: Mapping[str, int]) -> dict[str, int]:
+        """``peer``'s version vector (from its Hello, Ack or repair) with the retired
+        actors covered; its entries are kept, by max, for the retirement decision (a
+        peer that retired an actor first leaves it out of what it sends)."""
+        seen = self._seen.setdefault(peer, {})
+        for actor, n in vv.items():
+            if n > seen.get(actor, 0):
+                seen[actor] = n
+        if peer in self.removed():  # a wiped, re-added region: it needs every record
+            return dict(vv)
+        return self._fill(vv)
+
+    def view(self) -> dict[str, Any]:
+        """For ``/v1/cluster``: the removed regions and the retired actors."""
+        return {
+            "removed": {r: rec.to_value() for r, rec in self.removed().items()},
+            "retired_actors": sorted(self.retired()),
+            "refused_hellos": self.refused,
+        }

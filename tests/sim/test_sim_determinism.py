@@ -4,9 +4,9 @@ cross-process comparison.
 ``trace_hashes.json`` holds seeds 1..30 of every scenario. A change that alters behaviour
 on purpose regenerates it (``make sim-hashes-write``) and says so in its commit; a
 refactor must leave it alone and proves it with ``make sim-hashes`` (all 30 seeds of
-every scenario, 15-25 minutes on two cores; sweeps of more seeds are ``sim explore``). ``make test`` checks seeds 1..5 of every
-scenario against the same fixture (75 runs, about 4 minutes on two quiet cores: seeds
-1..20 took a third of the suite's time).
+every scenario, 15-25 minutes on two cores; sweeps of more seeds are ``sim explore``).
+``make test`` checks seeds 1..5 of every scenario against the same fixture (about 4
+minutes on two quiet cores: seeds 1..20 took a third of the suite's time).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from pathlib import Path
 from api_support import running_node
 from test_cli_manage import cli, ok
 
+from regionsync.core.capabilities import ALL, RELEASE, announced
+
 
 async def test_remove_region_over_api_and_cli(tmp_path: Path) -> None:
     peers = [{"region": "eu-west-1", "address": "127.0.0.1:9"},
@@ -27,6 +29,10 @@ async def test_remove_region_over_api_and_cli(tmp_path: Path) -> None:
         resp = await c.post("/v1/cluster/regions/eu-west-1/removal", json={"x": 1})
         assert resp.status_code == 422 and resp.json()["field"] == "x"  # no body allowed
 
+        # ap-south-1 was never heard: its release may not read removal records
+        resp = await c.post("/v1/cluster/regions/eu-west-1/removal")
+        assert resp.status_code == 409 and resp.json()["error"] == "capability_missing"
+        api.node.capabilities.announce("ap-south-1", RELEASE, announced(ALL), 0)  # its Hello
         resp = await c.post("/v1/cluster/regions/eu-west-1/removal")
         assert resp.status_code == 201, resp.text
         body = resp.json()

@@ -134,12 +134,13 @@ class Negotiation:
             raise ValueError(f"reads must hold the baseline and known features: {unknown}")
         self.effective = self._compute()
 
-    def _compute(self) -> frozenset[str]:
+    def _compute(self, without: frozenset[str] = frozenset()) -> frozenset[str]:
         if self.pinned is not None:
             return self.pinned
         out = self.region_reads
         for p in self.peers:
-            out &= self.heard.get(p, Announcement()).reads
+            if p not in without:
+                out &= self.heard.get(p, Announcement()).reads
         return out
 
     @property
@@ -165,6 +166,17 @@ class Negotiation:
         if name not in _KNOWN:
             raise KeyError(f"unknown feature {name!r}")
         return name in self.effective
+
+    def enabled_without(self, name: str, regions: Iterable[str]) -> bool:
+        """``enabled`` as if ``regions`` were not configured: a region removed for good,
+        or being removed, need not read what the others write about it."""
+        if name not in _KNOWN:
+            raise KeyError(f"unknown feature {name!r}")
+        return name in self.effective_without(regions)
+
+    def effective_without(self, regions: Iterable[str]) -> frozenset[str]:
+        """The effective set as if ``regions`` were not configured."""
+        return self._compute(frozenset(regions))
 
     def announce(
         self, region: str, version: str, features: Iterable[str], now_ms: int

@@ -39,6 +39,11 @@ REGION_REMOVAL = "region-removal"
 RETIRED_SEQ = 1 << 62
 
 
+def removed_by(keys: Iterable[str]) -> set[str]:
+    """The regions whose removal records (``x/<region>``) are among registry ``keys``."""
+    return {k[2:] for k in keys if k.startswith("x/")}
+
+
 def region_of(actor: str) -> str:
     """``region`` of the actor ``region:incarnation``."""
     return actor.rpartition(":")[0]

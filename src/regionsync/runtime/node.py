@@ -194,7 +194,7 @@ class Node:
             ops=self.ops, claims=coordinator, **parts,
         )  # fmt: skip
         self.removals = Removals(
-            settings, self.catalog, writer, self.peers, clock, writer.capabilities.enabled
+            settings, self.catalog, writer, self.peers, clock, writer.capabilities.enabled_without
         )
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,

@@ -14,7 +14,7 @@ wire until every region announces ``REGION_REMOVAL``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -54,11 +54,11 @@ class Removals:
         writer: WritePath,
         peers: Mapping[str, PeerStatus],
         clock: Clock,
-        capability: Callable[[str], bool],
+        capability: Callable[[str, Iterable[str]], bool],
     ):
         self.region, self.catalog, self.writer = settings.region, catalog, writer
         self.peers, self.clock = peers, clock
-        self.capability = capability  # core.capabilities: Negotiation.enabled
+        self.capability = capability  # core.capabilities: Negotiation.enabled_without
         self._retired: frozenset[str] = frozenset()
         self.refused = 0  # Hellos refused because their region was removed
         self._seen: dict[str, dict[str, int]] = {}  # peer -> max of its version vectors
@@ -71,7 +71,12 @@ class Removals:
 
     def enabled(self) -> bool:
         """The capability gate: True once every region reads removal records."""
-        return self.capability(REGION_REMOVAL)
+        return self.enabled_removing(())
+
+    def enabled_removing(self, regions: Iterable[str]) -> bool:
+        """The gate once ``regions`` are removed too: the regions removed, or being
+        removed, need not read removal records."""
+        return self.capability(REGION_REMOVAL, {*self.removed(), *regions})
 
     def removed(self) -> dict[str, RemovalRecord]:
         return self.catalog.registry.removals()
@@ -85,7 +90,7 @@ class Removals:
         if problem is not None:
             status, _code, detail = problem
             raise (NotFound if status == 404 else Conflict)(detail, field="name")
-        if not self.enabled():
+        if not self.enabled_removing((name,)):
             raise Conflict(f"a region does not support {REGION_REMOVAL} yet (upgrade it first)",
                            field="name", code="capability_missing")  # fmt: skip
         remaining = sorted({*self.peers, self.region} - {name})

@@ -22,6 +22,7 @@ from ..core.invariants import check
 from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import decode_body, encode_body
+from ..core.removal import removed_by
 from .commit import GroupCommitter
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyRow
@@ -348,7 +349,9 @@ class WritePath:
         )
         if kind == "registry":
             try:
-                decode_body(kind, body, self.capabilities.effective)
+                # a region removed (or being removed) for good reads nothing more of ours
+                gone = {*self.catalog.registry.removals(), *removed_by(deltas)}
+                decode_body(kind, body, self.capabilities.effective_without(gone))
             except ValueError as exc:
                 raise ValueError(f"a registry record the peers would refuse: {exc}") from None
         changed = self.catalog.apply(deltas)

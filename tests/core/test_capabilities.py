@@ -193,3 +193,13 @@ def test_other_processes_of_the_region_bound_what_it_announces_and_writes() -> N
     assert n.effective == ALL
     n.set_local(None)
     assert n.view()["region_features"] == NEW
+
+
+def test_release_is_the_package_version() -> None:
+    """The Hello's version and the package's (``regionsync --version``, pyproject.toml)
+    are one release."""
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == caps.RELEASE

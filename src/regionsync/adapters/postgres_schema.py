@@ -32,10 +32,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Literal
 
 import psycopg
+
+from ..core.capabilities import RELEASE
 
 __all__ = ["APP_PREFIX", "LEVEL", "MIGRATIONS", "SCHEMA_LOCK", "STEPS", "Step", "migrate"]
 
@@ -214,13 +215,6 @@ LEVEL = len(MIGRATIONS) + len(STEPS)
 APP_PREFIX = "regionsync/schema-"
 
 
-def _release() -> str:
-    try:
-        return metadata.version("regionsync")
-    except metadata.PackageNotFoundError:  # a source tree on the path, not installed
-        return "unknown"
-
-
 async def migrate(
     conn: psycopg.AsyncConnection,
     migrations: list[str] = MIGRATIONS,
@@ -264,7 +258,7 @@ async def migrate(
                 "VALUES (%s, %s, %s, pg_backend_pid()) ON CONFLICT (holder) DO UPDATE SET "
                 "release = excluded.release, level = excluded.level, "
                 "backend_pid = excluded.backend_pid, started_at = now()",
-                (holder, _release(), LEVEL),
+                (holder, RELEASE, LEVEL),
             )
     return max(have, len(migrations))
 

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 BASELINE_RELEASE = "0.1.0"  # e5ef9b5: announces no version and no features
-RELEASE = "0.2.0"  # this release: what the Hello's version says
+RELEASE = "0.2.0"  # this release: what the Hello's version says (= pyproject.toml version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,11 @@ sample is kept: the one with the smallest uncertainty, replaced by any newer sam
 ``window_ms`` old.
 
 The reference: the lower median of {0 (this node)} and the offsets of peers sampled within
-``window_ms``. Every node ranks the same set of clocks (shifted by its own), so all nodes
+``window_ms``, taken only when a majority of the configured regions (``regions``, this one
+counted) have fresh clocks within ``suspect_ms`` of it. Without such a majority (too few
+fresh samples, or clocks split) this node keeps its own clock (error 0, no reference): a
+node never declares its own clock wrong on a minority's word, so with two regions neither
+ever corrects the other. Every node ranks the same set of clocks (shifted by its own), so all nodes
 pick the same region's clock as reference; with an even count the lower middle keeps it
 that way (the median "nearest 0" would let two regions each follow itself), and a
 reference that later moves forward is harmless to last-writer-wins (later writes get
@@ -90,14 +94,19 @@ def assess(
     suspect_ms: int,
     me: str = "",
     was: str = "ok",
+    regions: int = 0,
 ) -> ClockView:
     """The clock decision at ``now_ms`` from the peers' kept ``samples`` (those older
     than ``window_ms`` are ignored: that peer is not heard); see the module docstring.
     ``was``: the previous status; a suspect clock is ok again only within half of
-    ``suspect_ms`` (no flapping at the threshold). With no peer heard the error is 0."""
+    ``suspect_ms`` (no flapping at the threshold). ``regions``: the configured regions,
+    this one counted (0: those sampled). With no peer heard the error is 0."""
     offsets = {p: s.offset_ms for p, s in sorted(samples.items()) if now_ms - s.at_ms <= window_ms}
     clocks = sorted([(0, me), *((o, p) for p, o in offsets.items())])
     reference, who = clocks[(len(clocks) - 1) // 2]  # the lower middle
+    agreeing = sum(1 for o, _ in clocks if abs(o - reference) <= suspect_ms)
+    if agreeing < max(regions, len(clocks)) // 2 + 1:
+        return ClockView(0, "ok", 0, offsets, None)  # no majority: keep this clock
     error = -reference
     limit = suspect_ms // 2 if was == "suspect" else suspect_ms
     if abs(error) > limit:

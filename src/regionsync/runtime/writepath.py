@@ -240,7 +240,7 @@ class WritePath:
         before = self.clock_view
         self.clock_view = assess(
             self.clock_samples, self.clock.wall_ms(), window, repl.clock_suspect_ms,
-            self.actor.split(":")[0], before.status,
+            self.actor.split(":")[0], before.status, len(self.settings.peers) + 1,
         )  # fmt: skip
         if before.status != self.clock_view.status and self.on_clock is not None:
             self.on_clock(before, self.clock_view)

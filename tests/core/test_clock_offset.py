@@ -44,6 +44,9 @@ def test_one_way_sample() -> None:
         (Sample(1, 5, 10), Sample(2, 9, 20), "old"),  # less certain, old still recent
         (Sample(1, 5, 10), Sample(2, None, 20), "old"),  # one-way
         (Sample(1, 5, 10), Sample(2, None, 10 + W + 1), "new"),  # the old is stale
+        # half a window old: replaced before it ages out (issue 41)
+        (Sample(1, 5, 10), Sample(2, None, 10 + W // 2 + 1), "new"),
+        (Sample(1, 5, 10), Sample(2, None, 10 + W // 2), "old"),
         (Sample(1, None, 10), Sample(2, None, 20), "new"),
     ],
 )
@@ -166,3 +169,17 @@ def test_clock_transition(before: str, after: str, event: str | None) -> None:
 def test_clock_transition_rejects_an_unknown_status() -> None:
     with pytest.raises(ValueError, match="unknown clock status"):
         clock_transition("ok", "bad")
+
+
+def test_a_peer_heard_every_heartbeat_is_never_unsampled() -> None:
+    """c (correct) answered a Hello once (a round trip, certain), then acks every 5 s
+    (one-way); b, 10 minutes behind, too. Deciding at each of b's samples, this correct
+    clock is never found wrong (issue 41: with c's round trip kept until it aged out, b
+    alone was the lower middle at the window's edge)."""
+    kept: dict[str, Sample | None] = {"c": Sample(0, 1, 0), "b": Sample(-600_000, 1, 0)}
+    for t in range(5_000, 4 * W, 5_000):
+        kept["c"] = keep_best(kept["c"], one_way_sample(t + 3, t), W)
+        kept["b"] = keep_best(kept["b"], one_way_sample(t - 600_000, t + 1), W)
+        samples = {p: s for p, s in kept.items() if s is not None}
+        v = assess(samples, t + 1, W, S, "me", "ok", 3)
+        assert (v.status, v.error_ms, set(v.offsets)) == ("ok", 0, {"b", "c"}), t

@@ -6,7 +6,9 @@ Hello answered within one exchange gives ``remote - (sent + received) / 2`` with
 round trip as uncertainty (NTP's rule, RFC 5905 section 8); a message without a round
 trip gives ``remote - received`` (the one-way delay unknown). Per peer, the best recent
 sample is kept: the one with the smallest uncertainty, replaced by any newer sample once
-``window_ms`` old.
+half of ``window_ms`` old, so a peer heard at least every ``window_ms / 2`` (its Acks come
+with every heartbeat) always has a current sample (a kept sample only replaced once past
+the window would leave that peer unsampled until its next message: issue 41).
 
 The reference: the lower median of {0 (this node)} and the offsets of peers sampled within
 ``window_ms``, taken only when a majority of the configured regions (``regions``, this one
@@ -79,10 +81,10 @@ def _rank(s: Sample) -> float:
 
 def keep_best(old: Sample | None, new: Sample | None, window_ms: int) -> Sample | None:
     """Of a peer's kept sample and a new one, the one to keep: the new one if the old is
-    missing, older than ``window_ms`` (at the new one's time) or no more certain."""
+    missing, older than half of ``window_ms`` (at the new one's time) or no more certain."""
     if new is None:
         return old
-    if old is None or new.at_ms - old.at_ms > window_ms or _rank(new) <= _rank(old):
+    if old is None or new.at_ms - old.at_ms > window_ms // 2 or _rank(new) <= _rank(old):
         return new
     return old
 

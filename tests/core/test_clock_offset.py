@@ -176,8 +176,8 @@ def test_a_peer_heard_every_heartbeat_is_never_unsampled() -> None:
     (one-way); b, 10 minutes behind, too. Deciding at each of b's samples, this correct
     clock is never found wrong (issue 41: with c's round trip kept until it aged out, b
     alone was the lower middle at the window's edge)."""
-    kept: dict[str, Sample | None] = {"c": Sample(0, 1, 0), "b": Sample(-600_000, 1, 0)}
-    for t in range(5_000, 4 * W, 5_000):
+    kept: dict[str, Sample | None] = {"c": Sample(0, 1, NOW), "b": Sample(-600_000, 1, NOW)}
+    for t in range(NOW + 5_000, NOW + 4 * W, 5_000):
         kept["c"] = keep_best(kept["c"], one_way_sample(t + 3, t), W)
         kept["b"] = keep_best(kept["b"], one_way_sample(t - 600_000, t + 1), W)
         samples = {p: s for p, s in kept.items() if s is not None}

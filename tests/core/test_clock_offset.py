@@ -55,9 +55,7 @@ def test_keep_best(old: Sample | None, new: Sample | None, kept: str | None) -> 
     assert keep_best(old, new, W) == want
 
 
-def _view(
-    offsets: dict[str, int], was: str = "ok", at: int = NOW, regions: int = 0
-) -> ClockView:
+def _view(offsets: dict[str, int], was: str = "ok", at: int = NOW, regions: int = 0) -> ClockView:
     samples = {p: Sample(o, 10, at) for p, o in offsets.items()}
     return assess(samples, NOW, W, S, "me", was, regions or len(offsets) + 1)
 
@@ -79,9 +77,7 @@ def _view(
         ({"b": -5, "c": -10, "d": 600_000}, 5, "ok", "b"),
     ],
 )
-def test_assess(
-    offsets: dict[str, int], error: int, status: str, reference: str | None
-) -> None:
+def test_assess(offsets: dict[str, int], error: int, status: str, reference: str | None) -> None:
     v = _view(offsets)
     assert (v.error_ms, v.status, v.reference) == (error, status, reference)
     assert v.correction_ms == (-error if status == "suspect" else 0)

@@ -8,6 +8,7 @@ from worker_nodes import FlakySender, stop, until, worker_node
 
 from regionsync.adapters.system import SystemClock
 from regionsync.core.model import DeliveryStatus
+from regionsync.runtime.state import PeerStatus
 
 
 class ShiftedClock(SystemClock):
@@ -52,3 +53,16 @@ async def test_a_schedule_written_ahead_is_due_once_the_clock_is_right() -> None
         assert sender.sent == 2
     finally:
         await stop(node, net)
+
+
+def test_a_contact_time_gossiped_from_ahead_counts_as_now() -> None:
+    """A peer whose clock ran ahead gossiped that it heard ``b`` 10 minutes from now;
+    kept, ``b`` could not be suspected for 10 minutes after it went silent."""
+    clock = ShiftedClock()
+    node, _ = worker_node(FlakySender(), clock=clock)
+    node.custody.peers["b"] = PeerStatus("b", "127.0.0.1:1")
+    now = clock.wall_ms()
+    node.custody.merge_gossip({"b": now + 600_000})
+    assert now <= node.custody.heard["b"] <= clock.wall_ms()
+    node.custody.merge_gossip({"b": now - 5})  # an older contact changes nothing
+    assert node.custody.heard["b"] >= now

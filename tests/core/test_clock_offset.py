@@ -44,6 +44,9 @@ def test_one_way_sample() -> None:
         (Sample(1, 5, 10), Sample(2, 9, 20), "old"),  # less certain, old still recent
         (Sample(1, 5, 10), Sample(2, None, 20), "old"),  # one-way
         (Sample(1, 5, 10), Sample(2, None, 10 + W + 1), "new"),  # the old is stale
+        # half a window old: replaced before it ages out (issue 41)
+        (Sample(1, 5, 10), Sample(2, None, 10 + W // 2 + 1), "new"),
+        (Sample(1, 5, 10), Sample(2, None, 10 + W // 2), "old"),
         (Sample(1, None, 10), Sample(2, None, 20), "new"),
     ],
 )
@@ -52,9 +55,9 @@ def test_keep_best(old: Sample | None, new: Sample | None, kept: str | None) -> 
     assert keep_best(old, new, W) == want
 
 
-def _view(offsets: dict[str, int], was: str = "ok", at: int = NOW) -> ClockView:
+def _view(offsets: dict[str, int], was: str = "ok", at: int = NOW, regions: int = 0) -> ClockView:
     samples = {p: Sample(o, 10, at) for p, o in offsets.items()}
-    return assess(samples, NOW, W, S, "me", was)
+    return assess(samples, NOW, W, S, "me", was, regions or len(offsets) + 1)
 
 
 @pytest.mark.parametrize(
@@ -62,8 +65,9 @@ def _view(offsets: dict[str, int], was: str = "ok", at: int = NOW) -> ClockView:
     [
         ({}, 0, "ok", "me"),  # alone: nothing to compare
         ({"b": 100}, 0, "ok", "me"),  # two: the lower clock is the reference
-        ({"b": -600_000}, 600_000, "suspect", "b"),  # two, we are ahead: we follow b
-        ({"b": 600_000}, 0, "ok", "me"),  # two, b is ahead: b follows us
+        # two regions that disagree: no majority, each keeps its own clock
+        ({"b": -600_000}, 0, "ok", None),
+        ({"b": 600_000}, 0, "ok", None),
         ({"b": -600_000, "c": -600_010}, 600_000, "suspect", "b"),  # ahead of both
         ({"b": 600_000, "c": 599_990}, -599_990, "suspect", "c"),  # behind both
         ({"b": -600_000, "c": 10}, 0, "ok", "me"),  # b is wrong, not us
@@ -73,17 +77,55 @@ def _view(offsets: dict[str, int], was: str = "ok", at: int = NOW) -> ClockView:
         ({"b": -5, "c": -10, "d": 600_000}, 5, "ok", "b"),
     ],
 )
-def test_assess(offsets: dict[str, int], error: int, status: str, reference: str) -> None:
+def test_assess(offsets: dict[str, int], error: int, status: str, reference: str | None) -> None:
     v = _view(offsets)
-    assert (v.error_ms, v.status, v.reference or "me") == (error, status, reference)
+    assert (v.error_ms, v.status, v.reference) == (error, status, reference)
     assert v.correction_ms == (-error if status == "suspect" else 0)
     assert v.offsets == offsets
 
 
 def test_stale_peers_are_not_counted() -> None:
     samples = {"b": Sample(-600_000, 10, NOW - W - 1), "c": Sample(0, 10, NOW)}
-    v = assess(samples, NOW, W, S, "me")
+    v = assess(samples, NOW, W, S, "me", regions=3)
     assert v.offsets == {"c": 0} and v.status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("offsets", "regions", "error", "status", "reference"),
+    [
+        # three regions, the correct peer c not (or no longer) sampled, b 10 min behind:
+        # b alone is no majority, this clock stays (issue 41: correct regions said skewed)
+        ({"b": -600_000}, 3, 0, "ok", None),
+        ({"b": 600_000}, 3, 0, "ok", None),
+        # the same with c heard: two of three agree on this clock
+        ({"b": -600_000, "c": 3}, 3, 0, "ok", "me"),
+        # this clock is the one wrong: b and c agree, a majority of three
+        ({"b": -600_000, "c": -600_003}, 3, 600_000, "suspect", "b"),
+        # two of five agree that this clock is wrong: a minority, kept
+        ({"b": -600_000, "c": -600_000}, 5, 0, "ok", None),
+        # three of five (this one not among them): corrected
+        ({"b": -600_000, "c": -600_000, "d": -600_001}, 5, 600_000, "suspect", "b"),
+        # four regions split two and two: no majority
+        ({"b": 5, "c": -600_000, "d": -600_000}, 4, 0, "ok", None),
+        # two regions that agree: this clock (the lower) is the reference
+        ({"b": 100}, 2, 0, "ok", "me"),
+        # alone (peers configured, none heard): this clock
+        ({}, 3, 0, "ok", None),
+    ],
+)
+def test_a_node_corrects_itself_only_on_a_majority(
+    offsets: dict[str, int], regions: int, error: int, status: str, reference: str | None
+) -> None:
+    v = _view(offsets, regions=regions)
+    assert (v.error_ms, v.status, v.reference) == (error, status, reference)
+    assert v.correction_ms == (-error if status == "suspect" else 0)
+
+
+def test_a_suspect_clock_without_a_majority_returns_to_its_own() -> None:
+    # was suspect (b and c agreed); c's sample aged out: no majority any more
+    samples = {"b": Sample(-600_000, 10, NOW), "c": Sample(-600_000, 10, NOW - W - 1)}
+    v = assess(samples, NOW, W, S, "me", "suspect", 3)
+    assert (v.status, v.correction_ms) == ("ok", 0)
 
 
 @pytest.mark.parametrize(("was", "lead", "status"), [
@@ -100,12 +142,16 @@ def test_a_suspect_clock_is_ok_again_only_well_within_the_threshold(
 def test_every_region_picks_the_same_reference_clock(clocks: list[int]) -> None:
     """Region i sees offsets clock_j - clock_i: all pick the same clock (the lower
     median), so all stamp from one time."""
-    refs = set()
+    refs, kept = set(), set()
     for i, mine in enumerate(clocks):
         offsets = {f"r{j}": c - mine for j, c in enumerate(clocks) if j != i}
-        v = assess({p: Sample(o, 0, NOW) for p, o in offsets.items()}, NOW, W, S, f"r{i}")
+        samples = {p: Sample(o, 0, NOW) for p, o in offsets.items()}
+        v = assess(samples, NOW, W, S, f"r{i}", regions=len(clocks))
+        kept.add(v.reference is None)
         refs.add(mine - v.error_ms)
-    assert refs == {sorted(clocks)[(len(clocks) - 1) // 2]}
+    assert len(kept) == 1  # all find the majority, or none does
+    if kept == {False}:
+        assert refs == {sorted(clocks)[(len(clocks) - 1) // 2]}
 
 
 @pytest.mark.parametrize(("before", "after", "event"), [
@@ -119,3 +165,17 @@ def test_clock_transition(before: str, after: str, event: str | None) -> None:
 def test_clock_transition_rejects_an_unknown_status() -> None:
     with pytest.raises(ValueError, match="unknown clock status"):
         clock_transition("ok", "bad")
+
+
+def test_a_peer_heard_every_heartbeat_is_never_unsampled() -> None:
+    """c (correct) answered a Hello once (a round trip, certain), then acks every 5 s
+    (one-way); b, 10 minutes behind, too. Deciding at each of b's samples, this correct
+    clock is never found wrong (issue 41: with c's round trip kept until it aged out, b
+    alone was the lower middle at the window's edge)."""
+    kept: dict[str, Sample | None] = {"c": Sample(0, 1, NOW), "b": Sample(-600_000, 1, NOW)}
+    for t in range(NOW + 5_000, NOW + 4 * W, 5_000):
+        kept["c"] = keep_best(kept["c"], one_way_sample(t + 3, t), W)
+        kept["b"] = keep_best(kept["b"], one_way_sample(t - 600_000, t + 1), W)
+        samples = {p: s for p, s in kept.items() if s is not None}
+        v = assess(samples, t + 1, W, S, "me", "ok", 3)
+        assert (v.status, v.error_ms, set(v.offsets)) == ("ok", 0, {"b", "c"}), t

@@ -6,11 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regionsync.core.model import DeliveryStatus
+from regionsync.core.model import Delivery, DeliveryStatus
 from regionsync.core.retry import (
     DEFAULT_SCHEDULE_S,
     AttemptOutcome,
     OutcomeKind,
+    due_now,
+    max_step_ms,
     next_step,
 )
 
@@ -68,3 +70,31 @@ def test_indeterminate_is_retried() -> None:
 def test_jitter_out_of_range() -> None:
     with pytest.raises(ValueError):
         next_step(FAIL, 1, T0, T0, 2.0)
+
+
+def test_max_step_is_the_largest_jittered_step_or_retry_after() -> None:
+    assert max_step_ms([5, 300, 36000]) == 43_200_000  # 10 h + 20 %
+    assert max_step_ms([1, 2]) == 3_600_000  # a Retry-After may ask for up to 1 h
+
+
+@pytest.mark.parametrize(
+    ("status", "nxt", "updated", "due"),
+    [
+        (DeliveryStatus.PENDING, 10_000, 9_000, True),  # its time has come
+        (DeliveryStatus.PENDING, 10_001, 9_000, False),  # not yet, written in the past
+        # written 10 minutes ahead of this clock (a region restarted with a corrected
+        # clock, issue 41): that schedule is not this clock's, due at once
+        (DeliveryStatus.PENDING, 610_005, 610_000, True),
+        (DeliveryStatus.PENDING, 12_005, 12_000, False),  # ahead by the tolerance only
+        (DeliveryStatus.PENDING, 12_005, 12_001, True),  # just past it
+        (DeliveryStatus.PENDING, 10_000 + 5_000, 9_000, False),  # one step ahead
+        (DeliveryStatus.PENDING, 10_000 + 5_001, 9_000, True),  # past the largest step
+        (DeliveryStatus.DELIVERED, 0, 9_000, False),
+        (DeliveryStatus.PENDING, None, 9_000, False),
+    ],
+)
+def test_due_now_clamps_a_schedule_no_clock_here_could_have_set(
+    status: DeliveryStatus, nxt: int | None, updated: int, due: bool
+) -> None:
+    d = Delivery("dlv_1", "evt_1", "ep_1", "acme", status, 1, nxt, "a", 1, updated)
+    assert due_now(d, 10_000, 5_000, 2_000) is due

@@ -48,6 +48,16 @@ def test_probe_backoff_doubles_up_to_max() -> None:
     assert not h.probe_due(h.next_probe_ms - 1) and h.probe_due(h.next_probe_ms)
 
 
+def test_a_probe_set_by_a_clock_ahead_is_due_at_once() -> None:
+    """A probe never lies further ahead than its backoff; one that does was set by a
+    clock that ran ahead (issue 41: restarted with a correct clock, or corrected to the
+    cluster's), and waiting for it would stall the endpoint for the skew."""
+    h = step(Health(), "exhausted", 600_000, P)  # set 10 minutes ahead of the clock below
+    assert (h.next_probe_ms, h.probe_s) == (601_000, 1)
+    assert not h.probe_due(600_500)  # within its backoff of this clock: waits
+    assert h.probe_due(1_000)  # 600 s ahead with a 1 s backoff: due now
+
+
 def test_only_a_probes_failure_doubles_the_backoff() -> None:
     """The attempts in flight when an endpoint turns failing (up to max_in_flight) fail
     together; each doubled the backoff, so 16 of them took it to probe_max_s at once

@@ -179,8 +179,11 @@ def test_a_concurrent_write_never_wins_over_one_made_the_bound_later(
 ) -> None:
     """Two concurrent writes, W1 by one region and W2 by another made ``bound_ms`` later
     on the cluster's reference clock: W2 wins, whatever the clocks (each region heard
-    its peers), even when W1's region had just observed a stamp ``pushed`` ms ahead or
-    a rogue stamp ten minutes ahead."""
+    its peers) as long as a majority of them agree (within 1 s here; README: without
+    a majority no region corrects itself), even when W1's region had just observed a
+    stamp ``pushed`` ms ahead or a rogue stamp ten minutes ahead."""
+    majority = len(skews) // 2 + 1
+    skews = [skews[0] + s % 1_000 for s in skews[:majority]] + skews[majority:]
     now = [1_700_000_000_000]
     paths = _regions(skews, delays, now)
     one, two = paths[first % len(paths)], paths[second % len(paths)]
@@ -214,3 +217,15 @@ def test_stamps_follow_the_reference_within_the_suspect_threshold(status: str) -
     one, *_ = _regions([lead, 0, 0], [(5, 5)], now)
     assert one.clock_view.status == status
     assert abs(one.stamp().wall_ms - now[0]) <= one.settings.replication.clock_suspect_ms
+
+
+def test_two_regions_that_disagree_keep_their_own_clocks() -> None:
+    """README: with two regions a majority is both; ten minutes apart, neither follows
+    the other (no region finds its clock wrong on one peer's word) and the LWW bound
+    is the skew itself."""
+    now = [1_700_000_000_000]
+    one, two = _regions([TEN_MIN, 0], [(10, 10)], now)
+    for w in (one, two):
+        assert (w.clock_view.status, w.clock_view.correction_ms) == ("ok", 0)
+        assert w.clock_view.reference is None
+    assert one.stamp().wall_ms - two.stamp().wall_ms >= TEN_MIN - 1_000

@@ -6,10 +6,16 @@ Hello answered within one exchange gives ``remote - (sent + received) / 2`` with
 round trip as uncertainty (NTP's rule, RFC 5905 section 8); a message without a round
 trip gives ``remote - received`` (the one-way delay unknown). Per peer, the best recent
 sample is kept: the one with the smallest uncertainty, replaced by any newer sample once
-``window_ms`` old.
+half of ``window_ms`` old, so a peer heard at least every ``window_ms / 2`` (its Acks come
+with every heartbeat) always has a current sample (a kept sample only replaced once past
+the window would leave that peer unsampled until its next message: issue 41).
 
 The reference: the lower median of {0 (this node)} and the offsets of peers sampled within
-``window_ms``. Every node ranks the same set of clocks (shifted by its own), so all nodes
+``window_ms``, taken only when a majority of the configured regions (``regions``, this one
+counted) have fresh clocks within ``suspect_ms`` of it. Without such a majority (too few
+fresh samples, or clocks split) this node keeps its own clock (error 0, no reference): a
+node never declares its own clock wrong on a minority's word, so with two regions neither
+ever corrects the other. Every node ranks the same set of clocks (shifted by its own), so all nodes
 pick the same region's clock as reference; with an even count the lower middle keeps it
 that way (the median "nearest 0" would let two regions each follow itself), and a
 reference that later moves forward is harmless to last-writer-wins (later writes get
@@ -75,10 +81,10 @@ def _rank(s: Sample) -> float:
 
 def keep_best(old: Sample | None, new: Sample | None, window_ms: int) -> Sample | None:
     """Of a peer's kept sample and a new one, the one to keep: the new one if the old is
-    missing, older than ``window_ms`` (at the new one's time) or no more certain."""
+    missing, older than half of ``window_ms`` (at the new one's time) or no more certain."""
     if new is None:
         return old
-    if old is None or new.at_ms - old.at_ms > window_ms or _rank(new) <= _rank(old):
+    if old is None or new.at_ms - old.at_ms > window_ms // 2 or _rank(new) <= _rank(old):
         return new
     return old
 
@@ -90,14 +96,19 @@ def assess(
     suspect_ms: int,
     me: str = "",
     was: str = "ok",
+    regions: int = 0,
 ) -> ClockView:
     """The clock decision at ``now_ms`` from the peers' kept ``samples`` (those older
     than ``window_ms`` are ignored: that peer is not heard); see the module docstring.
     ``was``: the previous status; a suspect clock is ok again only within half of
-    ``suspect_ms`` (no flapping at the threshold). With no peer heard the error is 0."""
+    ``suspect_ms`` (no flapping at the threshold). ``regions``: the configured regions,
+    this one counted (0: those sampled). With no peer heard the error is 0."""
     offsets = {p: s.offset_ms for p, s in sorted(samples.items()) if now_ms - s.at_ms <= window_ms}
     clocks = sorted([(0, me), *((o, p) for p, o in offsets.items())])
     reference, who = clocks[(len(clocks) - 1) // 2]  # the lower middle
+    agreeing = sum(1 for o, _ in clocks if abs(o - reference) <= suspect_ms)
+    if agreeing < max(regions, len(clocks)) // 2 + 1:
+        return ClockView(0, "ok", 0, offsets, None)  # no majority: keep this clock
     error = -reference
     limit = suspect_ms // 2 if was == "suspect" else suspect_ms
     if abs(error) > limit:

@@ -71,8 +71,12 @@ class Health:
     probe_s: float = 0.0
 
     def probe_due(self, now_ms: int) -> bool:
-        """May an attempt start now? Always, unless failing and the next probe is later."""
-        return self.state != "failing" or self.next_probe_ms is None or now_ms >= self.next_probe_ms
+        """May an attempt start now? Always, unless failing and the next probe is later;
+        a probe set further ahead than its own backoff (``probe_s``: by a clock that ran
+        ahead, issue 41) is due at once."""
+        if self.state != "failing" or self.next_probe_ms is None or now_ms >= self.next_probe_ms:
+            return True
+        return self.next_probe_ms - now_ms > self.probe_s * 1000
 
 
 def _failing(h: Health, now_ms: int, policy: HealthPolicy) -> Health:

@@ -18,6 +18,8 @@ __all__ = [
     "DEADLINE_S",
     "DEFAULT_SCHEDULE_S",
     "AttemptOutcome",
+    "due_now",
+    "max_step_ms",
     "attempt_row",
     "Decision",
     "OutcomeKind",
@@ -131,3 +133,22 @@ def attempt_row(
         response_headers=storable_text(outcome.response_headers),
         request_headers=storable_text(request_headers),
     )
+
+
+def max_step_ms(schedule_s: Sequence[float], max_retry_after_s: float = 3600.0) -> int:
+    """The furthest ahead of its attempt ``next_step`` ever schedules the next one: the
+    largest step with its jitter, or an honoured Retry-After."""
+    return int(max(max(schedule_s) * 1.2, max_retry_after_s) * 1000)
+
+
+def due_now(d: Delivery, now_ms: int, max_step: int, tolerance_ms: int) -> bool:
+    """Is pending ``d`` due at ``now_ms``, its stored schedule read against this clock?
+    At its time; or at once when that schedule cannot be this clock's: written (its
+    ``updated_at_ms``) more than ``tolerance_ms`` ahead of now, by a clock that ran ahead
+    (issue 41: a region restarted with a correct clock kept its schedules minutes out),
+    or set further ahead of now than ``max_step`` (``max_step_ms``) allows. Early, such a
+    retry costs one request; late, it stalls the delivery for the skew."""
+    nxt = d.next_attempt_at_ms
+    if nxt is None or d.status is not DeliveryStatus.PENDING:
+        return False
+    return nxt <= now_ms or d.updated_at_ms > now_ms + tolerance_ms or nxt > now_ms + max_step

@@ -92,10 +92,13 @@ class Custody:
         return {**self.heard, self.region: self.clock.wall_ms()}
 
     def merge_gossip(self, heard: Mapping[str, int]) -> None:
-        """Merge a peer's contact table (max per region; our own entry is ignored)."""
+        """Merge a peer's contact table (max per region; our own entry is ignored). A
+        contact time past this clock's now (gossiped by a clock that ran ahead) counts
+        as now: kept, it would hide that region's silence for the skew (issue 41)."""
+        now = self.clock.wall_ms()
         for region, ms in heard.items():
             if region != self.region and region in self.peers:
-                self.heard[region] = max(self.heard.get(region, 0), int(ms))
+                self.heard[region] = max(self.heard.get(region, 0), min(int(ms), now))
 
     def suspects(self) -> frozenset[str]:
         return suspected(

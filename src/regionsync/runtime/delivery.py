@@ -27,7 +27,7 @@ from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
 from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
-from ..core.retry import DEADLINE_S
+from ..core.retry import DEADLINE_S, due_now, max_step_ms
 from .attempts import USER_AGENT, send_attempt
 from .cohort import Claims
 from .operational import OperationalEvents
@@ -43,6 +43,7 @@ _CRASH_BACKOFF_S = 60.0
 RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
 READ_AHEAD_S = 1.0  # rows read ahead are dropped (read again) once this old
 READ_AHEAD_ROWS = 8  # due rows read ahead at a time per ``concurrency``
+_FAR_MS = 1 << 62  # a due cutoff past every schedule
 
 
 class DeliveryWorker:
@@ -83,6 +84,7 @@ class DeliveryWorker:
         self.region, self.catalog, self.writer, self.queue = settings.region, catalog, writer, queue
         self.store, self.clock, self.rng, self.sender = store, clock, rng, sender
         self.opts = settings.delivery
+        self.clock_tolerance_ms = settings.replication.clock_suspect_ms
         self.policy = HealthPolicy(
             failure_threshold=self.opts.failure_threshold,
             disable_after_s=self.opts.disable_after_s,
@@ -448,6 +450,8 @@ class DeliveryWorker:
                     owner, now_ms, limit, self._held(), sorted(skip),
                     per_endpoint=max(1, limit // 2),
                 )  # fmt: skip
+                if not rows:
+                    rows = await self._skewed(owner, now_ms, limit, skip)
             # custody gives the others to another region (or their lane is full): a row of
             # them would be sent twice; in production it is left to its custodian
             due += [d for d in rows if check(d.region == owner and d.endpoint_id not in skip,
@@ -458,6 +462,15 @@ class DeliveryWorker:
         if self.claims is not None and len(due) > limit:
             await self._unclaim(due[limit:])
         return due[:limit]
+
+    async def _skewed(self, owner: str, now_ms: int, limit: int, skip: set[str]) -> list[Delivery]:
+        """With nothing due: the earliest scheduled rows whose schedule a clock that ran
+        ahead wrote, or that lies past the largest retry step (``core.retry.due_now``),
+        due at once. Read only when idle; stored rows stay as they are (the delivery
+        join keeps the later schedule), the attempt writes the next one."""
+        step = max_step_ms(self.opts.retry_schedule_s)
+        rows = await self.store.due_deliveries(owner, _FAR_MS, limit, self._held(), sorted(skip))
+        return [d for d in rows if due_now(d, now_ms, step, self.clock_tolerance_ms)]
 
     async def _unclaim(self, rows: list[Delivery]) -> None:
         """Release claims taken but not attempted (else they wait for their lease)."""

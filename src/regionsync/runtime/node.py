@@ -59,7 +59,7 @@ from .replica import Replica
 from .replication import PeerLink, serve_stream
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
 from .tokens import TokenOps
-from .writepath import WritePath
+from .writepath import ClusterClock, WritePath
 
 __all__ = ["Node", "PeerStatus"]
 
@@ -111,7 +111,7 @@ class Node:
             self.capabilities.set_local(BASELINE)
             self.cohort = Cohort(
                 settings, coordinator, self.writer, self.catalog, self.keys, store=store,
-                clock=clock, start_role=self._start_role, stop_role=self._stop_role,
+                clock=self.cluster_clock, start_role=self._start_role, stop_role=self._stop_role,
             )  # fmt: skip
             self.view.cohort = self.cohort
             self.removals.processes = self._processes
@@ -139,6 +139,9 @@ class Node:
             int(opts.idempotency_ttl_s * 1000),
         )
         self.writer = writer = WritePath(settings, store, clock, self.catalog, self.reads)
+        # the corrected clock every part shows outside; the raw one measures (README
+        # "Clocks and conflicts", docs/design.md "The stamp rule")
+        self.cluster_clock = ClusterClock(clock, writer)
         self.capabilities = writer.capabilities  # ``enabled(feature)`` for every part
         writer.commit_observers.append(self.keys.committed)  # durable rows: the store's
         self.telemetry = writer.telemetry
@@ -146,7 +149,8 @@ class Node:
     def _wire_api_parts(self, rng: Rng, ids: IdSource, resolver: Resolver) -> None:
         """Operational events, the offload threads and the parts the API writes through:
         registry, event types, tokens, ingest."""
-        settings, clock, writer, opts = self.settings, self.clock, self.writer, self.settings.ingest
+        settings, writer, opts = self.settings, self.writer, self.settings.ingest
+        clock = self.cluster_clock
         parts: dict[str, Any] = {"store": self.store, "clock": clock}
         self.ops = OperationalEvents(settings, clock)
         writer.on_clock = self._clock_changed
@@ -167,7 +171,8 @@ class Node:
     def _wire_region_parts(self, rng: Rng, ids: IdSource, coordinator: Coordinator | None) -> None:
         """Custody, recovery, replication (replica, anti-entropy, peer links), delivery and
         the listing and cluster views."""
-        settings, store, clock, writer = self.settings, self.store, self.clock, self.writer
+        settings, store, writer = self.settings, self.store, self.writer
+        clock, raw = self.cluster_clock, self.clock
         parts: dict[str, Any] = {"store": store, "clock": clock}
         self.custody = Custody(
             settings, self.catalog, writer, self.queue, self.peers, self.counters, ops=self.ops,
@@ -187,7 +192,7 @@ class Node:
         )  # fmt: skip
         self.listing = Listing(self.catalog, store)
         self.view = ClusterView(
-            self.region, writer, self.replica, self.catalog, self.peers, self.custody, clock
+            self.region, writer, self.replica, self.catalog, self.peers, self.custody, raw
         )
         self.delivery = DeliveryWorker(
             settings, self.catalog, writer, self.queue, self.custody, rng=rng, sender=self.sender,
@@ -198,7 +203,7 @@ class Node:
         )
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
-            self.peers, self.counters, self.ingest.notify_ack, clock, rng, self.transport,
+            self.peers, self.counters, self.ingest.notify_ack, raw, rng, self.transport,
             self.custody, self.removals,
         )  # fmt: skip
 
@@ -380,7 +385,7 @@ class Node:
         interval = min(self.settings.ingest.idempotency_ttl_s / 4, 3600.0)
         while True:
             try:  # until filled, a publish with a new key reads the store
-                await self.keys.fill(self.clock.wall_ms())
+                await self.keys.fill(self.cluster_clock.wall_ms())
             except Exception:
                 log.exception("filling the Idempotency-Key filter failed; retrying later")
             await self.clock.sleep(interval)

@@ -29,7 +29,7 @@ from .state import Catalog, IdempotencyRow
 from .telemetry import Telemetry
 from .unsettled import UnsettledDeliveries
 
-__all__ = ["WritePath"]
+__all__ = ["ClusterClock", "WritePath"]
 
 log = logging.getLogger("regionsync.node")
 
@@ -241,7 +241,7 @@ class WritePath:
         before = self.clock_view
         self.clock_view = assess(
             self.clock_samples, self.clock.wall_ms(), window, repl.clock_suspect_ms,
-            self.actor.split(":")[0], before.status,
+            self.actor.split(":")[0], before.status, len(self.settings.peers) + 1,
         )  # fmt: skip
         if before.status != self.clock_view.status and self.on_clock is not None:
             self.on_clock(before, self.clock_view)
@@ -396,3 +396,24 @@ class _LocalLock:
 
     async def __aexit__(self, *exc: object) -> None:
         self._path.lock.release()
+
+
+class ClusterClock:
+    """The clock this node shows to other regions and the outside (signatures, event and
+    attempt times, retry schedules, custody contact times and leases, operational
+    events): the wall clock plus the correction of a clock found wrong by a majority of
+    its peers (``WritePath.physical_ms``, the time stamps use). The raw wall clock stays
+    for what measures this one: clock samples, ``sent_wall_ms``, incarnations, local
+    ages of links. ``monotonic`` and ``sleep`` are the raw clock's."""
+
+    def __init__(self, clock: Clock, writer: WritePath):
+        self.raw, self._writer = clock, writer
+
+    def wall_ms(self) -> int:
+        return self._writer.physical_ms()
+
+    def monotonic(self) -> float:
+        return self.raw.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.raw.sleep(seconds)

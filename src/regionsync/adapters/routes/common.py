@@ -540,7 +540,7 @@ class Auth:
             if static is not None:
                 return static
             found = self.node.catalog.token_hashes.get(hash_token(secret))
-            if found is not None and not found.expired(self.node.clock.wall_ms()):
+            if found is not None and not found.expired(self.node.cluster_clock.wall_ms()):
                 return registry_caller(found)
         if self.open and not header:
             return Caller("admin", "anonymous")  # an unknown token is refused even here

@@ -103,7 +103,7 @@ def _jobs(router: APIRouter, ctx: ApiContext) -> None:
     async def _job_body(request: Request) -> int:
         """``since`` of a recover/replay body in ms (``SinceIn``)."""
         body = await read_object(request, ctx.max_body)
-        return SinceIn.check(body, now_ms=node.clock.wall_ms()).since_ms
+        return SinceIn.check(body, now_ms=node.cluster_clock.wall_ms()).since_ms
 
     @router.post(
         "/v1/tenants/{tenant}/endpoints/{endpoint}/recover",

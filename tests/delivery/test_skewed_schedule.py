@@ -1,0 +1,68 @@
+"""A retry scheduled while this region's clock ran ahead is not waited out once the clock
+is right again (issue 41: a region 10 minutes ahead, restarted with a correct clock, kept
+its deliveries' ``next_attempt_at`` 10 minutes out and sent nothing for 10 minutes)."""
+
+from __future__ import annotations
+
+from worker_nodes import FlakySender, stop, until, worker_node
+
+from regionsync.adapters.system import SystemClock
+from regionsync.core.model import DeliveryStatus
+from regionsync.runtime.state import PeerStatus
+
+
+class ShiftedClock(SystemClock):
+    """The system clock plus ``offset_ms`` (the test moves it, as libfaketime would)."""
+
+    offset_ms = 0
+
+    def wall_ms(self) -> int:
+        return super().wall_ms() + self.offset_ms
+
+
+async def test_a_schedule_written_ahead_is_due_once_the_clock_is_right() -> None:
+    sender, clock = FlakySender(), ShiftedClock()
+    clock.offset_ms = 600_000  # ten minutes ahead
+    node, net = worker_node(sender, clock=clock, retry_schedule_s=[30, 30, 30])
+    await node.start()
+    try:
+        await node.registry_ops.create_tenant("t1", "One")
+        await node.registry_ops.create_endpoint(
+            "t1", {"url": "https://example.com/hook", "event_types": ["a"]}
+        )
+        event, _ = await node.ingest.publish("t1", "a", b'{"n":1}', None)
+        [d] = await node.store.deliveries_of_event(event.id)
+
+        async def tried() -> bool:
+            row = await node.store.get_delivery(d.id)
+            return row is not None and row.attempts >= 1
+
+        await until(tried, "the first attempt")
+        row = await node.store.get_delivery(d.id)
+        assert row is not None and row.status is DeliveryStatus.PENDING
+        clock.offset_ms = 0  # the clock is right again; the row says 10 min + 30 s out
+        assert row.next_attempt_at_ms is not None
+        assert row.next_attempt_at_ms - clock.wall_ms() > 600_000
+        sender.up = True
+
+        async def delivered() -> bool:
+            now = await node.store.get_delivery(d.id)
+            return now is not None and now.status is DeliveryStatus.DELIVERED
+
+        await until(delivered, "the delivery written ahead")  # 3 s, not 10 minutes
+        assert sender.sent == 2
+    finally:
+        await stop(node, net)
+
+
+def test_a_contact_time_gossiped_from_ahead_counts_as_now() -> None:
+    """A peer whose clock ran ahead gossiped that it heard ``b`` 10 minutes from now;
+    kept, ``b`` could not be suspected for 10 minutes after it went silent."""
+    clock = ShiftedClock()
+    node, _ = worker_node(FlakySender(), clock=clock)
+    node.custody.peers["b"] = PeerStatus("b", "127.0.0.1:1")
+    now = clock.wall_ms()
+    node.custody.merge_gossip({"b": now + 600_000})
+    assert now <= node.custody.heard["b"] <= clock.wall_ms()
+    node.custody.merge_gossip({"b": now - 5})  # an older contact changes nothing
+    assert node.custody.heard["b"] >= now

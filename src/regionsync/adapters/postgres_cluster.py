@@ -44,6 +44,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 
+from .postgres_schema import APP_PREFIX, LEVEL
+
 __all__ = ["REGISTRY_CHANNEL", "AdvisoryLeader", "RegistryListener", "lock_key"]
 
 log = logging.getLogger(__name__)
@@ -150,7 +152,10 @@ class RegistryListener:
 
     async def start(self) -> None:
         """Connect and LISTEN; raises psycopg.OperationalError if the database is down."""
-        self._conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        # named like the pool's sessions: a process of this release (postgres_schema)
+        self._conn = await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, application_name=f"{APP_PREFIX}{LEVEL}"
+        )
         await self._conn.execute(f"LISTEN {REGISTRY_CHANNEL}")
 
     async def __aiter__(self) -> AsyncIterator[dict[str, int]]:

@@ -13,6 +13,7 @@ import psycopg
 
 from ..core.model import Delivery, Record
 from .postgres_cluster import AdvisoryLeader, RegistryListener
+from .postgres_schema import LEVEL, older_sessions
 from .postgres_store import PostgresStore
 
 __all__ = ["PostgresCoordinator"]
@@ -63,6 +64,12 @@ class PostgresCoordinator:
     async def actor_holders(self) -> dict[int, str]:
         """incarnation -> holder of every process actor of the region (PostgresStore)."""
         return await self.store.actor_holders()
+
+    async def older_sessions(self) -> list[str]:
+        """Sessions announcing no schema level of this release's or more
+        (postgres_schema.older_sessions)."""
+        async with self.store.pool.connection() as conn:
+            return await older_sessions(conn, LEVEL)
 
     async def processes(self) -> list[tuple[str, bool]]:
         """``(holder, holds the replication role)`` of every process of the region now

@@ -105,9 +105,8 @@ class Node:
         self.coordinator = coordinator
         self.cohort: Cohort | None = None
         if coordinator is not None:
-            # the region's other processes may run another release and announce nothing
-            # to this one: count them as the baseline (features stay off; README
-            # "Upgrading", several processes per region)
+            # the region's other processes may run another release: the baseline until
+            # ``_local_reads`` finds none older than this one (README "Upgrading")
             self.capabilities.set_local(BASELINE)
             self.cohort = Cohort(
                 settings, coordinator, self.writer, self.catalog, self.keys, store=store,
@@ -272,6 +271,8 @@ class Node:
         ]
         if self.ops.enabled:  # no task when off (simulator traces stay as they were)
             parts.append((False, self.ops.run, "operational"))
+        if self.coordinator is not None:
+            parts.append((False, self._local_reads, "local-reads"))
         if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits
             parts.append((True, self.anti_entropy.warm, "state-tree"))
             parts.append((True, self._upgrade_watch, "upgrade-watch"))
@@ -356,6 +357,25 @@ class Node:
             self.keys.reset()
             self.replica.held.clear()
             log.warning("state reloaded from the store after a failed commit")
+
+    async def _local_reads(self) -> None:
+        """What the region's other processes read: the baseline while a session of an
+        older release (or one that does not say) is on the store, else what this one
+        reads (a newer release reads at least as much); re-checked every custody step."""
+        assert self.coordinator is not None
+        caps = self.capabilities
+        while True:
+            try:
+                older = await self.coordinator.older_sessions()
+            except Exception as exc:  # the store unreachable: keep what was decided
+                log.warning("cannot list the region's sessions: %s", exc)
+            else:
+                local = BASELINE if older else caps.reads
+                if local != caps.local:
+                    log.warning("this region's processes read %s (older sessions: %s)",
+                                sorted(local - BASELINE) or "the baseline", older[:5])  # fmt: skip
+                    caps.set_local(local)
+            await self.clock.sleep(self.settings.replication.custody_interval_s)
 
     async def _upgrade_watch(self) -> None:
         """Report, once per episode, a cluster feature set held below what this node

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Self
 
 from crdt import CRDT, LWWRegister, ORSet, Timestamp, decode
@@ -129,5 +129,18 @@ class RegistryState:
         return len(self._states)
 
     def states(self) -> dict[str, CRDT]:
-        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable)."""
-        return {k: v for k, v in self._states.items() if v.to_bytes() != _empty_bytes(type(v))}
+        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable).
+        O(registry): for a few keys use ``state``, to walk them ``non_empty``."""
+        return dict(self.non_empty())
+
+    def state(self, key: str) -> CRDT | None:
+        """The non-empty state under ``key``, or None (absent or empty); O(1), no copy."""
+        v = self._states.get(key)
+        return None if v is None or v.to_bytes() == _empty_bytes(type(v)) else v
+
+    def non_empty(self) -> Iterator[tuple[str, CRDT]]:
+        """``(key, state)`` of every non-empty state, without copying the map; run it to
+        its end without awaiting (an ``apply`` in between would change the map)."""
+        for k, v in self._states.items():
+            if v.to_bytes() != _empty_bytes(type(v)):
+                yield k, v

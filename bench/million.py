@@ -150,16 +150,25 @@ def sampler(base: str, stop: threading.Event, out: dict[str, list[float]]) -> No
     """Publishes at 10/s and /healthz at 10/s on ``base`` until ``stop``."""
     with httpx.Client(base_url=base, timeout=60) as c:
         while not stop.is_set():
-            out["publish"].append(publish(c))
-            out["healthz"].append(timed(c, "GET", "/healthz")[0])
-            suspected = c.get("/v1/cluster").json()["custody"].get("suspected", [])
-            out["suspected"].append(float(len(suspected)))
+            try:
+                sample(c, out)
+            except httpx.HTTPError as exc:  # counted, not fatal: the figures show it
+                out["errors"].append(0.0)
+                print(f"  sample failed: {exc!r}", flush=True)
             stop.wait(0.1)
+
+
+def sample(c: httpx.Client, out: dict[str, list[float]]) -> None:
+    """One publish, one /healthz and the regions suspected, into ``out``."""
+    out["publish"].append(publish(c))
+    out["healthz"].append(timed(c, "GET", "/healthz")[0])
+    suspected = c.get("/v1/cluster").json()["custody"].get("suspected", [])
+    out["suspected"].append(float(len(suspected)))
 
 
 def join(m1: Proc, m2: Proc, limit_s: float) -> tuple[float | None, dict[str, list[float]]]:
     """Seconds until m-2's registry_digest equals m-1's (None: not within ``limit_s``)."""
-    out: dict[str, list[float]] = {"publish": [], "healthz": [], "suspected": []}
+    out: dict[str, list[float]] = {"publish": [], "healthz": [], "suspected": [], "errors": []}
     stop = threading.Event()
     th = threading.Thread(target=sampler, args=(m1.base, stop, out))
     th.start()
@@ -168,8 +177,8 @@ def join(m1: Proc, m2: Proc, limit_s: float) -> tuple[float | None, dict[str, li
         with httpx.Client(timeout=60) as c:
             while time.monotonic() - m2.started < limit_s:
                 time.sleep(1)
-                want = c.get(m1.base + "/v1/cluster").json()["registry_digest"]
-                try:
+                try:  # (a keep-alive connection the server closed: ask again)
+                    want = c.get(m1.base + "/v1/cluster").json()["registry_digest"]
                     got = c.get(m2.base + "/v1/cluster").json()["registry_digest"]
                 except httpx.HTTPError:
                     continue
@@ -227,7 +236,7 @@ def main() -> int:
         print(f"join: {'never' if joined is None else f'{joined:.1f} s'}; during it on m-1: "
               f"publish p99 {p99(pub):.1f} ms max {max(pub):.1f} ms ({len(pub)}), /healthz "
               f"p99 {p99(hz):.1f} ms max {max(hz):.1f} ms; RSS m-1 {rss1:.0f} MB, "
-              f"m-2 {rss2:.0f} MB")  # fmt: skip
+              f"m-2 {rss2:.0f} MB; failed samples {len(during['errors'])}")  # fmt: skip
         ok = all([
             verdict("empty region joined", joined, GOALS["join_s"], "s"),
             verdict("publish p99 during the join", p99(pub), GOALS["publish_p99_ms"], "ms"),

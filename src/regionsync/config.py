@@ -137,6 +137,9 @@ class ReplicationSettings(_Section):
     tree_depth: int = Field(4, ge=1, le=8)  # anti-entropy hash tree: 16**depth leaf buckets
     leaf_items: int = Field(16, ge=1)  # a differing bucket this small is sent, not split
     state_chunk_bytes: int = Field(512 * 1024, ge=1024)  # StateChunk size bound
+    # a snapshot or repair stream sends at most this many bytes of state per second, so
+    # the serving side keeps answering while a region joins (issue 42); 0: unbounded
+    repair_bytes_per_s: int = Field(16 * 1024 * 1024, ge=0)
     # gRPC max send/receive message length on both ends; Batches and StateChunks are cut
     # below it (core/wire.py) and ingest.max_payload_bytes must leave a record room in it
     max_message_bytes: int = Field(64 * 1024 * 1024, ge=256 * 1024, le=2**31 - 1)

@@ -96,8 +96,8 @@ async def test_cluster_regions_without_peer_urls(tmp_path: Path) -> None:
         assert peer == {
             "region": "eu-central-1", "http_url": None, "reached": False,
             "error": "no http_url in its [[peers]] entry", "registry_hash": None,
-            "agrees": None, "version_vector": None, "peers_connected": None,
-            "peers_total": None,
+            "registry_digest": None, "agrees": None, "version_vector": None,
+            "peers_connected": None, "peers_total": None,
         }  # fmt: skip
         assert_problem(await c.get("/v1/cluster/regions"), 401, "authorization")
         await c.post("/v1/tenants", json={"id": "acme", "name": "A"}, headers=bearer(ADMIN))

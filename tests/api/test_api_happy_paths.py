@@ -270,6 +270,8 @@ async def test_cluster_shape(api: Api, tenant: str) -> None:
         "held_back_by": [],
     }  # fmt: skip
     assert re.fullmatch(r"[0-9a-f]{64}", c["registry_hash"])
+    assert re.fullmatch(r"[0-9a-f]{64}", c["registry_digest"])  # issue 42
+    assert c["registry_hash_age_s"] == 0  # a small registry: worked out when read
     vv = c["version_vector"]
     assert isinstance(vv, dict) and len(vv) == 1
     (seq,) = vv.values()
@@ -285,6 +287,7 @@ async def test_cluster_shape(api: Api, tenant: str) -> None:
     await api.client.post("/v1/tenants", json={"id": "t2", "name": "Two"})
     c2 = (await api.client.get("/v1/cluster")).json()
     assert c2["registry_hash"] != c["registry_hash"]
+    assert c2["registry_digest"] != c["registry_digest"]
     assert list(c2["version_vector"].values())[0] == seq + 1
 
 

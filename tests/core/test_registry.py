@@ -259,3 +259,31 @@ def test_usage_counters_are_shown_never_below_zero() -> None:
     t = reg.tenant("acme")
     assert t is not None and t.usage["backlog"] == 0 and t.usage["deliveries_succeeded"] == 2
     assert reg.usage("acme", "backlog") == -1
+
+
+def _lww(value: str, ms: int) -> LWWRegister:
+    return LWWRegister.empty().set(value, actor="a", stamp=Timestamp(ms, 0))
+
+
+def test_registry_digest_is_kept_by_apply_and_order_free() -> None:
+    """Issue 42: ``digest`` is kept by every apply (O(1) to read), equal over the same
+    states whatever the order they came in, equal to one loaded from the store and to one
+    worked out from scratch, and blind to empty states, like ``state_hash``."""
+    deltas = {f"e/ep{i}/url": _lww(f"https://x/{i}", i + 1) for i in range(50)}
+    a, b = Registry(), Registry()
+    a.digest()  # worked out (empty) first, then kept by each apply
+    for key in sorted(deltas):
+        a.apply({key: deltas[key]})
+    b.apply(dict(reversed(list(deltas.items()))))
+    assert a.digest() == b.digest()
+    loaded = Registry.from_bytes({k: v.to_bytes() for k, v in deltas.items()})
+    assert loaded._digest is not None and loaded.digest() == a.digest()
+    assert Registry(a.states()).digest() == a.digest()  # from scratch
+    before = a.digest()
+    a.apply({"e/gone/event_types": ORSet.empty()})  # an empty state counts as absent
+    assert a.digest() == before
+    a.apply({"e/ep7/url": _lww("https://y/", 10_000)})
+    assert a.digest() != before
+    b.apply({"e/ep7/url": _lww("https://y/", 10_000)})
+    assert a.digest() == b.digest()
+    assert Registry().digest() != before

@@ -345,7 +345,12 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         incarnation=_INT,
         version_vector={"type": "object", "additionalProperties": _INT},
         log_floor={"type": "object", "additionalProperties": _INT},
+        # sha256 over every non-empty state in key order; over a large registry cached
+        # and worked out off the event loop at most every 5 s (its age: 0 when current)
         registry_hash=_STR,
+        registry_hash_age_s=_NUM,
+        # order-free digest kept by every change (issue 42): exact, compare this one
+        registry_digest=_STR,
         # origin -> what this node refused of it (issue 41; peers[].refused: the peer's)
         refused={"type": "object", "additionalProperties": _REFUSED},
         # core.capabilities: this node's release and features, the cluster's effective

@@ -203,6 +203,20 @@ class HashTree:
                 out.extend(items)
         return sorted(out)
 
+    def idents_in_tree_order(self, prefixes: Iterable[str]) -> list[str]:
+        """``idents(prefixes)`` in tree order: leaf bucket by leaf bucket (sorted within
+        one), so a stream cut after a prefix of them has completed whole buckets, which
+        the next comparison finds equal (a resumed snapshot, issue 42)."""
+        wanted = set(prefixes)
+        if not wanted:
+            return []
+        lengths = sorted({len(p) for p in wanted})
+        out: list[str] = []
+        for leaf in sorted(self._leaves):
+            if any(leaf[:n] in wanted for n in lengths):
+                out.extend(sorted(self._leaves[leaf]))
+        return out
+
 
 class StateTree(HashTree):
     """The anti-entropy tree of a node's state kept up to date item by item (issue 17):

@@ -12,7 +12,7 @@ from .model import Record
 
 __all__ = [
     "ack_overdue", "actor_reused", "check_read", "digest_verdict", "next_incarnation",
-    "refusal_pause", "refusal_passes", "repair_backoff",
+    "refusal_pause", "refusal_passes", "repair_backoff", "stream_pace",
 ]  # fmt: skip
 
 
@@ -88,6 +88,15 @@ def repair_backoff(futile: int, interval_s: float) -> float:
     if futile < 1:
         return 0.0
     return interval_s * 2 ** min(futile - 1, 5)
+
+
+def stream_pace(sent_bytes: int, elapsed_s: float, bytes_per_s: int) -> float:
+    """Seconds a state stream (snapshot or repair) waits before its next chunk so that
+    ``sent_bytes`` since it started, ``elapsed_s`` ago, stay within ``bytes_per_s``
+    (``replication.repair_bytes_per_s``; 0: unbounded, no wait)."""
+    if bytes_per_s <= 0:
+        return 0.0
+    return max(0.0, sent_bytes / bytes_per_s - elapsed_s)
 
 
 def check_read(after: Mapping[str, int], records: Sequence[Record]) -> None:

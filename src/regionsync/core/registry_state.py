@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Self
 
 from crdt import CRDT, LWWRegister, ORSet, Timestamp, decode
@@ -18,6 +18,16 @@ from .registry_views import EndpointView
 
 Deltas = dict[str, CRDT]
 
+_MOD = 1 << 256
+
+
+def _key_digest(key: str, data: bytes) -> int:
+    """One non-empty state's part of ``RegistryState.digest``: sha256 over the same
+    framing as ``state_hash`` (key and canonical bytes, each length-prefixed)."""
+    raw = key.encode()
+    h = hashlib.sha256(len(raw).to_bytes(4, "big") + raw + len(data).to_bytes(4, "big") + data)
+    return int.from_bytes(h.digest(), "big")
+
 
 @functools.cache
 def _empty_bytes(cls: type[CRDT]) -> bytes:
@@ -25,12 +35,36 @@ def _empty_bytes(cls: type[CRDT]) -> bytes:
     return cls.empty().to_bytes()
 
 
+def _part(key: str, state: CRDT | None) -> int:
+    """``state``'s part of the digest: 0 when absent or empty."""
+    if state is None:
+        return 0
+    data = state.to_bytes()  # cached on the (immutable) state
+    return 0 if data == _empty_bytes(type(state)) else _key_digest(key, data)
+
+
+def hash_items(items: Iterable[tuple[str, CRDT]]) -> str:
+    """``state_hash`` over ``(key, state)`` pairs in key order (empty states skipped)."""
+    h = hashlib.sha256()
+    for key, state in items:
+        data = state.to_bytes()
+        if data == _empty_bytes(type(state)):
+            continue
+        h.update(len(key).to_bytes(4, "big") + key.encode())
+        h.update(len(data).to_bytes(4, "big") + data)
+    return h.hexdigest()
+
+
 class RegistryState:
     """In-memory registry state: key -> CRDT, and the caches ``apply`` keeps true."""
 
-    def __init__(self, states: Mapping[str, CRDT] | None = None):
+    def __init__(self, states: Mapping[str, CRDT] | None = None, digest: int | None = None):
         self._states: dict[str, CRDT] = dict(states or {})
         self._hash: str | None = None
+        # sum mod 2**256 of ``_key_digest`` over the non-empty states (``digest``), kept
+        # by ``apply``; None: not worked out yet (``from_bytes`` passes it in)
+        self._digest: int | None = digest
+        self.changes = 0  # ``apply`` calls that changed something (a cached hash's stamp)
         self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
         # tenants whose dots the last ``apply`` changed: created, deleted or re-created
         self.tenants_changed: set[str] = set()
@@ -44,7 +78,12 @@ class RegistryState:
     @classmethod
     def from_bytes(cls, rows: Mapping[str, bytes]) -> Self:
         """Load from stored ``key -> canonical bytes``; raises crdt.DecodeError."""
-        return cls({k: decode(v) for k, v in rows.items()})
+        states = {k: decode(v) for k, v in rows.items()}
+        total = 0  # the digest from the stored bytes (canonical: what to_bytes gives)
+        for k, v in rows.items():
+            if v != _empty_bytes(type(states[k])):
+                total += _key_digest(k, v)
+        return cls(states, total % _MOD)
 
     def _get(self, key: str, cls: type) -> Any:
         state = self._states.get(key)
@@ -76,6 +115,8 @@ class RegistryState:
                     self._sorted_keys = None
                     if key.startswith(("x/", "p/")):
                         self._removal_keys.add(key)
+                if self._digest is not None:
+                    self._digest = (self._digest + _part(key, new) - _part(key, old)) % _MOD
                 self._states[key] = new
                 changed[key] = new
                 olds[key] = old
@@ -86,6 +127,7 @@ class RegistryState:
             self.tenants_changed = changed_members(before, changed["tenants"])  # type: ignore[arg-type]
         if changed:
             self._hash = None
+            self.changes += 1
             if self._views:
                 self._forget_views(changed, olds)
         return changed
@@ -119,19 +161,54 @@ class RegistryState:
         if self._hash is None:
             if self._sorted_keys is None:  # kept until a key is added
                 self._sorted_keys = sorted(self._states)
-            h, states = hashlib.sha256(), self._states
-            for key in self._sorted_keys:
-                data = states[key].to_bytes()  # cached on the (immutable) state
-                if data == _empty_bytes(type(states[key])):
-                    continue
-                h.update(len(key).to_bytes(4, "big") + key.encode())
-                h.update(len(data).to_bytes(4, "big") + data)
-            self._hash = h.hexdigest()
+            states = self._states
+            self._hash = hash_items((key, states[key]) for key in self._sorted_keys)
         return self._hash
+
+    def digest(self) -> str:
+        """``registry_digest``: sha256 hex of the sum (mod 2**256) of one sha256 per
+        non-empty state, over its key and canonical bytes. Equal in every region once they
+        have converged, like ``state_hash``, but independent of order, so ``apply`` keeps
+        it (one sha256 per changed key) and reading it is O(1) (issue 42); worked out
+        once, O(registry), if the state was not loaded by ``from_bytes``."""
+        if self._digest is None:
+            self._digest = sum(_part(k, v) for k, v in self._states.items()) % _MOD
+        return hashlib.sha256(self._digest.to_bytes(32, "big")).hexdigest()
+
+    def sorted_items(self) -> list[tuple[str, CRDT]]:
+        """Every ``(key, state)`` (empty ones too), sorted by key; the copy is one C call,
+        so a thread may take it while the event loop applies changes (``state_hash``'s
+        cached, off-loop form: runtime/cluster.py)."""
+        items = list(self._states.items())
+        items.sort(key=lambda kv: kv[0])
+        return items
+
+    def cached_hash(self) -> str | None:
+        """``state_hash`` if no change came since it was last worked out, else None."""
+        return self._hash
+
+    def set_hash(self, value: str, changes: int) -> None:
+        """Keep ``value``, the ``state_hash`` worked out (elsewhere) over the state as of
+        ``changes``, if nothing changed since."""
+        if changes == self.changes:
+            self._hash = value
 
     def __len__(self) -> int:
         return len(self._states)
 
     def states(self) -> dict[str, CRDT]:
-        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable)."""
-        return {k: v for k, v in self._states.items() if v.to_bytes() != _empty_bytes(type(v))}
+        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable).
+        O(registry): for a few keys use ``state``, to walk them ``non_empty``."""
+        return dict(self.non_empty())
+
+    def state(self, key: str) -> CRDT | None:
+        """The non-empty state under ``key``, or None (absent or empty); O(1), no copy."""
+        v = self._states.get(key)
+        return None if v is None or v.to_bytes() == _empty_bytes(type(v)) else v
+
+    def non_empty(self) -> Iterator[tuple[str, CRDT]]:
+        """``(key, state)`` of every non-empty state, without copying the map; run it to
+        its end without awaiting (an ``apply`` in between would change the map)."""
+        for k, v in self._states.items():
+            if v.to_bytes() != _empty_bytes(type(v)):
+                yield k, v

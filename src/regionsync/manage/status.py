@@ -42,7 +42,11 @@ def status_rows(cluster: dict, others: dict[str, dict | str] | None = None) -> l
         return f"{sum(1 for p in peers if p['connected'])}/{len(peers)}"
 
     def reached(row: dict, other: dict) -> None:
-        same = other["registry_hash"] == mine
+        # registry_digest (issue 42: exact, O(1)) when both regions give it, else the hash
+        if other.get("registry_digest") and cluster.get("registry_digest"):
+            same = other["registry_digest"] == cluster["registry_digest"]
+        else:
+            same = other["registry_hash"] == mine
         row.update(reached="yes", registry=other["registry_hash"][:12],
                    agrees="yes" if same else "DIFFERS", peers_up=peers_up(other))  # fmt: skip
 

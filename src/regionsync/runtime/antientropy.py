@@ -120,8 +120,10 @@ class AntiEntropy:
         self._pending.append(pending)
         try:
             tree = StateTree(self.settings.replication.tree_depth)
-            states = self.catalog.registry.states()  # the non-empty ones
-            tree.apply([("r/" + key, state.to_bytes(), False) for key, state in states.items()])
+            # the non-empty states, read in place (no copy of the registry)
+            tree.apply(
+                [("r/" + k, v.to_bytes(), False) for k, v in self.catalog.registry.non_empty()]
+            )
             after = ""  # a page at a time: memory bounded by the page, not the store
             loop = asyncio.get_running_loop()
             started = loop.time()
@@ -160,8 +162,9 @@ class AntiEntropy:
         """``(kind, body)`` items carrying the current state of tree items ``idents``;
         registry states are grouped in one item per call, an event carries its
         Idempotency-Keys. Items gone since the tree was built are skipped."""
-        states = self.catalog.registry.states()
-        registry = {i[2:]: states[i[2:]] for i in idents if i[:2] == "r/" and i[2:] in states}
+        # one lookup per ident (O(batch), not a copy of the registry per batch: issue 42)
+        lookup = self.catalog.registry.state
+        registry = {i[2:]: s for i in idents if i[:2] == "r/" and (s := lookup(i[2:])) is not None}
         out: list[tuple[str, bytes]] = []
         if registry:
             out.append(("registry", encode_body(registry=registry)))

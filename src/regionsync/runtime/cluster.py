@@ -11,6 +11,7 @@ from ..core.peering import repair_backoff
 from .cohort import Cohort
 from .custody import Custody
 from .ports import Clock
+from .registry_hash import RegistryHash
 from .replica import Replica
 from .state import Catalog, PeerStatus
 from .writepath import WritePath
@@ -34,6 +35,7 @@ class ClusterView:
         self.region, self.writer, self.replica = region, writer, replica
         self.catalog, self.peers, self.custody, self.clock = catalog, peers, custody, clock
         self.cohort: Cohort | None = None  # set by the node when the store is shared
+        self.registry_hash = RegistryHash(catalog, clock)  # cached off the loop (issue 42)
 
     async def process(self) -> dict[str, Any]:
         """This process among its region's (``process`` of ``GET /v1/cluster``):
@@ -80,6 +82,7 @@ class ClusterView:
         now = self.clock.wall_ms()
         caps = self.writer.capabilities.view()
         heard: dict[str, Any] = caps.pop("peers")  # type: ignore[assignment]
+        registry_hash, age = self.registry_hash.read()
         return {
             "region": self.region,
             # release, features read, the cluster's effective set (core.capabilities)
@@ -88,7 +91,11 @@ class ClusterView:
             "incarnation": self.writer.incarnation,
             "version_vector": dict(sorted(self.writer.durable_vv.items())),
             "log_floor": dict(sorted(self.replica.log_floor.items())),
-            "registry_hash": self.catalog.registry.state_hash(),
+            # O(1) (issue 42): the order-free digest kept by every apply, and the sorted
+            # hash that earlier releases compare, cached (its age: 0 when current)
+            "registry_digest": self.catalog.registry.digest(),
+            "registry_hash": registry_hash,
+            "registry_hash_age_s": round(age, 3),
             # what this node refused of each origin (issue 41): the receiving side
             "refused": self.replica.refusals_view(),
             "peers": [

@@ -229,6 +229,7 @@ class Node:
         if self.coordinator is not None:  # an actor of its own, never used before
             incarnation, fresh = await self.coordinator.allocate_actor(self.clock.wall_ms()), True
         self.catalog.load(await store.load_registry())
+        self.view.registry_hash.read()  # a large registry's hash: on a thread from now on
         writer.open(self.region, incarnation, await store.load_version_vector())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()

@@ -7,11 +7,12 @@ Merges nothing itself: the accepting side merges chunks through ``Links.state``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
 from ..core.hashtree import HashTree, children
-from ..core.peering import digest_verdict
+from ..core.peering import digest_verdict, stream_pace
 from ..core.wire import message_budget, state_item_wire_size
 from ..v1 import replication_pb2 as pb
 from .links import Links, recv
@@ -119,19 +120,36 @@ class AntiEntropyPass:
                     else:
                         frontier.extend(children(bucket))
         # registry states first (a node repaired from nothing serves its tenants and
-        # endpoints from the first chunk), then events, then the deliveries of them
-        idents = sorted(tree.idents(send), key=lambda i: _SEND_ORDER.get(i[:2], 3))
+        # endpoints from the first chunk), then events, then the deliveries of them; each
+        # kind in tree order, so a pass cut midway leaves whole buckets merged (resumed)
+        order = tree.idents_in_tree_order(send)
+        idents = sorted(order, key=lambda i: _SEND_ORDER.get(i[:2], 3))
+        return await self._stream(idents, vv)
+
+    async def _stream(self, idents: list[str], vv: dict[str, int]) -> dict[str, int]:
+        """Send the state of ``idents`` in chunks, the last one carrying ``vv``. Paced
+        (``repair_bytes_per_s``, core.peering.stream_pace) and yielding to the loop
+        between batches of items, so the serving side keeps answering (issue 42). Each
+        chunk the peer acks is merged there, so a pass after a dropped link finds those
+        buckets equal and sends only the rest."""
+        links, opts = self.links, self.opts
         chunk: list[pb.StateItem] = []
-        size = 0
+        size = sent = 0
         budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))
+        started = links.clock.monotonic()
         for i in range(0, len(idents), 256):
             for kind, body in await links.state.state_items(idents[i : i + 256]):
                 item = state_item_wire_size(kind, body)
                 if chunk and size + item > budget:  # cut before it would overflow
                     await self._send_chunk(chunk, None)
+                    sent += size
                     chunk, size = [], 0
+                    elapsed = links.clock.monotonic() - started
+                    if wait := stream_pace(sent, elapsed, opts.repair_bytes_per_s):
+                        await links.clock.sleep(wait)
                 chunk.append(pb.StateItem(kind=kind, body=body))
                 size += item
+            await asyncio.sleep(0)  # requests and commits run between batches
         return await self._send_chunk(chunk, vv)
 
     async def _send_chunk(

@@ -200,10 +200,12 @@ async function clusterPage() {
     h("h1", {}, `Cluster as ${c.region} sees it`),
     h("dl", { class: "kv" },
       h("dt", {}, "actor"), h("dd", {}, c.actor),
-      h("dt", {}, "registry hash"), h("dd", {}, h("code", {}, c.registry_hash)),
+      h("dt", {}, "registry hash"), h("dd", {}, h("code", {}, c.registry_hash),
+        c.registry_hash_age_s ? ` (${c.registry_hash_age_s.toFixed(1)} s old)` : ""),
+      h("dt", {}, "registry digest"), h("dd", {}, h("code", {}, c.registry_digest || "-")),
       h("dt", {}, "registry agreement"),
       h("dd", { id: "agreement", class: allAgree ? "ok" : "warn" },
-        allAgree ? "every region's registry hash agrees with this region's"
+        allAgree ? "every region's registry agrees with this region's"
           : "not every region agrees yet (see below)"),
       h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events)),
       h("dt", {}, "features in use"),

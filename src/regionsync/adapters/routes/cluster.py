@@ -31,6 +31,7 @@ def build(ctx: ApiContext) -> APIRouter:
     @router.get("/v1/cluster")
     async def cluster(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
+        await node.view.registry_hash.ready()  # a first hash of a large registry, off-loop
         c = node.view.cluster()
         http_urls = {p.region: p.http_url for p in node.settings.peers}
         for p in c["peers"]:
@@ -58,7 +59,8 @@ def build(ctx: ApiContext) -> APIRouter:
         each peer's ``/v1/cluster`` asked at the ``http_url`` of its ``[[peers]]`` entry
         with the caller's Authorization (3 s timeout). Per region: ``reached`` (False with
         ``error`` when it has no http_url, cannot be reached or refuses), its
-        ``registry_hash``, ``agrees`` (equal to this node's hash; for an unreached peer the
+        ``registry_hash``, ``registry_digest`` (None from an earlier release), ``agrees``
+        (equal to this node's digest, or hash if either lacks one; for an unreached peer the
         state-digest verdict of this node, None if never compared), ``version_vector`` and
         ``peers_connected``/``peers_total`` of its own links."""
         ctx.auth.check(request)
@@ -129,6 +131,7 @@ def _removal_route(router: APIRouter, ctx: ApiContext) -> None:
 async def _regions(node: Node, auth: str | None) -> dict[str, Any]:
     """The rows of ``/v1/cluster/regions``: this node's view, then each peer's, asked with
     the caller's Authorization ``auth``."""
+    await node.view.registry_hash.ready()
     mine = node.view.cluster()
     headers = {"authorization": auth} if auth else {}
 
@@ -136,7 +139,8 @@ async def _regions(node: Node, auth: str | None) -> dict[str, Any]:
         return {
             "region": c["region"], "reached": True, "error": None,
             "registry_hash": c["registry_hash"],
-            "agrees": c["registry_hash"] == mine["registry_hash"],
+            "registry_digest": c.get("registry_digest"),  # absent before issue 42
+            "agrees": _same_registry(c, mine),
             "version_vector": c["version_vector"],
             "peers_connected": sum(1 for p in c["peers"] if p["connected"]),
             "peers_total": len(c["peers"]),
@@ -144,7 +148,7 @@ async def _regions(node: Node, auth: str | None) -> dict[str, Any]:
 
     async def ask(client: httpx.AsyncClient, peer: Any, status: Any) -> dict[str, Any]:
         out = {"region": peer.region, "http_url": peer.http_url, "reached": False,
-               "registry_hash": None,
+               "registry_hash": None, "registry_digest": None,
                "agrees": status.state_agrees, "version_vector": None,
                "peers_connected": None, "peers_total": None}  # fmt: skip
         if peer.http_url is None:
@@ -166,6 +170,15 @@ async def _regions(node: Node, auth: str | None) -> dict[str, Any]:
             for p in node.settings.peers if p.region in node.peers
         ))  # fmt: skip
     return {"items": [{**row(mine), "http_url": None}, *peers], "next": None}
+
+
+def _same_registry(c: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """The registries of two cluster views agree: by ``registry_digest`` (exact, kept per
+    apply) when both carry it, else by ``registry_hash`` (a region of an earlier
+    release; this node's may be up to a few seconds old over a large registry)."""
+    if c.get("registry_digest") and mine.get("registry_digest"):
+        return bool(c["registry_digest"] == mine["registry_digest"])
+    return bool(c["registry_hash"] == mine["registry_hash"])
 
 
 class _Snapshot:

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 
 from api_support import Api, RecordingReceiver, assert_problem, eventually
 
+from regionsync.core.capabilities import ALL, RELEASE, announced
+
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
@@ -264,9 +266,9 @@ async def test_cluster_shape(api: Api, tenant: str) -> None:
     assert isinstance(c["incarnation"], int)
     assert c["peers"] == []
     # no peers: the cluster is this node, so every feature it reads is in use
+    new = announced(ALL)  # every feature newer than the baseline
     assert c["capabilities"] == {
-        "release": "0.2.0", "features": ["optional-fields"],
-        "region_features": ["optional-fields"], "effective": ["optional-fields"],
+        "release": RELEASE, "features": new, "region_features": new, "effective": new,
         "held_back_by": [],
     }  # fmt: skip
     assert re.fullmatch(r"[0-9a-f]{64}", c["registry_hash"])

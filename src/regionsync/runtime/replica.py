@@ -132,7 +132,8 @@ class Replica:
                             newest = r
                         except MalformedRecord as exc:
                             rejected.append(exc)
-                            self._refuse(exc)
+                            if not self._refuse(exc):
+                                break  # held with its successors (the simulator's StallingNode)
                         else:
                             if dec.unknown:  # type: ignore[union-attr]  # decoded once applied
                                 self.counters["unknown_fields"] += dec.unknown  # type: ignore[union-attr]
@@ -153,9 +154,9 @@ class Replica:
                 durable = self.writer.submit(batch)
         return rejected, durable
 
-    def _refuse(self, exc: MalformedRecord) -> None:
-        """Count and note a refused record, which its successors pass (never merged:
-        ``_apply_one`` raised before merging anything)."""
+    def _refuse(self, exc: MalformedRecord) -> bool:
+        """Count and note a refused record; True: its successors pass it (always here;
+        never merged: ``_apply_one`` raised before merging anything)."""
         log.warning("rejected record: %s", exc)
         self.counters["records_rejected"] += 1
         region = exc.origin.partition(":")[0]
@@ -168,6 +169,7 @@ class Replica:
             note.count + 1, exc.seq, exc.reason, now,
         )  # fmt: skip
         note.skipped += 1
+        return True
 
     def refusals_view(self) -> dict[str, dict[str, int | str]]:
         """origin -> what this node refused of it (``/v1/cluster`` ``refused``)."""

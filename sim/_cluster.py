@@ -97,6 +97,7 @@ class SimCluster:
         self.receivers = receivers
         self.node_classes = node_classes or {}
         self.force_new_form = False  # pin each node's written set to what it reads
+        self.rebased: set[str] = set()  # actors whose HLC restarted in any boot (harvest)
         self.regions = {
             n: SimRegion(
                 n, SimStore(MemoryStore(), derive_rng(seed, "disk", n), fsync_s), clocks[n]
@@ -138,9 +139,12 @@ class SimCluster:
         return node
 
     def harvest(self, r: SimRegion) -> None:
-        """Add the running node's refusals to the region's totals (before it stops)."""
+        """Add the running node's refusals to the region's totals, and note whether its
+        HLC restarted (WritePath.stamp), before it stops."""
         if r.node is None:
             return
+        if getattr(r.node.writer, "hlc_rebases", 0):  # 0: a release before it
+            self.rebased.add(r.node.writer.actor)
         for origin, n in r.node.replica.refused.items():
             r.refused[origin] = r.refused.get(origin, 0) + n
         r.node.replica.refused.clear()

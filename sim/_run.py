@@ -429,10 +429,11 @@ class _Sim:
                     f"not converged {self.opts.heal_budget_s:.0f}s after healing: {detail}",
                 )
             )
+        res.violations += check_refusals(self.cluster, self.opts.rolling_upgrade)  # harvests
+        rebased = self.monitor.rebased | self.cluster.rebased  # a boot the monitor missed
         res.violations += await check_final(
-            self.cluster, self.history, self.opts.lww_bound_s, self.monitor.rebased
+            self.cluster, self.history, self.opts.lww_bound_s, rebased
         )
-        res.violations += check_refusals(self.cluster, self.opts.rolling_upgrade)
         limit = self.opts.max_message_bytes
         if limit and self.net.largest > limit:  # gRPC would have refused it
             detail = f"a {self.net.largest}-byte message; max_message_bytes {limit}"

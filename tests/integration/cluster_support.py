@@ -133,3 +133,28 @@ def stop_processes(procs: list[subprocess.Popen[Any]], root: Path) -> None:
         lines = log.read_text(errors="replace").splitlines()
         print(f"--- {log.name} (last 40 of {len(lines)} lines)", *lines[-40:], sep="\n")
     shutil.rmtree(root, ignore_errors=True)
+
+
+async def endpoint_everywhere(
+    c: httpx.AsyncClient,
+    bases: dict[str, str],
+    first: str,
+    tenant: str,
+    name: str,
+    receiver: RecordingReceiver,
+) -> None:
+    """Tenant ``tenant`` with an endpoint on ``receiver``'s path ``name``, made at
+    ``bases[first]`` and awaited at every base (region or process -> HTTP base URL)."""
+    await expect(c, "POST", f"{bases[first]}/v1/tenants", 201, json={"id": tenant, "name": name})
+    ep = await expect(c, "POST", f"{bases[first]}/v1/tenants/{tenant}/endpoints", 201,
+                      json={"url": receiver.url(name)})  # fmt: skip
+    receiver.secrets[name] = ep["secret"]
+
+    async def everywhere() -> bool:
+        for base in bases.values():
+            resp = await c.get(f"{base}/v1/tenants/{tenant}/endpoints/{ep['id']}")
+            if resp.status_code != 200:
+                return False
+        return True
+
+    await eventually(everywhere, timeout_s=30, interval=0.1)

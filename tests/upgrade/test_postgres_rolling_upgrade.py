@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cluster_support import (  # noqa: E402
     RecordingReceiver,
     converged,
+    endpoint_everywhere,
     eventually,
-    expect,
     http_base,
     process_config,
     stop_processes,
@@ -80,20 +80,7 @@ class Region:
 
 
 async def set_up(region: Region, receiver: RecordingReceiver) -> None:
-    c, http = region.client, region.http
-    await expect(c, "POST", f"{http['p0']}/v1/tenants", 201, json={"id": TENANT, "name": "PG"})
-    ep = await expect(c, "POST", f"{http['p0']}/v1/tenants/{TENANT}/endpoints", 201,
-                      json={"url": receiver.url("pg")})  # fmt: skip
-    receiver.secrets["pg"] = ep["secret"]
-
-    async def everywhere() -> bool:
-        for base in http.values():
-            resp = await c.get(f"{base}/v1/tenants/{TENANT}/endpoints/{ep['id']}")
-            if resp.status_code != 200:
-                return False
-        return True
-
-    await eventually(everywhere, timeout_s=30, interval=0.1)
+    await endpoint_everywhere(region.client, region.http, "p0", TENANT, "pg", receiver)
 
 
 async def recorded(pg_url: str) -> tuple[int, list[tuple[Any, ...]]]:

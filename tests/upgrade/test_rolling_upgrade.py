@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cluster_support import (  # noqa: E402
     RecordingReceiver,
     converged,
+    endpoint_everywhere,
     eventually,
-    expect,
     http_base,
     stop_processes,
 )
@@ -80,22 +80,7 @@ class Regions:
 
 async def set_up(rs: Regions, receiver: RecordingReceiver) -> str:
     """The tenant and its endpoint, seen by every region; returns the endpoint's name."""
-    c, http = rs.client, rs.http
-    await expect(
-        c, "POST", f"{http[REGIONS[0]]}/v1/tenants", 201, json={"id": TENANT, "name": "Up"}
-    )
-    ep = await expect(c, "POST", f"{http[REGIONS[0]]}/v1/tenants/{TENANT}/endpoints", 201,
-                      json={"url": receiver.url("up")})  # fmt: skip
-    receiver.secrets["up"] = ep["secret"]
-
-    async def everywhere() -> bool:
-        for base in http.values():
-            resp = await c.get(f"{base}/v1/tenants/{TENANT}/endpoints/{ep['id']}")
-            if resp.status_code != 200:
-                return False
-        return True
-
-    await eventually(everywhere, timeout_s=30, interval=0.1)
+    await endpoint_everywhere(rs.client, rs.http, REGIONS[0], TENANT, "up", receiver)
     return "up"
 
 

@@ -24,8 +24,8 @@ class RemoveWinsRegistry(Registry):
     """OR-Sets that prefer removes: once an element left a set here, it never comes back
     (a two-phase set), whatever concurrent or later adds say."""
 
-    def __init__(self, states: Mapping[str, CRDT] | None = None):
-        super().__init__(states)
+    def __init__(self, states: Mapping[str, CRDT] | None = None, digest: int | None = None):
+        super().__init__(states, digest)
         self.removed: set[tuple[str, object]] = set()
 
     def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:

@@ -32,22 +32,7 @@ def build(ctx: ApiContext) -> APIRouter:
     async def cluster(request: Request) -> dict[str, Any]:
         ctx.auth.check(request)
         await node.view.registry_hash.ready()  # a first hash of a large registry, off-loop
-        c = node.view.cluster()
-        http_urls = {p.region: p.http_url for p in node.settings.peers}
-        for p in c["peers"]:
-            p["http_url"] = http_urls.get(p["region"])
-            p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
-            p["last_digest_at"] = rfc3339(p.pop("last_digest_at_ms"))
-            p["last_contact_at"] = rfc3339(p.pop("last_contact_at_ms"))
-            for n in p["refused"].values():
-                n["last_at"] = rfc3339(n.pop("last_ms"))
-        for n in c["refused"].values():
-            n["first_at"], n["last_at"] = rfc3339(n.pop("first_ms")), rfc3339(n.pop("last_ms"))
-        custody = c["custody"]
-        custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
-        custody["fenced_since"] = rfc3339(custody.pop("fenced_since_ms"))
-        for rec in custody["records"].values():
-            rec["since"] = rfc3339(rec.pop("since_ms"))
+        c = _dated(node.view.cluster(), {p.region: p.http_url for p in node.settings.peers})
         c["counts"] = await node.store.counts(node.region)
         c["process"] = await node.view.process()
         c["removals"] = node.removals.view()
@@ -105,6 +90,26 @@ def build(ctx: ApiContext) -> APIRouter:
         return Response(generate_latest(reg), media_type="text/plain; version=0.0.4")
 
     return router
+
+
+def _dated(c: dict[str, Any], http_urls: dict[str, str | None]) -> dict[str, Any]:
+    """The cluster view with its wall-clock ms as RFC 3339 times and each peer's
+    ``http_url``."""
+    for p in c["peers"]:
+        p["http_url"] = http_urls.get(p["region"])
+        p["last_ack_at"] = rfc3339(p.pop("last_ack_at_ms"))
+        p["last_digest_at"] = rfc3339(p.pop("last_digest_at_ms"))
+        p["last_contact_at"] = rfc3339(p.pop("last_contact_at_ms"))
+        for n in p["refused"].values():
+            n["last_at"] = rfc3339(n.pop("last_ms"))
+    for n in c["refused"].values():
+        n["first_at"], n["last_at"] = rfc3339(n.pop("first_ms")), rfc3339(n.pop("last_ms"))
+    custody = c["custody"]
+    custody["last_heard"] = {r: rfc3339(ms) for r, ms in custody.pop("last_heard_ms").items()}
+    custody["fenced_since"] = rfc3339(custody.pop("fenced_since_ms"))
+    for rec in custody["records"].values():
+        rec["since"] = rfc3339(rec.pop("since_ms"))
+    return c
 
 
 def _removal_route(router: APIRouter, ctx: ApiContext) -> None:

@@ -86,8 +86,9 @@ def duplicate_windows(
       an adopter, which never saw that, sends it again before the heal;
     - an attempt in flight at the heal: the second within ``delivery.timeout_s +
       custody_interval_s`` of it;
-    - a cut that outlasts ``failover_after_s - fence_margin_s + fence_hold_s``: the
-      fence lapsed, both sides deliver until the heal.
+    - a cut that outlasts ``failover_after_s - fence_margin_s + fence_hold_s`` counted
+      from the last message heard, up to ``heartbeat_s`` before the cut: the fence
+      lapsed, both sides deliver until the heal.
 
     ``slack_s`` covers the network's latency and the custody step after a catch-up."""
     lease = repl.failover_after_s - repl.fence_margin
@@ -97,8 +98,8 @@ def duplicate_windows(
         done = start + lease + timeout_s + slack_s  # its last attempt before the fence
         out.append((start - slack_s, done, start - slack_s, healed))
         out.append((-_INF, _INF, end, healed))
-        if end - start > lease + repl.fence_hold:
-            lapse = start - repl.heartbeat_s + lease + repl.fence_hold
+        lapse = start - repl.heartbeat_s + lease + repl.fence_hold  # soonest it can lapse
+        if end > lapse:
             out.append((-_INF, _INF, lapse, healed))
     return out
 

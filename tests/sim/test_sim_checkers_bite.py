@@ -210,3 +210,24 @@ def test_duplicates_outside_the_window_are_reported() -> None:
     names = ("eu-west", "us-east", "ap-south", "us-west")
     res = run(opts, node_classes=dict.fromkeys(names, NoFenceNode))
     assert "duplicate_window" in {v.kind for v in res.violations}, res.violations
+
+
+def test_a_lapse_counted_from_the_last_message_heard_is_in_the_window() -> None:
+    """failover-flapping seed 15: us-east last heard a peer 6 s before an 89.4 s cut, so
+    its fence lapsed before the heal (lease 30 s + hold 60 s from the last message) and
+    it sent deliveries a survivor had sent: within the stated window. A cut too short
+    for a lapse leaves no such window."""
+    from types import SimpleNamespace
+
+    from sim._check_faults import check_duplicate_window, duplicate_windows
+
+    repl = SimpleNamespace(failover_after_s=60.0, fence_margin=30.0, fence_hold=60.0,
+                           heartbeat_s=10.0, custody_interval_s=5.0)  # fmt: skip
+
+    def receipt(at: float) -> SimpleNamespace:
+        return SimpleNamespace(status=204, path="/hook/t1-e2/5", webhook_id="evt_1", at=at)
+
+    twice = [receipt(236.6), receipt(255.0)]  # a survivor's, then the lapsed region's
+    assert check_duplicate_window(twice, duplicate_windows([(170.8, 260.2)], repl, 10.0, 1.0)) == []
+    short = duplicate_windows([(170.8, 230.0)], repl, 10.0, 1.0)  # healed before any lapse
+    assert [v.kind for v in check_duplicate_window(twice, short)] == ["duplicate_window"]

@@ -158,3 +158,17 @@ async def endpoint_everywhere(
         return True
 
     await eventually(everywhere, timeout_s=30, interval=0.1)
+
+
+async def all_delivered(acked: set[str], receiver: RecordingReceiver, name: str) -> None:
+    """Every event id of ``acked`` reached ``receiver``'s path ``name`` within 60 s; the
+    failure says how many did not."""
+
+    async def delivered() -> bool:
+        return acked <= receiver.ids(name)
+
+    try:
+        await eventually(delivered, timeout_s=60, interval=0.2)
+    except AssertionError:
+        lost = acked - receiver.ids(name)
+        raise AssertionError(f"{len(lost)} of {len(acked)} not delivered") from None

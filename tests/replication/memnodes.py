@@ -86,3 +86,19 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout_s: flo
         if time.monotonic() > deadline:
             pytest.fail("condition not reached before the deadline")
         await asyncio.sleep(0.01)
+
+
+def converged(*nodes: Node) -> bool:
+    """Every node holds the same registry and the same durable version vector."""
+    return (
+        len({n.catalog.registry.state_hash() for n in nodes}) == 1
+        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
+    )
+
+
+async def start(started: list[Node], *nodes: Node) -> tuple[Node, ...]:
+    """Start ``nodes`` in order, each added to ``started`` (stopped by the fixture)."""
+    for n in nodes:
+        await n.start()
+        started.append(n)
+    return nodes

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from memnodes import eventually, make_node
+from memnodes import converged, eventually, make_node, start
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.core.hashtree import HashTree, children
 from regionsync.core.records import encode_body
 
 FAST = {"truncate_interval_s": 0.02}
-
-
-def converged(*nodes) -> bool:
-    return (
-        len({n.catalog.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
-    )
-
-
-async def start(started, *nodes):
-    for n in nodes:
-        await n.start()
-        started.append(n)
-    return nodes
 
 
 async def log_len(node) -> int:

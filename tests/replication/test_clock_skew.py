@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memnodes import eventually, make_node
+from memnodes import eventually, make_node, start
 
 from crdt import LWWRegister
 from regionsync.adapters.memory_store import MemoryStore
@@ -25,13 +25,6 @@ def skew(node, ms: int):
     base = node.clock.wall_ms
     node.clock.wall_ms = lambda: base() + ms  # type: ignore[method-assign]
     return node
-
-
-async def start(started, *nodes):
-    for n in nodes:
-        await n.start()
-        started.append(n)
-    return nodes
 
 
 def real_ms(node) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memnodes import RecordingSender, StaticResolver, eventually
+from memnodes import RecordingSender, StaticResolver, converged, eventually
 
 from regionsync.adapters.grpc_transport import GrpcTransport
 from regionsync.adapters.postgres_store import PostgresStore
@@ -38,13 +38,6 @@ def node(tmp: Path, region: str, port: int, peer: str, peer_port: int, store: st
         transport=GrpcTransport(settings.grpc_listen),
         sender=RecordingSender(),
         resolver=StaticResolver(),
-    )
-
-
-def converged(*nodes: Node) -> bool:
-    return (
-        len({n.catalog.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
     )
 
 

@@ -3,24 +3,10 @@
 from __future__ import annotations
 
 import msgpack
-from memnodes import eventually, make_node
+from memnodes import converged, eventually, make_node, start
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.core.model import Record
-
-
-def converged(*nodes) -> bool:
-    return (
-        len({n.catalog.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
-    )
-
-
-async def start(started, *nodes):
-    for n in nodes:
-        await n.start()
-        started.append(n)
-    return nodes
 
 
 async def test_partial_mesh_forwards_third_region_records(net, started) -> None:

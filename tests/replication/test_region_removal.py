@@ -5,18 +5,11 @@ of Hello and Ack once every remaining region acknowledged, and it is refused unt
 from __future__ import annotations
 
 import pytest
-from memnodes import eventually, make_node
+from memnodes import eventually, make_node, start
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.errors import Conflict, NotFound
 from regionsync.runtime.links import hello
-
-
-async def start(started, *nodes):
-    for n in nodes:
-        await n.start()
-        started.append(n)
-    return nodes
 
 
 def peer_errors(node, region: str) -> str:

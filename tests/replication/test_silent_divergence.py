@@ -7,25 +7,11 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from memnodes import eventually, make_node
+from memnodes import converged, eventually, make_node, start
 
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.core.model import WriteBatch
 from regionsync.v1 import replication_pb2 as pb
-
-
-def converged(*nodes) -> bool:
-    return (
-        len({n.catalog.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
-    )
-
-
-async def start(started, *nodes):
-    for n in nodes:
-        await n.start()
-        started.append(n)
-    return nodes
 
 
 async def test_store_restored_from_older_copy_takes_a_new_actor(net, started) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from memnodes import eventually, make_node
+from memnodes import converged, eventually, make_node, start
 
 from crdt import LWWRegister, ORSet, Timestamp
 from regionsync.adapters.memory_store import MemoryStore
@@ -15,19 +15,6 @@ from regionsync.core.peering import stream_pace
 from regionsync.runtime import repair
 
 FAST = {"truncate_interval_s": 0.02}
-
-
-def converged(*nodes) -> bool:
-    return (
-        len({n.catalog.registry.state_hash() for n in nodes}) == 1
-        and len({tuple(sorted(n.writer.durable_vv.items())) for n in nodes}) == 1
-    )
-
-
-async def start(started, *nodes):
-    for n in nodes:
-        await n.start()
-        started.append(n)
 
 
 def fill_pairs(n: int) -> tuple[list[str], list[LWWRegister]]:

@@ -34,6 +34,7 @@ from regionsync.adapters.postgres_schema import LEVEL, MIGRATIONS
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cluster_support import (  # noqa: E402
     RecordingReceiver,
+    all_delivered,
     converged,
     endpoint_everywhere,
     eventually,
@@ -120,15 +121,7 @@ async def test_a_postgres_region_upgrades_one_process_at_a_time(
                   f"{load.refused} requests to a stopping process")  # fmt: skip
             assert not load.server_errors, load.server_errors
             assert len(load.acked) > 50, len(load.acked)  # the load ran throughout
-
-            async def delivered() -> bool:
-                return load.acked <= receiver.ids("pg")
-
-            try:
-                await eventually(delivered, timeout_s=60, interval=0.2)
-            except AssertionError:
-                lost = load.acked - receiver.ids("pg")
-                raise AssertionError(f"{len(lost)} of {len(load.acked)} not delivered") from None
+            await all_delivered(load.acked, receiver, "pg")
             assert receiver.failed == 0
             both = {r: region.http[r] for r in ("p0", "p1", PEER)}
             await eventually(lambda: converged(client, both), timeout_s=60, interval=0.2)

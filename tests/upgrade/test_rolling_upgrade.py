@@ -27,6 +27,7 @@ from rolling_support import Load, StallMeter
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cluster_support import (  # noqa: E402
     RecordingReceiver,
+    all_delivered,
     converged,
     endpoint_everywhere,
     eventually,
@@ -86,15 +87,7 @@ async def set_up(rs: Regions, receiver: RecordingReceiver) -> str:
 
 async def settle(rs: Regions, load: Load, receiver: RecordingReceiver) -> None:
     """Every acknowledged event delivered, every region converged, tenants everywhere."""
-
-    async def delivered() -> bool:
-        return load.acked <= receiver.ids("up")
-
-    try:
-        await eventually(delivered, timeout_s=60, interval=0.2)
-    except AssertionError:
-        lost = load.acked - receiver.ids("up")
-        raise AssertionError(f"{len(lost)} of {len(load.acked)} not delivered") from None
+    await all_delivered(load.acked, receiver, "up")
     cs = await eventually(lambda: converged(rs.client, rs.http), timeout_s=60, interval=0.2)
     assert len({c["registry_hash"] for c in cs.values()}) == 1
     for base in rs.http.values():

@@ -145,9 +145,10 @@ class SimCluster:
             return
         if getattr(r.node.writer, "hlc_rebases", 0):  # 0: a release before it
             self.rebased.add(r.node.writer.actor)
-        for origin, n in r.node.replica.refused.items():
-            r.refused[origin] = r.refused.get(origin, 0) + n
-        r.node.replica.refused.clear()
+        for origin, note in r.node.replica.refusals.items():
+            region = origin.partition(":")[0]
+            r.refused[region] = r.refused.get(region, 0) + note.count
+        r.node.replica.refusals.clear()  # harvested once
         r.state_rejected += r.node.counters["state_rejected"]
         r.node.counters["state_rejected"] = 0
 

@@ -63,7 +63,7 @@ async def test_upgrade_and_rollback_move_the_feature_set(net, started) -> None:
     await eventually(lambda: c.catalog.registry.has_tenant("umbrella"))
     assert c.catalog.registry.has_tenant("initech")
     assert b"_writer" not in (await _registry_bodies(a))[-1]
-    assert all(not n.replica.refused for n in (a, b, c))
+    assert all(not n.replica.refusals for n in (a, b, c))
     assert c.counters["records_rejected"] == 0
 
 

@@ -68,8 +68,6 @@ class Replica:
         self.held: dict[str, dict[int, Record]] = {}
         self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
         self.refusals: dict[str, RefusalNote] = {}  # origin -> what this node refused of it
-        # origin region -> its records refused here (the simulator's refusal checker)
-        self.refused: dict[str, int] = {}
 
     async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
         """Merge records from a peer, in per-origin sequence order, in one commit.
@@ -159,8 +157,6 @@ class Replica:
         never merged: ``_apply_one`` raised before merging anything)."""
         log.warning("rejected record: %s", exc)
         self.counters["records_rejected"] += 1
-        region = exc.origin.partition(":")[0]
-        self.refused[region] = self.refused.get(region, 0) + 1
         note = self.refusals.get(exc.origin)
         now = self.clock.wall_ms()
         if note is None:

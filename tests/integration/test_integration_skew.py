@@ -61,6 +61,12 @@ OPS = "ops"  # the operations tenant (operational_webhooks.tenant)
 # failover_after_s: also how long a peer's clock sample counts (i41 clock_offset); the
 # LWW writes are made within LWW_BOUND_S + MARGIN_S of a cut, well inside it
 REPLICATION = {"heartbeat_s": 0.5, "custody_interval_s": 0.2, "failover_after_s": 20.0}
+SECTIONS = {
+    "operational_webhooks": {"tenant": OPS},
+    # one-remote publishes wait for a peer's ack "within seconds" (not the 5 s default,
+    # which a loaded two-core machine has missed): a refused record never comes in time
+    "ingest": {"one_remote_timeout_s": REPLICATED_S},
+}
 DELIVERY = {
     "retry_schedule_s": [0.2, 0.5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
     "probe_initial_s": 0.5,
@@ -369,7 +375,7 @@ async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[SkewedCluster
     """The three regions, the class's ``SKEWED`` region under faketime ``OFFSET``."""
     cls = request.cls
     async with skewed_cluster(
-        {cls.SKEWED: cls.OFFSET}, REPLICATION, {"operational_webhooks": {"tenant": OPS}}, **DELIVERY
+        {cls.SKEWED: cls.OFFSET}, REPLICATION, SECTIONS, **DELIVERY
     ) as running:
         yield running
 

@@ -98,3 +98,20 @@ async def test_a_stale_state_neither_undoes_an_outcome_nor_ends_a_claim(procs) -
     assert await a.get_delivery("dlv_0001") == done
     assert batch.deliveries == [done]  # the batch says what is stored (commit observers)
     assert await a.claim_due(REGION, 1000, 10, "p0", 60_000) == []
+
+
+async def test_claim_ids_whatever_their_due_time_but_not_anothers_claim(procs) -> None:
+    """claim_ids (a schedule written by a clock that ran ahead, judged due by the caller):
+    its ids whatever their due time, only the region's pending rows, never a row another
+    process holds, and afterwards claim_due passes over the claimed rows."""
+    a, b = procs[0], procs[1]
+    done = Delivery("dlv_0009", "evt_0009", "ep_1", "acme", DeliveryStatus.DELIVERED, 1, None,
+                    REGION, 9, 9)  # fmt: skip
+    await a.commit(WriteBatch(deliveries=[_d(1, at=600_000), _d(2, at=600_000), done]))
+    assert [d.id for d in await b.claim_ids(REGION, ["dlv_0002"], 1000, "p1", 10**6)] == [
+        "dlv_0002"
+    ]
+    got = await a.claim_ids(REGION, ["dlv_0001", "dlv_0002", "dlv_0009"], 1000, "p0", 10**6)
+    assert [d.id for d in got] == ["dlv_0001"]  # 2 is p1's, 9 is not pending
+    assert await a.claim_ids("us-east-1", ["dlv_0001"], 1000, "p0", 60_000) == []
+    assert await b.claim_due(REGION, 700_000, 10, "p1", 60_000) == []  # both held

@@ -110,6 +110,12 @@ class PostgresCoordinator:
             region, now_ms, limit, self.holder, lease_ms, exclude_endpoints
         )
 
+    async def claim_ids(
+        self, region: str, delivery_ids: Sequence[str], now_ms: int, lease_ms: int
+    ) -> list[Delivery]:
+        """PostgresStore.claim_ids for this process (``holder``)."""
+        return await self.store.claim_ids(region, delivery_ids, now_ms, self.holder, lease_ms)
+
     async def release(self, delivery_ids: Sequence[str]) -> None:
         """End this process's claims on ``delivery_ids`` (claimed, not attempted)."""
         await self.store.release_claims(self.holder, delivery_ids)

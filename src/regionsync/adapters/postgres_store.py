@@ -513,6 +513,22 @@ class PostgresStore:
         )  # fmt: skip
         return sorted((delivery_of(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
 
+    async def claim_ids(
+        self, region: str, ids: Sequence[str], now_ms: int, holder: str, lease_ms: int
+    ) -> list[Delivery]:
+        """Claim those of ``ids`` that are ``region``'s, pending and unclaimed (or their
+        lease expired) for ``holder`` until ``now_ms + lease_ms``, whatever their due
+        time: rows the caller judged due although scheduled later (``core.retry.due_now``:
+        a schedule written by a clock that ran ahead). SKIP LOCKED as ``claim_due``."""
+        rows = await self._fetch(
+            "WITH c AS (SELECT id FROM deliveries WHERE id = ANY(%s) AND region = %s"
+            " AND status = 'pending' AND lease_until_ms <= %s FOR UPDATE SKIP LOCKED) "
+            "UPDATE deliveries d SET claimed_by = %s, lease_until_ms = %s "
+            f"WHERE d.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {_D_COLS}",
+            (sorted(ids), region, now_ms, holder, now_ms + lease_ms),
+        )
+        return sorted((delivery_of(r) for r in rows), key=lambda d: (d.next_attempt_at_ms, d.id))
+
     async def release_claims(self, holder: str, ids: Sequence[str] | None = None) -> int:
         """End the claims of ``holder``: every one (a process stopping cleanly), or those
         on ``ids`` (claimed but not attempted: a full lane); returns how many."""

@@ -445,6 +445,9 @@ class DeliveryWorker:
             if self.claims is not None:
                 lease_ms = int(self.opts.claim_lease_s * 1000)
                 rows = await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
+                if not rows and (skewed := await self._skewed(owner, now_ms, limit, skip)):
+                    ids = [d.id for d in skewed]
+                    rows = await self.claims.claim_ids(owner, ids, now_ms, lease_ms)
             else:
                 rows = await self.store.due_deliveries(
                     owner, now_ms, limit, self._held(), sorted(skip),

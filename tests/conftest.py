@@ -53,3 +53,17 @@ def pg_server() -> Iterator[PgServer]:
 def pg_url(pg_server: PgServer) -> str:
     """The URL of a new, empty database of the session's server."""
     return pg_server.create_database(f"t{next(_db_numbers)}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the worker threads of aiosqlite connections a failed test left open. Their
+    ``__del__`` stops the thread after warning, but with warnings as errors the warning
+    raises first, and the thread (not a daemon) kept the finished run from exiting."""
+    import threading
+
+    from aiosqlite import core
+
+    for thread in threading.enumerate():
+        if getattr(thread, "_target", None) is core._connection_worker_thread:
+            tx = thread._args[0]  # type: ignore[attr-defined]
+            tx.put_nowait((None, lambda: core._STOP_RUNNING_SENTINEL))

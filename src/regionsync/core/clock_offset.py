@@ -4,9 +4,11 @@ Pure: callers pass every time. A peer's Hello and Ack carry its wall clock when 
 (``sent_wall_ms``); each gives a sample of the peer's offset (its clock minus ours). A
 Hello answered within one exchange gives ``remote - (sent + received) / 2`` with half the
 round trip as uncertainty (NTP's rule, RFC 5905 section 8); a message without a round
-trip gives ``remote - received`` (the one-way delay unknown). Per peer, the best recent
-sample is kept: the one with the smallest uncertainty, replaced by any newer sample once
-half of ``window_ms`` old, so a peer heard at least every ``window_ms / 2`` (its Acks come
+trip gives ``remote - received`` (the one-way delay unknown; it only lowers the offset).
+A round trip longer than the caller's bound gives no sample (a loop busy on either side).
+Per peer, the best recent sample is kept: the one with the smallest uncertainty (of two
+one-way ones, the larger offset), replaced by any newer sample once half of
+``window_ms`` old, so a peer heard at least every ``window_ms / 2`` (its Acks come
 with every heartbeat) always has a current sample (a kept sample only replaced once past
 the window would leave that peer unsampled until its next message: issue 41).
 
@@ -57,11 +59,17 @@ class ClockView:
     reference: str | None
 
 
-def round_trip_sample(remote_ms: int, sent_ms: int, received_ms: int) -> Sample | None:
+def round_trip_sample(
+    remote_ms: int, sent_ms: int, received_ms: int, max_round_trip_ms: int | None = None
+) -> Sample | None:
     """The sample of a reply sent by the peer at ``remote_ms`` (its clock) to a message we
     sent at ``sent_ms`` and received at ``received_ms`` (ours). None when the peer sent no
-    clock (0: an older release) or our clock went backwards meanwhile."""
+    clock (0: an older release), our clock went backwards meanwhile, or the round trip
+    took longer than ``max_round_trip_ms`` (a loop busy on either side: an uncertainty
+    that large could alone pass the suspect threshold, issue 42)."""
     if remote_ms <= 0 or received_ms < sent_ms:
+        return None
+    if max_round_trip_ms is not None and received_ms - sent_ms > max_round_trip_ms:
         return None
     half = (received_ms - sent_ms) // 2
     return Sample(remote_ms - (sent_ms + half), half, received_ms)
@@ -81,12 +89,17 @@ def _rank(s: Sample) -> float:
 
 def keep_best(old: Sample | None, new: Sample | None, window_ms: int) -> Sample | None:
     """Of a peer's kept sample and a new one, the one to keep: the new one if the old is
-    missing, older than half of ``window_ms`` (at the new one's time) or no more certain."""
+    missing, older than half of ``window_ms`` (at the new one's time) or no more certain;
+    of two one-way samples, the one with the larger offset (its delay, which only lowers
+    the offset, was the shorter: a message read late by a busy loop is not taken over one
+    read in time, issue 42)."""
     if new is None:
         return old
-    if old is None or new.at_ms - old.at_ms > window_ms // 2 or _rank(new) <= _rank(old):
+    if old is None or new.at_ms - old.at_ms > window_ms // 2:
         return new
-    return old
+    if new.uncertainty_ms is None and old.uncertainty_ms is None:
+        return new if new.offset_ms >= old.offset_ms else old
+    return new if _rank(new) <= _rank(old) else old
 
 
 def assess(

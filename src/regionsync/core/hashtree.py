@@ -16,7 +16,7 @@ Pure: no I/O, no time.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = ["HEX", "HashTree", "StateTree", "children"]
 
@@ -216,6 +216,39 @@ class HashTree:
             if any(leaf[:n] in wanted for n in lengths):
                 out.extend(sorted(self._leaves[leaf]))
         return out
+
+    def walk_idents(self, prefixes: Iterable[str], kinds: Sequence[str]) -> Iterator[str]:
+        """The idents of ``idents_in_tree_order(prefixes)`` grouped by kind: those
+        starting with ``kinds[0]`` first, then ``kinds[1]``, ..., then any other, each
+        group in tree order. Lazy: a leaf bucket is looked up and sorted only when the
+        walk reaches it (no sort over every ident, issue 42), so a caller that awaits
+        between steps keeps its loop free; the tree is live, so an item added meanwhile
+        to a leaf not yet reached is yielded too."""
+        kept: list[str] = []  # the buckets, sorted, without those inside another
+        for p in sorted(set(prefixes)):
+            if len(p) <= self.depth and not (kept and p.startswith(kept[-1])):
+                kept.append(p)
+        groups = tuple(kinds)
+        for n in range(len(groups) + 1):
+            for leaf in self._leaves_under(kept):
+                items = self._leaves.get(leaf)
+                if not items:
+                    continue
+                if n < len(groups):
+                    out = [i for i in items if i.startswith(groups[n])]
+                else:
+                    out = [i for i in items if not i.startswith(groups)]
+                yield from sorted(out)
+
+    def _leaves_under(self, buckets: list[str]) -> Iterator[str]:
+        """Every leaf bucket under ``buckets`` (sorted, none inside another), in order."""
+        for b in buckets:
+            width = self.depth - len(b)
+            if not width:
+                yield b
+                continue
+            for i in range(16**width):
+                yield b + format(i, f"0{width}x")
 
 
 class StateTree(HashTree):

@@ -14,12 +14,13 @@ import logging
 from collections.abc import Mapping
 
 from ..config import Settings
-from ..core.hashtree import StateTree
+from ..core.hashtree import HEX, StateTree
 from ..core.model import Delivery, WriteBatch
 from ..core.records import decode_body, encode_body
 from ..core.registry import key_type
 from .ports import Store
 from .replica import Replica
+from .slicing import Slicer
 from .state import Catalog, DeliveryQueue, IdempotencyKeys
 from .writepath import WritePath
 
@@ -30,6 +31,9 @@ log = logging.getLogger("regionsync.node")
 # items read from the store at once while a tree is built: pages of 10,000 held requests
 # 50-400 ms during a build over 1M keys (bench/README.md, restart.py)
 _PAGE = 1_000
+# registry keys applied to a tree being built between two checks of the loop's time
+# (~2 ms each; ``Slicer`` yields once a slice has taken 10 ms)
+_REGISTRY_PAGE = 512
 
 
 async def _pause(loop: asyncio.AbstractEventLoop, started: float) -> float:
@@ -120,10 +124,7 @@ class AntiEntropy:
         self._pending.append(pending)
         try:
             tree = StateTree(self.settings.replication.tree_depth)
-            # the non-empty states, read in place (no copy of the registry)
-            tree.apply(
-                [("r/" + k, v.to_bytes(), False) for k, v in self.catalog.registry.non_empty()]
-            )
+            await self._build_registry(tree)
             after = ""  # a page at a time: memory bounded by the page, not the store
             loop = asyncio.get_running_loop()
             started = loop.time()
@@ -136,13 +137,31 @@ class AntiEntropy:
                 tree.apply([_delivery_change(d) for d in page])
                 after = page[-1].id
                 started = await _pause(loop, started)
+            slicer = Slicer()  # the buckets above the leaves, a sixteenth at a time
+            for digit in HEX:
+                tree.flush(digit)
+                await slicer.tick()
             for batch in pending:  # in commit order: the last state of an item wins
                 self._apply(tree, batch)
-            tree.flush()
+            tree.flush()  # (no await from here on: later commits go to the tree itself)
             self.builds += 1
             return tree
         finally:
             self._pending.remove(pending)
+
+    async def _build_registry(self, tree: StateTree) -> None:
+        """The registry's non-empty states into ``tree``, ``_REGISTRY_PAGE`` keys at a
+        time, returning to the loop between slices (``Slicer``: at most half of the
+        loop): one ``apply`` over 1M keys held the loop for seconds (issue 42). Keys are
+        a copy taken at once; a key changed or added meanwhile is replayed from its
+        commit (``_pending``), and its state is read when its page is applied."""
+        reg = self.catalog.registry
+        keys = reg.keys()
+        slicer = Slicer()
+        for i in range(0, len(keys), _REGISTRY_PAGE):
+            states = [(k, reg.state(k)) for k in keys[i : i + _REGISTRY_PAGE]]
+            tree.apply([("r/" + k, s.to_bytes(), False) for k, s in states if s is not None])
+            await slicer.tick()
 
     async def digest(self) -> tuple[dict[str, int], bytes]:
         """``(version vector, root)``: the durable version vector and the root hash of the
@@ -194,9 +213,15 @@ class AntiEntropy:
         was taken) raises this node's version vector in the same commit: the caller passes
         it only once every chunk of the pass was merged. Returns None on success.
         """
+        # decoded and merged an item at a time, returning to the loop between slices
+        # (a chunk of 512 KiB held the joining node's loop ~300 ms: issue 42)
+        slicer = Slicer(pause_ratio=0.0)
         try:
             reads = self.writer.capabilities.reads
-            decoded = [decode_body(kind, body, reads) for kind, body in items]
+            decoded = []
+            for kind, body in items:
+                decoded.append(decode_body(kind, body, reads))
+                await slicer.tick()
         except ValueError as exc:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)
@@ -210,6 +235,7 @@ class AntiEntropy:
                 deliveries: dict[str, Delivery] = {}
                 for dec in decoded:
                     self.replica.merge(dec, batch, deliveries, stored)
+                    await slicer.tick()  # (other writers wait for the lock, not the loop)
                 batch.deliveries.extend(deliveries.values())
                 for origin, seq in (version_vector or {}).items():
                     if seq > self.writer.version_vector.get(origin, 0):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import islice
 
 from ..core.hashtree import HashTree, children
 from ..core.peering import digest_verdict, stream_pace
@@ -72,7 +73,7 @@ def tree_answer(tree: HashTree, req: pb.TreeLevel) -> pb.SyncMessage:
 
 
 _MAX_BUCKETS = 4096  # buckets per TreeLevel message (about 160 KiB)
-_SEND_ORDER = {"r/": 0, "e/": 1, "d/": 2}  # tree items by ident prefix (core.hashtree)
+_SEND_ORDER = ("r/", "e/", "d/")  # tree items by ident prefix (core.hashtree)
 
 
 class AntiEntropyPass:
@@ -122,11 +123,10 @@ class AntiEntropyPass:
         # registry states first (a node repaired from nothing serves its tenants and
         # endpoints from the first chunk), then events, then the deliveries of them; each
         # kind in tree order, so a pass cut midway leaves whole buckets merged (resumed)
-        order = tree.idents_in_tree_order(send)
-        idents = sorted(order, key=lambda i: _SEND_ORDER.get(i[:2], 3))
-        return await self._stream(idents, vv)
+        # (walked lazily, leaf bucket by leaf bucket: no sort over every ident, issue 42)
+        return await self._stream(tree.walk_idents(send, _SEND_ORDER), vv)
 
-    async def _stream(self, idents: list[str], vv: dict[str, int]) -> dict[str, int]:
+    async def _stream(self, idents: Iterator[str], vv: dict[str, int]) -> dict[str, int]:
         """Send the state of ``idents`` in chunks, the last one carrying ``vv``. Paced
         (``repair_bytes_per_s``, core.peering.stream_pace) and yielding to the loop
         between batches of items, so the serving side keeps answering (issue 42). Each
@@ -137,8 +137,8 @@ class AntiEntropyPass:
         size = sent = 0
         budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))
         started = links.clock.monotonic()
-        for i in range(0, len(idents), 256):
-            for kind, body in await links.state.state_items(idents[i : i + 256]):
+        while batch := list(islice(idents, 256)):
+            for kind, body in await links.state.state_items(batch):
                 item = state_item_wire_size(kind, body)
                 if chunk and size + item > budget:  # cut before it would overflow
                     await self._send_chunk(chunk, None)

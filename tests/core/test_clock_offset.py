@@ -58,11 +58,6 @@ def test_one_way_sample() -> None:
         (Sample(1, 5, 10), Sample(2, None, 10 + W // 2 + 1), "new"),
         (Sample(1, 5, 10), Sample(2, None, 10 + W // 2), "old"),
         (Sample(1, None, 10), Sample(2, None, 20), "new"),
-        # of two one-way samples the larger offset: the other was read later (issue 42)
-        (Sample(1, None, 10), Sample(1, None, 20), "new"),
-        (Sample(1, None, 10), Sample(-8_900, None, 20), "old"),
-        (Sample(1, None, 10), Sample(-8_900, None, 10 + W // 2 + 1), "new"),  # old aged
-        (Sample(1, 5, 10), Sample(-8_900, None, 20), "old"),
     ],
 )
 def test_keep_best(old: Sample | None, new: Sample | None, kept: str | None) -> None:
@@ -175,20 +170,6 @@ def test_every_region_picks_the_same_reference_clock(clocks: list[int]) -> None:
 ])  # fmt: skip
 def test_clock_transition(before: str, after: str, event: str | None) -> None:
     assert clock_transition(before, after) == event
-
-
-def test_a_busy_loop_reading_acks_late_does_not_make_a_correct_clock_suspect() -> None:
-    """Three regions with equal clocks; this node's loop is busy (a snapshot merged,
-    issue 42) and reads one ack of each peer 3-9 s late, between acks read in time:
-    the late ones (smaller offsets) are not kept, so this clock stays ok, error 0."""
-    kept: dict[str, Sample | None] = {"b": None, "c": None}
-    for n, t in enumerate(range(NOW, NOW + 4 * W, 5_000)):
-        late = 3_000 + 6_000 * (n % 2) if n % 3 == 1 else 0
-        for peer in kept:
-            kept[peer] = keep_best(kept[peer], one_way_sample(t, t + late), W)
-        samples = {p: s for p, s in kept.items() if s is not None}
-        v = assess(samples, t + late, W, S, "me", "ok", 3)
-        assert (v.status, v.error_ms) == ("ok", 0), (t, late, v)
 
 
 def test_clock_transition_rejects_an_unknown_status() -> None:

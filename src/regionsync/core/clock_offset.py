@@ -4,13 +4,13 @@ Pure: callers pass every time. A peer's Hello and Ack carry its wall clock when 
 (``sent_wall_ms``); each gives a sample of the peer's offset (its clock minus ours). A
 Hello answered within one exchange gives ``remote - (sent + received) / 2`` with half the
 round trip as uncertainty (NTP's rule, RFC 5905 section 8); a message without a round
-trip gives ``remote - received`` (the one-way delay unknown; it only lowers the offset).
-A round trip longer than the caller's bound gives no sample (a loop busy on either side).
-Per peer, the best recent sample is kept: the one with the smallest uncertainty (of two
-one-way ones, the larger offset), replaced by any newer sample once half of
-``window_ms`` old, so a peer heard at least every ``window_ms / 2`` (its Acks come
-with every heartbeat) always has a current sample (a kept sample only replaced once past
-the window would leave that peer unsampled until its next message: issue 41).
+trip gives ``remote - received`` (the one-way delay unknown). A round trip longer than
+the caller's bound gives no sample (a loop busy on either side: issue 42). Per peer, the
+best recent sample is kept: the one with the smallest uncertainty, replaced by any newer
+sample once half of ``window_ms`` old, so a peer heard at least every ``window_ms / 2``
+(its Acks come with every heartbeat) always has a current sample (a kept sample only
+replaced once past the window would leave that peer unsampled until its next message:
+issue 41).
 
 The reference: the lower median of {0 (this node)} and the offsets of peers sampled within
 ``window_ms``, taken only when a majority of the configured regions (``regions``, this one
@@ -89,17 +89,12 @@ def _rank(s: Sample) -> float:
 
 def keep_best(old: Sample | None, new: Sample | None, window_ms: int) -> Sample | None:
     """Of a peer's kept sample and a new one, the one to keep: the new one if the old is
-    missing, older than half of ``window_ms`` (at the new one's time) or no more certain;
-    of two one-way samples, the one with the larger offset (its delay, which only lowers
-    the offset, was the shorter: a message read late by a busy loop is not taken over one
-    read in time, issue 42)."""
+    missing, older than half of ``window_ms`` (at the new one's time) or no more certain."""
     if new is None:
         return old
-    if old is None or new.at_ms - old.at_ms > window_ms // 2:
+    if old is None or new.at_ms - old.at_ms > window_ms // 2 or _rank(new) <= _rank(old):
         return new
-    if new.uncertainty_ms is None and old.uncertainty_ms is None:
-        return new if new.offset_ms >= old.offset_ms else old
-    return new if _rank(new) <= _rank(old) else old
+    return old
 
 
 def assess(

@@ -217,28 +217,40 @@ class HashTree:
                 out.extend(sorted(self._leaves[leaf]))
         return out
 
-    def walk_idents(self, prefixes: Iterable[str], kinds: Sequence[str]) -> Iterator[str]:
+    def walk_idents(
+        self, prefixes: Iterable[str], kinds: Sequence[str], pause_every: int = 256
+    ) -> Iterator[str | None]:
         """The idents of ``idents_in_tree_order(prefixes)`` grouped by kind: those
         starting with ``kinds[0]`` first, then ``kinds[1]``, ..., then any other, each
-        group in tree order. Lazy: a leaf bucket is looked up and sorted only when the
-        walk reaches it (no sort over every ident, issue 42), so a caller that awaits
-        between steps keeps its loop free; the tree is live, so an item added meanwhile
-        to a leaf not yet reached is yielded too."""
+        group in tree order. Lazy, in one walk over the leaf buckets: a leaf is looked up
+        and sorted only when the walk reaches it (no sort over every ident, issue 42);
+        the first group is yielded as it is found, the others kept until it ends. Yields
+        None after every ``pause_every`` leaves (a point where a caller may return to its
+        loop, ``runtime/slicing.py``). The tree is live: an item added meanwhile to a
+        leaf not yet reached is yielded too."""
         kept: list[str] = []  # the buckets, sorted, without those inside another
         for p in sorted(set(prefixes)):
             if len(p) <= self.depth and not (kept and p.startswith(kept[-1])):
                 kept.append(p)
-        groups = tuple(kinds)
-        for n in range(len(groups) + 1):
-            for leaf in self._leaves_under(kept):
-                items = self._leaves.get(leaf)
-                if not items:
-                    continue
-                if n < len(groups):
-                    out = [i for i in items if i.startswith(groups[n])]
+        first, later = (kinds[0], tuple(kinds[1:])) if kinds else ("\0", ())
+        rest: list[list[str]] = [[] for _ in range(len(later) + 1)]
+        for n, leaf in enumerate(self._leaves_under(kept)):
+            if not n % pause_every:
+                yield None
+            items = self._leaves.get(leaf)
+            if not items:
+                continue
+            for ident in sorted(items):
+                if ident.startswith(first):
+                    yield ident
                 else:
-                    out = [i for i in items if not i.startswith(groups)]
-                yield from sorted(out)
+                    k = next((j for j, p in enumerate(later) if ident.startswith(p)), -1)
+                    rest[k].append(ident)
+        for group in rest:
+            for n, ident in enumerate(group):
+                if not n % (pause_every * 16):
+                    yield None
+                yield ident
 
     def _leaves_under(self, buckets: list[str]) -> Iterator[str]:
         """Every leaf bucket under ``buckets`` (sorted, none inside another), in order."""

@@ -206,11 +206,12 @@ class RegistryState:
         may walk it in slices while ``apply`` changes the map (issue 42)."""
         return list(self._states)
 
-    def items(self) -> list[tuple[str, CRDT]]:
-        """Every ``(key, state)`` (empty ones too), unsorted: a consistent copy in one C
-        call (``sorted_items`` without the sort; runtime/registry_hash.py sorts it in
-        slices)."""
-        return list(self._states.items())
+    def snapshot(self) -> dict[str, CRDT]:
+        """Every ``key -> state`` (empty ones too): a consistent shallow copy in one C
+        call that makes no object per key (runtime/registry_hash.py hashes it in
+        slices; ``list(items())`` made a tuple per key, which woke the garbage
+        collector)."""
+        return self._states.copy()
 
     def states(self) -> dict[str, CRDT]:
         """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable).

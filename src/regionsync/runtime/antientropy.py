@@ -18,6 +18,7 @@ from ..core.hashtree import HEX, StateTree
 from ..core.model import Delivery, WriteBatch
 from ..core.records import decode_body, encode_body
 from ..core.registry import key_type
+from . import heap
 from .ports import Store
 from .replica import Replica
 from .slicing import Slicer
@@ -32,8 +33,10 @@ log = logging.getLogger("regionsync.node")
 # 50-400 ms during a build over 1M keys (bench/README.md, restart.py)
 _PAGE = 1_000
 # registry keys applied to a tree being built between two checks of the loop's time
-# (~2 ms each; ``Slicer`` yields once a slice has taken 10 ms)
-_REGISTRY_PAGE = 512
+# (under 1 ms; ``Slicer`` yields once a slice has taken 10 ms)
+_REGISTRY_PAGE = 128
+# a committed batch of more items goes into the tree in slices (``_on_commit``)
+_SYNC_ITEMS = 2_000
 
 
 async def _pause(loop: asyncio.AbstractEventLoop, started: float) -> float:
@@ -78,20 +81,56 @@ class AntiEntropy:
         self._building = asyncio.Lock()
         self._empty: dict[type, bytes] = {}  # CRDT class -> bytes of its empty state
         self.builds = 0  # trees built from the store (1 per node lifetime, bench/tests)
+        self._behind: list[WriteBatch] = []  # committed, not yet in the tree (_catch_up)
+        self._catching_up: asyncio.Task[None] | None = None
+        self._caught_up = asyncio.Event()
         writer.commit_observers.append(self._on_commit)
 
     def _on_commit(self, batch: WriteBatch) -> None:
-        """A committed batch (WritePath commit observer): its items into the tree."""
+        """A committed batch (WritePath commit observer): its items into the tree; those
+        of a large batch (a merged snapshot chunk: thousands of keys, tens of ms) and of
+        every batch after it until they are in, in slices (``_catch_up``)."""
         for pending in self._pending:
             pending.append(batch)  # a build is reading the store: replayed after it
-        if self.tree is not None:
+        if self.tree is None:
+            return
+        size = len(batch.registry) + len(batch.events) + len(batch.deliveries)
+        if not self._behind and size <= _SYNC_ITEMS:
             self._apply(self.tree, batch)
+            return
+        self._behind.append(batch)
+        if self._catching_up is None or self._catching_up.done():
+            self._catching_up = asyncio.get_running_loop().create_task(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """The batches ``_on_commit`` left behind into the tree, in commit order,
+        ``_REGISTRY_PAGE`` items at a time, returning to the loop between slices."""
+        slicer = Slicer(pause_ratio=0.0)
+        try:
+            while self._behind and self.tree is not None:
+                changes = self._changes(self._behind[0])
+                for i in range(0, len(changes), _REGISTRY_PAGE):
+                    self.tree.apply(changes[i : i + _REGISTRY_PAGE])
+                    await slicer.tick()
+                self._behind.pop(0)
+        finally:
+            self._caught_up.set()
+
+    async def _current(self, tree: StateTree) -> StateTree:
+        """``tree`` once every committed batch is in it (``_catch_up``)."""
+        while self._behind:
+            self._caught_up.clear()
+            await self._caught_up.wait()
+        return tree
 
     def _apply(self, tree: StateTree, batch: WriteBatch) -> None:
+        tree.apply(self._changes(batch))
+
+    def _changes(self, batch: WriteBatch) -> list[tuple[str, bytes | None, bool]]:
         changes = [self._registry_change(k, v) for k, v in batch.registry.items()]
         changes += [("e/" + e.id, b"", False) for e in batch.events]
         changes += [_delivery_change(d) for d in batch.deliveries]
-        tree.apply(changes)
+        return changes
 
     def _registry_change(self, key: str, data: bytes) -> tuple[str, bytes | None, bool]:
         cls = key_type(key)
@@ -113,7 +152,7 @@ class AntiEntropy:
         async with self._building:
             if self.tree is None:
                 self.tree = await self._build()
-        return self.tree
+        return await self._current(self.tree)
 
     async def warm(self) -> None:
         """Build the tree now (a node with peers does so at start, in the background)."""
@@ -144,6 +183,7 @@ class AntiEntropy:
             for batch in pending:  # in commit order: the last state of an item wins
                 self._apply(tree, batch)
             tree.flush()  # (no await from here on: later commits go to the tree itself)
+            heap.settle(len(self.catalog.registry))  # the tree's objects (runtime/heap.py)
             self.builds += 1
             return tree
         finally:
@@ -170,7 +210,7 @@ class AntiEntropy:
         holds the same records); b"\0" for an empty tree. The root is b"" (not compared)
         while commits are pending. O(1) once the tree is built."""
         vv = dict(self.writer.durable_vv)
-        if self.writer.version_vector != vv:
+        if self.writer.version_vector != vv or self._behind:
             return vv, b""
         tree = await self.state_tree()
         if self.writer.version_vector != vv or self.writer.durable_vv != vv:
@@ -250,6 +290,7 @@ class AntiEntropy:
                     return None
                 durable = self.writer.submit(batch)
         await durable
+        heap.settle(len(self.catalog.registry))  # a joining registry: runtime/heap.py
         self.counters["anti_entropy_items"] += len(items)
         if deliveries:
             self.queue.wake.set()

@@ -11,7 +11,8 @@ from regionsync.runtime import heap
 
 
 @pytest.fixture
-def unfrozen() -> Iterator[None]:
+def unfrozen(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(heap, "_sizes", {})
     gc.unfreeze()
     yield
     gc.unfreeze()
@@ -36,3 +37,11 @@ def test_a_large_registry_is_frozen_after_its_young_cycles_are_collected(
     assert gc.get_freeze_count() >= len(kept)
     assert not [o for o in gc.get_objects() if isinstance(o, Node) and hasattr(o, "other")]
     assert not any(o is kept[0] for o in gc.get_objects())  # frozen: not walked
+
+
+def test_it_settles_again_only_after_a_tenth_more(unfrozen: None) -> None:
+    n = heap.LARGE * 2
+    assert heap.settle(n) is True
+    assert heap.settle(n + n // 20) is False  # 5 % more
+    assert heap.settle(n + n // 20, "tree") is True  # another measure: its own
+    assert heap.settle(n + n // 10) is True

@@ -73,11 +73,12 @@ class HashTree:
         """Remove item ``ident`` if present."""
         self.apply([(ident, None, False)])
 
-    def apply(self, changes: list[tuple[str, bytes | None, bool]]) -> None:
+    def apply(self, changes: list[tuple[str, bytes | None, bool]], flush: bool = True) -> None:
         """Apply ``(ident, data, local)`` changes in order, as ``put`` (``data`` bytes)
         or ``discard`` (``data`` None) one by one would; ``local`` items count as ``b""``
         in the replicated root (``StateTree``). Each item's leaf and the root are updated
-        at once, the buckets above the leaves later (``_pending``)."""
+        at once, the buckets above the leaves later (``_pending``; ``flush`` False: not
+        even a sixteenth now, for a builder that flushes a sixteenth at a time itself)."""
         depth, leaves, loc = self.depth, self._leaves, self._local
         sha256 = hashlib.sha256
         root, size, pending, npending = self._root, self._size, self._pending, self._npending
@@ -139,7 +140,7 @@ class HashTree:
                 entry[0] ^= delta
                 entry[1] += count
         self._root, self._size, self._npending = root, size, npending
-        if npending > self._flush_at:  # the sixteenth with the most pending leaves
+        if flush and npending > self._flush_at:  # the sixteenth with the most pending
             self.flush(max(HEX, key=lambda c: len(pending[c])))
 
     def flush(self, digit: str | None = None) -> None:

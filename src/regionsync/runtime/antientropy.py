@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from ..config import Settings
 from ..core.hashtree import HEX, StateTree
 from ..core.model import Delivery, WriteBatch
-from ..core.records import decode_body, encode_body
+from ..core.records import Decoded, decode_body, encode_body
 from ..core.registry import key_type
 from . import heap
 from .ports import Store
@@ -35,6 +36,8 @@ _PAGE = 1_000
 # registry keys applied to a tree being built between two checks of the loop's time
 # (under 1 ms; ``Slicer`` yields once a slice has taken 10 ms)
 _REGISTRY_PAGE = 128
+# registry keys of a state item merged at once (``apply_state``)
+_MERGE_KEYS = 32
 # a committed batch of more items goes into the tree in slices (``_on_commit``)
 _SYNC_ITEMS = 2_000
 
@@ -51,6 +54,19 @@ async def _pause(loop: asyncio.AbstractEventLoop, started: float) -> float:
 def _delivery_change(d: Delivery) -> tuple[str, bytes, bool]:
     """A delivery's tree item: its canonical bytes, local until final (``StateTree``)."""
     return "d/" + d.id, encode_body(delivery=d), not d.status.final
+
+
+def _parts(dec: Decoded) -> Iterator[Decoded]:
+    """``dec`` in parts of at most ``_MERGE_KEYS`` registry keys (the first carries the
+    rest of it): merging 256 keys with their index updates took 30 ms and more."""
+    keys = list(dec.registry)
+    if len(keys) <= _MERGE_KEYS:
+        yield dec
+        return
+    reg = dec.registry
+    yield replace(dec, registry={k: reg[k] for k in keys[:_MERGE_KEYS]})
+    for i in range(_MERGE_KEYS, len(keys), _MERGE_KEYS):
+        yield Decoded(registry={k: reg[k] for k in keys[i : i + _MERGE_KEYS]})
 
 
 class AntiEntropy:
@@ -183,7 +199,7 @@ class AntiEntropy:
             for batch in pending:  # in commit order: the last state of an item wins
                 self._apply(tree, batch)
             tree.flush()  # (no await from here on: later commits go to the tree itself)
-            heap.settle(len(self.catalog.registry))  # the tree's objects (runtime/heap.py)
+            heap.settle(len(tree), "tree")  # the rest of its objects (runtime/heap.py)
             self.builds += 1
             return tree
         finally:
@@ -200,7 +216,9 @@ class AntiEntropy:
         slicer = Slicer()
         for i in range(0, len(keys), _REGISTRY_PAGE):
             states = [(k, reg.state(k)) for k in keys[i : i + _REGISTRY_PAGE]]
-            tree.apply([("r/" + k, s.to_bytes(), False) for k, s in states if s is not None])
+            page = [("r/" + k, s.to_bytes(), False) for k, s in states if s is not None]
+            tree.apply(page, flush=False)  # the buckets above: a sixteenth at a time, after
+            heap.settle(len(tree), "tree")  # its objects, as it grows (runtime/heap.py)
             await slicer.tick()
 
     async def digest(self) -> tuple[dict[str, int], bytes]:
@@ -274,8 +292,9 @@ class AntiEntropy:
                 batch = WriteBatch()
                 deliveries: dict[str, Delivery] = {}
                 for dec in decoded:
-                    self.replica.merge(dec, batch, deliveries, stored)
-                    await slicer.tick()  # (other writers wait for the lock, not the loop)
+                    for part in _parts(dec):
+                        self.replica.merge(part, batch, deliveries, stored)
+                        await slicer.tick()  # (other writers wait for the lock, not the loop)
                 batch.deliveries.extend(deliveries.values())
                 for origin, seq in (version_vector or {}).items():
                     if seq > self.writer.version_vector.get(origin, 0):

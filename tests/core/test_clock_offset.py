@@ -28,6 +28,16 @@ def test_round_trip_sample_takes_the_midpoint() -> None:
     assert round_trip_sample(5040, 1000, 999) is None  # our clock went back
 
 
+def test_a_round_trip_longer_than_the_bound_gives_no_sample() -> None:
+    """A reply read 8.9 s after its Hello was sent (a busy loop on either side, issue
+    42): its half round trip alone could pass the suspect threshold, so no sample."""
+    assert round_trip_sample(5040, 1000, 1080, 2_000) == Sample(4000, 40, 1080)
+    assert round_trip_sample(5040, 1000, 3000, 2_000) == Sample(3040, 1000, 3000)  # at it
+    assert round_trip_sample(5040, 1000, 3001, 2_000) is None
+    assert round_trip_sample(5040, 1000, 9900, 2_000) is None
+    assert round_trip_sample(5040, 1000, 9900) == Sample(-410, 4450, 9900)  # no bound
+
+
 def test_one_way_sample() -> None:
     assert one_way_sample(5000, 1000) == Sample(4000, None, 1000)
     assert one_way_sample(0, 1000) is None

@@ -4,11 +4,13 @@ Pure: callers pass every time. A peer's Hello and Ack carry its wall clock when 
 (``sent_wall_ms``); each gives a sample of the peer's offset (its clock minus ours). A
 Hello answered within one exchange gives ``remote - (sent + received) / 2`` with half the
 round trip as uncertainty (NTP's rule, RFC 5905 section 8); a message without a round
-trip gives ``remote - received`` (the one-way delay unknown). Per peer, the best recent
-sample is kept: the one with the smallest uncertainty, replaced by any newer sample once
-half of ``window_ms`` old, so a peer heard at least every ``window_ms / 2`` (its Acks come
-with every heartbeat) always has a current sample (a kept sample only replaced once past
-the window would leave that peer unsampled until its next message: issue 41).
+trip gives ``remote - received`` (the one-way delay unknown). A round trip longer than
+the caller's bound gives no sample (a loop busy on either side: issue 42). Per peer, the
+best recent sample is kept: the one with the smallest uncertainty, replaced by any newer
+sample once half of ``window_ms`` old, so a peer heard at least every ``window_ms / 2``
+(its Acks come with every heartbeat) always has a current sample (a kept sample only
+replaced once past the window would leave that peer unsampled until its next message:
+issue 41).
 
 The reference: the lower median of {0 (this node)} and the offsets of peers sampled within
 ``window_ms``, taken only when a majority of the configured regions (``regions``, this one
@@ -57,11 +59,17 @@ class ClockView:
     reference: str | None
 
 
-def round_trip_sample(remote_ms: int, sent_ms: int, received_ms: int) -> Sample | None:
+def round_trip_sample(
+    remote_ms: int, sent_ms: int, received_ms: int, max_round_trip_ms: int | None = None
+) -> Sample | None:
     """The sample of a reply sent by the peer at ``remote_ms`` (its clock) to a message we
     sent at ``sent_ms`` and received at ``received_ms`` (ours). None when the peer sent no
-    clock (0: an older release) or our clock went backwards meanwhile."""
+    clock (0: an older release), our clock went backwards meanwhile, or the round trip
+    took longer than ``max_round_trip_ms`` (a loop busy on either side: an uncertainty
+    that large could alone pass the suspect threshold, issue 42)."""
     if remote_ms <= 0 or received_ms < sent_ms:
+        return None
+    if max_round_trip_ms is not None and received_ms - sent_ms > max_round_trip_ms:
         return None
     half = (received_ms - sent_ms) // 2
     return Sample(remote_ms - (sent_ms + half), half, received_ms)

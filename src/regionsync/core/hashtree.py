@@ -16,7 +16,7 @@ Pure: no I/O, no time.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = ["HEX", "HashTree", "StateTree", "children"]
 
@@ -73,11 +73,12 @@ class HashTree:
         """Remove item ``ident`` if present."""
         self.apply([(ident, None, False)])
 
-    def apply(self, changes: list[tuple[str, bytes | None, bool]]) -> None:
+    def apply(self, changes: list[tuple[str, bytes | None, bool]], flush: bool = True) -> None:
         """Apply ``(ident, data, local)`` changes in order, as ``put`` (``data`` bytes)
         or ``discard`` (``data`` None) one by one would; ``local`` items count as ``b""``
         in the replicated root (``StateTree``). Each item's leaf and the root are updated
-        at once, the buckets above the leaves later (``_pending``)."""
+        at once, the buckets above the leaves later (``_pending``; ``flush`` False: not
+        even a sixteenth now, for a builder that flushes a sixteenth at a time itself)."""
         depth, leaves, loc = self.depth, self._leaves, self._local
         sha256 = hashlib.sha256
         root, size, pending, npending = self._root, self._size, self._pending, self._npending
@@ -139,7 +140,7 @@ class HashTree:
                 entry[0] ^= delta
                 entry[1] += count
         self._root, self._size, self._npending = root, size, npending
-        if npending > self._flush_at:  # the sixteenth with the most pending leaves
+        if flush and npending > self._flush_at:  # the sixteenth with the most pending
             self.flush(max(HEX, key=lambda c: len(pending[c])))
 
     def flush(self, digit: str | None = None) -> None:
@@ -216,6 +217,51 @@ class HashTree:
             if any(leaf[:n] in wanted for n in lengths):
                 out.extend(sorted(self._leaves[leaf]))
         return out
+
+    def walk_idents(
+        self, prefixes: Iterable[str], kinds: Sequence[str], pause_every: int = 256
+    ) -> Iterator[str | None]:
+        """The idents of ``idents_in_tree_order(prefixes)`` grouped by kind: those
+        starting with ``kinds[0]`` first, then ``kinds[1]``, ..., then any other, each
+        group in tree order. Lazy, in one walk over the leaf buckets: a leaf is looked up
+        and sorted only when the walk reaches it (no sort over every ident, issue 42);
+        the first group is yielded as it is found, the others kept until it ends. Yields
+        None after every ``pause_every`` leaves (a point where a caller may return to its
+        loop, ``runtime/slicing.py``). The tree is live: an item added meanwhile to a
+        leaf not yet reached is yielded too."""
+        kept: list[str] = []  # the buckets, sorted, without those inside another
+        for p in sorted(set(prefixes)):
+            if len(p) <= self.depth and not (kept and p.startswith(kept[-1])):
+                kept.append(p)
+        first, later = (kinds[0], tuple(kinds[1:])) if kinds else ("\0", ())
+        rest: list[list[str]] = [[] for _ in range(len(later) + 1)]
+        for n, leaf in enumerate(self._leaves_under(kept)):
+            if not n % pause_every:
+                yield None
+            items = self._leaves.get(leaf)
+            if not items:
+                continue
+            for ident in sorted(items):
+                if ident.startswith(first):
+                    yield ident
+                else:
+                    k = next((j for j, p in enumerate(later) if ident.startswith(p)), -1)
+                    rest[k].append(ident)
+        for group in rest:
+            for n, ident in enumerate(group):
+                if not n % (pause_every * 16):
+                    yield None
+                yield ident
+
+    def _leaves_under(self, buckets: list[str]) -> Iterator[str]:
+        """Every leaf bucket under ``buckets`` (sorted, none inside another), in order."""
+        for b in buckets:
+            width = self.depth - len(b)
+            if not width:
+                yield b
+                continue
+            for i in range(16**width):
+                yield b + format(i, f"0{width}x")
 
 
 class StateTree(HashTree):

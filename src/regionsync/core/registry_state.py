@@ -47,12 +47,17 @@ def hash_items(items: Iterable[tuple[str, CRDT]]) -> str:
     """``state_hash`` over ``(key, state)`` pairs in key order (empty states skipped)."""
     h = hashlib.sha256()
     for key, state in items:
-        data = state.to_bytes()
-        if data == _empty_bytes(type(state)):
-            continue
-        h.update(len(key).to_bytes(4, "big") + key.encode())
-        h.update(len(data).to_bytes(4, "big") + data)
+        hash_update(h, key, state)
     return h.hexdigest()
+
+
+def hash_update(h: Any, key: str, state: CRDT) -> None:
+    """One ``(key, state)`` of ``hash_items`` into sha256 object ``h`` (none if empty)."""
+    data = state.to_bytes()
+    if data == _empty_bytes(type(state)):
+        return
+    h.update(len(key).to_bytes(4, "big") + key.encode())
+    h.update(len(data).to_bytes(4, "big") + data)
 
 
 class RegistryState:
@@ -195,6 +200,18 @@ class RegistryState:
 
     def __len__(self) -> int:
         return len(self._states)
+
+    def keys(self) -> list[str]:
+        """Every key (empty states' too), unsorted: a copy in one C call, so a caller
+        may walk it in slices while ``apply`` changes the map (issue 42)."""
+        return list(self._states)
+
+    def snapshot(self) -> dict[str, CRDT]:
+        """Every ``key -> state`` (empty ones too): a consistent shallow copy in one C
+        call that makes no object per key (runtime/registry_hash.py hashes it in
+        slices; ``list(items())`` made a tuple per key, which woke the garbage
+        collector)."""
+        return self._states.copy()
 
     def states(self) -> dict[str, CRDT]:
         """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable).

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from ..config import Settings
-from ..core.hashtree import StateTree
+from ..core.hashtree import HEX, StateTree
 from ..core.model import Delivery, WriteBatch
-from ..core.records import decode_body, encode_body
+from ..core.records import Decoded, decode_body, encode_body
 from ..core.registry import key_type
+from . import heap
 from .ports import Store
 from .replica import Replica
+from .slicing import Slicer
 from .state import Catalog, DeliveryQueue, IdempotencyKeys
 from .writepath import WritePath
 
@@ -30,6 +33,13 @@ log = logging.getLogger("regionsync.node")
 # items read from the store at once while a tree is built: pages of 10,000 held requests
 # 50-400 ms during a build over 1M keys (bench/README.md, restart.py)
 _PAGE = 1_000
+# registry keys applied to a tree being built between two checks of the loop's time
+# (under 1 ms; ``Slicer`` yields once a slice has taken 10 ms)
+_REGISTRY_PAGE = 128
+# registry keys of a state item merged at once (``apply_state``)
+_MERGE_KEYS = 32
+# a committed batch of more items goes into the tree in slices (``_on_commit``)
+_SYNC_ITEMS = 2_000
 
 
 async def _pause(loop: asyncio.AbstractEventLoop, started: float) -> float:
@@ -44,6 +54,19 @@ async def _pause(loop: asyncio.AbstractEventLoop, started: float) -> float:
 def _delivery_change(d: Delivery) -> tuple[str, bytes, bool]:
     """A delivery's tree item: its canonical bytes, local until final (``StateTree``)."""
     return "d/" + d.id, encode_body(delivery=d), not d.status.final
+
+
+def _parts(dec: Decoded) -> Iterator[Decoded]:
+    """``dec`` in parts of at most ``_MERGE_KEYS`` registry keys (the first carries the
+    rest of it): merging 256 keys with their index updates took 30 ms and more."""
+    keys = list(dec.registry)
+    if len(keys) <= _MERGE_KEYS:
+        yield dec
+        return
+    reg = dec.registry
+    yield replace(dec, registry={k: reg[k] for k in keys[:_MERGE_KEYS]})
+    for i in range(_MERGE_KEYS, len(keys), _MERGE_KEYS):
+        yield Decoded(registry={k: reg[k] for k in keys[i : i + _MERGE_KEYS]})
 
 
 class AntiEntropy:
@@ -74,20 +97,56 @@ class AntiEntropy:
         self._building = asyncio.Lock()
         self._empty: dict[type, bytes] = {}  # CRDT class -> bytes of its empty state
         self.builds = 0  # trees built from the store (1 per node lifetime, bench/tests)
+        self._behind: list[WriteBatch] = []  # committed, not yet in the tree (_catch_up)
+        self._catching_up: asyncio.Task[None] | None = None
+        self._caught_up = asyncio.Event()
         writer.commit_observers.append(self._on_commit)
 
     def _on_commit(self, batch: WriteBatch) -> None:
-        """A committed batch (WritePath commit observer): its items into the tree."""
+        """A committed batch (WritePath commit observer): its items into the tree; those
+        of a large batch (a merged snapshot chunk: thousands of keys, tens of ms) and of
+        every batch after it until they are in, in slices (``_catch_up``)."""
         for pending in self._pending:
             pending.append(batch)  # a build is reading the store: replayed after it
-        if self.tree is not None:
+        if self.tree is None:
+            return
+        size = len(batch.registry) + len(batch.events) + len(batch.deliveries)
+        if not self._behind and size <= _SYNC_ITEMS:
             self._apply(self.tree, batch)
+            return
+        self._behind.append(batch)
+        if self._catching_up is None or self._catching_up.done():
+            self._catching_up = asyncio.get_running_loop().create_task(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """The batches ``_on_commit`` left behind into the tree, in commit order,
+        ``_REGISTRY_PAGE`` items at a time, returning to the loop between slices."""
+        slicer = Slicer(pause_ratio=0.0)
+        try:
+            while self._behind and self.tree is not None:
+                changes = self._changes(self._behind[0])
+                for i in range(0, len(changes), _REGISTRY_PAGE):
+                    self.tree.apply(changes[i : i + _REGISTRY_PAGE])
+                    await slicer.tick()
+                self._behind.pop(0)
+        finally:
+            self._caught_up.set()
+
+    async def _current(self, tree: StateTree) -> StateTree:
+        """``tree`` once every committed batch is in it (``_catch_up``)."""
+        while self._behind:
+            self._caught_up.clear()
+            await self._caught_up.wait()
+        return tree
 
     def _apply(self, tree: StateTree, batch: WriteBatch) -> None:
+        tree.apply(self._changes(batch))
+
+    def _changes(self, batch: WriteBatch) -> list[tuple[str, bytes | None, bool]]:
         changes = [self._registry_change(k, v) for k, v in batch.registry.items()]
         changes += [("e/" + e.id, b"", False) for e in batch.events]
         changes += [_delivery_change(d) for d in batch.deliveries]
-        tree.apply(changes)
+        return changes
 
     def _registry_change(self, key: str, data: bytes) -> tuple[str, bytes | None, bool]:
         cls = key_type(key)
@@ -109,7 +168,7 @@ class AntiEntropy:
         async with self._building:
             if self.tree is None:
                 self.tree = await self._build()
-        return self.tree
+        return await self._current(self.tree)
 
     async def warm(self) -> None:
         """Build the tree now (a node with peers does so at start, in the background)."""
@@ -120,10 +179,7 @@ class AntiEntropy:
         self._pending.append(pending)
         try:
             tree = StateTree(self.settings.replication.tree_depth)
-            # the non-empty states, read in place (no copy of the registry)
-            tree.apply(
-                [("r/" + k, v.to_bytes(), False) for k, v in self.catalog.registry.non_empty()]
-            )
+            await self._build_registry(tree)
             after = ""  # a page at a time: memory bounded by the page, not the store
             loop = asyncio.get_running_loop()
             started = loop.time()
@@ -136,13 +192,34 @@ class AntiEntropy:
                 tree.apply([_delivery_change(d) for d in page])
                 after = page[-1].id
                 started = await _pause(loop, started)
+            slicer = Slicer()  # the buckets above the leaves, a sixteenth at a time
+            for digit in HEX:
+                tree.flush(digit)
+                await slicer.tick()
             for batch in pending:  # in commit order: the last state of an item wins
                 self._apply(tree, batch)
-            tree.flush()
+            tree.flush()  # (no await from here on: later commits go to the tree itself)
+            heap.settle(len(tree), "tree")  # the rest of its objects (runtime/heap.py)
             self.builds += 1
             return tree
         finally:
             self._pending.remove(pending)
+
+    async def _build_registry(self, tree: StateTree) -> None:
+        """The registry's non-empty states into ``tree``, ``_REGISTRY_PAGE`` keys at a
+        time, returning to the loop between slices (``Slicer``: at most half of the
+        loop): one ``apply`` over 1M keys held the loop for seconds (issue 42). Keys are
+        a copy taken at once; a key changed or added meanwhile is replayed from its
+        commit (``_pending``), and its state is read when its page is applied."""
+        reg = self.catalog.registry
+        keys = reg.keys()
+        slicer = Slicer()
+        for i in range(0, len(keys), _REGISTRY_PAGE):
+            states = [(k, reg.state(k)) for k in keys[i : i + _REGISTRY_PAGE]]
+            page = [("r/" + k, s.to_bytes(), False) for k, s in states if s is not None]
+            tree.apply(page, flush=False)  # the buckets above: a sixteenth at a time, after
+            heap.settle(len(tree), "tree")  # its objects, as it grows (runtime/heap.py)
+            await slicer.tick()
 
     async def digest(self) -> tuple[dict[str, int], bytes]:
         """``(version vector, root)``: the durable version vector and the root hash of the
@@ -151,7 +228,7 @@ class AntiEntropy:
         holds the same records); b"\0" for an empty tree. The root is b"" (not compared)
         while commits are pending. O(1) once the tree is built."""
         vv = dict(self.writer.durable_vv)
-        if self.writer.version_vector != vv:
+        if self.writer.version_vector != vv or self._behind:
             return vv, b""
         tree = await self.state_tree()
         if self.writer.version_vector != vv or self.writer.durable_vv != vv:
@@ -194,9 +271,15 @@ class AntiEntropy:
         was taken) raises this node's version vector in the same commit: the caller passes
         it only once every chunk of the pass was merged. Returns None on success.
         """
+        # decoded and merged an item at a time, returning to the loop between slices
+        # (a chunk of 512 KiB held the joining node's loop ~300 ms: issue 42)
+        slicer = Slicer(pause_ratio=0.0)
         try:
             reads = self.writer.capabilities.reads
-            decoded = [decode_body(kind, body, reads) for kind, body in items]
+            decoded = []
+            for kind, body in items:
+                decoded.append(decode_body(kind, body, reads))
+                await slicer.tick()
         except ValueError as exc:
             self.counters["state_rejected"] += 1
             log.warning("rejected state chunk: %s", exc)
@@ -209,7 +292,9 @@ class AntiEntropy:
                 batch = WriteBatch()
                 deliveries: dict[str, Delivery] = {}
                 for dec in decoded:
-                    self.replica.merge(dec, batch, deliveries, stored)
+                    for part in _parts(dec):
+                        self.replica.merge(part, batch, deliveries, stored)
+                        await slicer.tick()  # (other writers wait for the lock, not the loop)
                 batch.deliveries.extend(deliveries.values())
                 for origin, seq in (version_vector or {}).items():
                     if seq > self.writer.version_vector.get(origin, 0):
@@ -224,6 +309,7 @@ class AntiEntropy:
                     return None
                 durable = self.writer.submit(batch)
         await durable
+        heap.settle(len(self.catalog.registry))  # a joining registry: runtime/heap.py
         self.counters["anti_entropy_items"] += len(items)
         if deliveries:
             self.queue.wake.set()

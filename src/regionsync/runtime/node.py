@@ -40,6 +40,7 @@ from ..core.backpressure import tenant_backlog_limit
 from ..core.capabilities import ALL, BASELINE, announced
 from ..core.clock_offset import ClockView
 from ..core.operational import clock_transition
+from . import heap
 from .antientropy import AntiEntropy
 from .cluster import ClusterView
 from .cohort import Cohort, Coordinator
@@ -229,7 +230,8 @@ class Node:
         if self.coordinator is not None:  # an actor of its own, never used before
             incarnation, fresh = await self.coordinator.allocate_actor(self.clock.wall_ms()), True
         self.catalog.load(await store.load_registry())
-        self.view.registry_hash.read()  # a large registry's hash: on a thread from now on
+        heap.settle(len(self.catalog.registry))  # not walked by every full collection
+        self.view.registry_hash.read()  # a large registry's hash: in slices from now on
         writer.open(self.region, incarnation, await store.load_version_vector())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from ..core.hashtree import HashTree, children
 from ..core.peering import digest_verdict, stream_pace
@@ -17,6 +17,7 @@ from ..core.wire import message_budget, state_item_wire_size
 from ..v1 import replication_pb2 as pb
 from .links import Links, recv
 from .ports import PeerStream
+from .slicing import Slicer
 from .state import PeerStatus
 
 __all__ = ["AntiEntropyPass", "digest_answer", "note_digest", "tree_answer"]
@@ -72,7 +73,7 @@ def tree_answer(tree: HashTree, req: pb.TreeLevel) -> pb.SyncMessage:
 
 
 _MAX_BUCKETS = 4096  # buckets per TreeLevel message (about 160 KiB)
-_SEND_ORDER = {"r/": 0, "e/": 1, "d/": 2}  # tree items by ident prefix (core.hashtree)
+_SEND_ORDER = ("r/", "e/", "d/")  # tree items by ident prefix (core.hashtree)
 
 
 class AntiEntropyPass:
@@ -122,11 +123,10 @@ class AntiEntropyPass:
         # registry states first (a node repaired from nothing serves its tenants and
         # endpoints from the first chunk), then events, then the deliveries of them; each
         # kind in tree order, so a pass cut midway leaves whole buckets merged (resumed)
-        order = tree.idents_in_tree_order(send)
-        idents = sorted(order, key=lambda i: _SEND_ORDER.get(i[:2], 3))
-        return await self._stream(idents, vv)
+        # (walked lazily, leaf bucket by leaf bucket: no sort over every ident, issue 42)
+        return await self._stream(tree.walk_idents(send, _SEND_ORDER), vv)
 
-    async def _stream(self, idents: list[str], vv: dict[str, int]) -> dict[str, int]:
+    async def _stream(self, idents: Iterator[str | None], vv: dict[str, int]) -> dict[str, int]:
         """Send the state of ``idents`` in chunks, the last one carrying ``vv``. Paced
         (``repair_bytes_per_s``, core.peering.stream_pace) and yielding to the loop
         between batches of items, so the serving side keeps answering (issue 42). Each
@@ -137,8 +137,9 @@ class AntiEntropyPass:
         size = sent = 0
         budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))
         started = links.clock.monotonic()
-        for i in range(0, len(idents), 256):
-            for kind, body in await links.state.state_items(idents[i : i + 256]):
+        slicer = Slicer(pause_ratio=0.0)  # the walk returns to the loop every 10 ms
+        while batch := await self._next_batch(idents, slicer):
+            for kind, body in await links.state.state_items(batch):
                 item = state_item_wire_size(kind, body)
                 if chunk and size + item > budget:  # cut before it would overflow
                     await self._send_chunk(chunk, None)
@@ -151,6 +152,20 @@ class AntiEntropyPass:
                 size += item
             await asyncio.sleep(0)  # requests and commits run between batches
         return await self._send_chunk(chunk, vv)
+
+    @staticmethod
+    async def _next_batch(idents: Iterator[str | None], slicer: Slicer) -> list[str]:
+        """The next 256 idents of the walk (fewer at its end); at each of its pause
+        points, a return to the loop if the slice has run its time."""
+        batch: list[str] = []
+        for ident in idents:
+            if ident is None:
+                await slicer.tick()
+            else:
+                batch.append(ident)
+                if len(batch) == 256:
+                    break
+        return batch
 
     async def _send_chunk(
         self, items: list[pb.StateItem], vv: dict[str, int] | None

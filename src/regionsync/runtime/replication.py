@@ -361,7 +361,9 @@ class _Dialer:
         if first is None or first.WhichOneof("kind") != "hello":
             return ps.PeerHello(None)
         h = first.hello
-        sample = round_trip_sample(h.sent_wall_ms, sent, self.links.clock.wall_ms())
+        # a round trip longer than the suspect threshold says nothing about the clock
+        limit = self.opts.clock_suspect_ms or None
+        sample = round_trip_sample(h.sent_wall_ms, sent, self.links.clock.wall_ms(), limit)
         if (reason := self.links.refusal(h.region, h.incarnation, h.version_vector)) is not None:
             raise ConnectionError(f"hello refused: {reason}")
         if h.region == self.status.region:  # another region's Hello is refused (peer_session)

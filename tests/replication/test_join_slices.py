@@ -1,0 +1,81 @@
+"""Issue 42: what a join does on either node returns to the loop in slices: the tree
+build's registry part, and a large commit's items into the kept tree."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from memnodes import make_node, start
+from test_anti_entropy import tree_is_current
+
+from crdt import LWWRegister, Timestamp
+from regionsync.core.model import WriteBatch
+from regionsync.runtime import antientropy
+from regionsync.runtime.slicing import Slicer
+
+
+def lww(value: str) -> LWWRegister:
+    return LWWRegister.empty().set(value, actor="a:1", stamp=Timestamp(1, 0))
+
+
+def every_tick(monkeypatch: Any) -> None:
+    """Slicers that return to the loop at every tick (a slice of 0 s)."""
+    monkeypatch.setattr(antientropy, "Slicer", lambda **kw: Slicer(slice_s=0.0, **kw))
+
+
+class Ticker:
+    """Counts loop turns while it runs: other work got the loop this often."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+
+async def test_the_tree_build_returns_to_the_loop_every_page_of_registry_keys(
+    net, started, monkeypatch
+) -> None:
+    """Over 1,000 registry keys, pages of ``_REGISTRY_PAGE`` (128): the build returns to
+    the loop after each page (before, one synchronous ``apply`` over every key: seconds
+    at 1M keys), and the tree equals one built from scratch."""
+    (node,) = await start(started, make_node(net, "a", []))
+    node.catalog.apply({f"e/ep{i:04d}/url": lww(f"https://x/{i}") for i in range(1_000)})
+    every_tick(monkeypatch)
+    ticker = Ticker()
+    try:
+        tree = await node.anti_entropy._build()
+    finally:
+        ticker.task.cancel()
+    pages = -(-1_000 // antientropy._REGISTRY_PAGE)
+    assert ticker.turns >= pages
+    assert len(tree) >= 1_000
+
+
+async def test_a_large_commit_goes_into_the_tree_in_slices(net, started, monkeypatch) -> None:
+    """A commit of more than ``_SYNC_ITEMS`` items (a merged snapshot chunk) goes into
+    the kept tree a page at a time; meanwhile the digest's root is not compared (b"")
+    and ``state_tree`` waits until it is in, then equals a tree built from scratch."""
+    (a,) = await start(started, make_node(net, "a", []))
+    await a.anti_entropy.warm()
+    every_tick(monkeypatch)
+    monkeypatch.setattr(antientropy, "_SYNC_ITEMS", 50)
+    deltas = {f"e/ep{i:04d}/url": lww(f"https://x/{i}") for i in range(600)}
+    changed = a.catalog.apply(deltas)
+    ticker = Ticker()
+    try:
+        await a.writer.submit(WriteBatch(registry={k: v.to_bytes() for k, v in changed.items()}))
+        assert a.anti_entropy._behind  # left for the catch-up
+        assert (await a.anti_entropy.digest())[1] == b""
+        turns = ticker.turns
+        tree = await a.anti_entropy.state_tree()
+        assert ticker.turns - turns >= 600 // antientropy._REGISTRY_PAGE
+    finally:
+        ticker.task.cancel()
+    assert not a.anti_entropy._behind and len(tree) >= 600
+    assert (await a.anti_entropy.digest())[1] not in (b"", b"\0")
+    assert await tree_is_current(a)

@@ -120,10 +120,8 @@ class AntiEntropy:
         self._pending.append(pending)
         try:
             tree = StateTree(self.settings.replication.tree_depth)
-            # the non-empty states, read in place (no copy of the registry)
-            tree.apply(
-                [("r/" + k, v.to_bytes(), False) for k, v in self.catalog.registry.non_empty()]
-            )
+            # the non-empty states' stored bytes, read in place (no copy, no decoding)
+            tree.apply([("r/" + k, v, False) for k, v in self.catalog.registry.non_empty_bytes()])
             after = ""  # a page at a time: memory bounded by the page, not the store
             loop = asyncio.get_running_loop()
             started = loop.time()
@@ -163,7 +161,7 @@ class AntiEntropy:
         registry states are grouped in one item per call, an event carries its
         Idempotency-Keys. Items gone since the tree was built are skipped."""
         # one lookup per ident (O(batch), not a copy of the registry per batch: issue 42)
-        lookup = self.catalog.registry.state
+        lookup = self.catalog.registry.state_bytes  # as stored: nothing decoded
         registry = {i[2:]: s for i in idents if i[:2] == "r/" and (s := lookup(i[2:])) is not None}
         out: list[tuple[str, bytes]] = []
         if registry:

@@ -50,8 +50,8 @@ async def test_a_restart_decodes_on_demand_and_a_broken_row_is_no_500(
         assert resp.status_code == 200, resp.text
         assert resp.json()["description"] == ""  # the broken field reads as never written
         for n in (1, 2, 3):
-            resp = await c.post("/v1/tenants/acme/events",
-                                json={"event_type": "order.created", "payload": {"n": n}})  # fmt: skip
+            event = {"event_type": "order.created", "payload": {"n": n}}
+            resp = await c.post("/v1/tenants/acme/events", json=event)
             assert resp.status_code == 202, resp.text
 
         async def delivered() -> bool:
@@ -64,7 +64,7 @@ async def test_a_restart_decodes_on_demand_and_a_broken_row_is_no_500(
         assert "regionsync_registry_decode_errors_total 1.0" in metrics
         assert reg.corrupt.keys() == {broken}
         # written again (a PATCH here; a repair from a peer likewise), the key is healed
-        resp = await c.patch(f"/v1/tenants/acme/endpoints/{ids['hit']}",
-                             json={"description": "again"})  # fmt: skip
+        patch = {"description": "again"}
+        resp = await c.patch(f"/v1/tenants/acme/endpoints/{ids['hit']}", json=patch)
         assert resp.status_code == 200, resp.text
         assert resp.json()["description"] == "again" and not reg.corrupt

@@ -146,22 +146,18 @@ def _step(reg: Registry, op: tuple[str, int, int, bool], n: int) -> dict:
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(_OPS, _OPS, st.integers(1, 8), st.booleans())
-def test_lazy_and_eager_forms_agree(first: list, then: list, bound: int, defer: bool) -> None:
+@given(_OPS, _OPS, st.integers(1, 8))
+def test_lazy_and_eager_forms_agree(first: list, then: list, bound: int) -> None:
     """Over random registries: loaded lazily (a small bound), the digest, the hash, every
     state and the bytes equal the eager form's, before and after further changes."""
     eager = Registry()
     for n, op in enumerate(first):
         eager.apply(_step(eager, op, n))
-    lazy = Registry.from_bytes(_rows(eager), decoded_keys=bound, defer_digest=defer)
-    job = lazy.digest_job()
+    lazy = Registry.from_bytes(_rows(eager), decoded_keys=bound)
     for n, op in enumerate(then, start=len(first)):
         deltas = _step(eager, op, n)
         assert lazy.apply(deltas).keys() == eager.apply(deltas).keys()
-        if job is None:
-            assert lazy.digest() == eager.digest()
-    if job is not None:
-        lazy.settle_digest(job[0], job[1]())
+        assert lazy.digest() == eager.digest()
     stored = {k: v.to_bytes() for k, v in eager._states.items()}
     assert (lazy.state_hash(), lazy.digest()) == (eager.state_hash(), eager.digest())
     assert (lazy.state_hash(), lazy.digest()) == _reference(stored)
@@ -170,33 +166,6 @@ def test_lazy_and_eager_forms_agree(first: list, then: list, bound: int, defer: 
     assert lazy.tenant_ids() == eager.tenant_ids()
     for e in range(4):
         assert lazy.endpoint(f"e{e}") == eager.endpoint(f"e{e}")
-
-
-def test_a_deferred_digest_counts_the_changes_made_while_it_was_worked_out() -> None:
-    """A large registry's digest is left to a thread after a load (runtime/
-    registry_hash.py): its base over a copy, plus every change applied meanwhile."""
-    eager = _registry(5, 3)
-    lazy = Registry.from_bytes(_rows(eager), defer_digest=True)
-    assert not lazy.digest_known()
-    first = lazy.digest_job()
-    assert first is not None
-    stamp = Timestamp(50, 0)
-    for n, deltas in enumerate([
-        eager.create_tenant("new", "N", 50, A, stamp),
-        eager.delete_endpoint("e1x1", "t1"),
-        eager.count("t2", "backlog", 2, A),
-    ]):  # fmt: skip
-        eager.apply(deltas)
-        lazy.apply(deltas)
-        if n == 1:
-            second = lazy.digest_job()  # supersedes the first
-    lazy.settle_digest(first[0], first[1]())
-    assert not lazy.digest_known()  # the first job's copy was older than its moves
-    lazy.settle_digest(second[0], second[1]())
-    assert lazy.digest_known() and lazy.digest() == eager.digest()
-    assert lazy.digest_job() is None
-    # without a job, the first read works it out
-    assert Registry.from_bytes(_rows(eager), defer_digest=True).digest() == eager.digest()
 
 
 def test_a_row_framed_otherwise_fails_the_load() -> None:

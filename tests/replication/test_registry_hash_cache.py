@@ -66,28 +66,3 @@ async def test_the_cached_hash_is_not_current_if_a_write_came_while_it_ran(
     await asyncio.shield(cache.task)
     assert reg.cached_hash() is None  # not taken as current: the next read refreshes
     assert cache.read()[0] is not None
-
-
-async def test_a_large_loaded_registry_has_its_digest_worked_out_off_the_loop(
-    net, monkeypatch
-) -> None:
-    """After a load of more than ``DEFER_DIGEST_KEYS`` keys the digest (a sha256 per key)
-    is worked out on the hash thread, with the writes applied meanwhile counted."""
-    from regionsync.runtime import state
-
-    monkeypatch.setattr(rh, "SYNC_KEYS", 10)
-    monkeypatch.setattr(state, "DEFER_DIGEST_KEYS", 10)
-    node = make_node(net, "a", [])
-    rows = {f"e/ep{i}/url": lww(f"https://x/{i}", 1).to_bytes() for i in range(100)}
-    node.catalog.load(rows)
-    reg, cache = node.catalog.registry, node.view.registry_hash
-    assert not reg.digest_known()
-    cache.read()  # the refresh starts (at start: Node.start)
-    await asyncio.sleep(0)  # it took its copy; the thread works on it
-    assert reg.digest_job is not None and not reg.digest_known()
-    reg.apply({"e/ep1/url": lww("https://y/", 2), "e/new/url": lww("https://n/", 2)})
-    await cache.ready()
-    assert reg.digest_known() and cache.computed == 1
-    eager = type(reg)({k: v for k, v in reg._states.items()})
-    assert reg.digest() == eager.digest()
-    assert node.view.cluster()["registry_digest"] == eager.digest()

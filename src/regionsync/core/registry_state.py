@@ -141,10 +141,6 @@ class RegistryState:
         # sum mod 2**256 of ``_key_digest`` over the non-empty states (``digest``), kept
         # by ``apply``; None: not worked out yet (``from_bytes`` passes it in)
         self._digest: int | None = digest
-        # while it is None: the digest's moves of every ``apply`` since the copy of the
-        # last ``digest_job`` (its token) was taken
-        self._digest_moves = 0
-        self._digest_token = 0
         self.changes = 0  # ``apply`` calls that changed something (a cached hash's stamp)
         self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
         # tenants whose dots the last ``apply`` changed: created, deleted or re-created
@@ -155,18 +151,11 @@ class RegistryState:
         self._views: dict[str, EndpointView] = {}
 
     @classmethod
-    def from_bytes(
-        cls,
-        rows: Mapping[str, bytes],
-        *,
-        decoded_keys: int | None = None,
-        defer_digest: bool = False,
-    ) -> Self:
+    def from_bytes(cls, rows: Mapping[str, bytes], *, decoded_keys: int | None = None) -> Self:
         """Load from stored ``key -> canonical bytes``, decoding none of them: each row's
         framing is checked (the ``[TAG, VERSION`` of a registry CRDT type), its body when
         first read (``corrupt``). Raises crdt.DecodeError naming the first row framed
-        otherwise (the load fails, as a store that cannot be read). ``defer_digest``:
-        the digest (one sha256 per key) is left to ``digest_job`` or the first read."""
+        otherwise (the load fails, as a store that cannot be read)."""
         raw: dict[str, bytes] = {}
         kinds: dict[str, set[str]] = {k: set() for k in HOT_KINDS}
         total = 0  # the digest from the stored bytes (canonical: what to_bytes gives)
@@ -175,12 +164,12 @@ class RegistryState:
                 v = bytes(v)
             if not v.startswith(_HEADERS):
                 raise DecodeError(f"registry row {k!r} is not a registry CRDT state")
-            if not defer_digest and v not in _EMPTIES:
+            if v not in _EMPTIES:
                 total += _key_digest(k, v)
             raw[k] = v
             if (kind := k[:2]) in kinds:
                 kinds[kind].add(k)
-        reg = cls(None, None if defer_digest else total % _MOD)
+        reg = cls(None, total % _MOD)
         reg._raw, reg._kind_keys = raw, kinds
         if decoded_keys is not None:
             reg.set_decoded_keys(decoded_keys)
@@ -314,11 +303,8 @@ class RegistryState:
                     self._sorted_keys = None
                     if (kind := key[:2]) in self._kind_keys:
                         self._kind_keys[kind].add(key)
-                move = _part(key, new_raw) - _part(key, old_raw)
                 if self._digest is not None:
-                    self._digest = (self._digest + move) % _MOD
-                else:
-                    self._digest_moves += move
+                    self._digest = (self._digest + _part(key, new_raw) - _part(key, old_raw)) % _MOD
                 raws[key] = new_raw
                 self.corrupt.pop(key, None)
                 self._keep(key, new)
@@ -380,27 +366,6 @@ class RegistryState:
         if self._digest is None:
             self._digest = sum(_part(k, v) for k, v in self._raw.items()) % _MOD
         return hashlib.sha256(self._digest.to_bytes(32, "big")).hexdigest()
-
-    def digest_known(self) -> bool:
-        """Is the digest worked out (O(1) to read)?"""
-        return self._digest is not None
-
-    def digest_job(self) -> tuple[int, Callable[[], int]] | None:
-        """None if the digest is known; else ``(token, work)``: ``work`` (for a thread)
-        sums the digest's parts over a copy of every key's bytes taken now (one C call
-        on the loop), and ``settle_digest(token, work())`` adds the moves of the changes
-        applied since. A later job supersedes an earlier one (its token)."""
-        if self._digest is not None:
-            return None
-        items = list(self._raw.items())
-        self._digest_moves = 0
-        self._digest_token += 1
-        return self._digest_token, lambda: sum(_part(k, v) for k, v in items)
-
-    def settle_digest(self, token: int, base: int) -> None:
-        """Keep the digest worked out by ``digest_job``'s ``token`` (see there)."""
-        if self._digest is None and token == self._digest_token:
-            self._digest = (base + self._digest_moves) % _MOD
 
     def sorted_items(self) -> list[tuple[str, bytes]]:
         """Every ``(key, canonical bytes)`` (empty ones too), sorted by key; the copy is

@@ -53,21 +53,14 @@ class RegistryHash:
         return self.value, age
 
     async def ready(self) -> None:
-        """Wait (off the loop) for a first hash if there is none yet and one is needed,
-        and for the digest of a registry loaded without it (``Catalog.load``)."""
+        """Wait (off the loop) for a first hash if there is none yet and one is needed."""
         self.read()
-        digest_known = self.catalog.registry.digest_known()
-        if not digest_known and (self.task is None or self.task.done()):
-            self.task = asyncio.get_running_loop().create_task(self._refresh())
-        if (self.value is None or not digest_known) and self.task is not None:
+        if self.value is None and self.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(self.task)
 
     async def _refresh(self) -> None:
         reg = self.catalog.registry
-        if (job := reg.digest_job()) is not None:  # a large registry's, after a load
-            token, work = job
-            reg.settle_digest(token, await asyncio.to_thread(work))
         changes, taken_at = reg.changes, self.clock.monotonic()
         items = reg.sorted_items  # the copy is taken on the thread, in one C call
         value = await asyncio.to_thread(lambda: hash_items(items()))

@@ -39,10 +39,6 @@ __all__ = [
 
 log = logging.getLogger("regionsync.node")
 
-# a registry loaded with more keys leaves its digest (a sha256 per key, ~1.5 s at 1M) to a
-# thread (runtime/registry_hash.py) or its first read, not to the start
-DEFER_DIGEST_KEYS = 20_000
-
 
 class Catalog:
     """The replicated registry (``core.registry.Registry``) and what is derived from it,
@@ -79,9 +75,7 @@ class Catalog:
     def load(self, states: Mapping[str, bytes]) -> None:
         """Replace the registry with ``states`` (key -> encoded CRDT, decoded when first
         read) and re-index. Raises crdt.DecodeError for a row not framed as a state."""
-        self.registry = Registry.from_bytes(
-            states, decoded_keys=self.decoded_keys, defer_digest=len(states) > DEFER_DIGEST_KEYS
-        )
+        self.registry = Registry.from_bytes(states, decoded_keys=self.decoded_keys)
         self._watch_decoding(self.registry)
         self.rebuild_index()
         self._reindex_tokens()

@@ -62,6 +62,8 @@ async def test_a_restart_decodes_on_demand_and_a_broken_row_is_no_500(
         assert catalog.index.deferred("quiet")  # never published to: never indexed
         metrics = (await c.get("/metrics")).text
         assert "regionsync_registry_decode_errors_total 1.0" in metrics
+        decoded = f"regionsync_registry_decoded_keys {float(reg.decoded_count())}"
+        assert decoded in metrics and reg.decoded_count() < len(reg)
         assert reg.corrupt.keys() == {broken}
         # written again (a PATCH here; a repair from a peer likewise), the key is healed
         patch = {"description": "again"}

@@ -66,15 +66,15 @@ def _reference(states: dict[str, bytes]) -> tuple[str, str]:
 
 
 def test_a_loaded_store_decodes_none_of_its_states(monkeypatch: pytest.MonkeyPatch) -> None:
-    rows = _rows(_registry(20, 5))
+    eager = _registry(20, 5)
+    rows = _rows(eager)
     calls = _counting(monkeypatch)
     reg = Registry.from_bytes(rows)
     assert calls == [] and reg.decodes == 0  # was: one decode per row (len(rows))
     assert len(reg) == len(rows)
     # what needs only bytes decodes nothing either
     assert (reg.state_hash(), reg.digest()) == _reference(rows)
-    assert dict(reg.non_empty_bytes()) == {k: v for k, v in rows.items() if k in reg.states()}
-    calls.clear()
+    assert dict(reg.non_empty_bytes()) == {k: v.to_bytes() for k, v in eager.states().items()}
     assert reg.state_bytes("e/e3x1/url") == rows["e/e3x1/url"]
     assert [k for k, _ in reg.sorted_items()] == sorted(rows)
     assert calls == []
@@ -145,7 +145,7 @@ def _step(reg: Registry, op: tuple[str, int, int, bool], n: int) -> dict:
     return reg.delete_tenant(tid)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True)
+@settings(max_examples=50, deadline=None, derandomize=True)
 @given(_OPS, _OPS, st.integers(1, 8))
 def test_lazy_and_eager_forms_agree(first: list, then: list, bound: int) -> None:
     """Over random registries: loaded lazily (a small bound), the digest, the hash, every

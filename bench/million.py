@@ -15,9 +15,10 @@ floor and gets the registry by anti-entropy (a snapshot). Then:
    takes) and ``/healthz`` every 100 ms: their p99 and max; whether ``m-1`` suspects
    ``m-2`` (custody) at any sample; both nodes' memory at the end.
 
-PASS/FAIL against the issue's goals. ``--keep DIR`` builds there (or reuses a built one).
+PASS/FAIL against the issue's goals. ``--keep DIR`` builds there (or reuses a built one);
+``--no-join`` stops after step 1 (restart and memory only).
 
-    .venv/bin/python bench/million.py [--tenants 10000] [--per-tenant 10]
+    .venv/bin/python bench/million.py [--tenants 10000] [--per-tenant 10] [--no-join]
 """
 
 from __future__ import annotations
@@ -198,12 +199,24 @@ def verdict(name: str, value: float | None, goal: float, unit: str) -> bool:
     return ok
 
 
+def restart_only(ready_s: float, rss_ready: float, rss_after: float, cluster: list[float]) -> int:
+    """``--no-join``: the verdicts of step 1 (memory: once serving and after 10 publishes)."""
+    print(f"m-1 RSS after 10 publishes and /v1/cluster reads: {rss_after:.0f} MB")
+    ok = all([
+        verdict("resident memory per node", max(rss_ready, rss_after), GOALS["rss_mb"], "MB"),
+        verdict("restart to serving", ready_s, GOALS["ready_s"], "s"),
+        verdict("/v1/cluster median", statistics.median(cluster), GOALS["cluster_ms"], "ms"),
+    ])  # fmt: skip
+    return 0 if ok else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tenants", type=int, default=10_000)
     ap.add_argument("--per-tenant", type=int, default=10)
     ap.add_argument("--join-limit-s", type=float, default=600)
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--no-join", action="store_true", help="restart and memory only")
     args = ap.parse_args()
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="regionsync-million-"))
     d1, d2 = tmp / REGION, tmp / JOINER
@@ -228,6 +241,8 @@ def main() -> int:
             f"m-1 serving after {ready_s:.1f} s, RSS {rss1:.0f} MB; /v1/cluster after a "
             f"publish: median {statistics.median(cluster):.1f} ms, max {max(cluster):.1f} ms"
         )
+        if args.no_join:
+            return restart_only(ready_s, rss1, rss_mb(m1.proc.pid), cluster)
         m2 = Proc(JOINER, d2, REGION, grpc)
         m2.wait_ready()
         joined, during = join(m1, m2, args.join_limit_s)

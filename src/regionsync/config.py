@@ -27,6 +27,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from .core.registry_state import DEFAULT_DECODED_KEYS
 from .core.wire import ENVELOPE_BYTES, RECORD_OVERHEAD_BYTES, message_budget
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "SecretsSettings",
     "Settings",
     "OperationalWebhookSettings",
+    "RegistrySettings",
     "TlsSettings",
     "Token",
     "TracingSettings",
@@ -166,6 +168,13 @@ class ReplicationSettings(_Section):
     follow_interval_ms: float = Field(50.0, gt=0, le=10_000)
 
 
+class RegistrySettings(_Section):
+    # registry states of cold keys kept decoded in memory (an LRU); every other state is
+    # held as its stored bytes and decoded when read (core/registry_state.py, issue 42):
+    # about 1.1 KB a decoded key against 0.1 KB as bytes
+    decoded_cache_keys: int = Field(DEFAULT_DECODED_KEYS, ge=1000)
+
+
 class IngestSettings(_Section):
     max_payload_bytes: int = Field(256 * 1024, ge=1024)
     idempotency_ttl_s: float = Field(24 * 3600, gt=0)  # Idempotency-Key lifetime
@@ -281,6 +290,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = DeliverySettings()
     replication: ReplicationSettings = ReplicationSettings()
     ingest: IngestSettings = IngestSettings()
+    registry: RegistrySettings = RegistrySettings()
     http: HttpSettings = HttpSettings()
     operational_webhooks: OperationalWebhookSettings = OperationalWebhookSettings()
     tls: TlsSettings | None = None

@@ -368,3 +368,13 @@ async def test_three_real_nodes_keep_no_secret_in_files_or_logs(
         assert sum(p.suffix == ".log" for p in files) == 3
         assert all(p.stat().st_size > 0 for p in files if p.suffix == ".log")
         assert _leaks(files, secrets) == []
+
+
+def test_every_secret_key_holds_the_text_the_open_scan_selects() -> None:
+    """``SqliteStore._seal_plaintext_rows`` reads only the rows whose key is LIKE
+    '%/secret%' (issue 42: it read all of them at every start)."""
+    from regionsync.core.registry_keys import ENDPOINT_FIELDS, SOURCE_FIELDS, is_secret_key
+
+    keys = [f"e/ep1/{f}" for f in ENDPOINT_FIELDS] + [f"s/src1/{f}" for f in SOURCE_FIELDS]
+    secret = [k for k in keys if is_secret_key(k)]
+    assert len(secret) == 3 and all("/secret" in k for k in secret)

@@ -217,9 +217,11 @@ class SqliteStore:
         """Seal secret rows written before encryption (or without a key ring); the freed
         pages are zeroed (secure_delete), the file rebuilt (VACUUM) and the WAL emptied."""
         db, seal = self.db, self.at_rest
+        # secret keys hold "/secret" (is_secret_key): SQLite skips the rest (issue 42)
+        secrets = "SELECT key, state FROM registry WHERE key LIKE '%/secret%'"
         regs = [
             (sealed, key)
-            for key, state in db.execute("SELECT key, state FROM registry")
+            for key, state in db.execute(secrets)
             if (sealed := seal.seal_state(key, state)) != state
         ]
         logs = [

@@ -18,7 +18,7 @@ skipped (runtime/ingest.py); callers that want only active ones check the view.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,12 +131,25 @@ class SubscriptionIndex:
     the negative cache (every ``candidates``/``match`` call is one or the other),
     ``invalidations`` (negative entries dropped because a change could make them wrong),
     ``evictions`` (dropped for room, at ``max_negative`` entries, oldest first),
-    ``compilations`` (filters compiled).
+    ``compilations`` (filters compiled), ``loads`` (deferred tenants indexed).
+
+    Tenants may be indexed at their first read (issue 42: a restart over 1M keys must
+    not decode every endpoint): ``defer`` names tenants whose endpoints are not indexed
+    yet; a read of one (``candidates``, ``match``, ``filtered``, ``endpoints_of``,
+    ``is_cached_negative``) first calls ``loader(tenant)``, which ``upsert``s its live
+    endpoints; a read of every tenant (``len``, ``in``, ``predicate``) loads them all.
     """
 
-    def __init__(self, views: Iterable[EndpointView] = (), *, max_negative: int = 100_000):
+    def __init__(
+        self,
+        views: Iterable[EndpointView] = (),
+        *,
+        max_negative: int = 100_000,
+        loader: Callable[[str], None] | None = None,
+    ):
         """``views``: the live endpoints to start from; ``max_negative`` >= 1 bounds the
-        negative cache. Raises ``Unprocessable`` if a view's filter or pattern is invalid.
+        negative cache; ``loader`` indexes a deferred tenant (``defer``). Raises
+        ``Unprocessable`` if a view's filter or pattern is invalid.
         """
         if max_negative < 1:
             raise ValueError("max_negative must be >= 1")
@@ -151,6 +164,9 @@ class SubscriptionIndex:
         self.invalidations = 0
         self.evictions = 0
         self.compilations = 0
+        self.loads = 0
+        self._loader = loader
+        self._deferred: set[str] = set()  # tenants whose endpoints are indexed at first read
         for view in views:
             self.upsert(view)
 
@@ -221,12 +237,44 @@ class SubscriptionIndex:
             del self._negative_by_tenant[tenant]
         self.invalidations += len(doomed)
 
+    def defer(self, tenants: Iterable[str]) -> None:
+        """Index ``tenants``' endpoints at their first read (through ``loader``), not now;
+        until then they hold no entry and changes to them need not be fed."""
+        if self._loader is None:
+            raise ValueError("a deferred tenant needs a loader")
+        self._deferred.update(tenants)
+
+    def deferred(self, tenant: str) -> bool:
+        """Is ``tenant`` left to its first read (nothing of it indexed, nothing to feed)?"""
+        return tenant in self._deferred
+
+    def indexed(self, endpoint_id: str) -> bool:
+        """Is the endpoint indexed now? (Loads nothing, unlike ``in``.)"""
+        return endpoint_id in self._entries
+
+    def indexed_of(self, tenant: str) -> set[str]:
+        """Ids indexed now under ``tenant`` (loads nothing, unlike ``endpoints_of``)."""
+        return set(self._by_tenant.get(tenant, ()))
+
+    def _load(self, tenant: str) -> None:
+        if tenant in self._deferred:
+            self._deferred.discard(tenant)
+            self.loads += 1
+            assert self._loader is not None
+            self._loader(tenant)
+
+    def _load_all(self) -> None:
+        for tenant in sorted(self._deferred):
+            self._load(tenant)
+
     # -- reads ----------------------------------------------------------------------------
 
     def __len__(self) -> int:
+        self._load_all()
         return len(self._entries)
 
     def __contains__(self, endpoint_id: object) -> bool:
+        self._load_all()
         return endpoint_id in self._entries
 
     @property
@@ -236,14 +284,17 @@ class SubscriptionIndex:
 
     def predicate(self, endpoint_id: str) -> Predicate:
         """The compiled filter of an indexed endpoint; raises KeyError if unknown."""
+        self._load_all()
         return self._entries[endpoint_id].predicate
 
     def is_cached_negative(self, tenant: str, event_type: str) -> bool:
         """True if "no subscriber for (tenant, event_type)" is cached (no counter moves)."""
+        self._load(tenant)
         return (tenant, event_type) in self._negative
 
     def endpoints_of(self, tenant: str) -> list[str]:
         """Ids of the indexed endpoints of ``tenant``, sorted; O(its endpoints)."""
+        self._load(tenant)
         return sorted(self._by_tenant.get(tenant, ()))
 
     def candidates(self, tenant: str, event_type: str) -> list[str]:
@@ -251,6 +302,7 @@ class SubscriptionIndex:
 
         Filters are not evaluated. Uses and fills the negative cache.
         """
+        self._load(tenant)
         key = (tenant, event_type)
         if key in self._negative:
             self.hits += 1
@@ -292,6 +344,7 @@ class SubscriptionIndex:
     def filtered(self, tenant: str, event_type: str) -> dict[str, Predicate]:
         """The filters of the tenant's endpoints subscribed to ``event_type`` that have
         one (endpoint id -> compiled filter), to apply before ``match``; counts nothing."""
+        self._load(tenant)
         if (tenant, event_type) in self._negative:
             return {}
         subs = self._tenants.get(tenant)
@@ -312,17 +365,20 @@ class SubscriptionIndex:
         self._negative_by_tenant.setdefault(key[0], set()).add(key[1])
 
     def stats(self) -> dict[str, int]:
-        """Counters for export: endpoints, tenants, negative_entries, hits, misses,
-        invalidations, evictions, compilations."""
+        """Counters for export: endpoints and tenants indexed now, deferred tenants,
+        negative_entries, hits, misses, invalidations, evictions, compilations, loads.
+        Loads nothing."""
         return {
             "endpoints": len(self._entries),
             "tenants": len(self._tenants),
+            "deferred_tenants": len(self._deferred),
             "negative_entries": len(self._negative),
             "hits": self.hits,
             "misses": self.misses,
             "invalidations": self.invalidations,
             "evictions": self.evictions,
             "compilations": self.compilations,
+            "loads": self.loads,
         }
 
 

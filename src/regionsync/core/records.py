@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,7 +133,7 @@ class Decoded:
 
 
 def encode_body(
-    registry: dict[str, CRDT] | None = None,
+    registry: Mapping[str, CRDT | bytes] | None = None,
     event: Event | None = None,
     delivery: Delivery | None = None,
     idempotency: tuple[str, str, str, str, int, str] | None = None,
@@ -164,8 +165,13 @@ def encode_body(
         if event.owner_gen:
             body["event"]["owner_gen"] = event.owner_gen
     if registry:
-        body["registry"] = {k: registry[k].to_bytes() for k in sorted(registry)}
+        body["registry"] = {k: _state_bytes(registry[k]) for k in sorted(registry)}
     return msgpack.packb(body, use_bin_type=True)
+
+
+def _state_bytes(state: CRDT | bytes) -> bytes:
+    """A registry section's value: a state's canonical bytes (given as such, unread)."""
+    return state if isinstance(state, bytes) else state.to_bytes()
 
 
 # a msgpack fixstr of 1..31 bytes starting with "_": where an optional name may be

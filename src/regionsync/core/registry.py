@@ -212,7 +212,7 @@ class Registry(RegistryState):
             view = self._endpoint(endpoint_id)
             if view is None:
                 return None  # not cached: ids that are not live must not grow the cache
-            self._views[endpoint_id] = view
+            self._keep_view(endpoint_id, view)
         if tenant_id is not None and view.tenant != tenant_id:
             return None
         return view
@@ -293,10 +293,10 @@ class Registry(RegistryState):
             ("delivery_max_in_flight", delivery_max_in_flight),
         ):
             key = p + name
-            if value is not None or self._states.get(key) is not None:
+            if value is not None or key in self._states:
                 deltas.update([self._set(key, value, actor, stamp)])
         key = p + "strict_event_types"
-        if strict_event_types or self._states.get(key) is not None:
+        if strict_event_types or key in self._states:
             deltas.update([self._set(key, strict_event_types, actor, stamp)])
         return deltas
 
@@ -460,8 +460,8 @@ class Registry(RegistryState):
     def custody(self) -> dict[str, CustodyRecord]:
         """owner region -> its custody record, for every owner that has a valid one."""
         out: dict[str, CustodyRecord] = {}
-        for key in sorted(k for k in self._states if k.startswith("c/")):
-            rec = CustodyRecord.from_value(self._states[key].value())  # type: ignore[attr-defined]
+        for key in self.kind_keys("c/"):
+            rec = CustodyRecord.from_value(self._get(key, LWWRegister).value())
             if rec is not None:
                 out[key[2:]] = rec
         return out
@@ -476,7 +476,7 @@ class Registry(RegistryState):
         """removed region -> its removal record (core.removal), for every valid one."""
         out: dict[str, RemovalRecord] = {}
         for key in sorted(k for k in self._removal_keys if k.startswith("x/")):
-            value = self._states[key].value()  # type: ignore[attr-defined]
+            value = self._get(key, LWWRegister).value()
             if (rec := RemovalRecord.from_value(key[2:], value)) is not None:
                 out[key[2:]] = rec
         return out
@@ -490,7 +490,7 @@ class Registry(RegistryState):
         record count every region held of them."""
         out: dict[str, int] = {}
         for key in sorted(k for k in self._removal_keys if k.startswith("p/")):
-            out.update(parse_process_marker(self._states[key].value()))  # type: ignore[attr-defined]
+            out.update(parse_process_marker(self._get(key, LWWRegister).value()))
         return out
 
     def set_process_retirements(
@@ -504,8 +504,8 @@ class Registry(RegistryState):
         """job id -> its fields (a dict), for every recovery job recorded."""
         return {
             k[2:]: v
-            for k in sorted(k for k in self._states if k.startswith("j/"))
-            if isinstance(v := self._states[k].value(), dict)  # type: ignore[attr-defined]
+            for k in self.kind_keys("j/")
+            if isinstance(v := self._get(k, LWWRegister).value(), dict)
         }
 
     def job(self, job_id: str) -> dict[str, Any] | None:

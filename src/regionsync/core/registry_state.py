@@ -1,5 +1,14 @@
 """The registry's state: key -> CRDT, merged by ``apply``, hashed for convergence checks.
 
+Every state is held as its canonical bytes (what the store holds) and decoded when first
+read (issue 42: a restart over 1M keys decoded every state, 70 s and 1.8 GB). Decoded
+states are kept for the hot keys (``HOT_KEYS``, ``HOT_KINDS``: tenant, source and token
+sets, tokens, custody, jobs, removals) and, for the rest, for the ``decoded_keys`` most
+recently used (an LRU: memory bounded by configuration, not by the registry). What needs
+only the bytes (the digest, ``state_hash``, the anti-entropy tree, repair streams) never
+decodes. Never does I/O; a row that does not decode is the store's fault: see
+``from_bytes`` and ``corrupt``.
+
 core.registry.Registry adds the reads and the mutators; the keys are core.registry_keys.
 """
 
@@ -7,10 +16,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import Any, Self
 
-from crdt import CRDT, LWWRegister, ORSet, Timestamp, decode
+from crdt import CRDT, DecodeError, LWWRegister, ORSet, PNCounter, Timestamp, decode
 
 from .generations import changed_members
 from .registry_keys import key_type
@@ -19,6 +30,26 @@ from .registry_views import EndpointView
 Deltas = dict[str, CRDT]
 
 _MOD = 1 << 256
+# decoded states of cold keys kept (config ``registry.decoded_cache_keys``): a decoded
+# register takes about 1.1 KB, its bytes about 0.1 KB (bench/README.md, million.py)
+DEFAULT_DECODED_KEYS = 100_000
+# keys read on hot paths or scanned whole (tenant, source and token sets; custody, jobs,
+# removals, tokens): always kept decoded
+HOT_KEYS = frozenset({"tenants", "sources", "tokens"})
+HOT_KINDS = ("c/", "j/", "x/", "p/", "k/")
+_TYPES = (LWWRegister, ORSet, PNCounter)  # the types registry keys hold
+# the canonical bytes of each type's bottom state (a state equal to one is empty; the tag
+# differs per type) and the ``[TAG, VERSION`` header every state of the type starts with
+
+
+@functools.cache
+def _empty_bytes(cls: type[CRDT]) -> bytes:
+    """The canonical bytes of ``cls``'s bottom state (a state equal to it is empty)."""
+    return cls.empty().to_bytes()
+
+
+_EMPTIES = frozenset(_empty_bytes(cls) for cls in _TYPES)
+_HEADERS = tuple(_empty_bytes(cls)[: 3 + len(cls.TAG)] for cls in _TYPES)
 
 
 def _key_digest(key: str, data: bytes) -> int:
@@ -29,42 +60,89 @@ def _key_digest(key: str, data: bytes) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-@functools.cache
-def _empty_bytes(cls: type[CRDT]) -> bytes:
-    """The canonical bytes of ``cls``'s bottom state (a state equal to it is empty)."""
-    return cls.empty().to_bytes()
+def _part(key: str, data: bytes | None) -> int:
+    """A state's part of the digest, from its bytes: 0 when absent or empty."""
+    return 0 if data is None or data in _EMPTIES else _key_digest(key, data)
 
 
-def _part(key: str, state: CRDT | None) -> int:
-    """``state``'s part of the digest: 0 when absent or empty."""
-    if state is None:
-        return 0
-    data = state.to_bytes()  # cached on the (immutable) state
-    return 0 if data == _empty_bytes(type(state)) else _key_digest(key, data)
+def is_empty_bytes(data: bytes) -> bool:
+    """Are ``data`` the canonical bytes of an empty registry state (any type)?"""
+    return data in _EMPTIES
 
 
-def hash_items(items: Iterable[tuple[str, CRDT]]) -> str:
-    """``state_hash`` over ``(key, state)`` pairs in key order (empty states skipped)."""
+def hash_items(items: Iterable[tuple[str, bytes]]) -> str:
+    """``state_hash`` over ``(key, canonical bytes)`` pairs in key order (empty states
+    skipped); reads only bytes, so it may run on a thread."""
     h = hashlib.sha256()
-    for key, state in items:
-        hash_update(h, key, state)
+    for key, data in items:
+        hash_update(h, key, data)
     return h.hexdigest()
 
 
-def hash_update(h: Any, key: str, state: CRDT) -> None:
-    """One ``(key, state)`` of ``hash_items`` into sha256 object ``h`` (none if empty)."""
-    data = state.to_bytes()
-    if data == _empty_bytes(type(state)):
+def hash_update(h: Any, key: str, data: bytes) -> None:
+    """One ``(key, canonical bytes)`` of ``hash_items`` into sha256 object ``h`` (none
+    if empty)."""
+    if data in _EMPTIES:
         return
     h.update(len(key).to_bytes(4, "big") + key.encode())
     h.update(len(data).to_bytes(4, "big") + data)
 
 
-class RegistryState:
-    """In-memory registry state: key -> CRDT, and the caches ``apply`` keeps true."""
+class _DecodedView(Mapping[str, CRDT]):
+    """``RegistryState._states``: every state by key, decoded on access (through the
+    cache); a key whose row does not decode reads as absent. For the few readers that
+    want the old map's shape (removal records, tests); O(1) per key, O(registry) walks."""
 
-    def __init__(self, states: Mapping[str, CRDT] | None = None, digest: int | None = None):
-        self._states: dict[str, CRDT] = dict(states or {})
+    def __init__(self, reg: RegistryState) -> None:
+        self._reg = reg
+
+    def __getitem__(self, key: str) -> CRDT:
+        state = self._reg._decoded(key)
+        if state is None:
+            raise KeyError(key)
+        return state
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._reg._raw)
+
+    def __len__(self) -> int:
+        return len(self._reg._raw)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._reg._raw
+
+
+class RegistryState:
+    """In-memory registry state: key -> canonical bytes, decoded on first read; and the
+    caches ``apply`` keeps true.
+
+    Counters: ``decodes`` (states decoded from bytes), ``decode_errors`` (rows found not
+    to decode, at their first read; ``corrupt`` maps each such key to the reason, and
+    ``on_decode_error(key, reason)`` is called once per finding).
+    """
+
+    def __init__(
+        self,
+        states: Mapping[str, CRDT] | None = None,
+        digest: int | None = None,
+        *,
+        decoded_keys: int = DEFAULT_DECODED_KEYS,
+    ):
+        self._raw: dict[str, bytes] = {}  # every key: its canonical bytes
+        self._hot: dict[str, CRDT] = {}  # decoded states of hot keys, never dropped
+        self._cold: OrderedDict[str, CRDT] = OrderedDict()  # decoded others, LRU order
+        self.decoded_keys = decoded_keys
+        self.decodes = 0
+        self.decode_errors = 0
+        self.corrupt: dict[str, str] = {}  # key -> why its row does not decode
+        self.on_decode_error: Callable[[str, str], None] | None = None
+        # keys of the hot kinds, by kind (custody, jobs, removals and tokens are read whole)
+        self._kind_keys: dict[str, set[str]] = {k: set() for k in HOT_KINDS}
+        for key, state in (states or {}).items():
+            self._raw[key] = state.to_bytes()
+            self._keep(key, state)
+            if (kind := key[:2]) in self._kind_keys:
+                self._kind_keys[kind].add(key)
         self._hash: str | None = None
         # sum mod 2**256 of ``_key_digest`` over the non-empty states (``digest``), kept
         # by ``apply``; None: not worked out yet (``from_bytes`` passes it in)
@@ -73,25 +151,134 @@ class RegistryState:
         self._sorted_keys: list[str] | None = None  # for state_hash; None: a key was added
         # tenants whose dots the last ``apply`` changed: created, deleted or re-created
         self.tenants_changed: set[str] = set()
-        # live endpoint id -> its view, built on first read; ``apply`` drops the views a
-        # change can affect (``_forget_views``; delivery reads the view per attempt,
-        # ingest per matched endpoint)
+        # live endpoint id -> its view, built on first read, at most ``views_max`` (the
+        # oldest go first); ``apply`` drops the views a change can affect
+        # (``_forget_views``; delivery reads the view per attempt, ingest per match)
         self._views: dict[str, EndpointView] = {}
-        # removal records' keys (core.removal): read on every Hello and Ack, never a scan
-        self._removal_keys = {k for k in self._states if k.startswith(("x/", "p/"))}
 
     @classmethod
-    def from_bytes(cls, rows: Mapping[str, bytes]) -> Self:
-        """Load from stored ``key -> canonical bytes``; raises crdt.DecodeError."""
-        states = {k: decode(v) for k, v in rows.items()}
+    def from_bytes(cls, rows: Mapping[str, bytes], *, decoded_keys: int | None = None) -> Self:
+        """Load from stored ``key -> canonical bytes``, decoding none of them: each row's
+        framing is checked (the ``[TAG, VERSION`` of a registry CRDT type), its body when
+        first read (``corrupt``). Raises crdt.DecodeError naming the first row framed
+        otherwise (the load fails, as a store that cannot be read)."""
+        raw: dict[str, bytes] = {}
+        kinds: dict[str, set[str]] = {k: set() for k in HOT_KINDS}
         total = 0  # the digest from the stored bytes (canonical: what to_bytes gives)
         for k, v in rows.items():
-            if v != _empty_bytes(type(states[k])):
+            if type(v) is not bytes:
+                v = bytes(v)
+            if not v.startswith(_HEADERS):
+                raise DecodeError(f"registry row {k!r} is not a registry CRDT state")
+            if v not in _EMPTIES:
                 total += _key_digest(k, v)
-        return cls(states, total % _MOD)
+            raw[k] = v
+            if (kind := k[:2]) in kinds:
+                kinds[kind].add(k)
+        reg = cls(None, total % _MOD)
+        reg._raw, reg._kind_keys = raw, kinds
+        if decoded_keys is not None:
+            reg.set_decoded_keys(decoded_keys)
+        return reg
+
+    # -- the decoded part ---------------------------------------------------------------
+
+    def set_decoded_keys(self, n: int) -> None:
+        """Keep at most ``n`` >= 0 decoded states of cold keys (drops the oldest now)."""
+        self.decoded_keys = n
+        while len(self._cold) > n:
+            self._cold.popitem(last=False)
+        while len(self._views) > self.views_max:
+            del self._views[next(iter(self._views))]
+
+    @property
+    def views_max(self) -> int:
+        """Endpoint views kept: one per ten decoded keys (an endpoint has ten or more)."""
+        return max(16, self.decoded_keys // 10)
+
+    def decoded_count(self) -> int:
+        """States held decoded now (hot ones and the LRU's)."""
+        return len(self._hot) + len(self._cold)
+
+    def _keep(self, key: str, state: CRDT) -> None:
+        if key in HOT_KEYS or key[:2] in self._kind_keys:
+            self._hot[key] = state
+            return
+        cold = self._cold
+        cold[key] = state
+        cold.move_to_end(key)
+        if len(cold) > self.decoded_keys:
+            cold.popitem(last=False)
+
+    def _keep_view(self, endpoint_id: str, view: EndpointView) -> None:
+        views = self._views
+        views[endpoint_id] = view
+        if len(views) > self.views_max:
+            del views[next(iter(views))]
+
+    def _decoded(self, key: str) -> CRDT | None:
+        """The state under ``key`` decoded (kept: hot, or the LRU's newest), or None
+        when absent or its row does not decode (``corrupt``)."""
+        raw = self._raw.get(key)
+        if raw is None:
+            return None
+        state = self._hot.get(key)
+        if state is not None:
+            return state
+        state = self._cold.get(key)
+        if state is not None:
+            self._cold.move_to_end(key)
+            return state
+        state = self._decode(key, raw)
+        if state is not None:
+            self._raw[key] = state.to_bytes()  # equal: share the bytes the state caches
+            self._keep(key, state)
+        return state
+
+    def _peek(self, key: str, raw: bytes) -> CRDT | None:
+        """Like ``_decoded`` but keeping nothing (a walk over every key)."""
+        state = self._hot.get(key)
+        if state is None:
+            state = self._cold.get(key)
+        return state if state is not None else self._decode(key, raw)
+
+    def _decode(self, key: str, raw: bytes) -> CRDT | None:
+        if key in self.corrupt:
+            return None
+        self.decodes += 1
+        try:
+            state = decode(raw)
+            cls = key_type(key)
+            if cls is not None and type(state) is not cls:
+                raise DecodeError(f"holds a {type(state).__name__}, the key a {cls.__name__}")
+        except DecodeError as exc:
+            # the key reads as absent until a merge writes it again (anti-entropy brings
+            # the peers' state: the digest, over the stored bytes, differs from theirs)
+            reason = str(exc)
+            self.corrupt[key] = reason
+            self.decode_errors += 1
+            if self.on_decode_error is not None:
+                self.on_decode_error(key, reason)
+            return None
+        return state
+
+    @property
+    def _states(self) -> Mapping[str, CRDT]:
+        return _DecodedView(self)
+
+    @property
+    def _removal_keys(self) -> set[str]:
+        """Removal records' keys (core.removal): read on every Hello and Ack, never a scan."""
+        return self._kind_keys["x/"] | self._kind_keys["p/"]
+
+    def kind_keys(self, kind: str) -> list[str]:
+        """The keys of a hot kind (``c/``, ``j/``, ``x/``, ``p/``, ``k/``), sorted."""
+        return sorted(self._kind_keys[kind])
+
+    # -- reads and the merge ----------------------------------------------------------
 
     def _get(self, key: str, cls: type) -> Any:
-        state = self._states.get(key)
+        state = self._decoded(key)
         return state if state is not None else cls.empty()
 
     def get(self, key: str, cls: type) -> Any:
@@ -109,20 +296,24 @@ class RegistryState:
         """
         changed: dict[str, CRDT] = {}
         olds: dict[str, CRDT | None] = {}
+        raws = self._raw
         for key, delta in deltas.items():
             cls = key_type(key)
             if cls is None or not isinstance(delta, cls):
                 raise TypeError(f"registry key {key!r} cannot hold {type(delta).__name__}")
-            old = self._states.get(key)
+            old = self._decoded(key)  # None for a corrupt row: the delta replaces it
             new = delta if old is None else old.merge(delta)
             if new != old:
-                if old is None:
+                old_raw, new_raw = raws.get(key), new.to_bytes()
+                if old_raw is None:
                     self._sorted_keys = None
-                    if key.startswith(("x/", "p/")):
-                        self._removal_keys.add(key)
+                    if (kind := key[:2]) in self._kind_keys:
+                        self._kind_keys[kind].add(key)
                 if self._digest is not None:
-                    self._digest = (self._digest + _part(key, new) - _part(key, old)) % _MOD
-                self._states[key] = new
+                    self._digest = (self._digest + _part(key, new_raw) - _part(key, old_raw)) % _MOD
+                raws[key] = new_raw
+                self.corrupt.pop(key, None)
+                self._keep(key, new)
                 changed[key] = new
                 olds[key] = old
         self.tenants_changed = set()
@@ -158,6 +349,8 @@ class RegistryState:
                 for eid in {*before, *new.entries}:  # type: ignore[attr-defined]
                     views.pop(eid, None)
 
+    # -- what needs only the bytes ------------------------------------------------------
+
     def state_hash(self) -> str:
         """sha256 hex over the canonical encoding of every non-empty state, keys sorted.
 
@@ -165,9 +358,9 @@ class RegistryState:
         """
         if self._hash is None:
             if self._sorted_keys is None:  # kept until a key is added
-                self._sorted_keys = sorted(self._states)
-            states = self._states
-            self._hash = hash_items((key, states[key]) for key in self._sorted_keys)
+                self._sorted_keys = sorted(self._raw)
+            raws = self._raw
+            self._hash = hash_items((key, raws[key]) for key in self._sorted_keys)
         return self._hash
 
     def digest(self) -> str:
@@ -177,15 +370,15 @@ class RegistryState:
         it (one sha256 per changed key) and reading it is O(1) (issue 42); worked out
         once, O(registry), if the state was not loaded by ``from_bytes``."""
         if self._digest is None:
-            self._digest = sum(_part(k, v) for k, v in self._states.items()) % _MOD
+            self._digest = sum(_part(k, v) for k, v in self._raw.items()) % _MOD
         return hashlib.sha256(self._digest.to_bytes(32, "big")).hexdigest()
 
-    def sorted_items(self) -> list[tuple[str, CRDT]]:
-        """Every ``(key, state)`` (empty ones too), sorted by key; the copy is one C call,
-        so a thread may take it while the event loop applies changes (``state_hash``'s
-        cached, off-loop form: runtime/cluster.py)."""
-        items = list(self._states.items())
-        items.sort(key=lambda kv: kv[0])
+    def sorted_items(self) -> list[tuple[str, bytes]]:
+        """Every ``(key, canonical bytes)`` (empty ones too), sorted by key; the copy is
+        one C call, so a thread may take it while the event loop applies changes
+        (``state_hash``'s cached, off-loop form: runtime/registry_hash.py)."""
+        items = list(self._raw.items())
+        items.sort(key=itemgetter(0))
         return items
 
     def cached_hash(self) -> str | None:
@@ -199,33 +392,51 @@ class RegistryState:
             self._hash = value
 
     def __len__(self) -> int:
-        return len(self._states)
+        return len(self._raw)
+
+    def state_bytes(self, key: str) -> bytes | None:
+        """The canonical bytes of the non-empty state under ``key``, or None (absent,
+        empty, or found not to decode); O(1), decodes nothing (repair streams)."""
+        raw = self._raw.get(key)
+        if raw is None or raw in _EMPTIES or key in self.corrupt:
+            return None
+        return raw
+
+    def non_empty_bytes(self) -> Iterator[tuple[str, bytes]]:
+        """``(key, canonical bytes)`` of every non-empty state as stored, decoding none
+        (the anti-entropy tree); run it to its end without awaiting."""
+        for k, v in self._raw.items():
+            if v not in _EMPTIES:
+                yield k, v
+
+    # -- decoded walks (O(registry) decodes: tests and tools) -------------------------
 
     def keys(self) -> list[str]:
         """Every key (empty states' too), unsorted: a copy in one C call, so a caller
         may walk it in slices while ``apply`` changes the map (issue 42)."""
-        return list(self._states)
+        return list(self._raw)
 
-    def snapshot(self) -> dict[str, CRDT]:
-        """Every ``key -> state`` (empty ones too): a consistent shallow copy in one C
-        call that makes no object per key (runtime/registry_hash.py hashes it in
-        slices; ``list(items())`` made a tuple per key, which woke the garbage
+    def snapshot(self) -> dict[str, bytes]:
+        """Every ``key -> canonical bytes`` (empty ones too): a consistent shallow copy
+        in one C call that makes no object per key (runtime/registry_hash.py hashes it
+        in slices; ``list(items())`` made a tuple per key, which woke the garbage
         collector)."""
-        return self._states.copy()
+        return self._raw.copy()
 
     def states(self) -> dict[str, CRDT]:
-        """Every non-empty state, ``key -> CRDT`` (a shallow copy; states are immutable).
-        O(registry): for a few keys use ``state``, to walk them ``non_empty``."""
+        """Every non-empty state, ``key -> CRDT`` (decoded: O(registry)). For a few keys
+        use ``state``, for the bytes ``non_empty_bytes``."""
         return dict(self.non_empty())
 
     def state(self, key: str) -> CRDT | None:
-        """The non-empty state under ``key``, or None (absent or empty); O(1), no copy."""
-        v = self._states.get(key)
-        return None if v is None or v.to_bytes() == _empty_bytes(type(v)) else v
+        """The non-empty state under ``key``, or None (absent, empty or not decoding);
+        O(1), no copy."""
+        raw = self._raw.get(key)
+        return None if raw is None or raw in _EMPTIES else self._decoded(key)
 
     def non_empty(self) -> Iterator[tuple[str, CRDT]]:
-        """``(key, state)`` of every non-empty state, without copying the map; run it to
-        its end without awaiting (an ``apply`` in between would change the map)."""
-        for k, v in self._states.items():
-            if v.to_bytes() != _empty_bytes(type(v)):
-                yield k, v
+        """``(key, state)`` of every non-empty state, decoded one by one and not kept
+        (the cache stays as it was); run it to its end without awaiting."""
+        for k, v in self._raw.items():
+            if v not in _EMPTIES and (state := self._peek(k, v)) is not None:
+                yield k, state

@@ -215,8 +215,8 @@ class AntiEntropy:
         keys = reg.keys()
         slicer = Slicer()
         for i in range(0, len(keys), _REGISTRY_PAGE):
-            states = [(k, reg.state(k)) for k in keys[i : i + _REGISTRY_PAGE]]
-            page = [("r/" + k, s.to_bytes(), False) for k, s in states if s is not None]
+            states = [(k, reg.state_bytes(k)) for k in keys[i : i + _REGISTRY_PAGE]]
+            page = [("r/" + k, b, False) for k, b in states if b is not None]  # no decoding
             tree.apply(page, flush=False)  # the buckets above: a sixteenth at a time, after
             heap.settle(len(tree), "tree")  # its objects, as it grows (runtime/heap.py)
             await slicer.tick()
@@ -240,7 +240,7 @@ class AntiEntropy:
         registry states are grouped in one item per call, an event carries its
         Idempotency-Keys. Items gone since the tree was built are skipped."""
         # one lookup per ident (O(batch), not a copy of the registry per batch: issue 42)
-        lookup = self.catalog.registry.state
+        lookup = self.catalog.registry.state_bytes  # as stored: nothing decoded
         registry = {i[2:]: s for i in idents if i[:2] == "r/" and (s := lookup(i[2:])) is not None}
         out: list[tuple[str, bytes]] = []
         if registry:

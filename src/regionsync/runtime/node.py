@@ -130,7 +130,8 @@ class Node:
         self.peers = {p.region: PeerStatus(p.region, p.address) for p in settings.peers}
         opts = settings.ingest
         limit = tenant_backlog_limit(opts.backlog_capacity, opts.tenant_backlog_share)
-        self.catalog, self.queue = Catalog(), DeliveryQueue(tenant_limit=limit)
+        self.catalog = Catalog(decoded_keys=settings.registry.decoded_cache_keys)
+        self.queue = DeliveryQueue(tenant_limit=limit)
         self.keys = IdempotencyKeys(
             store,
             opts.idempotency_cache_entries,

@@ -24,8 +24,6 @@ import hashlib
 import heapq
 from collections.abc import Mapping
 
-from crdt import CRDT
-
 from ..core.registry_state import hash_update
 from .ports import Clock
 from .slicing import Slicer
@@ -39,10 +37,10 @@ COST_FACTOR = 10.0  # ... and at most every this many times the last one's durat
 RUN = 2_048  # keys sorted at once (~1 ms)
 
 
-async def hash_in_slices(states: Mapping[str, CRDT], slicer: Slicer) -> str:
-    """``hash_items`` of ``states`` in key order, returning to the loop whenever
-    ``slicer`` says a slice has run its time: keys sorted in runs of ``RUN``, the runs
-    merged."""
+async def hash_in_slices(states: Mapping[str, bytes], slicer: Slicer) -> str:
+    """``hash_items`` of ``states`` (key -> canonical bytes) in key order, returning to
+    the loop whenever ``slicer`` says a slice has run its time: keys sorted in runs of
+    ``RUN``, the runs merged."""
     keys = list(states)
     runs = []
     for i in range(0, len(keys), RUN):

@@ -47,12 +47,20 @@ class Catalog:
     called with the changed keys of every delta that changed more than usage counters
     (local, replicated or another process's), after the rest is derived.
 
+    The subscription index of a tenant present when the registry was loaded is built at
+    its first read (a publish; ``SubscriptionIndex.defer``), so a start decodes no
+    endpoint; tenants created later are indexed as their endpoints come.
+    ``decoded_keys``: config ``registry.decoded_cache_keys`` (core.registry_state).
+
     The lookups raise ``NotFound`` naming the field, as the API answers them.
     """
 
-    def __init__(self, registry: Registry | None = None):
+    def __init__(self, registry: Registry | None = None, *, decoded_keys: int | None = None):
+        self.decoded_keys = decoded_keys
         self.registry = registry or Registry()
-        self.index = SubscriptionIndex()
+        self.decode_errors = 0  # registry rows found not to decode (logged once each)
+        self._watch_decoding(self.registry)
+        self.index = SubscriptionIndex(loader=self._load_tenant)
         self.custody: dict[str, CustodyRecord] = {}  # owner -> record (core.custody)
         self.jobs: dict[str, dict[str, Any]] = {}  # job id -> fields (runtime/recovery.py)
         self.token_hashes: dict[str, TokenView] = {}  # sha256 hex -> live API token
@@ -65,8 +73,10 @@ class Catalog:
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
-        """Replace the registry with ``states`` (key -> encoded CRDT) and re-index."""
-        self.registry = Registry.from_bytes(states)
+        """Replace the registry with ``states`` (key -> encoded CRDT, decoded when first
+        read) and re-index. Raises crdt.DecodeError for a row not framed as a state."""
+        self.registry = Registry.from_bytes(states, decoded_keys=self.decoded_keys)
+        self._watch_decoding(self.registry)
         self.rebuild_index()
         self._reindex_tokens()
 
@@ -132,18 +142,35 @@ class Catalog:
             return None
         return view.deprecated_at_ms if view.deprecated_at_ms is not None else view.updated_at_ms
 
+    def _watch_decoding(self, registry: Registry) -> None:
+        if self.decoded_keys is not None:
+            registry.set_decoded_keys(self.decoded_keys)
+        registry.on_decode_error = self._decode_failed
+
+    def _decode_failed(self, key: str, reason: str) -> None:
+        """A stored registry row did not decode at its first read: the key reads as
+        absent (no request fails on it) until a merge writes it; anti-entropy brings the
+        peers' state, as this node's digest (over the stored bytes) differs from theirs."""
+        self.decode_errors += 1
+        log.error("registry row %s does not decode (read as absent until repaired): %s",
+                  key, reason)  # fmt: skip
+
     def _reindex_tokens(self) -> None:
         self.token_hashes = {t.hash: t for t in tokens(self.registry)}
 
     def rebuild_index(self) -> None:
         """Derive everything from the whole registry (at start and on ``load``; a delta
-        re-derives only what it touches, ``apply``)."""
+        re-derives only what it touches, ``apply``); every tenant's subscriptions at its
+        first read (``_load_tenant``)."""
         self.custody, self.jobs = self.registry.custody(), self.registry.jobs()
         self._reindex_event_types(None, set())
-        self.index = SubscriptionIndex()
-        for tenant in self.registry.tenant_ids():
-            for view in self.registry.endpoints(tenant):
-                self._index_upsert(view)
+        self.index = SubscriptionIndex(loader=self._load_tenant)
+        self.index.defer(self.registry.tenant_ids())
+
+    def _load_tenant(self, tenant: str) -> None:
+        """Index a deferred tenant's live endpoints (its first read)."""
+        for view in self.registry.endpoints(tenant):
+            self._index_upsert(view)
 
     def _index_upsert(self, view: EndpointView) -> None:
         try:
@@ -154,11 +181,14 @@ class Catalog:
 
     def _reindex(self, changed: Mapping[str, CRDT], members: set[str]) -> None:
         """Bring the subscription index up to date with changed registry keys and the
-        endpoints of the tenants in ``members``: O(what changed), not O(registry)."""
+        endpoints of the tenants in ``members``: O(what changed), not O(registry). A
+        deferred tenant is left alone: its first read derives it from the registry."""
+        index, reg = self.index, self.registry
         ids: set[str] = set()
         for tenant in members:
-            ids.update(self.registry.endpoint_ids(tenant))
-            ids.update(self.index.endpoints_of(tenant))
+            if not index.deferred(tenant):
+                ids.update(reg.endpoint_ids(tenant))
+                ids.update(index.indexed_of(tenant))
         for key in changed:
             kind, _, rest = key.partition("/")
             if kind == "e":
@@ -166,12 +196,15 @@ class Catalog:
             elif kind == "t" and rest.endswith("/endpoints"):
                 # an endpoint set decides only membership: the ids that joined or left it
                 tenant = rest.split("/", 1)[0]
-                listed = set(self.registry.endpoint_ids(tenant))
-                ids.update(listed.symmetric_difference(self.index.endpoints_of(tenant)))
+                if not index.deferred(tenant):
+                    listed = set(reg.endpoint_ids(tenant))
+                    ids.update(listed.symmetric_difference(index.indexed_of(tenant)))
         for eid in sorted(ids):
-            view = self.registry.endpoint(eid)
-            if view is None:
-                self.index.remove(eid)
+            if not index.indexed(eid) and index.deferred(reg.endpoint_owner(eid) or ""):
+                continue  # not indexed, and its tenant will be derived at its first read
+            view = reg.endpoint(eid)
+            if view is None or index.deferred(view.tenant):
+                index.remove(eid)
             else:
                 self._index_upsert(view)
 

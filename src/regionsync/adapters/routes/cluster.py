@@ -283,7 +283,22 @@ class _Snapshot:
         c.add_metric(["invalidated"], stats["invalidations"])
         yield c
         yield GaugeMetricFamily(
-            "regionsync_match_endpoints", "Endpoints in the subscription index", stats["endpoints"]
+            "regionsync_match_endpoints",
+            "Endpoints in the subscription index (a tenant present at start is indexed at "
+            "its first publish)",
+            stats["endpoints"],
+        )
+        reg = node.catalog.registry
+        yield GaugeMetricFamily(
+            "regionsync_registry_decoded_keys",
+            "Registry states held decoded (the rest as stored bytes; "
+            "registry.decoded_cache_keys bounds the cold ones)",
+            reg.decoded_count(),
+        )
+        yield CounterMetricFamily(
+            "regionsync_registry_decode_errors",
+            "Stored registry rows that did not decode at their first read (read as absent)",
+            value=node.catalog.decode_errors,
         )
         keys = node.keys
         c = CounterMetricFamily(

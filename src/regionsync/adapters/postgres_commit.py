@@ -18,6 +18,7 @@ from crdt import DecodeError as CrdtDecodeError
 from crdt import decode as crdt_decode
 
 from ..core.model import _RANK, Event, WriteBatch
+from ..core.pruning import prune_stored
 from .log_cut import CUT_MIN_BYTES, find_cuts
 from .postgres_cluster import REGISTRY_CHANNEL
 from .secretbox import AtRest
@@ -58,13 +59,16 @@ def _insert(table: str, cols: str) -> str:
     return f"INSERT INTO {table}({cols}) VALUES ({', '.join(['%s'] * len(cols.split(', ')))})"
 
 
-async def merge_registry(cur: Cursor, states: dict[str, bytes], at_rest: AtRest) -> None:
+async def merge_registry(
+    cur: Cursor, states: dict[str, bytes], at_rest: AtRest, pruned: tuple[str, ...] = ()
+) -> None:
     """Write registry ``states`` (key -> encoded CRDT, plaintext; sealed by ``at_rest`` as
     written) as the join with the stored rows:
     several processes write one database, and one's in-memory state may not yet hold
     another's last change to a key, so a plain overwrite could lose that change. Rows are
     inserted if absent, then locked in key order (no deadlock between processes) and
-    replaced by the merge where it differs; ``states`` is set to what is stored. Bytes
+    replaced by the merge where it differs; ``states`` is set to what is stored. A stored
+    row is first pruned of the ``pruned`` actors (core/pruning.py): a pruning write. Bytes
     that do not decode as CRDTs (tests' placeholders) are written as given, as before."""
     items = sorted(states.items())
     await cur.executemany(
@@ -82,7 +86,7 @@ async def merge_registry(cur: Cursor, states: dict[str, bytes], at_rest: AtRest)
         if old is None or old == new:
             continue
         try:
-            merged = crdt_decode(old).merge(crdt_decode(new)).to_bytes()
+            merged = prune_stored(crdt_decode(old), pruned).merge(crdt_decode(new)).to_bytes()
         except (CrdtDecodeError, TypeError, ValueError, AttributeError):
             merged = new
         if merged != old:
@@ -171,7 +175,7 @@ async def write_batch(cur: Cursor, b: WriteBatch, at_rest: AtRest) -> None:
     """Write ``b`` through ``cur`` (in a transaction); values sealed at rest by
     ``at_rest``."""
     if b.registry:
-        await merge_registry(cur, b.registry, at_rest)
+        await merge_registry(cur, b.registry, at_rest, b.pruned)
     inserted = await _write_events(cur, b) if b.events else set()
     if b.records:
         await cur.executemany(

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -335,6 +335,18 @@ class PostgresStore:
                     (origin, seq),
                 )
         return n
+
+    async def forget_origins(self, origins: Iterable[str]) -> None:
+        """Delete the version vector rows, log records and log floors of ``origins``."""
+        await self._once_more(self._forget, sorted(origins))
+
+    async def _forget(self, origins: list[str]) -> None:
+        async with self.pool.connection() as conn, conn.transaction():
+            for table in ("version_vector", "log", "log_floor"):
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE origin = ANY(%s)",  # noqa: S608
+                    (origins,),
+                )
 
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self._fetch(Q.log_floor))  # type: ignore[arg-type]

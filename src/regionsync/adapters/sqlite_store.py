@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -365,6 +365,17 @@ class SqliteStore:
                 if not await self._run(self._give_back_pages):
                     break
         return total
+
+    async def forget_origins(self, origins: Iterable[str]) -> None:
+        """Delete the version vector rows, log records and log floors of ``origins``."""
+        async with self._write:
+            await self._run(self._forget, sorted(origins))
+
+    def _forget(self, origins: list[str]) -> None:
+        with immediate(self.db):
+            for table in ("version_vector", "log", "log_floor"):
+                self.db.executemany(f"DELETE FROM {table} WHERE origin = ?",  # noqa: S608
+                                    [(o,) for o in origins])  # fmt: skip
 
     def _truncate_chunk(self, origin: str, upto: int) -> tuple[int, bool]:
         """Delete up to ``TRUNCATE_CHUNK`` of ``origin``'s oldest records with seq <=

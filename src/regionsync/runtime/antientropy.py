@@ -212,7 +212,9 @@ class AntiEntropy:
                     self.replica.merge(dec, batch, deliveries, stored)
                 batch.deliveries.extend(deliveries.values())
                 for origin, seq in (version_vector or {}).items():
-                    if seq > self.writer.version_vector.get(origin, 0):
+                    if seq > self.writer.version_vector.get(origin, 0) and not (
+                        self.replica.pruned(origin)  # retired, pruned here (issue 40)
+                    ):
                         self.writer.version_vector[origin] = seq
                         batch.version_vector[origin] = seq
                         held = self.replica.held.get(origin, {})

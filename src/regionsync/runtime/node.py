@@ -54,6 +54,7 @@ from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
+from .pruning import Pruner
 from .removal import Removals
 from .replica import Replica
 from .replication import PeerLink, serve_stream
@@ -200,6 +201,7 @@ class Node:
         self.removals = Removals(
             settings, self.catalog, writer, self.peers, clock, writer.capabilities.enabled_without
         )
+        self.removals.pruner = Pruner(self.catalog, writer, store, self.removals, self.replica)
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
             self.peers, self.counters, self.ingest.notify_ack, raw, rng, self.transport,

@@ -55,6 +55,7 @@ async def test_stopped_processes_actors_retire_everywhere(tmp_path: Path, pg_url
             assert all(n.catalog.registry.has_tenant(f"t{i}") for i in range(3))
         # bounded: the live process, the peer's actor (and nothing per stopped process)
         assert len(hello(a.links).hello.version_vector) <= 2
+
         # pruned from the stored states and version vectors everywhere, alike, and the
         # marker compacted into its floor (bounded however many processes started)
         def pruned_everywhere() -> bool:

@@ -105,6 +105,9 @@ class PostgresStore:
         self.url = url
         self.keys = keys
         self.at_rest = AtRest(keys, "postgresql")
+        # registry rows joined with new states: the node's merge that prunes retired
+        # actors (runtime/pruning.py); None: the plain merge
+        self.join_states: Callable[[Any, Any], Any] | None = None
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
@@ -300,7 +303,7 @@ class PostgresStore:
 
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await write_batch(cur, b, self.at_rest)
+            await write_batch(cur, b, self.at_rest, self.join_states)
 
     async def load_registry(self) -> dict[str, bytes]:
         rows = await self._fetch(Q.registry)

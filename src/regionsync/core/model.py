@@ -270,9 +270,6 @@ class WriteBatch:
     idempotency: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     usage: dict[tuple[str, str], int] = field(default_factory=dict)
-    # retired actors ``registry`` was pruned of (core/pruning.py): a store that merges
-    # with the stored rows (PostgreSQL) prunes them from the rows first
-    pruned: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(

@@ -266,7 +266,9 @@ class ProcessMarker:
         if actor in self.retired:
             return True
         r, _, inc = actor.rpartition(":")
-        return r == region and inc.isdigit() and int(inc) <= self.floor and int(inc) not in self.keep
+        if r != region or not inc.isdigit():
+            return False
+        return int(inc) <= self.floor and int(inc) not in self.keep
 
     def to_value(self) -> dict[str, Any]:
         value: dict[str, Any] = {"retired": [[a, self.retired[a]] for a in sorted(self.retired)]}

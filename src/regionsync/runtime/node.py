@@ -52,9 +52,9 @@ from .listing import Listing
 from .offload import Offload
 from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
+from .pruning import Pruner
 from .recovery import Recovery
 from .registry_ops import RegistryOps
-from .pruning import Pruner
 from .removal import Removals
 from .replica import Replica
 from .replication import PeerLink, serve_stream

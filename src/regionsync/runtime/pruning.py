@@ -51,6 +51,8 @@ class Pruner:
         self.pruned_actors = 0  # actors pruned by this node (``/v1/cluster``)
         catalog.merge_hook = self.apply
         replica.pruned = self.pruned
+        if hasattr(store, "join_states"):  # a store merging with its rows (PostgreSQL)
+            store.join_states = self.join
 
     def pruned(self, actor: str) -> bool:
         """True if ``actor`` is pruned here: its records and entries are dropped."""
@@ -67,7 +69,10 @@ class Pruner:
         replaced: dict[str, CRDT] = {}
         for key, delta in deltas.items():
             incoming, stored = prune_arriving(
-                delta, registry.state(key), self.pruned, self.removals.is_retired,
+                delta,
+                registry.state(key),
+                self.pruned,
+                self.removals.is_retired,
                 self._held.__contains__,
             )
             if stored is not None:
@@ -85,6 +90,20 @@ class Pruner:
                     registry.replace({key: new})
                     changed[key] = new
         return changed
+
+    def join(self, row: CRDT, new: CRDT) -> CRDT:
+        """A stored row (another process may have written it) joined with this node's
+        ``new`` state: the row is what arrives (PostgreSQL's ``merge_registry``)."""
+        if not self.removals.any_retired():
+            return row.merge(new)
+        incoming, stored = prune_arriving(
+            row, new, self.pruned, self.removals.is_retired, self._held.__contains__
+        )
+        merged = (new if stored is None else stored).merge(incoming)
+        if isinstance(merged, ORSet):
+            gone = [a for a in actors_of(merged) if self.pruned(a)]
+            merged = prune_stored(merged, gone) if gone else merged
+        return merged
 
     async def prune(self) -> int:
         """Prune the retired actors every remaining region has acknowledged; returns how
@@ -137,7 +156,6 @@ class Pruner:
                     pruned[key] = new
             registry.replace(pruned)
             batch = WriteBatch(registry={k: v.to_bytes() for k, v in pruned.items()})
-            batch.pruned = tuple(ready)
             durable = self.writer.submit(batch) if pruned else None
         if durable is not None:
             await durable

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,7 +48,7 @@ from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import DELIVERY_COLS, SQLITE, Queries, counts_of, delivery_of, prefixed
-from .sqlite_commit import COMMIT_IN, COMMIT_TRIGGER, commit_args
+from .sqlite_commit import COMMIT_IN, COMMIT_TRIGGER, commit_args, forget_origins
 from .sqlite_schema import immediate, upgrade
 
 __all__ = ["SqliteStore"]
@@ -366,16 +366,7 @@ class SqliteStore:
                     break
         return total
 
-    async def forget_origins(self, origins: Iterable[str]) -> None:
-        """Delete the version vector rows, log records and log floors of ``origins``."""
-        async with self._write:
-            await self._run(self._forget, sorted(origins))
-
-    def _forget(self, origins: list[str]) -> None:
-        with immediate(self.db):
-            for table in ("version_vector", "log", "log_floor"):
-                self.db.executemany(f"DELETE FROM {table} WHERE origin = ?",  # noqa: S608
-                                    [(o,) for o in origins])  # fmt: skip
+    forget_origins = forget_origins  # sqlite_commit.forget_origins: Store.forget_origins
 
     def _truncate_chunk(self, origin: str, upto: int) -> tuple[int, bool]:
         """Delete up to ``TRUNCATE_CHUNK`` of ``origin``'s oldest records with seq <=

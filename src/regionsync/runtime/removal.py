@@ -297,4 +297,5 @@ class Removals:
             "removed": {r: rec.to_value() for r, rec in self.removed().items()},
             "retired_actors": sorted(self.retired()),
             "refused_hellos": self.refused,
+            "pruned_actors": 0 if self.pruner is None else self.pruner.pruned_actors,
         }

@@ -112,7 +112,9 @@ class Pruner:
         if not removals.enabled():
             return 0
         vv = writer.version_vector
-        retired = [a for a in vv if a != writer.actor and removals.is_retired(a)]
+        # retired by a replicated marker (not only by this node's own decision): the
+        # snapshot below then holds the marker
+        retired = [a for a in vv if a != writer.actor and removals.marked(a)]
         for a in list(self._snap):
             if a not in vv:
                 del self._snap[a]

@@ -99,8 +99,11 @@ class Removals:
     def is_retired(self, actor: str) -> bool:
         """True if ``actor`` is retired for good: this node decided it, or a removal
         record or a stopped-process marker (its compacted part too) lists it."""
-        if actor in self._retired:
-            return True
+        return actor in self._retired or self.marked(actor)
+
+    def marked(self, actor: str) -> bool:
+        """True if a removal record or a stopped-process marker retires ``actor`` (the
+        replicated marker every region reads: what pruning waits for)."""
         listed, markers = self._marks()
         if actor in listed:
             return True

@@ -44,6 +44,10 @@ class Pruner:
         self.catalog, self.writer, self.store = catalog, writer, store
         self.removals, self.replica = removals, replica
         self._snap: dict[str, dict[str, int]] = {}  # actor -> our vv when first retired
+        self._since: dict[str, float] = {}  # actor -> monotonic s when first retired here
+        # held at least this long after first read: this region's other processes
+        # (PostgreSQL) read the marker from the shared database meanwhile
+        self.hold_s = writer.settings.replication.heartbeat_s
         self._pruning: set[str] = set()  # being pruned (still in the version vector)
         # pruned by this process, which held all of their records (an OR-Set arriving
         # with their dots is stripped of them: core/pruning.py)
@@ -118,14 +122,19 @@ class Pruner:
         for a in list(self._snap):
             if a not in vv:
                 del self._snap[a]
+                self._since.pop(a, None)
         if not retired:
             return 0
+        now = writer.clock.monotonic()
         for a in retired:
             if a not in self._snap:
-                self._snap[a] = dict(vv)
+                self._snap[a], self._since[a] = dict(vv), now
         seen = removals.remaining_seen()
         ready = sorted(
-            a for a in retired if acknowledged_everywhere(self._snap[a], seen, removals.is_retired)
+            a
+            for a in retired
+            if now - self._since[a] >= self.hold_s
+            and acknowledged_everywhere(self._snap[a], seen, removals.is_retired)
         )
         if not ready:
             return 0
@@ -137,6 +146,7 @@ class Pruner:
                 self.replica.log_floor.pop(a, None)
                 self.replica.held.pop(a, None)
                 self._snap.pop(a, None)
+                self._since.pop(a, None)
             self._pruning.difference_update(ready)
         await self.store.forget_origins(ready)
         removals.forget(ready)

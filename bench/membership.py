@@ -30,10 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgpack
+
+from crdt import ORSet
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
+from regionsync.core.pruning import actors_of
 from regionsync.runtime.links import hello
 from regionsync.runtime.node import Node
 
@@ -76,6 +80,22 @@ async def until(check, what: str, timeout_s: float = 30.0) -> None:  # noqa: ANN
         if time.monotonic() > deadline:
             raise SystemExit(f"FAIL: {what} not reached in {timeout_s} s")
         await asyncio.sleep(0.01)
+
+
+def stored(node: Node) -> tuple[int, int, int]:
+    """(stored version vector entries, actors with an entry in a stored registry clock or
+    counter, the stopped-process markers' bytes). An OR-Set element's own dot is its
+    identity, not a clock entry: a tenant created by a stopped process keeps it."""
+    actors: set[str] = set()
+    for _key, state in node.catalog.registry.non_empty():
+        found = actors_of(state)
+        if isinstance(state, ORSet):
+            found -= {d[0] for dots in state.entries.values() for d in dots}
+        actors |= found
+    markers = sum(
+        len(msgpack.packb(m.to_value())) for m in node.catalog.registry.process_markers().values()
+    )
+    return len(node.writer.version_vector), len(actors), markers
 
 
 def size(node: Node) -> tuple[int, int]:
@@ -144,17 +164,24 @@ async def run(regions: int, restarts: int, max_bytes: int) -> bool:
     a = c.nodes["a"]
     await until(lambda: a.writer.durable_vv == a.writer.version_vector, "a's vv durable")
     end = size(a)
-    internal = len(a.writer.version_vector)
-    print(f"end: {end[0]} entries, {end[1]} bytes (the store keeps {internal} entries)")
+    # the removed regions' actors leave the stored state once pruned everywhere
+    await until(lambda: stored(a)[:2] == (2, 2) and stored(c.nodes["b"])[:2] == (2, 2),
+                "the removed actors pruned from the stored state", timeout_s=60)  # fmt: skip
+    vv, clocks, _ = stored(a)
+    print(f"end: {end[0]} entries, {end[1]} bytes; stored: version vector {vv} entries, "
+          f"{clocks} actors in registry clocks")  # fmt: skip
     ok_entries, ok_bytes = end[0] <= start[0], end[1] <= max_bytes
+    ok_stored = vv <= start[0] and clocks <= start[0]
     print(f"{'PASS' if ok_entries else 'FAIL'}: Hello entries {end[0]} <= {start[0]} at start")
     print(f"{'PASS' if ok_bytes else 'FAIL'}: Hello {end[1]} bytes <= {max_bytes}")
+    print(f"{'PASS' if ok_stored else 'FAIL'}: stored {vv} vv entries, {clocks} clock actors "
+          f"<= {start[0]}")  # fmt: skip
     for n in c.nodes.values():
         await n.stop()
-    return ok_entries and ok_bytes
+    return ok_entries and ok_bytes and ok_stored
 
 
-async def run_pg(restarts: int, max_bytes: int) -> bool:
+async def run_pg(restarts: int, max_bytes: int, settle_s: float = 120.0) -> bool:
     """``--pg-restarts``: N PostgreSQL process starts in one region; its Hello at the end."""
     sys.path.insert(0, TESTS)
     from pgserver import PgServer
@@ -174,21 +201,46 @@ async def run_pg(restarts: int, max_bytes: int) -> bool:
         start = size(keeper)
         print(f"pg start: {start[0]} entries, {start[1]} bytes")
         t0 = time.monotonic()
+        peak = (0, 0, 0)
         for i in range(restarts):
             p = make(net, "pg", None, ["b"], (url, tmp, f"p{i}"))
             await p.start()
+            # a process's writes: a tenant's name (a clock), a counter, a set's context
+            await p.registry_ops.patch_tenant("t-pg", {"name": f"by p{i}"})
+            await p.ingest.publish("t-pg", "x", b"{}", None)
             await p.registry_ops.create_tenant(f"p{i}", "x")
+            await p.registry_ops.delete_tenant(f"p{i}")
             await p.stop()
+            peak = max(peak, stored(keeper))
+            if (i + 1) % 100 == 0:
+                print(f"  {i + 1} starts, {time.monotonic() - t0:.1f} s: keeper's Hello "
+                      f"{size(keeper)}, stored {stored(keeper)}", flush=True)  # fmt: skip
         print(f"{restarts} PostgreSQL process starts in {time.monotonic() - t0:.1f} s")
-        peak = len(keeper.writer.version_vector)
-        await until(lambda: size(keeper)[0] <= start[0] and size(b)[0] <= start[0],
-                    "stopped processes retired", timeout_s=120)  # fmt: skip
-        end = size(keeper)
-        print(f"pg end: {end[0]} entries, {end[1]} bytes (the store keeps {peak}); "
-              f"b's Hello {size(b)[0]} entries")  # fmt: skip
-        ok = end[0] <= start[0] and end[1] <= max_bytes
-        print(f"{'PASS' if ok else 'FAIL'}: pg Hello {end[0]} entries <= {start[0]}, "
-              f"{end[1]} bytes <= {max_bytes}")  # fmt: skip
+        t1 = time.monotonic()
+        # bounded by what is live: the keeper's actor and b's (b may write custody
+        # records under load), plus the counter sink in the stored clocks
+        live = 2
+
+        def settled() -> bool:
+            return all(stored(n)[0] <= live and stored(n)[1] <= live + 1 for n in (keeper, b))
+
+        try:
+            await until(
+                lambda: size(keeper)[0] <= live and size(b)[0] <= live and settled(),
+                "stopped processes retired and pruned", timeout_s=settle_s,
+            )  # fmt: skip
+        except SystemExit:
+            for n in (keeper, b):
+                print(n.region, size(n), stored(n), sorted(n.writer.version_vector.items())[:8],
+                      n.catalog.registry.process_markers(), file=sys.stderr)  # fmt: skip
+            raise
+        end, kept = size(keeper), stored(keeper)
+        print(f"pg end ({time.monotonic() - t1:.1f} s after the last start): Hello {end[0]} "
+              f"entries, {end[1]} bytes; b's Hello {size(b)[0]} entries; stored (vv entries, "
+              f"clock actors, marker bytes) {kept}, b {stored(b)}, peak {peak}")  # fmt: skip
+        ok = end[0] <= live and end[1] <= max_bytes and kept[2] <= max_bytes
+        print(f"{'PASS' if ok else 'FAIL'}: pg Hello {end[0]} entries <= {live}, "
+              f"{end[1]} bytes <= {max_bytes}, marker {kept[2]} bytes <= {max_bytes}")  # fmt: skip
         for n in (keeper, b):
             await n.stop()
         return ok
@@ -202,10 +254,16 @@ def main() -> None:
     p.add_argument("--restarts", type=int, default=1000)
     p.add_argument("--max-hello-bytes", type=int, default=200)
     p.add_argument("--pg-restarts", type=int, default=0)
+    p.add_argument(
+        "--settle-s",
+        type=float,
+        default=120.0,
+        help="wait this long after the last start for retirement and pruning",
+    )
     args = p.parse_args()
     ok = asyncio.run(run(args.regions, args.restarts, args.max_hello_bytes))
     if args.pg_restarts:
-        ok = asyncio.run(run_pg(args.pg_restarts, args.max_hello_bytes)) and ok
+        ok = asyncio.run(run_pg(args.pg_restarts, args.max_hello_bytes, args.settle_s)) and ok
     raise SystemExit(0 if ok else 1)
 
 

@@ -192,6 +192,22 @@ class ORSet(CRDT, tag="orset"):
             return self
         return ORSet._new(self._entries, self._context.without(removed))
 
+    def strip(self, removed: str) -> ORSet:
+        """Return the set without any dot of `removed`, in its entries (an element left
+        with no dot is gone) or its context: how a replica that pruned `removed` from a
+        context holding none of its dots reads a state that still holds some (each such
+        dot was removed there, and a retired actor adds no more). Not a join
+        homomorphism on its own: see `crdt._prune` for when a caller may use it."""
+        check_actor(removed)
+        if self._context.max(removed) == 0:
+            return self
+        entries: dict[Element, frozenset[Dot]] = {}
+        for element, dots in self._entries.items():
+            kept = frozenset(d for d in dots if d[0] != removed)
+            if kept:
+                entries[element] = kept
+        return ORSet._new(entries, self._context.without(removed))
+
     # -- queries ------------------------------------------------------------------------------
 
     def value(self) -> frozenset[Element]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from memnodes import eventually
 from test_cohort import node
+from test_pruning import holds
 
 from regionsync.demo import free_port
 from regionsync.runtime.links import hello
@@ -50,10 +51,27 @@ async def test_stopped_processes_actors_retire_everywhere(tmp_path: Path, pg_url
         await eventually(retired_everywhere, timeout_s=30)
         assert a.writer.actor in hello(a.links).hello.version_vector  # the live one stays
         for n in (a, lite):
-            assert set(stopped_actors) <= set(n.catalog.registry.process_retirements())
+            assert all(n.removals.is_retired(x) for x in stopped_actors)
             assert all(n.catalog.registry.has_tenant(f"t{i}") for i in range(3))
         # bounded: the live process, the peer's actor (and nothing per stopped process)
         assert len(hello(a.links).hello.version_vector) <= 2
+
+        # pruned from the stored states and version vectors everywhere, alike, and the
+        # marker compacted into its floor (bounded however many processes started)
+        def pruned_everywhere() -> bool:
+            return all(
+                x not in n.writer.version_vector and not holds(n, x)
+                for n in (a, lite)
+                for x in stopped_actors
+            )
+
+        await eventually(pruned_everywhere, timeout_s=30)
+        await eventually(lambda: not a.catalog.registry.process_markers()["pg"].retired)
+        assert a.catalog.registry.process_markers()["pg"].floor >= max(
+            int(x.rpartition(":")[2]) for x in stopped_actors
+        )
+        await eventually(lambda: a.catalog.registry.digest() == lite.catalog.registry.digest())
+        assert not set(stopped_actors) & set(await lite.store.load_version_vector())
         # records keep flowing after retirement
         await a.registry_ops.create_tenant("after", "A")
         await eventually(lambda: lite.catalog.registry.has_tenant("after"))

@@ -624,3 +624,17 @@ async def test_sqlite_counts_after_the_old_triggers_are_dropped(tmp_path: Path) 
         assert await s.pending_count(REGION) == 3
     finally:
         await s.close()
+
+
+async def test_forget_origins_deletes_their_vector_log_and_floor(store) -> None:
+    """A retired actor pruned from the version vector (runtime/pruning.py) leaves no row."""
+    recs = [Record(o, s, "registry", b"\x80", (s, 0)) for o in ("a:1", "b:1") for s in (1, 2)]
+    await store.commit(WriteBatch(records=recs, version_vector={"a:1": 2, "b:1": 2}))
+    await store.truncate_log({"a:1": 1})
+    await store.forget_origins(["a:1"])
+    assert await store.load_version_vector() == {"b:1": 2}
+    assert await store.load_log_floor() == {}
+    assert [(r.origin, r.seq) for r in await store.records_after({}, 10)] == [
+        ("b:1", 1),
+        ("b:1", 2),
+    ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.model import (
     Attempt,
@@ -142,6 +142,13 @@ class MemoryStore:
                 n += 1
             self._floor[origin] = max(self._floor.get(origin, 0), seq)
         return n
+
+    async def forget_origins(self, origins: Iterable[str]) -> None:
+        self._check()
+        for origin in origins:
+            self._vv.pop(origin, None)
+            self._log.pop(origin, None)
+            self._floor.pop(origin, None)
 
     async def load_log_floor(self) -> dict[str, int]:
         self._check()

@@ -55,6 +55,7 @@ class MemoryNetwork:
         self.cut: set[frozenset[str]] = set()
         self.streams: list[_Stream] = []
         self.tasks: dict[asyncio.Task[None], None] = {}  # ordered, like every task set
+        self.servers: dict[str, MemoryTransport] = {}  # address -> its serving transport
 
     def transport(self, address: str) -> MemoryTransport:
         return MemoryTransport(self, address)
@@ -75,9 +76,13 @@ class MemoryTransport:
 
     def __init__(self, net: MemoryNetwork, address: str):
         self.net, self.address = net, address
+        # the streams this transport serves: cancelled when it stops (a served stream may
+        # wait on its stopped node for ever, and hold the node)
+        self.served: dict[asyncio.Task[None], None] = {}
 
     async def serve(self, handler: Callable[[PeerStream], Awaitable[None]]) -> None:
         self.net.handlers[self.address] = handler
+        self.net.servers[self.address] = self
 
     async def connect(self, address: str, timeout_s: float) -> PeerStream:
         link = frozenset((self.address, address))
@@ -88,14 +93,23 @@ class MemoryTransport:
         b_to_a: asyncio.Queue = asyncio.Queue()
         client = _Stream(self.net, link, inbox=b_to_a, outbox=a_to_b)
         server = _Stream(self.net, link, inbox=a_to_b, outbox=b_to_a)
-        self.net.streams += [client, server]
+        # closed streams go (they hold their queues: a bench restarting nodes grew by them)
+        self.net.streams = [s for s in self.net.streams if not s.closed] + [client, server]
         task = asyncio.create_task(handler(server))
         self.net.tasks[task] = None
-        task.add_done_callback(lambda t: self.net.tasks.pop(t, None))
+        server_side = self.net.servers.get(address)
+        served = server_side.served if server_side is not None else {}
+        served[task] = None
+        task.add_done_callback(lambda t: (self.net.tasks.pop(t, None), served.pop(t, None)))
         return client
 
     async def stop(self) -> None:
-        self.net.handlers.pop(self.address, None)
+        if self.net.servers.get(self.address) is self:
+            self.net.handlers.pop(self.address, None)
+            self.net.servers.pop(self.address, None)
+        for task in list(self.served):
+            task.cancel()
         for s in self.net.streams:
             if self.address in s.link:
                 await s.close()
+        self.net.streams = [s for s in self.net.streams if not s.closed]

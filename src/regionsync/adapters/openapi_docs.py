@@ -382,6 +382,8 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
             removed={"type": "object", "additionalProperties": {"type": "object"}},
             retired_actors={"type": "array", "items": _STR},
             refused_hellos=_INT,
+            # retired actors this process pruned from the stored state (runtime/pruning.py)
+            pruned_actors=_INT,
         ),
         # this process among its region's (runtime/cluster.py ClusterView.process):
         # holder and processes are null for a region's only process (a store not shared)

@@ -10,10 +10,12 @@ the deliveries' join key), and the batch is changed to say what is stored.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
+from crdt import CRDT
 from crdt import DecodeError as CrdtDecodeError
 from crdt import decode as crdt_decode
 
@@ -58,13 +60,24 @@ def _insert(table: str, cols: str) -> str:
     return f"INSERT INTO {table}({cols}) VALUES ({', '.join(['%s'] * len(cols.split(', ')))})"
 
 
-async def merge_registry(cur: Cursor, states: dict[str, bytes], at_rest: AtRest) -> None:
+Join = Callable[[CRDT, CRDT], CRDT]
+
+
+def _merge(old: CRDT, new: CRDT) -> CRDT:
+    return old.merge(new)
+
+
+async def merge_registry(
+    cur: Cursor, states: dict[str, bytes], at_rest: AtRest, join: Join | None = None
+) -> None:
     """Write registry ``states`` (key -> encoded CRDT, plaintext; sealed by ``at_rest`` as
     written) as the join with the stored rows:
     several processes write one database, and one's in-memory state may not yet hold
     another's last change to a key, so a plain overwrite could lose that change. Rows are
     inserted if absent, then locked in key order (no deadlock between processes) and
-    replaced by the merge where it differs; ``states`` is set to what is stored. Bytes
+    replaced by the merge where it differs; ``states`` is set to what is stored. ``join``
+    (stored row, new state) is the node's merge with retired actors pruned from what the
+    row holds (runtime/pruning.py; None: the plain merge). Bytes
     that do not decode as CRDTs (tests' placeholders) are written as given, as before."""
     items = sorted(states.items())
     await cur.executemany(
@@ -82,7 +95,7 @@ async def merge_registry(cur: Cursor, states: dict[str, bytes], at_rest: AtRest)
         if old is None or old == new:
             continue
         try:
-            merged = crdt_decode(old).merge(crdt_decode(new)).to_bytes()
+            merged = (join or _merge)(crdt_decode(old), crdt_decode(new)).to_bytes()
         except (CrdtDecodeError, TypeError, ValueError, AttributeError):
             merged = new
         if merged != old:
@@ -167,11 +180,13 @@ async def _write_deliveries(cur: Cursor, b: WriteBatch) -> None:
         b.deliveries[:] = [stored.get(d.id, d) for d in b.deliveries]
 
 
-async def write_batch(cur: Cursor, b: WriteBatch, at_rest: AtRest) -> None:
+async def write_batch(
+    cur: Cursor, b: WriteBatch, at_rest: AtRest, join: Join | None = None
+) -> None:
     """Write ``b`` through ``cur`` (in a transaction); values sealed at rest by
-    ``at_rest``."""
+    ``at_rest``; registry rows joined by ``join`` (``merge_registry``)."""
     if b.registry:
-        await merge_registry(cur, b.registry, at_rest)
+        await merge_registry(cur, b.registry, at_rest, join)
     inserted = await _write_events(cur, b) if b.events else set()
     if b.records:
         await cur.executemany(

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -105,6 +105,9 @@ class PostgresStore:
         self.url = url
         self.keys = keys
         self.at_rest = AtRest(keys, "postgresql")
+        # registry rows joined with new states: the node's merge that prunes retired
+        # actors (runtime/pruning.py); None: the plain merge
+        self.join_states: Callable[[Any, Any], Any] | None = None
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
@@ -300,7 +303,7 @@ class PostgresStore:
 
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await write_batch(cur, b, self.at_rest)
+            await write_batch(cur, b, self.at_rest, self.join_states)
 
     async def load_registry(self) -> dict[str, bytes]:
         rows = await self._fetch(Q.registry)
@@ -335,6 +338,18 @@ class PostgresStore:
                     (origin, seq),
                 )
         return n
+
+    async def forget_origins(self, origins: Iterable[str]) -> None:
+        """Delete the version vector rows, log records and log floors of ``origins``."""
+        await self._once_more(self._forget, sorted(origins))
+
+    async def _forget(self, origins: list[str]) -> None:
+        async with self.pool.connection() as conn, conn.transaction():
+            for table in ("version_vector", "log", "log_floor"):
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE origin = ANY(%s)",  # noqa: S608
+                    (origins,),
+                )
 
     async def load_log_floor(self) -> dict[str, int]:
         return dict(await self._fetch(Q.log_floor))  # type: ignore[arg-type]

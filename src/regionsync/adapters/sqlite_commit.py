@@ -20,7 +20,7 @@ and the trigger are TEMP (made on every open, not stored in the file).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -29,6 +29,7 @@ from ..core.model import Event, Record, WriteBatch
 from .log_cut import CUT_MIN_BYTES, find_cuts
 from .secretbox import AtRest
 from .sql_queries import ATTEMPT_COLS, AUDIT_COLS, DELIVERY_COLS, EVENT_COLS, IDEMPOTENCY_COLS
+from .sqlite_schema import immediate
 
 __all__ = ["COMMIT_IN", "COMMIT_TRIGGER", "commit_args"]
 
@@ -250,3 +251,19 @@ def commit_args(batch: WriteBatch, seal: AtRest) -> tuple[list[Any], int] | None
         return None
     parts = [p.json(r) if (r := rows.get(p)) else None for p in PARTS]
     return [*parts, b"".join(blobs.parts)], blobs.at + sum(len(p) for p in parts if p)
+
+
+async def forget_origins(store: Any, origins: Iterable[str]) -> None:
+    """``SqliteStore.forget_origins``: delete the version vector rows, log records and log
+    floors of ``origins`` (retired actors pruned: runtime/pruning.py), in one transaction
+    under the store's write lock."""
+    rows = sorted(origins)
+    async with store._write:
+        await store._run(_forget, store.db, [(o,) for o in rows])
+    store._origins.difference_update(rows)
+
+
+def _forget(db: Any, rows: list[tuple[str]]) -> None:
+    with immediate(db):
+        for table in ("version_vector", "log", "log_floor"):
+            db.executemany(f"DELETE FROM {table} WHERE origin = ?", rows)  # noqa: S608

@@ -48,7 +48,7 @@ from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import DELIVERY_COLS, SQLITE, Queries, counts_of, delivery_of, prefixed
-from .sqlite_commit import COMMIT_IN, COMMIT_TRIGGER, commit_args
+from .sqlite_commit import COMMIT_IN, COMMIT_TRIGGER, commit_args, forget_origins
 from .sqlite_schema import immediate, upgrade
 
 __all__ = ["SqliteStore"]
@@ -367,6 +367,8 @@ class SqliteStore:
                 if not await self._run(self._give_back_pages):
                     break
         return total
+
+    forget_origins = forget_origins  # sqlite_commit.forget_origins: Store.forget_origins
 
     def _truncate_chunk(self, origin: str, upto: int) -> tuple[int, bool]:
         """Delete up to ``TRUNCATE_CHUNK`` of ``origin``'s oldest records with seq <=

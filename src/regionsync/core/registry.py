@@ -29,7 +29,7 @@ from .registry_keys import (
 )
 from .registry_state import Deltas, RegistryState
 from .registry_views import EndpointView, TenantView
-from .removal import RemovalRecord, parse_process_marker
+from .removal import ProcessMarker, RemovalRecord, parse_process_marker
 
 __all__ = [
     "ENDPOINT_FIELDS",
@@ -493,12 +493,26 @@ class Registry(RegistryState):
             out.update(parse_process_marker(self._get(key, LWWRegister).value()))
         return out
 
+    def has_removal_keys(self) -> bool:
+        return bool(self._removal_keys)
+
+    def removal_states(self) -> tuple[Any, ...]:
+        """The removal records' and markers' states, in key order (cheap: a few keys)."""
+        return tuple(self.get(k, LWWRegister) for k in sorted(self._removal_keys))
+
+    def process_markers(self) -> dict[str, ProcessMarker]:
+        """region -> its ``p/<region>`` marker (core.removal.ProcessMarker)."""
+        return {
+            key[2:]: ProcessMarker.from_value(self.get(key, LWWRegister).value())
+            for key in sorted(k for k in self._removal_keys if k.startswith("p/"))
+        }
+
     def set_process_retirements(
-        self, region: str, retired: dict[str, int], actor: str, stamp: Timestamp
+        self, region: str, retired: dict[str, int] | ProcessMarker, actor: str, stamp: Timestamp
     ) -> Deltas:
         """Delta writing ``region``'s retired process actors (LWW; callers keep the union)."""
-        value = {"retired": [[a, retired[a]] for a in sorted(retired)]}
-        return dict([self._set(f"p/{region}", value, actor, stamp)])
+        marker = retired if isinstance(retired, ProcessMarker) else ProcessMarker(retired)
+        return dict([self._set(f"p/{region}", marker.to_value(), actor, stamp)])
 
     def jobs(self) -> dict[str, dict[str, Any]]:
         """job id -> its fields (a dict), for every recovery job recorded."""

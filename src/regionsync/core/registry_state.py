@@ -328,6 +328,21 @@ class RegistryState:
                 self._forget_views(changed, olds)
         return changed
 
+    def replace(self, states: Mapping[str, CRDT]) -> None:
+        """Put ``states`` in place of those under their keys: not a merge, for pruning
+        (core/pruning.py drops retired actors' entries; values stay). Keeps the caches."""
+        for key, new in states.items():
+            old = self._states.get(key)
+            if old is None:
+                self._sorted_keys = None
+            if self._digest is not None:
+                self._digest = (self._digest + _part(key, new) - _part(key, old)) % _MOD
+            self._states[key] = new
+        if states:
+            self._hash = None
+            self.changes += 1
+            self._views.clear()
+
     def _forget_views(self, changed: Mapping[str, CRDT], olds: Mapping[str, CRDT | None]) -> None:
         """Drop the cached views a change can affect, and only those: an endpoint's own
         keys, the endpoints of a tenant set's changed members, and every id an endpoint

@@ -15,7 +15,7 @@ comes back only wiped (a new incarnation from an empty store) and re-added in ev
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,3 +247,61 @@ def parse_process_marker(value: Any) -> dict[str, int]:
                 and type(item[1]) is int and item[1] >= 0):  # fmt: skip
             out[item[0]] = item[1]
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessMarker:
+    """A region's ``p/<region>`` marker: ``retired`` (actor -> the record count every
+    region held), and a compacted part: every incarnation of the region at or below
+    ``floor`` but those in ``keep`` (processes not retired) is retired and was pruned
+    (``compact``). ``floor`` and ``keep`` are added fields: a reader without them sees
+    fewer retired actors, never a wrong one."""
+
+    retired: dict[str, int]
+    floor: int = 0
+    keep: frozenset[int] = frozenset()
+
+    def covers(self, region: str, actor: str) -> bool:
+        """True if ``actor`` (``region:incarnation``) is retired by this marker."""
+        if actor in self.retired:
+            return True
+        r, _, inc = actor.rpartition(":")
+        if r != region or not inc.isdigit():
+            return False
+        return int(inc) <= self.floor and int(inc) not in self.keep
+
+    def to_value(self) -> dict[str, Any]:
+        value: dict[str, Any] = {"retired": [[a, self.retired[a]] for a in sorted(self.retired)]}
+        if self.floor:
+            value["floor"], value["keep"] = self.floor, sorted(self.keep)
+        return value
+
+    @classmethod
+    def from_value(cls, value: Any) -> ProcessMarker:
+        """Parse a register value (a malformed compacted part is ignored)."""
+        retired = parse_process_marker(value)
+        floor = value.get("floor", 0) if isinstance(value, dict) else 0
+        keep = value.get("keep", []) if isinstance(value, dict) else []
+        if type(floor) is not int or floor < 0 or not isinstance(keep, list):
+            return cls(retired)
+        if not all(type(i) is int and i >= 0 for i in keep):
+            return cls(retired)
+        return cls(retired, floor, frozenset(keep) if floor else frozenset())
+
+
+def compact(
+    marker: ProcessMarker, region: str, pruned: Callable[[str], bool], alive: Iterable[int]
+) -> ProcessMarker:
+    """``marker`` with the entries of the actors pruned here folded into its floor, so it
+    stays as large as the processes not yet pruned (``alive``: the incarnations of the
+    region's processes that are not retired: kept below the floor)."""
+    folded = [a for a in marker.retired if pruned(a) and a.rpartition(":")[2].isdigit()]
+    if not folded:
+        return marker
+    floor = max(marker.floor, *(int(a.rpartition(":")[2]) for a in folded))
+    rest = {a: n for a, n in marker.retired.items() if a not in folded}
+    below = {int(a.rpartition(":")[2]) for a in rest if a.rpartition(":")[0] == region
+             if a.rpartition(":")[2].isdigit()}  # fmt: skip
+    keep = {i for i in {*marker.keep, *alive} if i <= floor} - below
+    keep -= {int(a.rpartition(":")[2]) for a in folded}
+    return ProcessMarker(rest, floor, frozenset(keep))

@@ -297,7 +297,9 @@ class AntiEntropy:
                         await slicer.tick()  # (other writers wait for the lock, not the loop)
                 batch.deliveries.extend(deliveries.values())
                 for origin, seq in (version_vector or {}).items():
-                    if seq > self.writer.version_vector.get(origin, 0):
+                    if seq > self.writer.version_vector.get(origin, 0) and not (
+                        self.replica.pruned(origin)  # retired, pruned here (issue 40)
+                    ):
                         self.writer.version_vector[origin] = seq
                         batch.version_vector[origin] = seq
                         held = self.replica.held.get(origin, {})

@@ -53,6 +53,7 @@ from .listing import Listing
 from .offload import Offload
 from .operational import OperationalEvents
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
+from .pruning import Pruner
 from .recovery import Recovery
 from .registry_ops import RegistryOps
 from .removal import Removals
@@ -202,6 +203,7 @@ class Node:
         self.removals = Removals(
             settings, self.catalog, writer, self.peers, clock, writer.capabilities.enabled_without
         )
+        self.removals.pruner = Pruner(self.catalog, writer, store, self.removals, self.replica)
         self.links = Links(
             self.region, settings.replication, writer, store, self.replica, self.anti_entropy,
             self.peers, self.counters, self.ingest.notify_ack, raw, rng, self.transport,

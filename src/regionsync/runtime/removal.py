@@ -22,7 +22,10 @@ from ..config import Settings
 from ..core.custody import CustodyRecord
 from ..core.removal import (
     REGION_REMOVAL,
+    RETIRED_SEQ,
+    ProcessMarker,
     RemovalRecord,
+    compact,
     fill_retired,
     hello_refusal,
     incarnations,
@@ -68,6 +71,61 @@ class Removals:
         self._absent: dict[str, int] = {}  # actor -> ms its process was first seen gone
         self.grace_ms = int(settings.replication.failover_after_s * 1000)
         self._admitted: set[str] = set()  # wiped incarnations of removed regions, let in
+        # the removal records and markers as last read: (their states, explicit retired
+        # actors, region -> process marker); read again only when a state changed
+        self._view: tuple[tuple[Any, ...], frozenset[str], dict[str, ProcessMarker]] = (
+            (), frozenset(), {},
+        )  # fmt: skip
+        self.pruner: Any = None  # runtime/pruning.Pruner, run by ``run`` after ``publish``
+
+    def _marks(self) -> tuple[frozenset[str], dict[str, ProcessMarker]]:
+        """(actors the removal records and markers list, region -> process marker)."""
+        registry = self.catalog.registry
+        states = registry.removal_states()
+        cached = self._view[0]
+        if len(states) == len(cached) and all(a is b for a, b in zip(states, cached, strict=True)):
+            return self._view[1], self._view[2]
+        listed = set().union(*(rec.retired for rec in registry.removals().values()))
+        markers = registry.process_markers()
+        for marker in markers.values():
+            listed.update(marker.retired)
+        self._view = (states, frozenset(listed), markers)
+        return self._view[1], markers
+
+    def any_retired(self) -> bool:
+        """True if any actor is retired (a removal record or a marker exists)."""
+        return bool(self._retired or self.catalog.registry.has_removal_keys())
+
+    def is_retired(self, actor: str) -> bool:
+        """True if ``actor`` is retired for good: this node decided it, or a removal
+        record or a stopped-process marker (its compacted part too) lists it."""
+        return actor in self._retired or self.marked(actor)
+
+    def marked(self, actor: str) -> bool:
+        """True if a removal record or a stopped-process marker retires ``actor`` (the
+        replicated marker every region reads: what pruning waits for)."""
+        listed, markers = self._marks()
+        if actor in listed:
+            return True
+        region = region_of(actor)
+        marker = markers.get(region)
+        return marker is not None and marker.covers(region, actor)
+
+    def remaining_seen(self) -> dict[str, dict[str, int] | None]:
+        """Each remaining peer's highest version vector sent (None: never heard)."""
+        removed = self.removed()
+        return {r: self._seen.get(r) for r in self.peers if r not in removed}
+
+    def forget(self, actors: Iterable[str]) -> None:
+        """Drop what is kept per actor once ``actors`` are pruned (runtime/pruning.py)."""
+        for actor in actors:
+            self._absent.pop(actor, None)
+            for seen in self._seen.values():
+                seen.pop(actor, None)
+
+    def pruned_here(self, actor: str) -> bool:
+        """True if ``actor`` is retired and no longer in this node's version vector."""
+        return actor not in self.writer.version_vector and self.is_retired(actor)
 
     def enabled(self) -> bool:
         """The capability gate: True once every region reads removal records."""
@@ -131,10 +189,8 @@ class Removals:
         restart), and those this node decides from its peers' version vectors."""
         if not self.enabled():
             return self._retired
-        registry = self.catalog.registry
-        removed = registry.removals()
-        before = self._retired.union(*(rec.retired for rec in removed.values()))
-        before = before.union(registry.process_retirements())
+        removed = self.removed()
+        before = self._retired | self._marks()[0]
         if removed:
             acked = {r: self._seen.get(r) for r in self.peers if r not in removed}
             before = retired_actors(self.writer.version_vector, before, removed, acked)
@@ -171,21 +227,25 @@ class Removals:
         vv, registry = self.writer.version_vector, self.catalog.registry
         stopped = stopped_actors(self.region, self.writer.actor, vv, holders, live,
                                  self._absent, self.clock.wall_ms(), self.grace_ms)  # fmt: skip
-        known = registry.process_retirements()
-        removed = registry.removals()
-        peers = {r: self._seen.get(r) for r in self.peers if r not in removed}
-        new = settled_counts(stopped - set(known), vv, peers)
-        if not new:
+        old = self._marks()[1].get(self.region, ProcessMarker({}))
+        stopped = {a for a in stopped if not old.covers(self.region, a)}
+        new = settled_counts(stopped, vv, self.remaining_seen())
+        # the processes not retired (kept below a compacted floor): every one allocated
+        alive = {i for i in {*holders, self.writer.incarnation}
+                 if not old.covers(self.region, f"{self.region}:{i}")}  # fmt: skip
+        grown = ProcessMarker({**old.retired, **new}, old.floor, old.keep)
+        marker = compact(grown, self.region, self.pruned_here, alive)
+        if marker == old:
             return 0
-        mine = {a: n for a, n in known.items() if region_of(a) == self.region}
         async with self.writer.local_lock():
             stamp, actor = self.writer.stamp(), self.writer.actor
-            deltas = registry.set_process_retirements(self.region, {**mine, **new}, actor, stamp)
+            deltas = registry.set_process_retirements(self.region, marker, actor, stamp)
             durable = self.writer.commit_local(
                 "registry", stamp, deltas, audit=audit_section("region.retire", "processes")
             )
         await durable
-        log.info("retired the actors of stopped processes %s", ", ".join(sorted(new)))
+        if new:
+            log.info("retired the actors of stopped processes %s", ", ".join(sorted(new)))
         return 1
 
     async def run(self, interval_s: float) -> None:
@@ -194,20 +254,32 @@ class Removals:
             await self.clock.sleep(interval_s)
             try:
                 await self.publish()
+                if self.pruner is not None:
+                    await self.pruner.prune()
             except Exception:  # a failed commit is retried at the next round
-                log.exception("publishing retired actors failed")
+                log.exception("publishing or pruning retired actors failed")
 
     def outgoing(self, vv: Mapping[str, int]) -> dict[str, int]:
         """A version vector as Hello and Ack carry it: without the retired actors."""
-        return prune_vv(vv, self.retired())
+        retired = self.retired()
+        if not self.enabled():
+            return prune_vv(vv, retired)
+        return {a: n for a, n in vv.items() if a not in retired and not self.is_retired(a)}
 
     def _fill(self, vv: Mapping[str, int]) -> dict[str, int]:
         # a stopped process's actor at the count every region held (a process thought
-        # stopped that writes again still has its later records pushed)
-        counts = self.catalog.registry.process_retirements()
-        out = fill_retired(vv, self.retired() - counts.keys())
-        for a, n in counts.items():
-            out[a] = max(out.get(a, 0), n)
+        # stopped that writes again still has its later records pushed); the actors of
+        # this node's version vector only: those are the origins it pushes
+        retired = self.retired()
+        if not self.enabled():
+            return fill_retired(vv, retired)
+        counts = self._marks()[1]
+        out = dict(vv)
+        for a in self.writer.version_vector:
+            if a in retired or self.is_retired(a):
+                marker = counts.get(region_of(a))
+                n = marker.retired.get(a) if marker is not None else None
+                out[a] = max(out.get(a, 0), RETIRED_SEQ if n is None else n)
         return out
 
     def incoming(self, peer: str, vv: Mapping[str, int]) -> dict[str, int]:
@@ -228,4 +300,5 @@ class Removals:
             "removed": {r: rec.to_value() for r, rec in self.removed().items()},
             "retired_actors": sorted(self.retired()),
             "refused_hellos": self.refused,
+            "pruned_actors": 0 if self.pruner is None else self.pruner.pruned_actors,
         }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from ..config import Settings
@@ -68,6 +68,8 @@ class Replica:
         self.held: dict[str, dict[int, Record]] = {}
         self.log_floor: dict[str, int] = {}  # origin -> highest seq truncated from the log
         self.refusals: dict[str, RefusalNote] = {}  # origin -> what this node refused of it
+        # origins pruned here (runtime/pruning.py): their records are dropped as duplicates
+        self.pruned: Callable[[str], bool] = lambda origin: False
 
     async def apply_records(self, records: list[Record]) -> list[MalformedRecord]:
         """Merge records from a peer, in per-origin sequence order, in one commit.
@@ -107,6 +109,8 @@ class Replica:
                     if r.origin == self.writer.actor or r.seq <= self.writer.version_vector.get(
                         r.origin, 0
                     ):
+                        continue
+                    if self.pruned(r.origin):  # retired and pruned: every region had it
                         continue
                     held = self.held.setdefault(r.origin, {})
                     if len(held) < _MAX_HELD:
@@ -177,7 +181,7 @@ class Replica:
         taking the lock; re-checked under it)."""
         incoming: dict[str, dict[int, Record]] = {}
         for r in records:
-            if r.origin != self.writer.actor:
+            if r.origin != self.writer.actor and not self.pruned(r.origin):
                 incoming.setdefault(r.origin, {})[r.seq] = r
         out: list[Record] = []
         for origin, mine in incoming.items():

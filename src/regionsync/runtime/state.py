@@ -70,6 +70,8 @@ class Catalog:
         self.event_types: dict[str, dict[str, EventTypeView]] = {}
         self.strict: frozenset[str] = frozenset()
         self.watchers: list[Callable[[Mapping[str, CRDT]], None]] = []
+        # the registry's merge with retired actors pruned (runtime/pruning.py); None: plain
+        self.merge_hook: Callable[[Registry, Mapping[str, CRDT]], dict[str, CRDT]] | None = None
         self.rebuild_index()
 
     def load(self, states: Mapping[str, bytes]) -> None:
@@ -82,7 +84,8 @@ class Catalog:
 
     def apply(self, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
         """Merge ``deltas`` (key -> CRDT delta); returns the changed keys' new states."""
-        changed = self.registry.apply(deltas)
+        hook = self.merge_hook
+        changed = self.registry.apply(deltas) if hook is None else hook(self.registry, deltas)
         if changed and not all(type(v) is PNCounter for v in changed.values()):
             # usage counters (every publish moves one) index nothing: skip the rest
             members = self.registry.tenants_changed

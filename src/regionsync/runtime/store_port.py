@@ -6,7 +6,7 @@ and the contract suite (tests/store/test_store_contract.py) checks. Re-exported 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,6 +70,12 @@ class Store(Protocol):
         """Delete log records with ``seq <= upto[origin]`` and raise the stored log floor
         of each origin in ``upto`` to that seq (never lowers it); returns how many records
         were deleted. Atomic."""
+        ...
+
+    async def forget_origins(self, origins: Iterable[str]) -> None:
+        """Delete every trace of ``origins`` (retired actors pruned from the version
+        vector, core/pruning.py): their version vector rows, log records and log floors.
+        Atomic."""
         ...
 
     async def load_log_floor(self) -> dict[str, int]:

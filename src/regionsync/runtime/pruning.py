@@ -1,0 +1,173 @@
+"""Pruning retired actors from this node's stored state (core/pruning.py decides how).
+
+``prune`` runs every beat of the retirement task (runtime/removal.py): the actors in this
+node's version vector that a removal record or a stopped-process marker retires, once
+every remaining region holds the version vector this node had when it first knew them
+retired, leave every stored registry state (one group commit, the normal write path)
+and then the version vector, the log and the log floor (``Store.forget_origins``).
+``apply`` is the registry's merge for everything that arrives (records, anti-entropy,
+another process's changes): it strips the pruned actors first. A restart keeps it: a
+retired actor absent from the stored version vector is pruned.
+
+Gate: nothing is pruned until ``Removals.enabled`` (every region reads removal records,
+core/capabilities.py), so a previous-release peer never meets a pruned state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from crdt import CRDT, ORSet
+
+from ..core.model import WriteBatch
+from ..core.pruning import acknowledged_everywhere, actors_of, prune_arriving, prune_stored
+from ..core.registry import Registry
+from .ports import Store
+from .removal import Removals
+from .replica import Replica
+from .state import Catalog
+from .writepath import WritePath
+
+__all__ = ["Pruner"]
+
+log = logging.getLogger("regionsync.removal")
+
+
+class Pruner:
+    """Prunes retired actors from the stored state and from what arrives."""
+
+    def __init__(
+        self, catalog: Catalog, writer: WritePath, store: Store, removals: Removals,
+        replica: Replica,
+    ):  # fmt: skip
+        self.catalog, self.writer, self.store = catalog, writer, store
+        self.removals, self.replica = removals, replica
+        self._snap: dict[str, dict[str, int]] = {}  # actor -> our vv when first retired
+        self._since: dict[str, float] = {}  # actor -> monotonic s when first retired here
+        # held at least this long after first read: this region's other processes
+        # (PostgreSQL) read the marker from the shared database meanwhile
+        self.hold_s = writer.settings.replication.heartbeat_s
+        self._pruning: set[str] = set()  # being pruned (still in the version vector)
+        # pruned by this process, which held all of their records (an OR-Set arriving
+        # with their dots is stripped of them: core/pruning.py)
+        self._held: set[str] = set()
+        self.pruned_actors = 0  # actors pruned by this node (``/v1/cluster``)
+        catalog.merge_hook = self.apply
+        replica.pruned = self.pruned
+        if hasattr(store, "join_states"):  # a store merging with its rows (PostgreSQL)
+            store.join_states = self.join
+
+    def pruned(self, actor: str) -> bool:
+        """True if ``actor`` is pruned here: its records and entries are dropped."""
+        if actor in self._pruning:
+            return True
+        return actor not in self.writer.version_vector and self.removals.is_retired(actor)
+
+    def apply(self, registry: Registry, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
+        """``registry.apply(deltas)`` with the pruned actors stripped first, and an
+        OR-Set pruned once its last element holding a pruned actor's dot is gone."""
+        if not self.removals.any_retired():
+            return registry.apply(deltas)
+        prepared: dict[str, CRDT] = {}
+        replaced: dict[str, CRDT] = {}
+        for key, delta in deltas.items():
+            incoming, stored = prune_arriving(
+                delta,
+                registry.state(key),
+                self.pruned,
+                self.removals.is_retired,
+                self._held.__contains__,
+            )
+            if stored is not None:
+                replaced[key] = stored
+            prepared[key] = incoming
+        registry.replace(replaced)
+        changed = registry.apply(prepared)
+        for key in replaced:
+            changed.setdefault(key, replaced[key])
+        for key, state in list(changed.items()):
+            if isinstance(state, ORSet):
+                gone = [a for a in actors_of(state) if self.pruned(a)]
+                new = prune_stored(state, gone) if gone else state
+                if new is not state and new != state:
+                    registry.replace({key: new})
+                    changed[key] = new
+        return changed
+
+    def join(self, row: CRDT, new: CRDT) -> CRDT:
+        """A stored row (another process may have written it) joined with this node's
+        ``new`` state: the row is what arrives (PostgreSQL's ``merge_registry``)."""
+        if not self.removals.any_retired():
+            return row.merge(new)
+        incoming, stored = prune_arriving(
+            row, new, self.pruned, self.removals.is_retired, self._held.__contains__
+        )
+        merged = (new if stored is None else stored).merge(incoming)
+        if isinstance(merged, ORSet):
+            gone = [a for a in actors_of(merged) if self.pruned(a)]
+            merged = prune_stored(merged, gone) if gone else merged
+        return merged
+
+    async def prune(self) -> int:
+        """Prune the retired actors every remaining region has acknowledged; returns how
+        many actors left the version vector."""
+        removals, writer = self.removals, self.writer
+        if not removals.enabled():
+            return 0
+        vv = writer.version_vector
+        # retired by a replicated marker (not only by this node's own decision): the
+        # snapshot below then holds the marker
+        retired = [a for a in vv if a != writer.actor and removals.marked(a)]
+        for a in list(self._snap):
+            if a not in vv:
+                del self._snap[a]
+                self._since.pop(a, None)
+        if not retired:
+            return 0
+        now = writer.clock.monotonic()
+        for a in retired:
+            if a not in self._snap:
+                self._snap[a], self._since[a] = dict(vv), now
+        seen = removals.remaining_seen()
+        ready = sorted(
+            a
+            for a in retired
+            if now - self._since[a] >= self.hold_s
+            and acknowledged_everywhere(self._snap[a], seen, removals.is_retired)
+        )
+        if not ready:
+            return 0
+        await self._prune_states(ready)
+        async with writer.lock:
+            for a in ready:
+                writer.version_vector.pop(a, None)
+                writer.durable_vv.pop(a, None)
+                self.replica.log_floor.pop(a, None)
+                self.replica.held.pop(a, None)
+                self._snap.pop(a, None)
+                self._since.pop(a, None)
+            self._pruning.difference_update(ready)
+        await self.store.forget_origins(ready)
+        removals.forget(ready)
+        self.pruned_actors += len(ready)
+        log.info("pruned the retired actors %s from the stored state", ", ".join(ready))
+        return len(ready)
+
+    async def _prune_states(self, ready: list[str]) -> None:
+        """Prune ``ready`` from every stored registry state, in one durable commit."""
+        gone = set(ready)
+        async with self.writer.lock:
+            self._pruning.update(ready)
+            self._held.update(ready)
+            registry = self.catalog.registry
+            pruned: dict[str, CRDT] = {}
+            for key, state in registry.non_empty():
+                actors = actors_of(state) & gone
+                if actors and (new := prune_stored(state, actors)) != state:
+                    pruned[key] = new
+            registry.replace(pruned)
+            batch = WriteBatch(registry={k: v.to_bytes() for k, v in pruned.items()})
+            durable = self.writer.submit(batch) if pruned else None
+        if durable is not None:
+            await durable

@@ -1,0 +1,153 @@
+"""Pruning a removed region's actor from the stored state (issue 40, runtime/pruning.py):
+once every remaining region acknowledged the removal, the actor leaves every stored
+registry state and the stored version vector, in every region alike (equal digests), a
+restart keeps it pruned, a late state still carrying it is pruned on arrival, and nothing
+is pruned while a region's release cannot read removal records."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from memnodes import eventually, make_node, start
+
+from crdt import ORSet, PNCounter
+from regionsync.adapters.memory_store import MemoryStore
+from regionsync.core.capabilities import BASELINE
+from regionsync.core.pruning import SINK, actors_of
+from regionsync.runtime.links import hello
+
+FAST = {"heartbeat_s": 0.1}
+
+
+def holds(node: Any, actor: str) -> list[str]:
+    """The keys whose stored state has an entry of ``actor`` (an OR-Set element that
+    still holds one of its dots is its identity: not counted)."""
+    out = []
+    for key, state in node.catalog.registry.non_empty():
+        if actor not in actors_of(state):
+            continue
+        if isinstance(state, ORSet) and any(
+            d[0] == actor for dots in state.entries.values() for d in dots
+        ):
+            continue
+        out.append(key)
+    return out
+
+
+def pruned(node: Any, actor: str) -> bool:
+    return actor not in node.writer.version_vector and not holds(node, actor)
+
+
+async def three(net: Any, started: list[Any], store_a: MemoryStore) -> tuple[Any, Any, Any]:
+    return await start(
+        started,
+        make_node(net, "a", ["b", "c"], store_a, **FAST),
+        make_node(net, "b", ["a", "c"], **FAST),
+        make_node(net, "c", ["a", "b"], **FAST),
+    )
+
+
+async def write_everything(a: Any, c: Any) -> None:
+    """c writes into every CRDT type: a tenant it deletes again (OR-Set context), a name
+    on a's tenant (LWW clock) and events (the usage PNCounter)."""
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await eventually(lambda: c.catalog.registry.has_tenant("acme"))
+    await c.registry_ops.create_tenant("gone", "Gone")
+    await c.registry_ops.delete_tenant("gone")
+    await c.registry_ops.patch_tenant("acme", {"name": "Renamed by c"})
+    for i in range(3):
+        await c.ingest.publish("acme", "x", b'{"i":%d}' % i, None)
+
+
+async def test_removed_actor_leaves_every_stored_state_alike_and_stays_out(net, started) -> None:
+    store_a = MemoryStore()
+    a, b, c = await three(net, started, store_a)
+    await write_everything(a, c)
+    c_actor = c.writer.actor
+    usage = "t/acme/usage/events_published"
+    await eventually(lambda: all(n.catalog.registry.get(usage, PNCounter).value() == 3
+                                 for n in (a, b)))  # fmt: skip
+    await eventually(lambda: all(holds(n, c_actor) for n in (a, b)))
+    before = {n.region: holds(n, c_actor) for n in (a, b)}
+    assert {usage, "tenants", "t/acme/name"} <= set(before["a"])  # every type
+    old = dict(b.catalog.registry.non_empty())  # a late peer's state, kept for below
+    await c.stop()
+    await a.removals.remove("c")
+
+    await eventually(lambda: pruned(a, c_actor) and pruned(b, c_actor), timeout_s=20)
+    assert a.catalog.registry.digest() == b.catalog.registry.digest()
+    for n in (a, b):
+        assert n.catalog.registry.get(usage, PNCounter).value() == 3  # value kept
+        assert SINK in n.catalog.registry.get(usage, PNCounter).p
+        assert n.catalog.registry.tenant("acme").name == "Renamed by c"
+        assert not n.catalog.registry.has_tenant("gone")
+        assert c_actor not in hello(n.links).hello.version_vector
+    assert c_actor not in await store_a.load_version_vector()
+
+    # a late state carrying the removed actor is pruned on arrival
+    changed = a.catalog.apply(old)
+    assert not any(c_actor in actors_of(s) for s in changed.values())
+    assert not holds(a, c_actor) and not a.catalog.registry.has_tenant("gone")
+    assert a.catalog.registry.get(usage, PNCounter).value() == 3
+    assert a.catalog.registry.digest() == b.catalog.registry.digest()
+
+    # a restart keeps it pruned (the states and the version vector went through the store)
+    await a.stop()
+    a2 = make_node(net, "a", ["b", "c"], store_a, **FAST)
+    await start(started, a2)
+    assert pruned(a2, c_actor)
+    assert a2.catalog.registry.digest() == b.catalog.registry.digest()
+    assert a2.catalog.registry.get(usage, PNCounter).value() == 3
+
+
+async def test_a_counter_pruned_elsewhere_is_never_counted_twice(net, started) -> None:
+    """A full state pruned by one region reaches a region that has not pruned yet."""
+    a, b, c = await three(net, started, MemoryStore())
+    await write_everything(a, c)
+    c_actor = c.writer.actor
+    usage = "t/acme/usage/events_published"
+    await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)
+    await c.stop()
+    b.removals.pruner.prune = _never  # b never prunes by itself
+    await a.removals.remove("c")
+    await eventually(lambda: pruned(a, c_actor), timeout_s=20)
+    assert c_actor in b.writer.version_vector
+    b.catalog.apply({usage: a.catalog.registry.get(usage, PNCounter)})
+    assert b.catalog.registry.get(usage, PNCounter).value() == 3
+    assert c_actor not in actors_of(b.catalog.registry.get(usage, PNCounter))
+
+
+async def _never() -> int:
+    return 0
+
+
+async def test_no_pruning_while_a_previous_release_peer_holds_the_feature_set_back(
+    net, started
+) -> None:
+    store_b = MemoryStore()
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **FAST),
+        make_node(net, "b", ["a", "c"], store_b, **FAST),
+        make_node(net, "c", ["a", "b"], **FAST),
+    )
+    await write_everything(a, c)
+    c_actor = c.writer.actor
+    await eventually(lambda: bool(holds(b, c_actor)) and bool(holds(a, c_actor)))
+    await c.stop()
+    await b.stop()
+    await a.removals.remove("c")  # b was last heard reading removal records
+    # b comes back on the previous release (a rollback): the feature set drops
+    b2 = make_node(net, "b", ["a", "c"], store_b, reads=BASELINE, **FAST)
+    await start(started, b2)
+    await eventually(lambda: not a.removals.enabled())
+    await asyncio.sleep(1.0)  # ten retirement rounds
+    assert c_actor in a.writer.version_vector and holds(a, c_actor)
+    assert c_actor in b2.writer.version_vector and holds(b2, c_actor)
+    # upgraded again: pruned on both sides, alike
+    await b2.stop()
+    b3 = make_node(net, "b", ["a", "c"], store_b, **FAST)
+    await start(started, b3)
+    await eventually(lambda: pruned(a, c_actor) and pruned(b3, c_actor), timeout_s=20)
+    await eventually(lambda: a.catalog.registry.digest() == b3.catalog.registry.digest())

@@ -217,8 +217,7 @@ class SqliteStore:
         """Seal secret rows written before encryption (or without a key ring); the freed
         pages are zeroed (secure_delete), the file rebuilt (VACUUM) and the WAL emptied."""
         db, seal = self.db, self.at_rest
-        # secret keys hold "/secret" (is_secret_key): SQLite skips the rest (issue 42)
-        secrets = "SELECT key, state FROM registry WHERE key LIKE '%/secret%'"
+        secrets = "SELECT key, state FROM registry WHERE key LIKE '%/secret%'"  # is_secret_key
         regs = [
             (sealed, key)
             for key, state in db.execute(secrets)

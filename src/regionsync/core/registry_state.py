@@ -331,13 +331,18 @@ class RegistryState:
     def replace(self, states: Mapping[str, CRDT]) -> None:
         """Put ``states`` in place of those under their keys: not a merge, for pruning
         (core/pruning.py drops retired actors' entries; values stay). Keeps the caches."""
+        raws = self._raw
         for key, new in states.items():
-            old = self._states.get(key)
-            if old is None:
+            old_raw, new_raw = raws.get(key), new.to_bytes()
+            if old_raw is None:
                 self._sorted_keys = None
+                if (kind := key[:2]) in self._kind_keys:
+                    self._kind_keys[kind].add(key)
             if self._digest is not None:
-                self._digest = (self._digest + _part(key, new) - _part(key, old)) % _MOD
-            self._states[key] = new
+                self._digest = (self._digest + _part(key, new_raw) - _part(key, old_raw)) % _MOD
+            raws[key] = new_raw
+            self.corrupt.pop(key, None)
+            self._keep(key, new)
         if states:
             self._hash = None
             self.changes += 1

@@ -26,6 +26,7 @@ from ..core.registry import Registry
 from .ports import Store
 from .removal import Removals
 from .replica import Replica
+from .slicing import Slicer
 from .state import Catalog
 from .writepath import WritePath
 
@@ -162,8 +163,17 @@ class Pruner:
             self._held.update(ready)
             registry = self.catalog.registry
             pruned: dict[str, CRDT] = {}
-            for key, state in registry.non_empty():
-                actors = actors_of(state) & gone
+            # only states whose stored bytes name a retired actor are decoded (an actor
+            # is a msgpack string, so its UTF-8 is in the bytes), in slices (issue 42)
+            needles, slicer = [a.encode() for a in gone], Slicer()
+            for n, key in enumerate(registry.keys()):
+                if not n & 1023:
+                    await slicer.tick()
+                raw = registry.state_bytes(key)
+                if raw is None or not any(a in raw for a in needles):
+                    continue
+                state = registry.state(key)
+                actors = actors_of(state) & gone if state is not None else set()
                 if actors and (new := prune_stored(state, actors)) != state:
                     pruned[key] = new
             registry.replace(pruned)

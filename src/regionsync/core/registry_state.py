@@ -296,7 +296,6 @@ class RegistryState:
         """
         changed: dict[str, CRDT] = {}
         olds: dict[str, CRDT | None] = {}
-        raws = self._raw
         for key, delta in deltas.items():
             cls = key_type(key)
             if cls is None or not isinstance(delta, cls):
@@ -304,16 +303,7 @@ class RegistryState:
             old = self._decoded(key)  # None for a corrupt row: the delta replaces it
             new = delta if old is None else old.merge(delta)
             if new != old:
-                old_raw, new_raw = raws.get(key), new.to_bytes()
-                if old_raw is None:
-                    self._sorted_keys = None
-                    if (kind := key[:2]) in self._kind_keys:
-                        self._kind_keys[kind].add(key)
-                if self._digest is not None:
-                    self._digest = (self._digest + _part(key, new_raw) - _part(key, old_raw)) % _MOD
-                raws[key] = new_raw
-                self.corrupt.pop(key, None)
-                self._keep(key, new)
+                self._put(key, new)
                 changed[key] = new
                 olds[key] = old
         self.tenants_changed = set()
@@ -328,21 +318,25 @@ class RegistryState:
                 self._forget_views(changed, olds)
         return changed
 
+    def _put(self, key: str, new: CRDT) -> None:
+        """Hold ``new`` under ``key``: its bytes, the digest, the kind index, the cache."""
+        raws = self._raw
+        old_raw, new_raw = raws.get(key), new.to_bytes()
+        if old_raw is None:
+            self._sorted_keys = None
+            if (kind := key[:2]) in self._kind_keys:
+                self._kind_keys[kind].add(key)
+        if self._digest is not None:
+            self._digest = (self._digest + _part(key, new_raw) - _part(key, old_raw)) % _MOD
+        raws[key] = new_raw
+        self.corrupt.pop(key, None)
+        self._keep(key, new)
+
     def replace(self, states: Mapping[str, CRDT]) -> None:
         """Put ``states`` in place of those under their keys: not a merge, for pruning
         (core/pruning.py drops retired actors' entries; values stay). Keeps the caches."""
-        raws = self._raw
         for key, new in states.items():
-            old_raw, new_raw = raws.get(key), new.to_bytes()
-            if old_raw is None:
-                self._sorted_keys = None
-                if (kind := key[:2]) in self._kind_keys:
-                    self._kind_keys[kind].add(key)
-            if self._digest is not None:
-                self._digest = (self._digest + _part(key, new_raw) - _part(key, old_raw)) % _MOD
-            raws[key] = new_raw
-            self.corrupt.pop(key, None)
-            self._keep(key, new)
+            self._put(key, new)
         if states:
             self._hash = None
             self.changes += 1

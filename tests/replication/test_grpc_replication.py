@@ -61,8 +61,13 @@ async def test_two_nodes_converge_over_grpc(pair) -> None:
     await eventually(lambda: b.writer.durable_vv == a.writer.durable_vv)
     assert b.catalog.registry.state_hash() == a.catalog.registry.state_hash()
     assert (await b.store.counts("b"))["events"] == 50
+
+    def caught_up() -> bool:  # b's ack of the last records follows its commit
+        status = a.view.cluster()["peers"][0]
+        return status["connected"] and status["records_behind"] == 0
+
+    await eventually(caught_up)
     status = a.view.cluster()["peers"][0]
-    assert status["connected"] and status["records_behind"] == 0
     # the Hello over gRPC carries the release and the features (core.capabilities)
     assert status["version"] == RELEASE and status["features"] == announced(ALL)
     assert a.capabilities.enabled("optional-fields")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -102,3 +103,20 @@ async def start(started: list[Node], *nodes: Node) -> tuple[Node, ...]:
         await n.start()
         started.append(n)
     return nodes
+
+
+@contextlib.asynccontextmanager
+async def loop_turns() -> AsyncIterator[list[int]]:
+    """``[n]``: the event loop's turns while the body runs (a task yielding at each)."""
+    turns = [0]
+
+    async def ticker() -> None:
+        while True:
+            turns[0] += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.get_running_loop().create_task(ticker())
+    try:
+        yield turns
+    finally:
+        task.cancel()

@@ -4,10 +4,9 @@ does."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from memnodes import make_node
+from memnodes import loop_turns, make_node
 
 from crdt import ORSet
 from regionsync.adapters import usage_rates
@@ -22,20 +21,9 @@ async def test_sampling_in_slices_observes_every_live_tenant(net, monkeypatch: A
     assert len(reg.tenant_ids()) == 40
     monkeypatch.setattr(usage_rates, "Slicer", lambda **kw: Slicer(slice_s=0.0, **kw))
     rates = usage_rates.UsageRates(node)  # type: ignore[arg-type]
-    turns = 0
-
-    async def ticker() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.get_running_loop().create_task(ticker())
-    try:
+    async with loop_turns() as turns:
         await rates.sample_in_slices()
-    finally:
-        other.cancel()
-    assert turns >= 40
+    assert turns[0] >= 40
     assert sorted(rates._rates) == sorted(node.catalog.registry.tenant_ids())
     plain = usage_rates.UsageRates(node)  # type: ignore[arg-type]
     plain.sample()

@@ -4,7 +4,7 @@ time, until its outcome is written or the lease expires."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..core.model import Delivery
@@ -18,11 +18,8 @@ _D_COLS = prefixed(DELIVERY_COLS, "d")
 class DeliveryClaims:
     """The claim statements, over the store's ``_fetch`` and ``_write``."""
 
-    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    async def _write(self, sql: str, args: Sequence[Any] = ()) -> int:
-        raise NotImplementedError
+    _fetch: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's
+    _write: Callable[..., Awaitable[int]]
 
     async def claim_due(
         self,

@@ -18,7 +18,6 @@ import functools
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from operator import itemgetter
 from typing import Any, Self
 
 from crdt import CRDT, DecodeError, LWWRegister, ORSet, PNCounter, Timestamp, decode
@@ -72,7 +71,7 @@ def is_empty_bytes(data: bytes) -> bool:
 
 def hash_items(items: Iterable[tuple[str, bytes]]) -> str:
     """``state_hash`` over ``(key, canonical bytes)`` pairs in key order (empty states
-    skipped); reads only bytes, so it may run on a thread."""
+    skipped); reads only bytes, decodes nothing."""
     h = hashlib.sha256()
     for key, data in items:
         hash_update(h, key, data)
@@ -386,14 +385,6 @@ class RegistryState:
         if self._digest is None:
             self._digest = sum(_part(k, v) for k, v in self._raw.items()) % _MOD
         return hashlib.sha256(self._digest.to_bytes(32, "big")).hexdigest()
-
-    def sorted_items(self) -> list[tuple[str, bytes]]:
-        """Every ``(key, canonical bytes)`` (empty ones too), sorted by key; the copy is
-        one C call, so a thread may take it while the event loop applies changes
-        (``state_hash``'s cached, off-loop form: runtime/registry_hash.py)."""
-        items = list(self._raw.items())
-        items.sort(key=itemgetter(0))
-        return items
 
     def cached_hash(self) -> str | None:
         """``state_hash`` if no change came since it was last worked out, else None."""

@@ -164,3 +164,41 @@ async def test_flapping_receiver_one_event_per_transition(
     assert len({p["region"] for p in payloads}) == 1  # the endpoint's one reporter
     recovered = [p for p in payloads if p["type"] == "endpoint.recovered"]
     assert all(p["trigger"] == "success" and p["from"] == "failing" for p in recovered)
+
+
+async def test_next_attempt_at_read_elsewhere_is_null_once_it_has_passed(
+    net: MemoryNetwork, started: list[Node]
+) -> None:
+    """Issue 43: a region that does not deliver a pending delivery showed its replicated
+    schedule in the past (the custodian's attempt due, in flight or held by a probe):
+    null then, with ``custodian`` naming the region whose schedule it is."""
+    from regionsync.adapters.routes.common import delivery_json
+    from regionsync.core.envelope import rfc3339_ms
+
+    receivers = Receivers(down={"down.example"})
+    retry = {"retry_schedule_s": [1.0] * 5, "failure_threshold": 100}
+    a, b = (make_node(net, r, [p], extra={"delivery": retry}, sender=receivers.sender(r),
+                      failover_after_s=60.0, heartbeat_s=0.2)
+            for r, p in (("a", "b"), ("b", "a")))  # fmt: skip
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await a.registry_ops.create_endpoint("acme", {"url": DOWN})
+    event, _ = await a.ingest.publish("acme", "x", b"{}", None)
+
+    async def first_outcome_in_b() -> bool:
+        ds = await b.store.deliveries_of_event(event.id)
+        return len(ds) == 1 and ds[0].attempts >= 1
+
+    await eventually(first_outcome_in_b)
+    net.partition("a", "b")  # b keeps the schedule it last heard; a stays the custodian
+    (d,) = await b.store.deliveries_of_event(event.id)
+    assert d.next_attempt_at_ms is not None
+    shown = delivery_json(b, d)
+    if b.cluster_clock.wall_ms() < d.next_attempt_at_ms:  # ahead: the schedule as replicated
+        assert shown["next_attempt_at"] == rfc3339_ms(d.next_attempt_at_ms)
+    await eventually(lambda: b.cluster_clock.wall_ms() > d.next_attempt_at_ms, timeout_s=5)
+    shown = delivery_json(b, d)
+    assert shown["status"] == "pending" and shown["custodian"] == "a"
+    assert shown["next_attempt_at"] is None

@@ -110,6 +110,13 @@ _QUERY: dict[str, dict[str, Any]] = {
         "description": "the `next` of the previous page, as returned",
     },
     "status": {"type": "string", "enum": [s.value for s in DeliveryStatus]},
+    "order": {
+        "type": "string",
+        "enum": ["asc", "desc"],
+        "default": "desc",
+        "description": "`desc`: newest first; `asc`: oldest first; a page's `next` "
+        "continues in the order asked",
+    },
     "event_type": {
         "type": "string",
         "minLength": 1,
@@ -296,7 +303,11 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         endpoint=_STR,
         status={"enum": _DELIVERY_STATUSES},
         attempts=_INT,
-        next_attempt_at=_null(_TIME),
+        next_attempt_at={
+            **_null(_TIME),
+            "description": "pending: when the custodian attempts it next (asked in another "
+            "region: the replicated schedule while it is ahead, else null)",
+        },
         region=_STR,
         custodian=_null(_STR),
         generation=_INT,

@@ -424,7 +424,14 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     ),  # fmt: skip
     "RegionRow": {
         "type": "object",
-        "properties": {"region": _STR, "reached": _BOOL, "error": _null(_STR)},
+        "properties": {
+            "region": _STR,
+            "reached": _BOOL,
+            "error": _null(_STR),
+            # an unreached peer's agreement is this node's last state-digest verdict
+            "digest_at": _null(_TIME),
+            "digest_age_s": _null(_NUM),
+        },
         "required": ["region", "reached"],
     },  # fmt: skip
     "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),

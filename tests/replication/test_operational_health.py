@@ -202,3 +202,28 @@ async def test_next_attempt_at_read_elsewhere_is_null_once_it_has_passed(
     shown = delivery_json(b, d)
     assert shown["status"] == "pending" and shown["custodian"] == "a"
     assert shown["next_attempt_at"] is None
+
+
+async def test_an_event_id_held_is_not_published_again_in_any_region(
+    net: MemoryNetwork, started: list[Node]
+) -> None:
+    """The dedupe on our side: a transition's event (an id every region derives alike)
+    is published once; a region holding it, accepted there or replicated, skips it."""
+    a, b = (make_node(net, r, [p], extra=OPS, **FAST) for r, p in (("a", "b"), ("b", "a")))
+    for n in (a, b):
+        await n.start()
+        started.append(n)
+    await a.registry_ops.create_tenant("ops", "Ops")
+    await eventually(lambda: b.catalog.registry.has_tenant("ops"))
+    event_id = operational_event_id("tr_TEST")
+    payload = {"type": "endpoint.failing", "transition": "tr_TEST"}
+    first = await a.ingest.publish_internal("ops", "endpoint.failing", payload, event_id)
+    assert first is not None and first.id == event_id
+    assert await a.ingest.publish_internal("ops", "endpoint.failing", payload, event_id) is None
+
+    async def replicated() -> bool:
+        return await b.store.get_event(event_id) is not None
+
+    await eventually(replicated)
+    assert await b.ingest.publish_internal("ops", "endpoint.failing", payload, event_id) is None
+    assert await b.ingest.publish_internal("ops", "endpoint.failing", payload) is not None

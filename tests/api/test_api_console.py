@@ -98,6 +98,7 @@ async def test_cluster_regions_without_peer_urls(tmp_path: Path) -> None:
             "error": "no http_url in its [[peers]] entry", "registry_hash": None,
             "registry_digest": None, "agrees": None, "version_vector": None,
             "peers_connected": None, "peers_total": None,
+            "digest_at": None, "digest_age_s": None,  # never compared: no verdict, no age
         }  # fmt: skip
         assert_problem(await c.get("/v1/cluster/regions"), 401, "authorization")
         await c.post("/v1/tenants", json={"id": "acme", "name": "A"}, headers=bearer(ADMIN))

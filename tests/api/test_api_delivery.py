@@ -87,7 +87,7 @@ async def test_500_then_204_is_retried_with_the_same_webhook_id(
     d = await eventually(final)
     assert d["attempts"] == 2
     attempts = (await c.get(f"/v1/tenants/{tenant}/deliveries/{d['id']}/attempts")).json()
-    rows = attempts["items"]
+    rows = attempts["items"][::-1]  # newest first by default
     assert [a["status_code"] for a in rows] == [500, 204]
     assert rows[0]["error"] == "http_500" and rows[1]["error"] is None
     assert "try again" in rows[0]["response_excerpt"]
@@ -129,7 +129,7 @@ async def test_attempts_record_the_request_headers_they_sent(
     async def both_attempts() -> list | None:
         ev = (await c.get(f"/v1/tenants/{tenant}/events/{event_id}")).json()
         (d,) = ev["deliveries"]
-        url = f"/v1/tenants/{tenant}/deliveries/{d['id']}/attempts"
+        url = f"/v1/tenants/{tenant}/deliveries/{d['id']}/attempts?order=asc"
         rows = (await c.get(url)).json()["items"]
         return rows if len(rows) == 2 else None
 
@@ -156,5 +156,5 @@ async def test_attempts_record_the_request_headers_they_sent(
             Webhook(ep["secret"]).verify(
                 payload, {**std, "webhook-timestamp": str(int(std["webhook-timestamp"]) - 1)}
             )
-    log = (await c.get(f"/v1/tenants/{tenant}/endpoints/{ep['id']}/attempts")).json()
+    log = (await c.get(f"/v1/tenants/{tenant}/endpoints/{ep['id']}/attempts?order=asc")).json()
     assert [a["request_headers"] for a in log["items"]] == [a["request_headers"] for a in rows]

@@ -68,7 +68,9 @@ async def test_delivery_attempts_list_pages(
     assert len(everything["items"]) == 3 and everything["next"] is None
     paged = await _all_pages(api, path, 1)
     assert paged == everything["items"]
-    assert [a["status_code"] for a in paged][-1] == 204  # the receiver answers 204
+    assert [a["status_code"] for a in paged][0] == 204  # newest first: the success
+    asc = await _all_pages(api, path, 1, order="asc")
+    assert asc == everything["items"][::-1]
 
 
 @pytest.mark.parametrize(
@@ -169,3 +171,49 @@ async def test_integers_and_ids_in_queries_are_checked(
     assert_problem(await api.client.get("/v1/audit?tenant=../x"), 422, "tenant")
     assert_problem(await api.client.get("/v1/sources?tenant=%00"), 422, "tenant")
     assert (await api.client.get(f"{ACME_EVENTS}?limit=01&endpoint=ep.1")).status_code == 200
+
+
+async def test_attempt_lists_take_an_order_and_page_in_it(
+    api: Api, tenant: str, receiver: RecordingReceiver
+) -> None:
+    """Issue 43: attempts newest first by default, ``order=asc`` oldest first; the cursor
+    pages either way without a gap or a repeat; another order is 422 naming ``order``."""
+    resp = await api.client.post(f"/v1/tenants/{tenant}/endpoints", json={"url": receiver.url("o")})
+    ep = resp.json()["id"]
+    receiver.secrets["o"] = resp.json()["secret"]
+    receiver.fail_first["o"] = 2  # two failures, then each delivery succeeds: five attempts
+    await _publish(api, tenant, 3)
+    log = f"/v1/tenants/{tenant}/endpoints/{ep}/attempts"
+
+    async def all_attempts() -> list | None:
+        items = (await api.client.get(log)).json()["items"]
+        return items if len(items) == 5 else None
+
+    newest = await eventually(all_attempts)
+    keys = [(a["at"], a["delivery"], a["n"]) for a in newest]
+    assert keys == sorted(keys, reverse=True)
+    asc = (await api.client.get(log, params={"order": "asc"})).json()["items"]
+    assert asc == newest[::-1]
+    for limit in (1, 2, 4):
+        assert await _all_pages(api, log, limit) == newest
+        assert await _all_pages(api, log, limit, order="desc") == newest
+        assert await _all_pages(api, log, limit, order="asc") == asc
+    failed = await _all_pages(api, log, 1, status="failed", order="asc")
+    assert failed == [a for a in asc if a["error"] is not None] and len(failed) == 2
+    by_delivery: dict[str, list[dict]] = {}
+    for a in asc:
+        by_delivery.setdefault(a["delivery"], []).append(a)
+    did, rows = max(by_delivery.items(), key=lambda kv: len(kv[1]))
+    one = f"/v1/tenants/{tenant}/deliveries/{did}/attempts"
+    mine = (await api.client.get(one)).json()["items"]
+    assert mine == rows[::-1] and len(mine) >= 2 and mine[0]["error"] is None
+    assert await _all_pages(api, one, 1, order="asc") == rows
+    for path in (log, one):
+        for bad in ("up", "DESC", ""):
+            assert_problem(await api.client.get(path, params={"order": bad}), 422, "order")
+    doc = (await api.client.get("/openapi.json")).json()
+    for path in ("/v1/tenants/{tenant}/endpoints/{endpoint}/attempts",
+                 "/v1/tenants/{tenant}/deliveries/{delivery}/attempts"):  # fmt: skip
+        (param,) = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == "order"]
+        assert param["schema"]["enum"] == ["asc", "desc"]
+        assert param["schema"]["default"] == "desc"

@@ -1,6 +1,8 @@
 """``/docs`` in headless chromium under the Content-Security-Policy of every HTML page
 (issue 38, kind 7): Swagger UI starts and fetches the document with no policy violation
-and no script error (tests/api/test_api_docs.py checks the headers themselves)."""
+and no script error (tests/api/test_api_docs.py checks the headers themselves); and it
+renders the OpenAPI 3.1 document's operations (issue 43: Swagger UI 4 showed "Unable to
+render this definition")."""
 
 from __future__ import annotations
 
@@ -61,4 +63,11 @@ async def test_docs_render_under_the_policy(browser: Browser, base: str) -> None
     # Swagger UI ran (its script and the initializer file) and fetched the document
     await expect(page.locator("#swagger-ui .swagger-ui").first).to_be_attached()
     await page.wait_for_load_state("networkidle")
+    # the document rendered: its version badge and its operations, no error box
+    await expect(page.locator(".opblock-summary").first).to_be_visible(timeout=20_000)
+    assert await page.get_by_text("Unable to render this definition").count() == 0
+    assert await page.locator(".version-stamp", has_text="OAS 3.1").count() == 1
+    paths = await page.locator(".opblock-summary-path").all_inner_texts()
+    assert "/v1/tenants/{tenant}/events" in {p.replace("\u200b", "") for p in paths}
+    assert len(paths) >= 40, len(paths)
     assert violations == [] and problems == []

@@ -11,10 +11,14 @@ from regionsync.core.health import STATES, Health, HealthPolicy, step
 from regionsync.core.operational import (
     HEALTH_TRANSITIONS,
     TYPES,
+    HealthMark,
+    health_report,
     health_transition,
+    operational_event_id,
     operational_payload,
     pressure_transition,
     region_transitions,
+    reporter,
 )
 
 
@@ -94,3 +98,40 @@ def test_payload() -> None:
     }
     with pytest.raises(ValueError):
         operational_payload("endpoint.exploded", "us-east-1", 0, {})
+
+
+def test_health_report_ids_rest_on_the_previous_write() -> None:
+    """Issue 43: a transition's id is the same for every region that saw it from the same
+    state, whoever wrote it and when; the next episode gets another; recovered only when
+    failing_since was cleared by a write of its own (a success), not by an API change."""
+    w0, wa, wb, wr = (1, 0, "a:1"), (5, 0, "a:1"), (6, 0, "b:1"), (9, 0, "c:1")
+    active = HealthMark("active", w0)
+    by_a = health_report("ep_1", active, HealthMark("failing", wa))
+    by_b = health_report("ep_1", active, HealthMark("failing", wb))
+    assert by_a is not None and by_b is not None
+    assert by_a.transition == by_b.transition and by_a.event_id == by_b.event_id
+    assert by_a.event_id == operational_event_id(by_a.transition)
+    assert (by_a.at_ms, by_a.actor) == (5, "a:1")
+    other = health_report("ep_2", active, HealthMark("failing", wa))
+    assert other is not None and other.transition != by_a.transition
+    rec = health_report("ep_1", HealthMark("failing", wb), HealthMark("active", wr))
+    assert rec is not None and rec.event_type == "endpoint.recovered"
+    again = health_report("ep_1", HealthMark("active", wr), HealthMark("failing", (12, 0, "a:1")))
+    assert again is not None and again.transition != by_a.transition
+    reset = HealthMark("active", wr, manual=frozenset({wr}))  # a new url, with failing_since
+    assert health_report("ep_1", HealthMark("failing", wb), reset) is None
+    assert health_report("ep_1", active, HealthMark("paused", w0)) is None
+    gone = health_report("ep_1", active, HealthMark("disabled", w0, (7, 0, "b:1")))
+    assert gone is not None and gone.event_type == "endpoint.disabled"
+    with pytest.raises(ValueError):
+        health_report("ep_1", active, HealthMark("sleeping"))
+
+
+def test_reporter_is_one_live_region_per_endpoint() -> None:
+    regions = ["a", "b", "c"]
+    chosen = {e: reporter(e, regions) for e in (f"ep_{i}" for i in range(60))}
+    assert set(chosen.values()) == set(regions)  # spread over the regions
+    for e, r in chosen.items():
+        assert reporter(e, list(reversed(regions))) == r  # order-free
+        rest = [x for x in regions if x != r]
+        assert reporter(e, rest) in rest  # another region when it is suspected

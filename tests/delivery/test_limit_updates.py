@@ -173,8 +173,8 @@ def test_a_failing_view_reset_elsewhere_does_not_hold_deliveries() -> None:
 @pytest.mark.parametrize(
     ("local", "replicated", "stale"),
     [
-        ("active", "failing", False),  # this region's own evidence
-        ("active", "disabled", False),
+        ("active", "failing", True),  # the cluster judged it failing: only a success ends it
+        ("active", "disabled", True),
         ("failing", "failing", False),
         ("failing", "active", True),
         ("failing", "disabled", True),

@@ -1,7 +1,8 @@
 """Operational webhooks across three real ``regionsync serve`` processes (issue 18): an
 endpoint answering 410 Gone is disabled, and the ``endpoint.disabled`` operational event
 reaches the operations tenant's endpoint at a real receiver, signed per Standard
-Webhooks (verified with the official ``standardwebhooks`` library), once."""
+Webhooks (verified with the official ``standardwebhooks`` library), once: reported by
+the endpoint's reporter region, whichever region disabled it (issue 43)."""
 
 from __future__ import annotations
 
@@ -80,9 +81,12 @@ async def test_endpoint_disabled_reaches_the_operations_endpoint_signed(
     Webhook(ops_ep["secret"]).verify(hit.body, hit.headers)
     assert hit.headers["webhook-event-type"] == "endpoint.disabled"
     body = json.loads(hit.body)
-    assert body["region"] == US and body["tenant"] == "acme"
-    assert body["endpoint"] == gone["id"] and body["trigger"] == "gone"
-    assert body["at"].endswith("Z")
+    reporter = body["region"]  # the endpoint's reporter among the live regions
+    assert reporter in cluster.http and body["by"] == US and body["tenant"] == "acme"
+    assert body["endpoint"] == gone["id"] and body["from"] == "active"
+    # the input that made it is known to the region that wrote it
+    assert body["trigger"] == ("gone" if reporter == US else None)
+    assert body["at"].endswith("Z") and body["transition"].startswith("tr_")
     # the region that disabled it shows it at once; another region once the registry
     # change has replicated (it races the operational webhook's delivery)
     ep = await expect(client, "GET", f"{us}/v1/tenants/acme/endpoints/{gone['id']}", 200)
@@ -111,9 +115,11 @@ async def test_endpoint_disabled_reaches_the_operations_endpoint_signed(
             for item in page["items"]:
                 counts[f"{item['region']}:{item['event_type']}"] = counts.get(
                     f"{item['region']}:{item['event_type']}", 0) + 1  # fmt: skip
-        return counts if counts.get(f"{US}:endpoint.disabled") == len(cluster.http) else None
+        key = f"{reporter}:endpoint.disabled"
+        return counts if counts.get(key) == len(cluster.http) else None
 
     counts = await eventually(ops_events)  # replicated to every region: one event, 3 views
-    assert counts[f"{US}:endpoint.disabled"] == 3
+    disabled = {k: n for k, n in counts.items() if k.endswith(":endpoint.disabled")}
+    assert disabled == {f"{reporter}:endpoint.disabled": 3}  # no other region reported it
     assert len(await disabled_hits()) == 1  # delivered once, by its region
     assert receiver.failed == 0

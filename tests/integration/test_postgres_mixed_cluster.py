@@ -109,7 +109,7 @@ async def test_mixed_cluster_converges_and_delivers(pg_url: str) -> None:
                             f"{base}/v1/tenants/mix/deliveries/{d['id']}/attempts"
                         )
                         items = page.json()["items"] if page.status_code == 200 else []
-                        return bool(items) and items[-1]["status_code"] == 204
+                        return bool(items) and items[0]["status_code"] == 204  # newest first
 
                     await eventually(attempted, timeout_s=30)
     finally:

@@ -15,7 +15,7 @@ from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
 from regionsync.runtime.node import Node
-from regionsync.runtime.ports import OutboundRequest
+from regionsync.runtime.ports import OutboundRequest, Sender
 
 
 class RecordingSender:
@@ -43,11 +43,13 @@ def make_node(
     store: MemoryStore | None = None,
     extra: dict[str, object] | None = None,
     reads: frozenset[str] | None = None,
+    sender: Sender | None = None,
     **replication: object,
 ) -> Node:
     """A node of ``region`` peered with ``peers`` on ``net``; ``replication`` entries go
     into that section, ``extra`` are further settings (e.g. ``operational_webhooks``);
-    ``reads`` restricts the features it reads (core.capabilities; BASELINE: as 0.1.0)."""
+    ``reads`` restricts the features it reads (core.capabilities; BASELINE: as 0.1.0);
+    ``sender``: a RecordingSender unless given."""
     settings = load_settings(
         None,
         **(extra or {}),
@@ -69,7 +71,7 @@ def make_node(
         rng=rng,
         ids=UlidSource(clock, rng),
         transport=net.transport(region),
-        sender=RecordingSender(),
+        sender=sender or RecordingSender(),
         resolver=StaticResolver(),
         **({} if reads is None else {"reads": reads}),
     )

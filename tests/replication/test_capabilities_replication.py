@@ -76,8 +76,9 @@ async def test_a_region_holding_the_set_back_is_reported_once(net, started, capl
         started.append(n)
     published: list[tuple[str, dict]] = []
 
-    async def publish(tenant: str, event_type: str, payload: dict) -> None:
+    async def publish(tenant: str, event_type: str, payload: dict, event_id: str | None) -> dict:
         published.append((event_type, payload))
+        return payload  # accepted (None: an event of that id was held already)
 
     a.ops.publish = publish
     await eventually(lambda: len(published) == 1)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from regionsync.adapters import sqlite_store
+from regionsync.adapters import sqlite_checkpoint, sqlite_store
 from regionsync.adapters.sqlite_store import PAGE_SIZE, SqliteStore
 from regionsync.core.model import Event, Record, WriteBatch
 
@@ -164,7 +164,9 @@ async def test_the_checkpointer_keeps_the_wal_short(
     off) it holds every commit. WAL_SIZE_LIMIT 0 cuts the file back at each start-over."""
     monkeypatch.setattr(sqlite_store, "WRITER_CHECKPOINT_PAGES", 1_000_000)
     monkeypatch.setattr(sqlite_store, "WAL_SIZE_LIMIT", 0)  # the file shows the WAL's length
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 64 * 1024 if checkpointer else 1 << 40)
+    monkeypatch.setattr(
+        sqlite_checkpoint, "CHECKPOINT_BYTES", 64 * 1024 if checkpointer else 1 << 40
+    )
     path = tmp_path / "n.db"
     store = SqliteStore(path)
     await store.open("r", new_incarnation=1)
@@ -172,16 +174,17 @@ async def test_the_checkpointer_keeps_the_wal_short(
     try:
         for first in range(0, 1000, 100):  # ~4 MB of events and log records
             await commit_events(store, batches=10, first=first)
-            if store._checkpoint is not None:
-                await store._checkpoint  # a pause in the commits: the pass in flight ends
+            passes = store.checkpointer
+            if passes.in_flight is not None:
+                await passes.in_flight  # a pause in the commits: the pass in flight ends
             if checkpointer:  # that pass may have started before the group's last commits
-                store._after_commit(sqlite_store.CHECKPOINT_BYTES)  # (a loaded machine):
-                await store._checkpoint  # one more, as the next commit's bytes would start
+                passes.after_commit(sqlite_checkpoint.CHECKPOINT_BYTES)  # (a loaded machine):
+                await passes.in_flight  # one more, as the next commit's bytes would start
             sizes.append(wal_size(path))
         if checkpointer:  # at most the frames of one group of 100 events (1.1-1.8 MB here)
-            assert store.checkpoints >= 10 and max(sizes) < 2_500_000
+            assert store.checkpointer.checkpoints >= 10 and max(sizes) < 2_500_000
         else:  # every group's frames (~1.2 MB each)
-            assert store.checkpoints == 0 and sizes[-1] > 10_000_000
+            assert store.checkpointer.checkpoints == 0 and sizes[-1] > 10_000_000
     finally:
         await store.close()
     assert wal_size(path) == 0  # the last close checkpointed and removed it
@@ -195,26 +198,26 @@ async def test_the_writer_restarts_a_wal_that_commits_never_leave(
     """Commits back to back: a pass on the other thread always ends behind the writer, so
     the writer's own checkpoint at WRITER_CHECKPOINT_PAGES bounds the WAL."""
     monkeypatch.setattr(sqlite_store, "WRITER_CHECKPOINT_PAGES", 64)  # 512 KiB
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 64 * 1024)
+    monkeypatch.setattr(sqlite_checkpoint, "CHECKPOINT_BYTES", 64 * 1024)
     path = tmp_path / "n.db"
     store = SqliteStore(path)
     await store.open("r", new_incarnation=1)
     await commit_events(store, batches=100)
-    assert store.checkpoints > 0 and wal_size(path) < 1_500_000
+    assert store.checkpointer.checkpoints > 0 and wal_size(path) < 1_500_000
     await store.close()
 
 
 async def test_close_waits_for_a_checkpoint_in_flight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 1)
+    monkeypatch.setattr(sqlite_checkpoint, "CHECKPOINT_BYTES", 1)
     path = tmp_path / "n.db"
     store = SqliteStore(path)
     await store.open("r", new_incarnation=1)
     await commit_events(store, batches=1)
-    assert store._checkpoint is not None  # started by the commit, not yet done
+    assert store.checkpointer.in_flight is not None  # started by the commit, not yet done
     await store.close()
-    assert store.checkpoints == 1 and wal_size(path) == 0
+    assert store.checkpointer.checkpoints == 1 and wal_size(path) == 0
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 10
 
@@ -225,11 +228,11 @@ _COMMITTER = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from regionsync.adapters import sqlite_store
+    from regionsync.adapters import sqlite_checkpoint
     from regionsync.adapters.sqlite_store import SqliteStore
     from regionsync.core.model import Event, Record, WriteBatch
 
-    sqlite_store.CHECKPOINT_BYTES = 16 * 1024
+    sqlite_checkpoint.CHECKPOINT_BYTES = 16 * 1024
     PAYLOAD = b'{"k":"' + b"x" * 2000 + b'"}'
 
     async def main() -> None:
@@ -240,7 +243,7 @@ _COMMITTER = textwrap.dedent(
             events = [Event(f"evt_{i:05}", "acme", "a.b", PAYLOAD, "r", i) for i in n]
             records = [Record("r:1", i + 1, "event", PAYLOAD, (i, 0)) for i in n]
             await store.commit(WriteBatch(events=events, records=records))
-            print(n[-1], store.checkpoints, flush=True)
+            print(n[-1], store.checkpointer.checkpoints, flush=True)
 
     asyncio.run(main())
     """

@@ -318,6 +318,30 @@ async def test_sqlite_attempt_request_headers_added_to_an_existing_file(tmp_path
         await s.close()
 
 
+async def test_list_attempts_in_both_orders_with_cursor(store) -> None:
+    """Issue 43: the attempt log newest first (``descending``) pages before its cursor
+    exactly as the oldest-first one pages after it."""
+    rows = [Attempt(f"dlv_{i % 3}", i // 3 + 1, 10 + i // 2, REGION, 500, 1.0, "http_500", "",
+                    "ep_1") for i in range(9)]  # fmt: skip
+    await store.commit(WriteBatch(attempts=rows))
+    asc = await store.list_attempts("ep_1", None, None, None, 100)
+    desc = await store.list_attempts("ep_1", None, None, None, 100, descending=True)
+    assert len(asc) == 9 and desc == asc[::-1]
+    keys = [(a.at_ms, a.delivery_id, a.n) for a in asc]
+    assert keys == sorted(keys)
+    for descending, want in ((False, asc), (True, desc)):
+        got, after = [], None
+        while True:
+            page = await store.list_attempts("ep_1", None, None, after, 2, descending)
+            got += page
+            if len(page) < 2:
+                break
+            after = (page[-1].at_ms, page[-1].delivery_id, page[-1].n)
+        assert got == want
+    since = await store.list_attempts("ep_1", None, 13, None, 100, descending=True)
+    assert since == [a for a in desc if a.at_ms >= 13]
+
+
 async def test_upsert_replaces_delivery(store) -> None:
     await store.commit(WriteBatch(deliveries=[_delivery(1)]))
     done = _delivery(1, DeliveryStatus.DELIVERED, at=None)  # type: ignore[arg-type]

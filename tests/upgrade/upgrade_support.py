@@ -284,8 +284,13 @@ async def api_snapshot(client: httpx.AsyncClient) -> dict[str, Any]:
             assert resp.status_code == 200, resp.text
             events.append({**e, "full": resp.json()})
         deliveries = await pages(client, f"{base}/deliveries")
+        # oldest first whatever the release's default order (newest first since 0.2.0,
+        # issue 43; a 0.1.0 node refuses the order parameter)
         attempts = {
-            d["id"]: await pages(client, f"{base}/deliveries/{d['id']}/attempts")
+            d["id"]: sorted(
+                await pages(client, f"{base}/deliveries/{d['id']}/attempts"),
+                key=lambda a: (a["at"], a["generation"], a["n"]),
+            )
             for d in deliveries
         }
         out["of_tenant"][t["id"]] = {

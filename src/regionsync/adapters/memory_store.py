@@ -345,8 +345,16 @@ class MemoryStore:
         since_ms: int | None,
         after: tuple[int, str, int] | None,
         limit: int,
+        descending: bool = False,
     ) -> list[Attempt]:
         self._check()
+
+        def beyond(a: Attempt) -> bool:
+            if after is None:
+                return True
+            at = (a.at_ms, a.delivery_id, a.n)
+            return at < after if descending else at > after
+
         rows = sorted(
             (
                 a
@@ -354,9 +362,10 @@ class MemoryStore:
                 if a.endpoint_id == endpoint_id
                 and (succeeded is None or (a.error is None) == succeeded)
                 and (since_ms is None or a.at_ms >= since_ms)
-                and (after is None or (a.at_ms, a.delivery_id, a.n) > after)
+                and beyond(a)
             ),
             key=lambda a: (a.at_ms, a.delivery_id, a.n),
+            reverse=descending,
         )
         return rows[:limit]
 

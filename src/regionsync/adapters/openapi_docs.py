@@ -6,6 +6,7 @@ The request bodies document themselves (routes/bodies.py: the models that judge 
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,33 @@ from pydantic import BaseModel, Field
 from ..core.model import DeliveryStatus
 from ..errors import NotFound
 
-__all__ = ["DOCS_DIR", "IDEMPOTENCY_KEY", "PROBLEM_RESPONSES", "TIME_DOC", "install_docs"]
+__all__ = [
+    "DOCS_DIR",
+    "IDEMPOTENCY_KEY",
+    "PROBLEM_RESPONSES",
+    "TIME_DOC",
+    "install_docs",
+    "swagger_ui_dir",
+]
 
 DOCS_DIR = Path(__file__).resolve().parent / "apidocs"  # the /docs page and its initializer
-_SWAGGER = {  # what the page loads of swagger-ui-bundle's files
-    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
-    "swagger-ui.css": "text/css; charset=utf-8",
-    "favicon-32x32.png": "image/png",
+# what the page loads of the Swagger UI 5 files vendored by fastapi-offline (its
+# ``static`` folder; OpenAPI 3.1 needs Swagger UI 5, issue 43): name -> (file, media)
+_SWAGGER = {
+    "swagger-ui-bundle.js": ("swagger-ui-bundle.js", "text/javascript; charset=utf-8"),
+    "swagger-ui.css": ("swagger-ui.css", "text/css; charset=utf-8"),
+    "favicon.png": ("favicon.png", "image/png"),
 }
+
+
+def swagger_ui_dir() -> Path:
+    """The folder of the vendored Swagger UI files (the package is located, not imported:
+    it imports FastAPI's app class to build pages we do not use). RuntimeError if it is
+    not installed."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("fastapi-offline is not installed (pyproject.toml dependencies)")
+    return Path(spec.origin).parent / "static"
 
 
 TIME_DOC = "RFC 3339 time (e.g. 2026-01-01T00:00:00Z)"  # how parameters and bodies read
@@ -90,6 +110,13 @@ _QUERY: dict[str, dict[str, Any]] = {
         "description": "the `next` of the previous page, as returned",
     },
     "status": {"type": "string", "enum": [s.value for s in DeliveryStatus]},
+    "order": {
+        "type": "string",
+        "enum": ["asc", "desc"],
+        "default": "desc",
+        "description": "`desc`: newest first; `asc`: oldest first; a page's `next` "
+        "continues in the order asked",
+    },
     "event_type": {
         "type": "string",
         "minLength": 1,
@@ -117,15 +144,14 @@ _UNAUTHENTICATED = ("/healthz", "/readyz", "/metrics", "/in/{source}")
 
 
 def install_docs(app: FastAPI) -> None:
-    """``/docs``: Swagger UI (the page and its initializer in ``apidocs/``, the bundle
-    from the assets vendored by ``swagger-ui-bundle``, no CDN) under ``/docs/assets``,
-    over ``/openapi.json``, whose document declares the ``bearerAuth`` scheme (every
-    operation but the unauthenticated ones requires it). Only the files the page loads
-    are served (the package's own index and OAuth pages are not)."""
-    from swagger_ui_bundle import swagger_ui_path
-
-    assets = {name: (Path(swagger_ui_path) / name, media) for name, media in _SWAGGER.items()}
-    assets["init.js"] = (DOCS_DIR / "init.js", _SWAGGER["swagger-ui-bundle.js"])
+    """``/docs``: Swagger UI 5 (the page and its initializer in ``apidocs/``, the bundle
+    from the assets vendored by ``fastapi-offline``, no CDN) under ``/docs/assets``, over
+    ``/openapi.json`` (OpenAPI 3.1), whose document declares the ``bearerAuth`` scheme
+    (every operation but the unauthenticated ones requires it). Only the files the page
+    loads are served."""
+    static = swagger_ui_dir()
+    assets = {name: (static / file, media) for name, (file, media) in _SWAGGER.items()}
+    assets["init.js"] = (DOCS_DIR / "init.js", _SWAGGER["swagger-ui-bundle.js"][1])
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> FileResponse:
@@ -277,7 +303,11 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         endpoint=_STR,
         status={"enum": _DELIVERY_STATUSES},
         attempts=_INT,
-        next_attempt_at=_null(_TIME),
+        next_attempt_at={
+            **_null(_TIME),
+            "description": "pending: when the custodian attempts it next (asked in another "
+            "region: the replicated schedule while it is ahead, else null)",
+        },
         region=_STR,
         custodian=_null(_STR),
         generation=_INT,
@@ -396,7 +426,14 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     ),  # fmt: skip
     "RegionRow": {
         "type": "object",
-        "properties": {"region": _STR, "reached": _BOOL, "error": _null(_STR)},
+        "properties": {
+            "region": _STR,
+            "reached": _BOOL,
+            "error": _null(_STR),
+            # an unreached peer's agreement is this node's last state-digest verdict
+            "digest_at": _null(_TIME),
+            "digest_age_s": _null(_NUM),
+        },
         "required": ["region", "reached"],
     },  # fmt: skip
     "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),

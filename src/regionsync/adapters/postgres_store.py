@@ -487,8 +487,9 @@ class PostgresStore(DeliveryClaims):
         since_ms: int | None,
         after: tuple[int, str, int] | None,
         limit: int,
+        descending: bool = False,
     ) -> list[Attempt]:
-        sql, args = Q.endpoint_attempts(endpoint_id, succeeded, since_ms, after, limit)
+        sql, args = Q.endpoint_attempts(endpoint_id, succeeded, since_ms, after, limit, descending)
         return [Attempt(*r) for r in await self._fetch(sql, args)]
 
     async def purge_attempts(self, before_ms: int, limit: int) -> int:

@@ -225,13 +225,18 @@ class Queries:
         since_ms: int | None,
         after: tuple[int, str, int] | None,
         limit: int,
+        descending: bool = False,
     ) -> Query:
         s = _Select(f"SELECT {ATTEMPT_COLS} FROM attempts WHERE endpoint_id = ?", endpoint_id)
         if succeeded is not None:
             s.add(" AND error IS NULL" if succeeded else " AND error IS NOT NULL")
         s.where("at_ms >= ?", since_ms)
         if after is not None:
-            s.add(" AND (at_ms, delivery_id, n) > (?, ?, ?)", *after)
+            s.add(f" AND (at_ms, delivery_id, n) {'<' if descending else '>'} (?, ?, ?)", *after)
+        if descending:
+            return self._done(
+                s.add(" ORDER BY at_ms DESC, delivery_id DESC, n DESC LIMIT ?", limit)
+            )
         return self._done(s.add(" ORDER BY at_ms, delivery_id, n LIMIT ?", limit))
 
     def audit(

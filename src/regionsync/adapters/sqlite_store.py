@@ -7,8 +7,8 @@ Writes go through one connection, serialized by a lock; reads use two other conn
 (the second for the outcome recorder's reads by id), so they never see a transaction that
 has not committed (WAL readers see the last committed snapshot) and never queue behind a
 commit. Hot multi-row reads come back as one JSON row (``_json_rows``).
-WAL checkpoints run on a thread of their own (``CHECKPOINT_BYTES``), so a commit seldom
-waits for one; the writer's own, every ``WRITER_CHECKPOINT_PAGES``, lets the WAL start over.
+WAL checkpoints run on a thread of their own (adapters/sqlite_checkpoint.py), so a commit
+seldom waits for one; the writer's own, every ``WRITER_CHECKPOINT_PAGES``, lets the WAL start over.
 
 Signing secrets are encrypted at rest when the store has a key ring (``keys``; the node
 always passes one, adapters/secretbox.py): a registry row whose key holds a secret
@@ -48,6 +48,7 @@ from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import DELIVERY_COLS, SQLITE, Queries, counts_of, delivery_of, prefixed
+from .sqlite_checkpoint import WalCheckpointer
 from .sqlite_commit import COMMIT_IN, COMMIT_TRIGGER, commit_args, forget_origins
 from .sqlite_schema import immediate, upgrade
 
@@ -62,12 +63,6 @@ PAGE_SIZE = 8192
 VACUUM_PAGES = 2048  # pages (16 MiB) given back per log truncation at most
 TRUNCATE_CHUNK = 500  # log records deleted per transaction (a few ms here)
 VACUUM_CHUNK = 256  # pages given back per transaction (the write lock is let go between)
-# bytes committed (blobs and JSON handed to SQLite) after which a PASSIVE checkpoint starts
-# on the checkpointer thread. SQLite's own (wal_autocheckpoint, 1,000 pages) ran in the
-# committing thread: every publish queued behind it waited for its writes and fsync (p99
-# at half rate 16-18 ms with it, 5-9 ms with this, bench/ingest.py; issue 17). Passes
-# must be small: one every 100 commits of a paced run gave a p99 of 18-21 ms.
-CHECKPOINT_BYTES = 256 * 1024
 # WAL pages after which the writer checkpoints after its commit (wal_autocheckpoint). The
 # WAL starts over only at a commit that finds every frame copied, which a pass on the
 # other thread never leaves behind while commits come back to back; the writer's pass then
@@ -106,12 +101,7 @@ class SqliteStore:
         # thread hop, and sqlite3 releases the GIL while it fsyncs
         self._writer: ThreadPoolExecutor | None = None
         self._write = asyncio.Lock()
-        # WAL checkpoints: their own connection and thread (CHECKPOINT_BYTES)
-        self._checkpointer: ThreadPoolExecutor | None = None
-        self._cdb: sqlite3.Connection | None = None
-        self._checkpoint: asyncio.Future[None] | None = None  # the pass in flight
-        self._unchecked = 0  # bytes committed since the last pass started
-        self.checkpoints = 0  # passes completed
+        self.checkpointer = WalCheckpointer(self.path)  # their own connection and thread
         self._origins: set[str] = set()  # origins present in the log (kept, not scanned)
 
     @property
@@ -137,10 +127,7 @@ class SqliteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
         await self._run(self._open_writer)
-        self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
-        self._cdb = await asyncio.get_running_loop().run_in_executor(
-            self._checkpointer, self._connect_checkpointer
-        )
+        await self.checkpointer.open()
         self._rdb = await self._reader()
         self._sdb = await self._reader()
         self._origins = {
@@ -253,52 +240,11 @@ class SqliteStore:
             [(str(incarnation),)],
         )
 
-    def _connect_checkpointer(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA synchronous=FULL")  # the pass fsyncs the database file
-        return db
-
-    def _checkpoint_pass(self) -> None:
-        """One PASSIVE checkpoint (SQLite docs, "PRAGMA wal_checkpoint"): copies what it can
-        of the WAL into the database without waiting for readers or the writer; the WAL
-        starts over at the next commit once every frame is copied."""
-        if self._cdb is not None:
-            self._cdb.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-
-    def _after_commit(self, written: int) -> None:
-        """Count ``written`` bytes; start a checkpoint pass if CHECKPOINT_BYTES have been
-        committed since the last one started and none is in flight."""
-        self._unchecked += written
-        if self._unchecked < CHECKPOINT_BYTES or self._checkpoint or not self._checkpointer:
-            return
-        self._unchecked = 0
-        self._checkpoint = fut = asyncio.get_running_loop().run_in_executor(
-            self._checkpointer, self._checkpoint_pass
-        )
-        fut.add_done_callback(self._checkpoint_done)
-
-    def _checkpoint_done(self, fut: asyncio.Future[None]) -> None:
-        self._checkpoint = None
-        if fut.cancelled():
-            return
-        if (err := fut.exception()) is not None:  # the writer's backstop checkpoints
-            log.warning("WAL checkpoint failed: %s", err)
-        else:
-            self.checkpoints += 1
-
     async def close(self) -> None:
         for reader in (self._rdb, self._sdb):
             if reader is not None:
                 await reader.close()
-        if self._checkpointer is not None:  # before the writer: its close checkpoints last
-            if self._checkpoint is not None:
-                await asyncio.wait([self._checkpoint])
-            if self._cdb is not None:
-                await asyncio.get_running_loop().run_in_executor(
-                    self._checkpointer, self._cdb.close
-                )
-            self._checkpointer.shutdown(wait=True)
-        self._cdb = self._checkpointer = None
+        await self.checkpointer.close()  # before the writer: its close checkpoints last
         if self._db is not None:
             await self._run(self._db.close)
         if self._writer is not None:
@@ -314,7 +260,7 @@ class SqliteStore:
         async with self._write:
             written = await self._run(self._commit, batch)
             self._origins.update(r.origin for r in batch.records)
-            self._after_commit(written)
+            self.checkpointer.after_commit(written)
 
     def _commit(self, batch: WriteBatch) -> int:
         """Write ``batch`` in one transaction; the bytes handed to SQLite (blobs and JSON)."""
@@ -570,8 +516,9 @@ class SqliteStore:
         since_ms: int | None,
         after: tuple[int, str, int] | None,
         limit: int,
+        descending: bool = False,
     ) -> list[Attempt]:
-        sql, args = Q.endpoint_attempts(endpoint_id, succeeded, since_ms, after, limit)
+        sql, args = Q.endpoint_attempts(endpoint_id, succeeded, since_ms, after, limit, descending)
         return [Attempt(*r) for r in await self.rdb.execute_fetchall(sql, args)]
 
     async def purge_attempts(self, before_ms: int, limit: int) -> int:

@@ -119,8 +119,10 @@ def step(h: Health, event: str, now_ms: int, policy: HealthPolicy = HealthPolicy
 
 def behind(h: Health, replicated: str) -> bool:
     """Is a region's health view ``h`` of an endpoint behind the endpoint's replicated
-    state ``replicated`` (``EndpointView.state``)? A paused, failing or disabled view is,
-    once the registry says otherwise: resumed, re-enabled, reset by a new url or found
-    healthy, in any region (the region's own transitions write the registry as they
-    happen, so they agree). An active view is the region's own evidence: kept."""
-    return h.state != "active" and h.state != replicated
+    state ``replicated`` (``EndpointView.state``)? Whenever they differ: the replicated
+    state is the cluster's judgement (every region writes its own transitions to the
+    registry as it makes them, so they agree). A view found behind is replaced by the
+    replicated state: a region whose own failures are still below the threshold takes
+    over a failing endpoint as failing, so only a success ends that (issue 43: an active
+    view kept beside a failing registry answered a failure with ``endpoint.recovered``)."""
+    return h.state != replicated

@@ -263,13 +263,23 @@ class Ingest:
         await self._settle(accepted, self.catalog.registry.ack_policy(tenant_id) == "one-remote")
         return accepted.event, True
 
-    async def publish_internal(self, tenant_id: str, event_type: str, payload: Any) -> Event:
+    async def publish_internal(
+        self, tenant_id: str, event_type: str, payload: Any, event_id: str | None = None
+    ) -> Event | None:
         """Accept an event the node raises itself (operational webhooks): no admission,
-        rate limit or catalog check; durable before it returns. NotFound (tenant)."""
+        rate limit or catalog check; durable before it returns. ``event_id``: an id every
+        region derives alike (core.operational), None when an event of that id is held
+        (accepted here or replicated). NotFound (tenant)."""
+        if event_id is not None and await self.store.get_event(event_id) is not None:
+            return None
         text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         async with self.writer.local_lock():
             self.catalog.require_tenant(tenant_id)
-            accepted = self._accept(tenant_id, event_type, text, "", None, payload_obj=payload)
+            if event_id is not None and event_id in self._pending_events:
+                return None
+            accepted = self._accept(
+                tenant_id, event_type, text, "", None, event_id, payload_obj=payload
+            )
         await self._settle(accepted, False)
         return accepted.event
 

@@ -21,6 +21,7 @@ The parts (each its own module) receive only what they use:
 | ``listing`` (listing.Listing) | newest-first list and search pages |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
 | ``ops`` (operational.OperationalEvents) | operational webhooks (queue, publishing task) |
+| ``health_reports`` (health_reports.HealthReports) | endpoint health events for the cluster |
 | ``telemetry`` (telemetry.Telemetry, on the writer) | latency histograms, spans |
 | ``cohort`` (cohort.Cohort, processes sharing a database) | following the others, the role |
 
@@ -47,6 +48,7 @@ from .cohort import Cohort, Coordinator
 from .custody import Custody
 from .delivery import DeliveryWorker
 from .event_types import EventTypeOps
+from .health_reports import HealthReports
 from .ingest import Ingest
 from .links import Links
 from .listing import Listing
@@ -117,7 +119,29 @@ class Node:
             self.view.cohort = self.cohort
             self.removals.processes = self._processes
             self.ingest.following = lambda: self.following
+        self.health_reports: HealthReports | None = None
+        if self.ops.enabled:  # no watcher when off (simulator traces stay as they were)
+            self._wire_health_reports()
         self.started = False
+
+    def _wire_health_reports(self) -> None:
+        """Endpoint health events, once per transition for the cluster: reported by the
+        endpoint's reporter among the regions this one does not suspect, by the process
+        holding the replication role (runtime/health_reports.py)."""
+        opts = self.settings.replication
+
+        def live() -> list[str]:
+            suspects = self.custody.suspects()
+            return [self.region, *(p for p in self.peers if p not in suspects)]
+
+        reports = HealthReports(
+            self.region, self.catalog, self.ops, self.cluster_clock, live,
+            lambda: self.cohort is None or self.cohort.leading,
+            2 * opts.failover_after_s + opts.custody_interval_s,
+        )  # fmt: skip
+        self.catalog.watchers.append(reports.changed)
+        self.delivery.recorder.reports = reports
+        self.health_reports = reports
 
     def _wire_shared(self, coordinator: Coordinator | None) -> None:
         """What the parts share: counters, peer statuses, the catalog, the delivery queue,
@@ -234,6 +258,8 @@ class Node:
             incarnation, fresh = await self.coordinator.allocate_actor(self.clock.wall_ms()), True
         self.catalog.load(await store.load_registry())
         heap.settle(len(self.catalog.registry))  # not walked by every full collection
+        if self.health_reports is not None:
+            self.health_reports.load()
         self.view.registry_hash.read()  # a large registry's hash: in slices from now on
         writer.open(self.region, incarnation, await store.load_version_vector())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
@@ -277,6 +303,10 @@ class Node:
         ]
         if self.ops.enabled:  # no task when off (simulator traces stay as they were)
             parts.append((False, self.ops.run, "operational"))
+        if self.health_reports is not None:
+            beat_s = self.settings.replication.custody_interval_s
+            reports = self.health_reports
+            parts.append((False, lambda: reports.run(beat_s), "health-reports"))
         if self.coordinator is not None:
             parts.append((False, self._local_reads, "local-reads"))
         if self.settings.peers:  # the anti-entropy tree, built once, then kept by commits

@@ -6,8 +6,10 @@ stored deliveries, one hold of the write lock, one own record per delivery (deli
 and attempt, replicated as before) plus one ``registry`` record with the batch's usage
 counter moves summed per (tenant, counter), all in one WriteBatch, so one atomic group
 commit. ``record`` returns once that commit is durable (it raises what the commit raised).
-Operational events of the batch (endpoint health transitions, dead deliveries;
-core.operational) are emitted once it is durable, once per transition this region wrote.
+Dead deliveries of the batch are emitted as operational events (core.operational) once
+it is durable, under an event id every region derives alike; endpoint health transitions
+are reported for the cluster by runtime/health_reports.py, told here which health input
+made the transitions this region writes (``reports.hint``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from crdt import CRDT
 from ..core.health import Health, HealthPolicy, behind
 from ..core.health import step as health_step
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
-from ..core.operational import health_transition
+from ..core.operational import health_transition, operational_event_id
+from .health_reports import HealthReports
 from .operational import OperationalEvents
 from .ports import Clock, LocalWriter, Store
 from .state import Catalog, DeliveryQueue
@@ -33,7 +36,8 @@ log = logging.getLogger("regionsync.delivery")
 
 MAX_BATCH = 256  # outcomes per write-lock hold and WriteBatch
 
-_Emit = tuple[str, dict[str, Any], str]  # operational event: (type, data, tenant)
+# operational event: (type, data, tenant, event id)
+_Emit = tuple[str, dict[str, Any], str, str]
 
 
 @dataclass(slots=True)
@@ -70,6 +74,7 @@ class OutcomeRecorder:
         self.shared = shared
         self.store, self.clock, self.policy, self.ops = store, clock, policy, ops
         self.health_url: dict[str, str] = {}  # endpoint id -> url its health view is of
+        self.reports: HealthReports | None = None  # set by the node with operational events
         self._pending: list[tuple[Outcome, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._settling: set[asyncio.Task[None]] = set()
@@ -188,13 +193,13 @@ class OutcomeRecorder:
                 self.catalog, self.queue, self.health_url, self.writer,
                 d.endpoint_id, o.health_event, now, self.policy,
             )  # fmt: skip
-            if change is not None:
-                emits.append((change, {"tenant": d.tenant, "endpoint": d.endpoint_id,
-                                       "trigger": o.health_event}, d.tenant))  # fmt: skip
+            if change is not None and o.health_event and self.reports is not None:
+                self.reports.hint(d.endpoint_id, change, o.health_event)
             if finished and new.status is DeliveryStatus.DEAD:
                 emits.append(("delivery.dead", {
                     "tenant": d.tenant, "endpoint": d.endpoint_id, "delivery": d.id,
-                    "event": d.event_id, "attempts": new.attempts}, d.tenant))  # fmt: skip
+                    "event": d.event_id, "attempts": new.attempts}, d.tenant,
+                    operational_event_id(f"{d.id}/{new.generation}")))  # fmt: skip
             batch.deliveries.append(new)
             if attempt is not None:
                 batch.attempts.append(attempt)
@@ -224,9 +229,9 @@ class OutcomeRecorder:
         except Exception as exc:
             _fail(group, exc)
             return
-        if self.ops is not None:  # once per transition this region wrote, once durable
-            for event_type, data, tenant in emits:
-                self.ops.emit(event_type, data, tenant)
+        if self.ops is not None:  # once per dead delivery this region wrote, once durable
+            for event_type, data, tenant, event_id in emits:
+                self.ops.emit(event_type, data, tenant, event_id=event_id)
         for _, fut in group:
             if not fut.done():
                 fut.set_result(None)

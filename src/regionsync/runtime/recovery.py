@@ -140,14 +140,18 @@ class Recovery:
         since_ms: int | None,
         after: tuple[int, str, int] | None,
         limit: int,
+        descending: bool = False,
     ) -> tuple[list[Attempt], tuple[int, str, int] | None]:
-        """One page of the live endpoint's attempt log (its generation only) and the next
-        cursor ``(at_ms, delivery id, n)`` (None at the end)."""
+        """One page of the live endpoint's attempt log (its generation only; newest first
+        when ``descending``) and the next cursor ``(at_ms, delivery id, n)`` (None at the
+        end)."""
         self.catalog.endpoint(tenant_id, endpoint_id)
         live = self.catalog.registry.endpoint_gen(endpoint_id, tenant_id)
         out: list[Attempt] = []
         while True:
-            rows = await self.store.list_attempts(endpoint_id, succeeded, since_ms, after, limit)
+            rows = await self.store.list_attempts(
+                endpoint_id, succeeded, since_ms, after, limit, descending
+            )
             out.extend(a for a in rows if gen_live(a.owner_gen, live))
             if len(out) >= limit:
                 last = out[limit - 1]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from ..core import peer_session as ps
 from ..core.clock_offset import one_way_sample, round_trip_sample
@@ -162,24 +163,38 @@ async def _send_replies(links: Links, stream: PeerStream, replies: asyncio.Queue
 
 
 class PeerLink:
-    """The dialing side towards one peer: connect, push, reconnect with backoff."""
+    """The dialing side towards one peer: connect, push, reconnect with backoff.
+
+    The backoff (``reconnect_min_s`` doubling up to ``reconnect_max_s``, jittered) grows
+    only while attempts fail to reach the peer: a session that was established (the
+    peers exchanged Hellos) starts it again from ``reconnect_min_s``, and the peer
+    dialing in (``PeerStatus.redial``, also while this link was connecting or in a
+    session) cuts the next wait short, so a link to a restarted peer is up about one
+    backoff step after the peer is (issue 43: it kept a backoff grown long before and
+    dropped the peer's dial-in, ~50 s down). The link's down and up transitions are
+    logged once each, with the reason and the time down."""
 
     def __init__(self, links: Links, status: PeerStatus):
         self.links = links
         self.status = status
         self.opts = links.opts
+        self.down_since: float | None = None  # monotonic s since the link is down, if it was up
+        self.failures = 0  # attempts since it went down
+        self.ever_up = False
 
     async def run(self) -> None:
         backoff = self.opts.reconnect_min_s
         while True:
+            self.status.redial.clear()  # a dial-in from now on shortens the next wait
+            established = False
             try:
                 stream = await self.links.transport.connect(
                     self.status.address, self.opts.call_timeout_s
                 )
                 try:
-                    await _Dialer(self.links, self.status, stream).run()
-                    backoff = self.opts.reconnect_min_s
+                    await _Dialer(self.links, self.status, stream, self._up).run()
                 finally:
+                    established = self.status.connected
                     self.status.connected = False
                     await stream.close()
             except (ConnectionError, TimeoutError, OSError) as exc:
@@ -188,15 +203,48 @@ class PeerLink:
             except Exception as exc:  # a bug must not end replication to this peer
                 self.status.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("peer %s: session failed", self.status.region)
+            if established:
+                backoff = self.opts.reconnect_min_s
             delay = backoff * (0.5 + 0.5 * self.links.rng.random())
             backoff = min(backoff * 2, self.opts.reconnect_max_s)
+            self._down(established, delay)
             if await self._backoff(delay):
                 backoff = self.opts.reconnect_min_s
 
+    def _up(self) -> None:
+        """The peers exchanged Hellos: the link is up (logged when that is news)."""
+        if self.down_since is not None:
+            log.warning(
+                "link to %s up again after %.1f s down (%d failed attempt(s))",
+                self.status.region, self.links.clock.monotonic() - self.down_since,
+                self.failures,
+            )  # fmt: skip
+        elif not self.ever_up:
+            log.info("link to %s up", self.status.region)
+        self.down_since, self.failures, self.ever_up = None, 0, True
+
+    def _down(self, established: bool, delay: float) -> None:
+        """A session ended or an attempt failed; logged once, when the link goes down
+        (or first fails to come up)."""
+        if established:
+            self.down_since = self.links.clock.monotonic()
+            log.warning("link to %s down: %s; redialing in %.2f s", self.status.region,
+                        self.status.last_error or "the stream closed", delay)  # fmt: skip
+            return
+        self.failures += 1
+        if not self.ever_up and self.failures == 1:
+            log.warning("link to %s not up yet: %s; redialing with backoff (up to %.1f s)",
+                        self.status.region, self.status.last_error or "the stream closed",
+                        self.opts.reconnect_max_s)  # fmt: skip
+
     async def _backoff(self, delay: float) -> bool:
-        """Sleep ``delay`` s, or less if the peer dialed in meanwhile (True then)."""
+        """Sleep ``delay`` s, or less if the peer dials in (True then). A dial-in that came
+        while this attempt ran shortens the wait to at most ``reconnect_min_s``, never
+        to nothing (two links failing at once must not redial each other in a loop)."""
         redial = self.status.redial
-        redial.clear()
+        if redial.is_set():
+            await self.links.clock.sleep(min(delay, self.opts.reconnect_min_s))
+            return True
         waits = [
             asyncio.ensure_future(self.links.clock.sleep(delay)),
             asyncio.ensure_future(redial.wait()),
@@ -213,9 +261,16 @@ class _Dialer:
     """One session's I/O around core.peer_session: runs the actions of each step, feeds
     it what they found, and (in a reader task) the peer's messages."""
 
-    def __init__(self, links: Links, status: PeerStatus, stream: PeerStream):
+    def __init__(
+        self,
+        links: Links,
+        status: PeerStatus,
+        stream: PeerStream,
+        on_up: Callable[[], None] | None = None,
+    ):
         self.links, self.status, self.stream = links, status, stream
         self.opts = links.opts
+        self.on_up = on_up  # called once the peers exchanged Hellos
         self.state = ps.Session(status.region, status.address, ps.SessionPolicy.of(links.opts))
         self.progress = asyncio.Event()  # the peer answered (or the reader ended)
         self.wake: asyncio.Event | None = None  # new log records
@@ -382,6 +437,8 @@ class _Dialer:
         status.actor = a.actor
         status.connected, status.last_error = True, None
         status.last_contact_at_ms = links.clock.wall_ms()
+        if self.on_up is not None:
+            self.on_up()
 
     async def _wait(self, a: asyncio.Event, b: asyncio.Event | None, until: float) -> None:
         """Until ``a`` or ``b`` is set or the clock's monotonic time reaches ``until``."""

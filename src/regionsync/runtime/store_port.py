@@ -185,9 +185,11 @@ class Store(Protocol):
         since_ms: int | None,
         after: tuple[int, str, int] | None,
         limit: int,
+        descending: bool = False,
     ) -> list[Attempt]:
         """Attempts to an endpoint ordered by ``(at_ms, delivery_id, n)``, after the cursor
-        ``after``; ``succeeded`` filters on whether the attempt had no error."""
+        ``after`` (``descending``: newest first, before the cursor); ``succeeded`` filters
+        on whether the attempt had no error."""
         ...
 
     async def purge_attempts(self, before_ms: int, limit: int) -> int:

@@ -176,9 +176,37 @@ async function clusterPage() {
     const s = !rec || rec.state === "own" ? "own" : `adopted by ${rec.live.join(", ")}`;
     return suspected.has(region) ? `${s} (suspected)` : s;
   };
+  // what is known now (issue 43): a region's own hash asked now, else this node's last
+  // state-digest verdict on it, a past one, with its age; a region this node's link to is
+  // down, or that custody suspects, is shown down
+  const peerOf = new Map(c.peers.map((p) => [p.region, p]));
+  const isDown = (region) => suspected.has(region) ||
+    (peerOf.has(region) && !peerOf.get(region).connected);
+  const down = c.peers.map((p) => p.region).filter(isDown);
+  const digestAge = (r) => (r.digest_age_s === null || r.digest_age_s === undefined
+    ? "" : `, ${r.digest_age_s.toFixed(0)} s ago`);
   const agreement = (r) => {
     if (r.reached) return r.agrees ? "agrees" : "DIFFERS";
-    return { true: "agrees (digest)", false: "DIFFERS (digest)", null: "not compared yet" }[r.agrees];
+    return { true: `agreed (last digest${digestAge(r)})`,
+      false: `DIFFERED (last digest${digestAge(r)})`, null: "not compared yet" }[r.agrees];
+  };
+  const agreementLine = () => {
+    const rows = all.items.filter((r) => r.region !== c.region);
+    if (down.length) {
+      const ages = rows.filter((r) => down.includes(r.region)).map((r) =>
+        `${r.region}: ${agreement(r)}`).join("; ");
+      return ["bad", `${down.join(", ")} DOWN (not connected to this region` +
+        `${down.some((r) => suspected.has(r)) ? ", suspected" : ""}): its registry's ` +
+        `agreement now is unknown (${ages})`];
+    }
+    if (rows.every((r) => r.reached && r.agrees === true)) {
+      return ["ok", "every region's registry agrees with this region's"];
+    }
+    if (rows.every((r) => r.agrees === true)) {
+      return ["warn", "every region agreed at its last state digest; " +
+        `not asked now: ${rows.filter((r) => !r.reached).map((r) => r.region).join(", ")}`];
+    }
+    return ["warn", "not every region agrees yet (see below)"];
   };
   const caps = c.capabilities || { release: "?", features: [], effective: [], held_back_by: [] };
   // a peer's release from its last Hello: null if not heard since start, "" before 0.2.0
@@ -195,7 +223,7 @@ async function clusterPage() {
       refused: p.refused, repair: p.repair, version: versionOf(p.version), features: p.features });
   }
   const held = caps.held_back_by || [];
-  const allAgree = all.items.every((r) => r.agrees === true);
+  const [agreeClass, agreeText] = agreementLine();
   show(
     h("h1", {}, `Cluster as ${c.region} sees it`),
     h("dl", { class: "kv" },
@@ -204,9 +232,7 @@ async function clusterPage() {
         c.registry_hash_age_s ? ` (${c.registry_hash_age_s.toFixed(1)} s old)` : ""),
       h("dt", {}, "registry digest"), h("dd", {}, h("code", {}, c.registry_digest || "-")),
       h("dt", {}, "registry agreement"),
-      h("dd", { id: "agreement", class: allAgree ? "ok" : "warn" },
-        allAgree ? "every region's registry agrees with this region's"
-          : "not every region agrees yet (see below)"),
+      h("dd", { id: "agreement", class: agreeClass }, agreeText),
       h("dt", {}, "events held"), h("dd", {}, text(c.counts && c.counts.events)),
       h("dt", {}, "features in use"),
       h("dd", { id: "features", class: held.length ? "warn" : "ok" },
@@ -231,7 +257,8 @@ async function clusterPage() {
         const o = own.get(r.region);
         if (r.self) return "-";
         const v = o ? agreement(o) : "-";
-        return h("span", { class: v.startsWith("agrees") ? "ok" : "warn", "data-agrees": v }, v);
+        const cls = isDown(r.region) ? "bad" : v === "agrees" ? "ok" : "warn";
+        return h("span", { class: cls, "data-agrees": v }, v);
       }],
       ["its links up", (r) => {
         const o = own.get(r.region);
@@ -248,11 +275,14 @@ async function clusterPage() {
         { "data-version": r.version, class: held.includes(r.region) ? "warn" : "" }, r.version)],
       ["features", (r) => (r.features ? r.features.join(", ") || "baseline" : "-")],
       ["last error", (r) => text(r.error)],
-    ], rows.map((r) => ({ ...r, __attrs: { "data-region": r.region } })), { id: "regions" }),
+    ], rows.map((r) => ({ ...r, __attrs: isDown(r.region)
+      ? { "data-region": r.region, "data-down": "true", class: "bad" }
+      : { "data-region": r.region } })), { id: "regions" }),
     h("p", { class: "muted" },
       "connected, records behind and last contact are this node's links. A peer's own " +
-      "registry hash is asked at the http_url of its [[peers]] entry; without one, " +
-      "agreement comes from the state digests exchanged over replication."));
+      "registry hash is asked at the http_url of its [[peers]] entry; when it cannot be " +
+      "asked, agreement is this node's last state-digest verdict, with its age. A region " +
+      "shown down is one this node's link to is down or that custody suspects."));
 }
 
 async function tenantsPage() {

@@ -46,7 +46,8 @@ def build(ctx: ApiContext) -> APIRouter:
         ``error`` when it has no http_url, cannot be reached or refuses), its
         ``registry_hash``, ``registry_digest`` (None from an earlier release), ``agrees``
         (equal to this node's digest, or hash if either lacks one; for an unreached peer the
-        state-digest verdict of this node, None if never compared), ``version_vector`` and
+        state-digest verdict of this node, None if never compared, with ``digest_at`` and
+        ``digest_age_s``: a past verdict, issue 43), ``version_vector`` and
         ``peers_connected``/``peers_total`` of its own links."""
         ctx.auth.check(request)
         return await _regions(node, request.headers.get("authorization"))
@@ -149,13 +150,17 @@ async def _regions(node: Node, auth: str | None) -> dict[str, Any]:
             "version_vector": c["version_vector"],
             "peers_connected": sum(1 for p in c["peers"] if p["connected"]),
             "peers_total": len(c["peers"]),
+            "digest_at": None, "digest_age_s": None,  # compared now, not by a past digest
         }  # fmt: skip
 
     async def ask(client: httpx.AsyncClient, peer: Any, status: Any) -> dict[str, Any]:
+        at = status.last_digest_at_ms  # on the raw clock, as links keep it
+        age = None if at is None else round(max(node.clock.wall_ms() - at, 0) / 1000, 1)
         out = {"region": peer.region, "http_url": peer.http_url, "reached": False,
                "registry_hash": None, "registry_digest": None,
                "agrees": status.state_agrees, "version_vector": None,
-               "peers_connected": None, "peers_total": None}  # fmt: skip
+               "peers_connected": None, "peers_total": None,
+               "digest_at": rfc3339(at), "digest_age_s": age}  # fmt: skip
         if peer.http_url is None:
             return {**out, "error": "no http_url in its [[peers]] entry"}
         try:

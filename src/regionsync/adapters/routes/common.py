@@ -428,13 +428,19 @@ def delivery_json(node: Node, d: Delivery) -> dict[str, Any]:
 
     ``next_attempt_at`` of a pending delivery whose custodian is this region and whose
     endpoint this region sees failing is no earlier than the endpoint's next probe: the
-    attempt waits for it (README, endpoint health)."""
+    attempt waits for it (README, endpoint health). Asked in another region, it is the
+    replicated schedule while that is ahead, and null once it has passed: the attempt is
+    the custodian's (due, in flight, or held by the endpoint's lane or probe backoff,
+    which only the custodian knows), so a time in the past would say nothing true
+    (issue 43)."""
     custodian = node.custody.custodian(d)
     next_ms = d.next_attempt_at_ms
     if next_ms is not None and d.status is DeliveryStatus.PENDING and custodian == node.region:
         health = node.queue.health.get(d.endpoint_id)
         if health is not None and health.state == "failing" and health.next_probe_ms:
             next_ms = max(next_ms, health.next_probe_ms)
+    elif next_ms is not None and next_ms <= node.cluster_clock.wall_ms():
+        next_ms = None
     return {
         "id": d.id,
         "event": d.event_id,

@@ -26,6 +26,7 @@ from .common import (
     read_object,
     seal_cursor,
 )
+from .paging import parse_order
 
 __all__ = ["build"]
 
@@ -149,15 +150,22 @@ def _one_delivery(router: APIRouter, ctx: ApiContext) -> None:
 
     @router.get("/v1/tenants/{tenant}/deliveries/{delivery}/attempts")
     async def list_attempts(
-        request: Request, tenant: str, delivery: str, limit: int = 50, cursor: str | None = None
+        request: Request,
+        tenant: str,
+        delivery: str,
+        limit: int = 50,
+        cursor: str | None = None,
+        order: str = "desc",
     ) -> dict[str, Any]:
-        """One delivery's attempts, oldest first (every generation); ``{items, next}``.
-        Each says what it sent (``request_headers``: ``name: value`` lines, the
-        ``webhook-*`` ones first, endpoint headers named like a credential redacted, at
-        most 4 KiB; ``""`` for attempts recorded before) and what came back. A ``read``
-        token sees the endpoint's header values masked (``…``) wherever they appear."""
+        """One delivery's attempts (every generation), newest first unless ``order=asc``;
+        ``{items, next}`` (``next`` continues in the order asked). Each says what it sent
+        (``request_headers``: ``name: value`` lines, the ``webhook-*`` ones first,
+        endpoint headers named like a credential redacted, at most 4 KiB; ``""`` for
+        attempts recorded before) and what came back. A ``read`` token sees the
+        endpoint's header values masked (``…``) wherever they appear."""
         caller = ctx.auth.check(request, tenant)
         page_params(limit, None)
+        newest = parse_order(order)
         after: tuple[int, int, int] | None = None
         if cursor is not None:
             parts = (open_cursor(cursor) or "").split(":")
@@ -167,8 +175,13 @@ def _one_delivery(router: APIRouter, ctx: ApiContext) -> None:
             after = (at, gen, n)
         d = await node.recovery.delivery(tenant, delivery)
         hidden = hidden_values(node, caller, tenant, d.endpoint_id)
-        attempts = [a for a in await node.store.attempts_of(delivery)
-                    if after is None or (a.at_ms, a.generation, a.n) > after]  # fmt: skip
+        attempts = await node.store.attempts_of(delivery)  # oldest first
+        if newest:
+            attempts.reverse()
+        if after is not None:
+            attempts = [a for a in attempts
+                        if ((a.at_ms, a.generation, a.n) < after) == newest
+                        and (a.at_ms, a.generation, a.n) != after]  # fmt: skip
         page = attempts[:limit]
         nxt = None
         if len(attempts) > limit:

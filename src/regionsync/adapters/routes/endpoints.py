@@ -24,6 +24,7 @@ from .common import (
     read_object,
     seal_cursor,
 )
+from .paging import parse_order
 
 __all__ = ["build"]
 
@@ -112,18 +113,22 @@ def _actions(router: APIRouter, ctx: ApiContext) -> None:
         since: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        order: str = "desc",
     ) -> dict[str, Any]:
-        """The attempt log of an endpoint: ``status`` succeeded|failed, time-ordered. A
-        ``read`` token sees the endpoint's header values masked (``…``) wherever they
-        appear."""
+        """The attempt log of an endpoint: ``status`` succeeded|failed, newest first
+        unless ``order=asc`` (``next`` continues in the order asked). A ``read`` token
+        sees the endpoint's header values masked (``…``) wherever they appear."""
         caller = ctx.auth.check(request, tenant)
         node.catalog.endpoint(tenant, endpoint)
         since_ms = page_params(limit, since)
+        newest = parse_order(order)
         if status not in (None, "succeeded", "failed"):
             raise Unprocessable("must be succeeded or failed", field="status")
         after = _log_position(cursor)
         ok = None if status is None else status == "succeeded"
-        rows, last = await node.recovery.attempts_page(tenant, endpoint, ok, since_ms, after, limit)
+        rows, last = await node.recovery.attempts_page(
+            tenant, endpoint, ok, since_ms, after, limit, newest
+        )
         nxt = None if last is None else seal_cursor(f"{last[0]}:{last[1]}:{last[2]}")
         hidden = hidden_values(node, caller, tenant, endpoint)
         return {"items": [attempt_json(a, hidden) for a in rows], "next": nxt}

@@ -28,6 +28,7 @@ __all__ = [
     "encode_cursor",
     "open_cursor",
     "page_params",
+    "parse_order",
     "parse_time",
     "seal_cursor",
     "strict_query",
@@ -65,6 +66,14 @@ def page_params(limit: int, since: str | None) -> int | None:
     if not 1 <= limit <= 1000:
         raise Unprocessable("must be in [1, 1000]", field="limit")
     return parse_time(since, "since") if since is not None else None
+
+
+def parse_order(order: str) -> bool:
+    """An attempts list's ``order``: True for ``desc`` (newest first, the default), False
+    for ``asc``; 422 naming ``order`` otherwise."""
+    if order not in ("asc", "desc"):
+        raise Unprocessable("must be asc or desc", field="order")
+    return order == "desc"
 
 
 # The path of the request being served (set by ``strict_query``, the app-wide

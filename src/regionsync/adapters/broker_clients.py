@@ -130,7 +130,7 @@ class NatsClient:
             ack = await self.js.publish(
                 d.subject, body, timeout=timeout_s, stream=d.stream or None, headers=hdrs
             )
-        except nats.errors.NoRespondersError:
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
             raise Refused(f"no JetStream stream takes subject {d.subject!r}") from None
         except nats.js.errors.APIError as exc:
             raise Refused(f"JetStream refused the message: {exc}") from None

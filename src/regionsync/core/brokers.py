@@ -185,7 +185,10 @@ def check_destination_body(body: Any, field: str = "destination") -> BrokerDesti
     url = _broker_url(body["url"], kind, f"{field}.url")
     names: dict[str, str] = {}
     for name in (*required, *optional):
-        value = body.get(name, "")
+        if name in optional and name not in body:
+            names[name] = ""
+            continue
+        value = body[name]
         pattern = _NATS_STREAM_RE if (kind, name) == ("nats", "stream") else _NAME_RE[name]
         if not isinstance(value, str) or not pattern.fullmatch(value):
             raise Unprocessable(f"must be a {name.replace('_', ' ')} of at most {NAME_MAX} "

@@ -297,3 +297,26 @@ async def test_broker_down_10s_every_event_confirmed_once(
         dups = sum(n - 1 for n in Counter(got).values())
         assert dups <= reasons["network"] + reasons["timeout"], (dups, reasons)
         assert set(got) == acked
+
+
+async def test_cli_creates_and_lists_a_broker_endpoint(tmp_path: Path) -> None:
+    from test_cli_manage import cli, ok
+
+    async with running_node(tmp_path) as api:
+        assert (await api.client.post("/v1/tenants", json={"id": "acme", "name": "A"})).is_success
+        url = f"redis://u:{PASSWORD}@127.0.0.1:6379/2"
+        out = ok(await cli(api, "--json", "endpoints", "create", "--tenant", "acme",
+                           "--destination-type", "redis", "--destination-url", url,
+                           "--stream", "orders"))  # fmt: skip
+        assert '"type": "redis"' in out and '"stream": "orders"' in out
+        listing = ok(await cli(api, "endpoints", "list", "--tenant", "acme"))
+        header, row = listing.splitlines()[:2]
+        assert header.split()[:3] == ["ID", "TYPE", "URL"]
+        assert row.split()[1:3] == ["redis", "redis://u:\u2026@127.0.0.1:6379/2"]
+        assert PASSWORD not in listing
+        bad = await cli(api, "endpoints", "create", "--tenant", "acme", "--destination-type",
+                        "nats", "--destination-url", "redis://127.0.0.1", "--subject", "a")
+        assert bad.exit_code == 1 and "destination.url" in bad.output, bad.output
+        mixed = await cli(api, "endpoints", "create", "--tenant", "acme", "--url",
+                          "http://127.0.0.1:9/", "--stream", "s")  # fmt: skip
+        assert mixed.exit_code == 2 and "--destination-type" in mixed.output

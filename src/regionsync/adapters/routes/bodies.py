@@ -309,7 +309,7 @@ class EndpointIn(Body):
 class EndpointPatch(Body):
     url: Annotated[str, Field(max_length=URL_MAX)] | SkipJsonSchema[None] = None
     destination: Destination | SkipJsonSchema[None] = Field(
-        None, description="replaces the destination (" + _DESTINATION_DOC + ")"
+        None, description="replaces the destination (as for POST); a broker endpoint changes its url here"
     )
     event_types: Annotated[_TYPES, Field(max_length=MAX_EVENT_TYPES)] | SkipJsonSchema[None] = (
         Field(None, description="replaces the whole set")

@@ -66,7 +66,8 @@ def test_password_masked_and_address_pinned() -> None:
     assert d.with_host("2001:db8::1") == "amqp://app:p%40ss@[2001:db8::1]:5671/prod"
     bare = BrokerDestination("nats", "nats://n.example", subject="a")
     assert bare.public_url() == "nats://n.example" and bare.with_host("192.0.2.1").endswith(
-        "192.0.2.1:4222")
+        "192.0.2.1:4222"
+    )
     headers = {"user-agent": "regionsync", "webhook-id": "evt_1", "x-a": "1"}
     assert broker_headers(headers) == {"webhook-id": "evt_1", "x-a": "1"}
 

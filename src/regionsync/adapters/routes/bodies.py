@@ -269,6 +269,8 @@ def _endpoint_rules(given: dict[str, Any], create: bool) -> None:
         raise Unprocessable("leave url out: a broker endpoint delivers to destination.url",
                             field="url")  # fmt: skip
     check_endpoint_fields(given)
+
+
 _FORMAT = Literal[PAYLOAD_FORMATS]  # type: ignore[valid-type]
 _RATE = Field(ge=RATE_LIMIT_PER_S[0], le=RATE_LIMIT_PER_S[1])
 _IN_FLIGHT = Field(ge=MAX_IN_FLIGHT[0], le=MAX_IN_FLIGHT[1])
@@ -309,7 +311,7 @@ class EndpointIn(Body):
 class EndpointPatch(Body):
     url: Annotated[str, Field(max_length=URL_MAX)] | SkipJsonSchema[None] = None
     destination: Destination | SkipJsonSchema[None] = Field(
-        None, description="replaces the destination (as for POST); a broker endpoint changes its url here"
+        None, description="replaces it (as for POST); a broker endpoint changes its url here"
     )
     event_types: Annotated[_TYPES, Field(max_length=MAX_EVENT_TYPES)] | SkipJsonSchema[None] = (
         Field(None, description="replaces the whole set")

@@ -9,6 +9,7 @@ import pytest
 
 from crdt import Timestamp
 from regionsync.core.brokers import (
+    UNREADABLE,
     BrokerDestination,
     broker_headers,
     check_destination_body,
@@ -95,3 +96,17 @@ def test_registry_key_sealed_and_gated() -> None:
     with pytest.raises(ValueError, match="unknown key 'e/ep1/secret_destination'"):
         decode_body("registry", body, ALL - {"broker-destinations"})
     decode_body("registry", _endpoint_record(False), ALL - {"broker-destinations"})
+
+
+def test_an_unreadable_destination_is_never_http() -> None:
+    """A value this release cannot read (a peer's bug, a later release's type) reads as
+    ``UNREADABLE``, not as no destination: the endpoint is not POSTed to its url."""
+    assert destination_of(None) is None
+    for bad in ({"type": "kafka", "url": "kafka://k"}, "redis", {"type": "redis", "url": 5}):
+        assert destination_of(bad) is UNREADABLE
+    reg = Registry()
+    reg.apply(reg.create_tenant("acme", "Acme", 1000, A, Timestamp(1000, 0)))
+    fields = {"url": "kafka://k:9092", "secret_destination": {"type": "kafka"}}
+    reg.apply(reg.create_endpoint("ep1", "acme", fields, [], 1001, A, Timestamp(1001, 0)))
+    view = reg.endpoint("ep1", "acme")
+    assert view is not None and view.destination is UNREADABLE

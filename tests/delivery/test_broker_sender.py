@@ -155,3 +155,11 @@ async def test_rabbitmq_confirmed_persistent_and_unroutable_refused(rabbitmq: Ra
         await sender.aclose()
         await queue.delete(if_unused=False, if_empty=False)
         await conn.close()
+
+
+async def test_unreadable_destination_fails_retryably_and_never_goes_to_http() -> None:
+    from regionsync.core.brokers import UNREADABLE
+
+    sender = RoutingSender(NoHttp(), BrokerSender(SystemResolver(), LOOPBACK))
+    out = await sender.send(OutboundRequest("kafka://k:9092", HEADERS, BODY, 5.0, UNREADABLE))
+    assert out.kind is OutcomeKind.FAILED and out.reason == "bad_destination" and not out.final

@@ -89,6 +89,9 @@ class BrokerSender:
         d = request.destination
         assert d is not None, "BrokerSender gets requests with a destination"
         t0 = time.monotonic()
+        if d.type not in CLIENTS:  # core.brokers.UNREADABLE: retried, never sent as HTTP
+            return _outcome(OutcomeKind.FAILED, "bad_destination", "the endpoint's destination "
+                            "is not one this release reads", t0)  # fmt: skip
         deadline = attempt_deadline(request.timeout_s)
         headers = broker_headers(request.headers)
         event_id = headers.get("webhook-id", "")

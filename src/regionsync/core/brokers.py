@@ -24,6 +24,7 @@ from .urlguard import URL_MAX, parse_host_literal
 __all__ = [
     "BROKERS",
     "DESTINATION_TYPES",
+    "UNREADABLE",
     "BrokerDestination",
     "broker_headers",
     "check_destination_body",
@@ -103,15 +104,22 @@ class BrokerDestination:
 
 
 def destination_of(value: Any) -> BrokerDestination | None:
-    """The destination a registry value holds (None: none, or not one this reads)."""
-    if not isinstance(value, dict) or value.get("type") not in BROKERS:
+    """The destination a registry value holds: None for none, ``UNREADABLE`` for a value
+    this release cannot read (a peer's bug, or a type of a later release): such an
+    endpoint is never sent to as HTTP, its attempts fail (``bad_destination``)."""
+    if value is None:
         return None
+    if not isinstance(value, dict) or value.get("type") not in BROKERS:
+        return UNREADABLE
     names = ("exchange", "routing_key", "subject", "stream")
     if not isinstance(value.get("url"), str) or any(
         not isinstance(value.get(n, ""), str) for n in names
     ):
-        return None
+        return UNREADABLE
     return BrokerDestination(value["type"], value["url"], *(value.get(n, "") for n in names))
+
+
+UNREADABLE = BrokerDestination("unreadable", "")
 
 
 def destination_json(d: BrokerDestination | None, secrets: bool = True) -> dict[str, str]:

@@ -336,3 +336,36 @@ async def test_cli_creates_and_lists_a_broker_endpoint(tmp_path: Path) -> None:
         mixed = await cli(api, "endpoints", "create", "--tenant", "acme", "--url",
                           "http://127.0.0.1:9/", "--stream", "s")  # fmt: skip
         assert mixed.exit_code == 2 and "--destination-type" in mixed.output
+
+
+async def test_dead_letters_of_a_broker_endpoint_recovered(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """No stream takes the subject yet: every attempt is refused by JetStream and the
+    deliveries die after the (fast) schedule; once the stream exists, recover delivers
+    each event once, with its event id."""
+    tag = uuid.uuid4().hex[:8]
+    dest = {"type": "nats", "url": nats_server.url, "subject": f"late.{tag}"}
+    target = NatsTarget(nats_server, {**dest, "stream": f"LATE{tag}"})
+    async with running_node(tmp_path) as api:
+        c = api.client
+        assert (await c.post("/v1/tenants", json={"id": "acme", "name": "A"})).is_success
+        ep = (await c.post("/v1/tenants/acme/endpoints", json={"destination": dest})).json()
+        acked = await _publish(api, 5, 0)
+        deliveries = f"/v1/tenants/acme/endpoints/{ep['id']}/deliveries"
+
+        async def status_is(status: str) -> bool:
+            page = (await c.get(deliveries, params={"status": status})).json()
+            return len(page["items"]) == len(acked)
+
+        await _until(lambda: status_is("dead"), 20)
+        failed = await _failed_attempts(api, ep["id"])
+        assert {a["error"] for a in failed} == {"broker_refused"}
+        assert "no JetStream stream" in failed[0]["response_excerpt"]
+        await target.prepare()
+        resp = await c.post(f"/v1/tenants/acme/endpoints/{ep['id']}/recover",
+                            json={"since": "2000-01-01T00:00:00Z"})  # fmt: skip
+        assert resp.status_code == 202, resp.text
+        await _until(lambda: status_is("delivered"), 20)
+        got = await target.event_ids()
+        assert sorted(got) == sorted(acked)

@@ -10,6 +10,7 @@ from typing import Any
 
 import aio_pika
 import nats
+import pytest
 import redis.asyncio
 from brokerserver import NatsServer, RabbitServer, RedisServer
 
@@ -163,3 +164,22 @@ async def test_unreadable_destination_fails_retryably_and_never_goes_to_http() -
     sender = RoutingSender(NoHttp(), BrokerSender(SystemResolver(), LOOPBACK))
     out = await sender.send(OutboundRequest("kafka://k:9092", HEADERS, BODY, 5.0, UNREADABLE))
     assert out.kind is OutcomeKind.FAILED and out.reason == "bad_destination" and not out.final
+
+
+async def test_connections_kept_are_bounded(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from regionsync.adapters import broker_sender
+
+    monkeypatch.setattr(broker_sender, "MAX_CLIENTS", 2)
+    sender = BrokerSender(SystemResolver(), LOOPBACK)
+    try:
+        dests = [BrokerDestination("redis", redis_server.url, stream=f"b{i}") for i in range(3)]
+        for i, d in enumerate(dests):
+            out = await sender.send(request(d, f"evt_{i}"))
+            assert out.kind is OutcomeKind.SUCCEEDED, out
+        assert list(sender._clients) == dests[1:]  # the least recently used closed
+        assert (await sender.send(request(dests[0], "evt_3"))).kind is OutcomeKind.SUCCEEDED
+        assert list(sender._clients) == [dests[2], dests[0]]
+    finally:
+        await sender.aclose()

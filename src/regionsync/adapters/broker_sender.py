@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,8 @@ __all__ = ["BrokerSender", "RoutingSender"]
 
 log = logging.getLogger("regionsync.delivery")
 
+MAX_CLIENTS = 256  # open broker connections kept; the least recently used closes first
+
 
 def _outcome(kind: OutcomeKind, reason: str | None, text: str, t0: float) -> AttemptOutcome:
     return AttemptOutcome(
@@ -59,12 +62,16 @@ class BrokerSender:
 
     def __init__(self, resolver: Resolver, allow: Sequence[Network] = ()):
         self.resolver, self.allow = resolver, list(allow)
-        self._clients: dict[BrokerDestination, tuple[str, Any]] = {}
+        self._clients: OrderedDict[BrokerDestination, tuple[str, Any]] = OrderedDict()
         self._locks: dict[BrokerDestination, asyncio.Lock] = {}
 
     async def _client(self, d: BrokerDestination, address: str, timeout_s: float) -> Any:
         """The open client of ``d`` at ``address`` (opened here if there is none, or the
         one there is broke or pins another address); one opener per destination."""
+        held = self._clients.get(d)
+        if held is not None and held[0] == address and held[1].usable:
+            self._clients.move_to_end(d)
+            return held[1]
         lock = self._locks.setdefault(d, asyncio.Lock())
         async with lock:
             held = self._clients.get(d)
@@ -75,7 +82,11 @@ class BrokerSender:
                 await held[1].close()
             client = await CLIENTS[d.type].open(d.with_host(address), timeout_s)
             self._clients[d] = (address, client)
-            return client
+        while len(self._clients) > MAX_CLIENTS:  # a deleted or changed destination's
+            old, (_, idle) = self._clients.popitem(last=False)
+            self._locks.pop(old, None)
+            await idle.close()
+        return client
 
     async def _drop(self, d: BrokerDestination, client: Any) -> None:
         held = self._clients.get(d)

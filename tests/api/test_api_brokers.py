@@ -77,6 +77,9 @@ async def test_destination_bodies_judged_with_the_field_named(tmp_path: Path) ->
         guarded = {**redis_dest, "url": "redis://10.0.0.7:6379/0"}
         detail = await problem(api, {"destination": guarded}, 422, "destination.url")
         assert "non-public address" in detail
+        loose = {**redis_dest, "url": "redis://0x7f.1:6379/0"}  # 127.0.0.1, spelt loosely
+        detail = await problem(api, {"destination": loose}, 422, "destination.url")
+        assert "127.0.0.1" in detail
         # a single-region node: every region reads broker destinations
         made = await api.client.post("/v1/tenants/acme/endpoints", json={"destination": redis_dest})
         assert made.status_code == 201, made.text

@@ -130,7 +130,7 @@ class RabbitServer(_Broker):
 
     def __init__(self) -> None:
         super().__init__()
-        dist = free_port()
+        dist, self.epmd_port = free_port(), free_port()
         d = str(self.dir)
         (self.dir / "enabled_plugins").write_text("[].")
         self.popen["env"] = {
@@ -140,6 +140,8 @@ class RabbitServer(_Broker):
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(self.port),
             "RABBITMQ_DIST_PORT": str(dist),
+            # an Erlang port mapper of its own, stopped by ``close`` (not a shared daemon)
+            "ERL_EPMD_PORT": str(self.epmd_port),
             "RABBITMQ_MNESIA_BASE": f"{d}/mnesia",
             "RABBITMQ_LOG_BASE": f"{d}/log",
             "RABBITMQ_LOGS": "-",
@@ -155,6 +157,13 @@ class RabbitServer(_Broker):
 
     def command(self) -> list[str]:
         return [need(RABBIT_BIN)]
+
+    def close(self) -> None:
+        super().close()
+        epmd = shutil.which("epmd")
+        if epmd:
+            subprocess.run([epmd, "-port", str(self.epmd_port), "-kill"], capture_output=True,
+                           check=False, timeout=10)  # fmt: skip
 
     @property
     def url(self) -> str:

@@ -85,8 +85,9 @@ async def test_broker_down_is_a_retryable_connect_failure() -> None:
             BrokerDestination("nats", f"nats://127.0.0.1:{port}", subject="a.b"),
             BrokerDestination("rabbitmq", f"amqp://u:p@127.0.0.1:{port}/", routing_key="k"),
         ):
-            out = await sender.send(request(d))
+            out = await sender.send(request(d, timeout_s=30.0))
             assert out.kind is OutcomeKind.FAILED and out.reason == "connect", (d.type, out)
+            assert out.latency_ms < 15_000, out  # refused at once, not at the deadline
             assert not out.final and f"127.0.0.1:{port}" in out.response_excerpt
             assert ":p@" not in out.response_excerpt  # the password is not recorded
     finally:

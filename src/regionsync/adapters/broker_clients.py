@@ -114,11 +114,21 @@ class NatsClient:
 
     @classmethod
     async def open(cls, url: str, timeout_s: float) -> NatsClient:
-        nc = await nats.connect(
-            servers=[url], connect_timeout=max(int(timeout_s), 1), allow_reconnect=False,
-            max_reconnect_attempts=0, error_cb=_quiet, closed_cb=_quiet,
-            disconnected_cb=_quiet,
-        )  # fmt: skip
+        errors: list[Exception] = []
+
+        async def seen(exc: Exception) -> None:
+            errors.append(exc)
+
+        try:
+            # one try (nats-py tries a server max_reconnect_attempts + 1 times; 0: forever)
+            nc = await nats.connect(
+                servers=[url], connect_timeout=max(int(timeout_s), 1), allow_reconnect=False,
+                max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=seen,
+                closed_cb=_quiet, disconnected_cb=_quiet,
+            )  # fmt: skip
+        except nats.errors.NoServersError:
+            last = errors[-1] if errors else None
+            raise ConnectionError(f"no connection: {last}") from last
         return cls(nc)
 
     async def publish(

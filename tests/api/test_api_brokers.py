@@ -278,8 +278,9 @@ async def test_broker_down_10s_every_event_confirmed_once(
             stopped = time.monotonic()
             acked |= await _publish(api, N_EVENTS - len(acked), len(acked))
 
-            async def failing() -> bool:
-                return len(await _failed_attempts(api, ep)) >= 5
+            async def failing() -> bool:  # health follows broker attempts as HTTP ones
+                state = (await api.client.get(f"/v1/tenants/acme/endpoints/{ep}")).json()
+                return state["state"] == "failing" and len(await _failed_attempts(api, ep)) >= 5
 
             await _until(failing, OUTAGE_S)
             await asyncio.sleep(max(OUTAGE_S - (time.monotonic() - stopped), 0))
@@ -301,6 +302,8 @@ async def test_broker_down_10s_every_event_confirmed_once(
         await _until(recorded, 10)
         counts = await api.node.store.counts("us-east-1")
         assert counts["deliveries_dead"] == 0 and counts["deliveries_pending"] == 0
+        state = (await api.client.get(f"/v1/tenants/acme/endpoints/{ep}")).json()["state"]
+        assert state == "active"  # a confirmed probe ended the failing state
         failed = await _failed_attempts(api, ep)
         reasons = Counter(a["error"] for a in failed)
         assert set(reasons) <= {"connect", "network", "timeout", "broker_refused"}, reasons

@@ -25,7 +25,8 @@ demo: $(STAMP)
 # machine): chromium for the console's browser tests (Playwright drives /usr/bin/chromium;
 # never `playwright install`), postgresql's server binaries for the PostgreSQL store tests
 # (tests/pgserver.py starts a throwaway server on loopback), faketime (libfaketime) for the
-# clock skew tests (tests/integration/faketime_support.py preloads it into a node)
+# clock skew tests (tests/integration/faketime_support.py preloads it into a node), and
+# the brokers of the broker destination tests (tests/brokerserver.py starts each on loopback)
 CHROMIUM := /usr/bin/chromium
 HAVE_PG = ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null
 HAVE_FAKETIME = ls /usr/lib/*/faketime/libfaketime*.so.1 >/dev/null 2>&1
@@ -34,6 +35,9 @@ system-deps:
 	@pkgs=""; test -x $(CHROMIUM) || pkgs="chromium"; \
 	$(HAVE_PG) || pkgs="$$pkgs postgresql"; \
 	$(HAVE_FAKETIME) || pkgs="$$pkgs faketime"; \
+	test -x /usr/lib/rabbitmq/bin/rabbitmq-server || pkgs="$$pkgs rabbitmq-server"; \
+	command -v nats-server >/dev/null || pkgs="$$pkgs nats-server"; \
+	command -v redis-server >/dev/null || pkgs="$$pkgs redis-server"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "apt-get install $$pkgs"; apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \

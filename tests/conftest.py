@@ -8,8 +8,10 @@ import itertools
 import os
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from brokerserver import NatsServer, RabbitServer, RedisServer
 from pgserver import PgServer
 
 from regionsync.core import invariants
@@ -53,6 +55,32 @@ def pg_server() -> Iterator[PgServer]:
 def pg_url(pg_server: PgServer) -> str:
     """The URL of a new, empty database of the session's server."""
     return pg_server.create_database(f"t{next(_db_numbers)}")
+
+
+def _broker(server: RabbitServer | NatsServer | RedisServer) -> Iterator[Any]:
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> Iterator[RabbitServer]:
+    """The session's RabbitMQ node (tests/brokerserver.py; it takes seconds to start)."""
+    yield from _broker(RabbitServer())
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """The session's NATS server with JetStream."""
+    yield from _broker(NatsServer())
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """The session's Redis server (append-only file on)."""
+    yield from _broker(RedisServer())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -338,3 +338,31 @@ async def test_login_refusals_and_the_open_loopback_node(
     await expect(page.locator("#who")).to_have_text("admin (anonymous)")
     await page.click("#logout")
     await expect(page.locator("#login")).to_be_visible()
+
+
+async def test_broker_endpoint_shows_its_destination_without_password(
+    cluster: Cluster, browser: Browser, shots: Path
+) -> None:
+    """Issue 46: the list names the destination type, the endpoint page the broker's
+    names and its URL; the URL's password appears nowhere in the console."""
+    base, password = cluster.http[AP], "console-broker-pw"
+    dest = {"type": "rabbitmq", "url": f"amqp://app:{password}@127.0.0.1:1/prod",
+            "exchange": "events", "routing_key": "orders"}  # fmt: skip
+    async with httpx.AsyncClient(timeout=10.0) as c:
+        await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": "initech", "name": "I"})
+        made = await ok(c, "POST", f"{base}/v1/tenants/initech/endpoints", 201,
+                        json={"destination": dest})  # fmt: skip
+    page = await login(browser, base, "")
+    await expect(page.locator("#regions tbody tr")).to_have_count(3)  # the landing page
+    await page.goto(f"{base}/console#/t/initech/endpoints")
+    row = page.locator(f"#endpoints tr[data-endpoint='{made['id']}']")
+    await expect(row).to_contain_text("rabbitmq")
+    await expect(row).to_contain_text("amqp://app:\u2026@127.0.0.1:1/prod")
+    assert password not in await page.content()
+    await page.click(f"#endpoints >> text={made['id']}")
+    await expect(page.locator("#endpoint-destination")).to_have_text(
+        "rabbitmq: exchange events, routing key orders"
+    )
+    assert password not in await page.content()
+    await page.screenshot(path=shots / "20-broker-endpoint.png", full_page=True)
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -377,4 +377,4 @@ def test_every_secret_key_holds_the_text_the_open_scan_selects() -> None:
 
     keys = [f"e/ep1/{f}" for f in ENDPOINT_FIELDS] + [f"s/src1/{f}" for f in SOURCE_FIELDS]
     secret = [k for k in keys if is_secret_key(k)]
-    assert len(secret) == 3 and all("/secret" in k for k in secret)
+    assert len(secret) == 4 and all("/secret" in k for k in secret)  # + secret_destination

@@ -14,6 +14,7 @@ from ..config import Settings
 from ..core.urlguard import parse_networks
 from ..runtime.node import Node
 from .aiohttp_sender import AiohttpSender
+from .broker_sender import BrokerSender, RoutingSender
 from .grpc_transport import GrpcTransport
 from .http_api import create_app
 from .http_server import server_config
@@ -82,14 +83,16 @@ def build_node(settings: Settings) -> Node:
     )
 
 
-def build_sender(settings: Settings, resolver: SystemResolver) -> AiohttpSender | ProcessSender:
-    """The production Sender: attempts in a child process unless ``delivery.sender_process``
-    is false, both over the aiohttp client with the SSRF guard's allow-list."""
+def build_sender(settings: Settings, resolver: SystemResolver) -> RoutingSender:
+    """The production Sender: HTTP attempts in a child process unless
+    ``delivery.sender_process`` is false, both over the aiohttp client with the SSRF
+    guard's allow-list; broker destinations by ``BrokerSender`` with the same allow-list."""
     allow = settings.delivery.allow_private_networks
+    brokers = BrokerSender(resolver, parse_networks(allow))
     if settings.delivery.sender_process:
         logs = (settings.log_format, settings.log_level, settings.region)
-        return ProcessSender(allow, logs=logs)
-    return AiohttpSender(resolver, parse_networks(allow))
+        return RoutingSender(ProcessSender(allow, logs=logs), brokers)
+    return RoutingSender(AiohttpSender(resolver, parse_networks(allow)), brokers)
 
 
 def _split(listen: str) -> tuple[str, int]:
@@ -115,7 +118,7 @@ async def serve(settings: Settings) -> None:
     if settings.tracing is not None:  # off unless configured
         node.telemetry.use_tracer_provider(otlp_tracer_provider(settings.tracing, settings.region))
     try:
-        if isinstance(node.sender, ProcessSender):
+        if isinstance(node.sender, RoutingSender):
             await node.sender.start()
         # before the server binds (as its lifespan would), so that a refusal to start
         # (errors.CannotStart) reaches the command line as one line, not a traceback

@@ -90,6 +90,13 @@ FEATURES: tuple[Feature, ...] = (
         "x/<region> (a region removed for good) and p/<region> (retired process actors) "
         "registry keys; retired actors left out of Hello and Ack (core/removal.py)",
     ),
+    Feature(
+        "broker-destinations",
+        RELEASE,
+        "registry-key",
+        "e/<endpoint>/secret_destination: an endpoint delivering to RabbitMQ, NATS or "
+        "Redis instead of HTTP (core/brokers.py)",
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

@@ -15,6 +15,7 @@ from typing import Any
 
 from crdt import LWWRegister, ORSet, PNCounter, Timestamp
 
+from .brokers import destination_of
 from .custody import CustodyRecord
 from .event_types import EventTypeView
 from .generations import changed_members, gen_live, gen_of
@@ -253,6 +254,7 @@ class Registry(RegistryState):
             secret_previous=f("secret_previous"),
             secret_rotated_at_ms=f("secret_rotated_at"),
             payload_format=f("payload_format", "raw"),
+            destination=destination_of(f("secret_destination")),
         )
 
     def endpoint_owner(self, endpoint_id: str) -> str | None:

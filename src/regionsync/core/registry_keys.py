@@ -50,6 +50,9 @@ ENDPOINT_FIELDS = (
     "secret_rotated_at",
     "tenant_gen",
     "payload_format",
+    # a broker destination (core.brokers; its URL may hold credentials: sealed at rest,
+    # hence the name); written only with the broker-destinations capability
+    "secret_destination",
 )
 SOURCE_FIELDS = (
     "tenant",
@@ -101,6 +104,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
 KEY_FEATURES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
     (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
+    (re.compile(rf"e/{_ID}/secret_destination"), "broker-destinations"),
 ]
 
 
@@ -112,12 +116,13 @@ def key_feature(key: str) -> str:
     return "registry-keys"
 
 
-_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret")
+_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous|secret_destination)|s/{_ID}/secret")
 
 
 def is_secret_key(key: str) -> bool:
     """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
-    source's secret): stores encrypt these states at rest (adapters/secretbox.py)."""
+    source's secret) or an endpoint's broker destination (its URL's credentials): stores
+    encrypt these states at rest (adapters/secretbox.py)."""
     return _SECRET_KEY.fullmatch(key) is not None
 
 

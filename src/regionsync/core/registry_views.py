@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .brokers import BrokerDestination
+
 
 @dataclass(frozen=True, slots=True)
 class TenantView:
@@ -44,6 +46,9 @@ class EndpointView:
     secret_previous: str | None = None
     secret_rotated_at_ms: int | None = None
     payload_format: str = "raw"  # body shape: raw | standard-webhooks (core.envelope)
+    # None: HTTP POST to ``url``; else a broker (core.brokers), and ``url`` is its URL
+    # without the password
+    destination: BrokerDestination | None = None
 
     @property
     def state(self) -> str:

@@ -52,7 +52,8 @@ async def send_attempt(
         "regionsync.attempt", tel.context_of(event.id), **{"regionsync.event_id": event.id,
         "regionsync.delivery_id": d.id, "regionsync.attempt": d.attempts + 1},
     ) as span:  # fmt: skip
-        outcome = await sender.send(OutboundRequest(ep.url, headers, body, opts.timeout_s))
+        request = OutboundRequest(ep.url, headers, body, opts.timeout_s, ep.destination)
+        outcome = await sender.send(request)
         span.set_attribute("http.response.status_code", outcome.status_code or 0)
     tel.observe_attempt(outcome.kind.value, outcome.latency_ms / 1000)
     attempts = d.attempts + 1

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from crdt import CRDT, Timestamp
 
+from ..core.brokers import BrokerDestination
 from ..core.capabilities import Negotiation
 from ..core.clock_offset import Sample
 from ..core.custody import CustodyRecord
@@ -93,17 +94,21 @@ class Resolver(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class OutboundRequest:
-    """One delivery attempt: POST ``body`` to ``url`` with ``headers`` within ``timeout_s``."""
+    """One delivery attempt: POST ``body`` to ``url`` with ``headers`` within ``timeout_s``;
+    with a ``destination``, publish ``body`` with ``headers`` to that broker instead
+    (core.brokers; ``url`` is then its URL without password, for logs)."""
 
     url: str
     headers: Mapping[str, str]
     body: bytes
     timeout_s: float
+    destination: BrokerDestination | None = None
 
 
 class Sender(Protocol):
-    """Performs one HTTP attempt and returns its outcome as data; never raises for
-    network or HTTP failures (they are outcomes)."""
+    """Performs one attempt (an HTTP POST, or a broker publish for a request with a
+    ``destination``) and returns its outcome as data; never raises for network, HTTP or
+    broker failures (they are outcomes)."""
 
     async def send(self, request: OutboundRequest) -> AttemptOutcome: ...
 

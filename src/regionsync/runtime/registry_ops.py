@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
+from ..core.brokers import check_destination_body
 from ..core.event_types import check_subscriptions
 from ..core.filters import explain
 from ..core.registry import EndpointView, TenantView
@@ -33,6 +34,8 @@ from .state import Catalog, DeliveryQueue
 from .writepath import WritePath
 
 __all__ = ["RegistryOps"]
+
+BROKER_DESTINATIONS = "broker-destinations"  # core.capabilities: e/<id>/secret_destination
 
 
 class RegistryOps:
@@ -130,16 +133,48 @@ class RegistryOps:
     async def _check_destination(self, url: str) -> None:
         """422 if ``url``'s host is or resolves to an address deliveries may not reach."""
         host, port = validate_url(url)
+        await self._check_address(host, port, "url")
+
+    async def _check_address(self, host: str, port: int, field: str) -> None:
         try:
             await check_destination(self.resolver, self.allow_networks, host, port)
         except ResolutionFailed as exc:
-            raise Unprocessable(str(exc), field="url", code="invalid_url") from None
+            raise Unprocessable(str(exc), field=field, code="invalid_url") from None
         except DestinationRefused as exc:
-            raise Unprocessable(str(exc), field="url", code="forbidden_address") from None
+            raise Unprocessable(str(exc), field=field, code="forbidden_address") from None
         literal = parse_host_literal(host)
         if literal is not None and literal.version == 4 and str(literal) != host:
             # octal, hex, integer and short forms: httpx will not send to them
-            raise Unprocessable(f"write the address as {literal}", field="url", code="invalid_url")
+            raise Unprocessable(f"write the address as {literal}", field=field, code="invalid_url")
+
+    async def _destination(
+        self, body: Mapping[str, Any], old: EndpointView | None
+    ) -> dict[str, Any]:
+        """The registry fields a body's ``destination`` (and ``url``) set, judged: a
+        broker's ``url`` (shown without password) and ``secret_destination``; 422 naming
+        the member, 409 while a region lacks the broker-destinations capability.
+        ``old``: the endpoint a PATCH changes (None: a create)."""
+        dest = check_destination_body(body.get("destination"))
+        current = None if old is None else old.destination
+        if "destination" not in body and (current is None or "url" not in body):
+            return {}
+        if "destination" not in body:
+            raise Unprocessable(f"a {current.type} endpoint's url is its destination.url: "
+                                "change destination", field="url")  # fmt: skip
+        if dest is None and current is None:
+            return {}  # http stays http
+        if dest is not None and "url" in body:
+            raise Unprocessable(f"leave url out: a {dest.type} endpoint delivers to "
+                                "destination.url", field="url")  # fmt: skip
+        if dest is None and "url" not in body:
+            raise Unprocessable("an http destination needs the endpoint's url", field="url")
+        if not self.writer.capabilities.enabled(BROKER_DESTINATIONS):
+            raise Conflict(f"a region does not support {BROKER_DESTINATIONS} yet (upgrade it "
+                           "first)", field="destination", code="capability_missing")  # fmt: skip
+        if dest is None:
+            return {"secret_destination": None}
+        await self._check_address(*dest.host_port, "destination.url")
+        return {"url": dest.public_url(), "secret_destination": dest.value()}
 
     async def create_endpoint(self, tenant_id: str, body: Mapping[str, Any]) -> EndpointView:
         """Create an endpoint from the members of an API body (docs/api.md; which members
@@ -150,8 +185,13 @@ class RegistryOps:
         (``e/<id>/...``), so an id a caller chose could be chosen by another tenant in
         another region at the same time, and the two endpoints would merge field by field.
         """
-        fields = check_endpoint_fields(body)
-        await self._check_destination(fields["url"])
+        broker = await self._destination(body, None)
+        fields = check_endpoint_fields({k: v for k, v in body.items() if k != "destination"})
+        if not broker:
+            if "url" not in fields:
+                raise Unprocessable("is required", field="url")
+            await self._check_destination(fields["url"])
+        fields.update(broker)
         event_types = fields.pop("event_types", None) or []
         fields.setdefault("secret", make_secret(self.rng.randbytes(32)))
         async with self.writer.local_lock():
@@ -186,9 +226,11 @@ class RegistryOps:
         """
         if "secret" in body and body["secret"] is None:
             body = {**body, "secret": make_secret(self.rng.randbytes(32))}
-        fields = check_endpoint_fields(body)
-        if "url" in fields:
+        broker = await self._destination(body, self.catalog.endpoint(tenant_id, endpoint_id))
+        fields = check_endpoint_fields({k: v for k, v in body.items() if k != "destination"})
+        if "url" in fields and "url" not in broker:
             await self._check_destination(fields["url"])
+        fields.update(broker)
         add = fields.pop("event_types_add", [])
         remove = fields.pop("event_types_remove", [])
         async with self.writer.local_lock():

@@ -301,6 +301,19 @@ async function tenantsPage() {
     ], tenants, { id: "tenants" }));
 }
 
+function destinationType(ep) {
+  return (ep.destination && ep.destination.type) || "http";
+}
+
+function destinationText(ep) {
+  // The broker's names, never destination.url: its password is shown to no one here
+  // (ep.url is the broker's URL without it).
+  const d = ep.destination || { type: "http" };
+  const names = ["exchange", "routing_key", "subject", "stream"]
+    .filter((k) => d[k]).map((k) => `${k.replace("_", " ")} ${d[k]}`);
+  return names.length ? `${d.type}: ${names.join(", ")}` : d.type;
+}
+
 async function endpointsPage(tenant) {
   const eps = await allPages(`/v1/tenants/${enc(tenant)}/endpoints`, {}, 1000);
   show(
@@ -308,6 +321,7 @@ async function endpointsPage(tenant) {
     isAdmin() ? h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "Event log")) : null,
     table([
       ["id", (e) => h("a", { href: `#/t/${enc(tenant)}/endpoints/${enc(e.id)}` }, e.id)],
+      ["destination", (e) => destinationType(e)],
       ["url", (e) => e.url],
       ["state", (e) => stateCell(e.state)],
       ["failing since", (e) => text(e.failing_since)],
@@ -438,6 +452,7 @@ async function endpointPage(tenant, endpointId) {
     h("dl", { class: "kv", id: "endpoint" },
       h("dt", {}, "tenant"), h("dd", {}, admin
         ? h("a", { href: `#/t/${enc(tenant)}/endpoints` }, tenant) : tenant),
+      h("dt", {}, "destination"), h("dd", { id: "endpoint-destination" }, destinationText(ep)),
       h("dt", {}, "url"), h("dd", {}, ep.url),
       h("dt", {}, "state"), h("dd", { id: "endpoint-state" }, stateCell(ep.state)),
       h("dt", {}, "failing since"), h("dd", {}, text(ep.failing_since)),

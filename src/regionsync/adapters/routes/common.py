@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from ...core.brokers import destination_json
 from ...core.envelope import MASK, masked_request_headers, masked_text, rfc3339_ms
 from ...core.event_types import EventTypeView
 from ...core.jsontext import decode_utf8, embed, loads, loads_members
@@ -319,15 +320,19 @@ def hidden_values(node: Node, caller: Caller, tenant: str, endpoint_id: str) -> 
     return list((view.headers or {}).values()) if view is not None else []
 
 
-def endpoint_json(e: EndpointView, secrets: bool = True) -> dict[str, Any]:
+def endpoint_json(e: EndpointView, secrets: bool = True, listed: bool = False) -> dict[str, Any]:
     """An endpoint; without ``secrets`` (``can_see_secrets``) its ``secret`` reads
-    ``whsec_…`` and every custom header value ``…`` (the names stay)."""
+    ``whsec_…`` and every custom header value ``…`` (the names stay). A broker
+    destination's URL password reads ``…`` without ``secrets`` and in lists (``listed``)."""
     if not secrets:
         return {
             **endpoint_json(e),
             "secret": "whsec_" + MASK,
             "headers": dict.fromkeys(e.headers or {}, MASK),
+            "destination": destination_json(e.destination, False),
         }
+    if listed:
+        return {**endpoint_json(e), "destination": destination_json(e.destination, False)}
     return {
         "id": e.id,
         "tenant": e.tenant,
@@ -340,6 +345,7 @@ def endpoint_json(e: EndpointView, secrets: bool = True) -> dict[str, Any]:
         "headers": e.headers,
         "paused": e.paused,
         "payload_format": e.payload_format,
+        "destination": destination_json(e.destination),
         "state": e.state,
         "failing_since": rfc3339(e.failing_since_ms),
         "secret": e.secret,

@@ -51,7 +51,8 @@ def build(ctx: ApiContext) -> APIRouter:
         secrets = can_see_secrets(ctx.auth.check(request, tenant))
         page_params(limit, None)
         rows, nxt = node.listing.endpoints(tenant, decode_cursor(cursor), limit)
-        return {"items": [endpoint_json(e, secrets) for e in rows], "next": encode_cursor(nxt)}
+        items = [endpoint_json(e, secrets, listed=True) for e in rows]
+        return {"items": items, "next": encode_cursor(nxt)}
 
     @router.get("/v1/tenants/{tenant}/endpoints/{endpoint}")
     async def get_endpoint(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:

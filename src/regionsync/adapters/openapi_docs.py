@@ -435,6 +435,10 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["region", "reached"],
     },  # fmt: skip
     "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),
+    "PortalSession": _obj(
+        id=_STR, tenant=_STR, token=_STR, url=_STR, path=_STR, frame=_STR,
+        allowed_origins={"type": "array", "items": _STR}, expires_at=_TIME,
+    ),  # fmt: skip
     "FilterTest": _obj(matches=_BOOL, failed_clause={}),
     "Status": _obj(status=_STR),
     "RegionRemoval": _obj(region=_STR, incarnation=_INT, removed_at=_STR, by=_STR),
@@ -486,6 +490,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("post", "/v1/tokens"): "TokenCreated",
     ("get", "/v1/tokens"): "TokenPage",
     ("get", "/v1/whoami"): "WhoAmI",
+    ("post", "/v1/tenants/{tenant}/portal-sessions"): "PortalSession",
     ("get", "/v1/audit"): "AuditEntryPage",
 }
 

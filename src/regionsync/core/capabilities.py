@@ -90,6 +90,13 @@ FEATURES: tuple[Feature, ...] = (
         "x/<region> (a region removed for good) and p/<region> (retired process actors) "
         "registry keys; retired actors left out of Hello and Ack (core/removal.py)",
     ),
+    Feature(
+        "portal-sessions",
+        RELEASE,
+        "registry-key",
+        "pk/<region>/secret registry keys: a region's key signing consumer portal "
+        "sessions that every region verifies (core/portal.py)",
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

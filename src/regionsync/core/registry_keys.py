@@ -20,6 +20,8 @@ Keys (``/`` never occurs inside an id):
     j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
     tokens                      ORSet of API token ids (core.tokens; removal = revocation)
     k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
+    pk/<region>/secret          LWWRegister: hex of the region's portal key (core.portal;
+                                written only with portal-sessions)
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"j/{_ID}"), LWWRegister),
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
+    (re.compile(r"pk/[a-z0-9][a-z0-9\-]{0,62}/secret"), LWWRegister),
 ]
 
 
@@ -101,6 +104,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
 KEY_FEATURES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
     (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
+    (re.compile(r"pk/[a-z0-9][a-z0-9\-]{0,62}/secret"), "portal-sessions"),
 ]
 
 
@@ -112,12 +116,14 @@ def key_feature(key: str) -> str:
     return "registry-keys"
 
 
-_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret")
+_SECRET_KEY = re.compile(
+    rf"e/{_ID}/(secret|secret_previous)|s/{_ID}/secret|pk/[a-z0-9][a-z0-9\-]{{0,62}}/secret"
+)
 
 
 def is_secret_key(key: str) -> bool:
     """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
-    source's secret): stores encrypt these states at rest (adapters/secretbox.py)."""
+    source's secret, a region's portal key): stores encrypt these states at rest (adapters/secretbox.py)."""
     return _SECRET_KEY.fullmatch(key) is not None
 
 

@@ -20,6 +20,15 @@ from pydantic_core.core_schema import ValidationInfo, ValidatorFunctionWrapHandl
 from ...core.envelope import PAYLOAD_FORMATS
 from ...core.event_types import MAX_DESCRIPTION, NAME_RE
 from ...core.matching import EVENT_PATTERN_RE
+from ...core.portal import (
+    DEFAULT_TTL_S,
+    MAX_ORIGINS,
+    MAX_TTL_S,
+    MIN_TTL_S,
+    ORIGIN_RE,
+    check_origins,
+    check_ttl,
+)
 from ...core.registry import ID_RE
 from ...core.signing import SECRET_PREFIX
 from ...core.sources import ACK_POLICIES, KINDS, LOOKUPS, PRIORITIES, check_source_fields
@@ -54,6 +63,7 @@ __all__ = [
     "EventIn",
     "EventTypeIn",
     "EventTypePatch",
+    "PortalSessionIn",
     "SampleIn",
     "SinceIn",
     "SourceIn",
@@ -408,3 +418,33 @@ class SampleIn(Body):
     required_detail = 'is required (body must be {"payload": ...})'
 
     payload: Any
+
+
+class PortalSessionIn(Body):
+    # judged by core.portal (check_ttl, check_origins)
+
+    members_required = False
+
+    ttl_s: int | None = Field(
+        None, ge=MIN_TTL_S, le=MAX_TTL_S,
+        description=f"seconds the session lives; null: {DEFAULT_TTL_S}",
+    )  # fmt: skip
+    allowed_origins: list[Annotated[str, Field(pattern=_whole(ORIGIN_RE))]] | None = Field(
+        None, max_length=MAX_ORIGINS,
+        description="origins that may frame the portal page (CSP frame-ancestors), such as "
+        "https://app.example.com; null or []: none may",
+    )  # fmt: skip
+    _ttl: int = PrivateAttr(DEFAULT_TTL_S)
+    _origins: tuple[str, ...] = PrivateAttr(())
+
+    def rules(self, context: dict[str, Any]) -> None:
+        self._ttl = check_ttl(self.ttl_s)
+        self._origins = check_origins(self.allowed_origins)
+
+    @property
+    def ttl(self) -> int:
+        return self._ttl
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        return self._origins

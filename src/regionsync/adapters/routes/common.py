@@ -26,6 +26,8 @@ from ...core.event_types import EventTypeView
 from ...core.jsontext import decode_utf8, embed, loads, loads_members
 from ...core.model import Attempt, Delivery, DeliveryStatus, Event
 from ...core.numtext import parse_uint
+from ...core.portal import PREFIX as PORTAL_PREFIX
+from ...core.portal import portal_allows
 from ...core.registry import EndpointView, TenantView
 from ...core.sources import KIND_FIELDS
 from ...core.tokens import Caller, config_caller, hash_token, registry_caller
@@ -545,6 +547,10 @@ class Auth:
             static = self.tokens.get(secret)
             if static is not None:
                 return static
+            if secret.startswith(PORTAL_PREFIX):  # a portal session (core.portal), any region's
+                claims = self.node.portal.verify(secret)
+                if claims is not None:
+                    return Caller(f"tenant:{claims.tenant}:portal", f"portal:{claims.sid}")
             found = self.node.catalog.token_hashes.get(hash_token(secret))
             if found is not None and not found.expired(self.node.cluster_clock.wall_ms()):
                 return registry_caller(found)
@@ -556,7 +562,8 @@ class Auth:
         """Allow or raise: 401 without a valid token; for a tenant token, 404 (field
         ``tenant``) on another tenant's routes (ids must not be probeable), 403 on
         admin-only routes (``tenant`` None) and on routes its right does not cover
-        (``publish`` only the publish route, ``read`` only GET)."""
+        (``publish`` only the publish route, ``read`` only GET, ``portal`` only
+        ``core.portal.PORTAL_ROUTES``)."""
         caller = self.caller(request)
         if caller.scope == "admin":
             return caller
@@ -567,6 +574,9 @@ class Auth:
         if scope_tenant != tenant:
             raise NotFound(f"no tenant {tenant!r}", field="tenant")
         if right == "manage" or (right == "publish" and publish):
+            return caller
+        if right == "portal" and portal_allows(request.scope["method"], request.scope["path"],
+                                               tenant):  # fmt: skip
             return caller
         if right == "read" and not publish and request.method in ("GET", "HEAD"):
             return caller

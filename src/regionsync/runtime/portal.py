@@ -1,0 +1,110 @@
+"""Consumer portal sessions (issue 43): create one for a tenant, verify one in any region.
+
+Each region signs with its own portal key (``pk/<region>/secret`` in the registry, made
+at the first session it creates, 32 random bytes): one writer per key, so no concurrent
+write can replace a key sessions were signed with. The key replicates like every registry
+change, so a session works in every region that has received its key (the replication
+lag, ``records_behind`` in /v1/cluster); nothing is stored per session. The key is
+written only once every region reads it (capability ``portal-sessions``). A session ends
+at its expiry (cluster clock) or when its tenant is deleted; it cannot be revoked alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crdt import LWWRegister
+
+from ..core.portal import (
+    PortalClaims,
+    key_name,
+    sign_session,
+    verify_frame,
+    verify_session,
+)
+from ..errors import Conflict, NotFound
+from .audit import audit_section
+from .ports import Clock, IdSource, Rng
+from .state import Catalog
+from .writepath import WritePath
+
+__all__ = ["FEATURE", "PortalOps"]
+
+FEATURE = "portal-sessions"
+_SKEW_MS = 5_000
+
+
+class PortalOps:
+    """Create and verify portal sessions; raise ``regionsync.errors.ClientError``."""
+
+    def __init__(
+        self, region: str, catalog: Catalog, writer: WritePath, *, rng: Rng, ids: IdSource,
+        clock: Clock,
+    ):  # fmt: skip
+        self.region, self.catalog, self.writer = region, catalog, writer
+        self.rng, self.ids, self.clock = rng, ids, clock
+
+    def key(self, kid: str) -> bytes | None:
+        """The portal key of region ``kid`` as this region holds it, or None."""
+        value = self.catalog.registry.get(key_name(kid), LWWRegister).value()
+        if not isinstance(value, str) or len(value) != 64:
+            return None
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            return None
+
+    async def _own_key(self) -> bytes:
+        """This region's key, made (and committed) if it has none; 409 while a region of
+        the cluster cannot read portal keys."""
+        key = self.key(self.region)
+        if key is not None:
+            return key
+        removed = self.catalog.registry.removals()
+        if not self.writer.capabilities.enabled_without(FEATURE, removed):
+            raise Conflict(f"a region does not support {FEATURE} yet (upgrade it first)",
+                           field="tenant", code="capability_missing")  # fmt: skip
+        async with self.writer.local_lock():
+            key = self.key(self.region)
+            if key is not None:
+                return key
+            stamp = self.writer.stamp()
+            name = key_name(self.region)
+            reg = self.catalog.registry.get(name, LWWRegister)
+            deltas = {name: reg.set(self.rng.randbytes(32).hex(), actor=self.writer.actor,
+                                    stamp=stamp)}  # fmt: skip
+            note = audit_section("portal.key", f"portal-key/{self.region}")
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+        await durable
+        key = self.key(self.region)
+        assert key is not None  # committed above
+        return key
+
+    async def create(
+        self, tenant: str, ttl_s: int, origins: Sequence[str]
+    ) -> tuple[PortalClaims, str, str]:
+        """A session of ``tenant``: ``(claims, session, frame grant)``. 404 (``tenant``)
+        for an unknown tenant; ttl_s and origins are checked by the caller
+        (core.portal.check_ttl, check_origins)."""
+        if not self.catalog.registry.has_tenant(tenant):
+            raise NotFound(f"no tenant {tenant!r}", field="tenant")
+        key = await self._own_key()
+        now = self.clock.wall_ms()
+        sid = self.ids.new("pss")
+        claims = PortalClaims(self.region, tenant, now, now + ttl_s * 1000, sid, tuple(origins))
+        session, frame = sign_session(key, claims)
+        return claims, session, frame
+
+    def verify(self, session: str) -> PortalClaims | None:
+        """The claims of a live session of an existing tenant, or None."""
+        claims = verify_session(session, self.key, self.clock.wall_ms())
+        view = None if claims is None else self.catalog.registry.tenant(claims.tenant)
+        # a tenant deleted and created again under the id is another tenant: the sessions
+        # of the first end (a few seconds' tolerance for the regions' clocks)
+        if claims is None or view is None or view.created_at_ms > claims.iat_ms + _SKEW_MS:
+            return None
+        return claims
+
+    def frame(self, grant: str | None) -> PortalClaims | None:
+        """The claims of a live frame grant, or None (the page may then not be framed)."""
+        return None if not grant else verify_frame(grant, self.key, self.clock.wall_ms())

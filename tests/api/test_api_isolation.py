@@ -202,9 +202,11 @@ async def test_own_tenant_rights(world: dict[str, Any], method: str, path: str, 
     if right == "portal":
         allowed = portal_allows(method, url, "acme")
         # what the portal may never do, whatever PORTAL_ROUTES says
-        never = (path.endswith(("/portal-sessions", "/events")) and method == "POST") or (
-            path == "/v1/tenants/{tenant}" and method != "GET"
-        ) or ("/event-types" in path and method != "GET")
+        never = (
+            (path.endswith(("/portal-sessions", "/events")) and method == "POST")
+            or (path == "/v1/tenants/{tenant}" and method != "GET")
+            or ("/event-types" in path and method != "GET")
+        )
         assert not (allowed and never), (method, path)
     if path == "/v1/tenants/{tenant}" and method == "DELETE":
         allowed = False

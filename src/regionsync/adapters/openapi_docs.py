@@ -436,8 +436,14 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     },  # fmt: skip
     "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),
     "PortalSession": _obj(
-        id=_STR, tenant=_STR, token=_STR, url=_STR, path=_STR, frame=_STR,
-        allowed_origins={"type": "array", "items": _STR}, expires_at=_TIME,
+        id=_STR,
+        tenant=_STR,
+        token=_STR,
+        url=_STR,
+        path=_STR,
+        frame=_STR,
+        allowed_origins={"type": "array", "items": _STR},
+        expires_at=_TIME,
     ),  # fmt: skip
     "FilterTest": _obj(matches=_BOOL, failed_clause={}),
     "Status": _obj(status=_STR),

@@ -1,7 +1,8 @@
 """Consumer portal sessions (issue 43): short-lived, tenant-scoped, signed, stateless.
 
 A session is ``rsp_<claims>.<sig>``: ``claims`` the urlsafe base64 (no padding) of a
-compact JSON object ``{"v": 1, "kid", "tenant", "iat", "exp", "sid", "origins"}`` and
+compact JSON object ``{"v": 1, "kid", "tenant", "gen", "iat", "exp", "sid", "origins"}``
+(``gen``: the tenant's generation, ``Registry.tenant_gen``) and
 ``sig`` HMAC-SHA256 under the portal key ``kid`` (a region's key, replicated in the
 registry under ``pk/<region>/secret``, so every region verifies what any region signed).
 The frame grant ``<claims>.<fsig>`` signs the same claims under another label: it holds no
@@ -78,10 +79,13 @@ PORTAL_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 @dataclass(frozen=True, slots=True)
 class PortalClaims:
-    """A verified session: its tenant, times (ms since the epoch), id and frame origins."""
+    """A verified session: its tenant and the tenant's generation when it was made (a
+    tenant deleted and created again under its id is another one), times (ms since the
+    epoch), id and frame origins."""
 
     kid: str
     tenant: str
+    gen: str
     iat_ms: int
     exp_ms: int
     sid: str
@@ -139,6 +143,7 @@ def sign_session(key: bytes, claims: PortalClaims) -> tuple[str, str]:
         "v": 1,
         "kid": claims.kid,
         "tenant": claims.tenant,
+        "gen": claims.gen,
         "iat": claims.iat_ms,
         "exp": claims.exp_ms,
         "sid": claims.sid,
@@ -158,13 +163,16 @@ def _claims(text: str) -> PortalClaims | None:
         return None
     kid, tenant, sid = body.get("kid"), body.get("tenant"), body.get("sid")
     iat, exp, origins = body.get("iat"), body.get("exp"), body.get("origins")
+    gen = body.get("gen")
     if not all(isinstance(s, str) and ID_RE.fullmatch(s) for s in (kid, tenant, sid)):
+        return None
+    if not isinstance(gen, str) or len(gen) > 4096:
         return None
     if not all(type(t) is int for t in (iat, exp)) or not isinstance(origins, list):
         return None
     if not all(isinstance(o, str) and ORIGIN_RE.fullmatch(o) for o in origins):
         return None
-    return PortalClaims(kid, tenant, iat, exp, sid, tuple(origins))  # type: ignore[arg-type]
+    return PortalClaims(kid, tenant, gen, iat, exp, sid, tuple(origins))  # type: ignore[arg-type]
 
 
 def _verify(

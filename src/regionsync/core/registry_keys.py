@@ -123,7 +123,8 @@ _SECRET_KEY = re.compile(
 
 def is_secret_key(key: str) -> bool:
     """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
-    source's secret, a region's portal key): stores encrypt these states at rest (adapters/secretbox.py)."""
+    source's secret, a region's portal key): stores encrypt these states at rest
+    (adapters/secretbox.py)."""
     return _SECRET_KEY.fullmatch(key) is not None
 
 

@@ -54,6 +54,7 @@ from .links import Links
 from .listing import Listing
 from .offload import Offload
 from .operational import OperationalEvents
+from .portal import PortalOps
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .recovery import Recovery
 from .registry_ops import RegistryOps
@@ -61,7 +62,6 @@ from .removal import Removals
 from .replica import Replica
 from .replication import PeerLink, serve_stream
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
-from .portal import PortalOps
 from .tokens import TokenOps
 from .writepath import ClusterClock, WritePath
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from crdt import LWWRegister
 
+from ..core.generations import gen_live
 from ..core.portal import (
     PortalClaims,
     key_name,
@@ -31,7 +32,6 @@ from .writepath import WritePath
 __all__ = ["FEATURE", "PortalOps"]
 
 FEATURE = "portal-sessions"
-_SKEW_MS = 5_000
 
 
 class PortalOps:
@@ -86,24 +86,27 @@ class PortalOps:
         """A session of ``tenant``: ``(claims, session, frame grant)``. 404 (``tenant``)
         for an unknown tenant; ttl_s and origins are checked by the caller
         (core.portal.check_ttl, check_origins)."""
-        if not self.catalog.registry.has_tenant(tenant):
+        gen = self.catalog.registry.tenant_gen(tenant)
+        if gen is None:
             raise NotFound(f"no tenant {tenant!r}", field="tenant")
         key = await self._own_key()
         now = self.clock.wall_ms()
         sid = self.ids.new("pss")
-        claims = PortalClaims(self.region, tenant, now, now + ttl_s * 1000, sid, tuple(origins))
+        claims = PortalClaims(
+            self.region, tenant, gen, now, now + ttl_s * 1000, sid, tuple(origins)
+        )
         session, frame = sign_session(key, claims)
         return claims, session, frame
 
     def verify(self, session: str) -> PortalClaims | None:
         """The claims of a live session of an existing tenant, or None."""
         claims = verify_session(session, self.key, self.clock.wall_ms())
-        view = None if claims is None else self.catalog.registry.tenant(claims.tenant)
-        # a tenant deleted and created again under the id is another tenant: the sessions
-        # of the first end (a few seconds' tolerance for the regions' clocks)
-        if claims is None or view is None or view.created_at_ms > claims.iat_ms + _SKEW_MS:
+        if claims is None:
             return None
-        return claims
+        # a tenant deleted and created again under the id is another tenant: the sessions
+        # of the first end with it
+        live = self.catalog.registry.tenant_gen(claims.tenant)
+        return claims if gen_live(claims.gen, live) else None
 
     def frame(self, grant: str | None) -> PortalClaims | None:
         """The claims of a live frame grant, or None (the page may then not be framed)."""

@@ -480,6 +480,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing"): "Job",
     ("get", "/v1/tenants/{tenant}/jobs/{job}"): "Job",
     ("post", "/v1/tenants/{tenant}/deliveries/{delivery}/retry"): "Delivery",
+    ("get", "/v1/tenants/{tenant}/deliveries/{delivery}"): "Delivery",
     ("get", "/v1/tenants/{tenant}/deliveries/{delivery}/attempts"): "AttemptPage",
     ("post", "/v1/tenants/{tenant}/events"): "Accepted",
     ("get", "/v1/tenants/{tenant}/events"): "EventSummaryPage",

@@ -464,7 +464,18 @@ async function eventPage(tenant, eventId) {
 
 // ---------------------------------------------------------------- router
 
-async function route() {
+// one page drawing at a time: a page still loading when the next is asked for finishes
+// first, so it never draws over the newer one (live refreshes queue the same way)
+let drawing = Promise.resolve();
+function serial(fn) {
+  const run = drawing.then(fn, fn);
+  drawing = run.catch(() => {});
+  return run;
+}
+
+function route() { return serial(routeNow); }
+
+async function routeNow() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);

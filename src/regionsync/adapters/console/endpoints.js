@@ -93,8 +93,7 @@ function endpointFacts(tenant, ep) {
   return [
     h("dt", {}, "tenant"), h("dd", {}, h("a", { href: `#/t/${enc(tenant)}/endpoints` }, tenant)),
     h("dt", {}, "url"), h("dd", {}, ep.url),
-    h("dt", {}, "state"), h("dd", { id: "endpoint-state" }, stateCell(ep.state),
-      ep.paused ? h("span", { class: "warn" }, " (paused)") : ""),
+    h("dt", {}, "state"), h("dd", { id: "endpoint-state" }, stateCell(ep.state)),
     h("dt", {}, "failing since"), h("dd", {}, text(ep.failing_since)),
     h("dt", {}, "event types"), h("dd", {}, ep.event_types.join(", ") || "every type"),
     h("dt", {}, "filter"), h("dd", {}, ep.filter ? h("code", {}, JSON.stringify(ep.filter)) : "-"),

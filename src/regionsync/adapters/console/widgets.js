@@ -178,7 +178,7 @@ async function refreshNow() {
   if (live.busy) return;
   live.busy = true;
   try {
-    for (const fn of live.loaders) await fn();
+    await serial(async () => { for (const fn of live.loaders) await fn(); });
     document.getElementById("live-at").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     flash(err.message, true);

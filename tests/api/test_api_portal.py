@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from api_support import Api, assert_problem, running_node
+from api_support import Api, RecordingReceiver, assert_problem, running_node
 
 from regionsync.core.capabilities import ALL
 from regionsync.core.portal import (
@@ -225,3 +225,30 @@ async def test_expiry_is_ttl(api: Api, ttl: int) -> None:
     exp = parse_time(made["expires_at"], "expires_at")
     now = api.node.cluster_clock.wall_ms()
     assert now + ttl * 1000 - 5_000 <= exp <= now + ttl * 1000
+
+
+async def test_portal_sends_a_test_event(api: Api, receiver: RecordingReceiver) -> None:
+    """The portal's "send example": one signed POST to the endpoint now, its outcome in
+    the answer, nothing stored (no event, no delivery)."""
+    s = bearer((await _session(api))["token"])
+    c = api.client
+    ep = await c.post("/v1/tenants/acme/endpoints", json={"url": receiver.url("portal")},
+                      headers=s)  # fmt: skip
+    assert ep.status_code == 201, ep.text
+    receiver.secrets["portal"] = ep.json()["secret"]
+    path = f"/v1/tenants/acme/endpoints/{ep.json()['id']}/test"
+    raw = b'{"event_type": "invoice.paid", "payload": {"total": 1.10}}'
+    sent = await c.post(path, content=raw, headers={**s, "content-type": "application/json"})
+    assert sent.status_code == 200, sent.text
+    out = sent.json()
+    assert out["ok"] is True and out["status_code"] == 204 and out["error"] is None, out
+    assert out["event_type"] == "invoice.paid" and out["id"].startswith("evt_test_")
+    assert "webhook-signature: v1," in out["request_headers"]
+    hit = receiver.of("portal")[-1]
+    assert hit.body == b'{"total": 1.10}' and hit.headers["webhook-id"] == out["id"]
+    default = (await c.post(path, json={}, headers=s)).json()
+    assert default["event_type"] == "regionsync.test" and default["ok"] is True
+    assert (await c.get("/v1/tenants/acme/events", headers=s)).json()["items"] == []
+    assert_problem(await c.post(path, json={"event_type": "bad type!"}, headers=s), 422,
+                   "event_type")  # fmt: skip
+    assert_problem(await c.post(path, json={"nope": 1}, headers=s), 422, "nope")

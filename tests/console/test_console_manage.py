@@ -285,6 +285,16 @@ async def test_consumer_portal_in_an_iframe(
         await frame.locator("#confirm-ok").click()
         await expect(frame.locator("#flash")).to_contain_text("secret rotated")
 
+        # send a test event: signed, delivered now, its answer shown
+        receiver.secrets["consumer-second"] = (
+            await ok(c, "GET", f"{base}/v1/tenants/consumer/endpoints/{second}", 200)
+        )["secret"]
+        await frame.locator("summary >> text=Send a test event").click()
+        await frame.locator("#test-event [name=payload]").fill('{"amount": 1.10}')
+        await frame.locator("#test-event button[type=submit]").click()
+        await expect(frame.locator("#test-result")).to_contain_text("delivered: 204")
+        assert any(name == "consumer-second" for (name, _) in receiver.seen)
+
         # retry a delivery of the first endpoint
         await child.evaluate(f"location.hash = '#/t/consumer/endpoints/{hook['id']}'")
         await expect(frame.locator("#deliveries tbody tr[data-status]")).to_have_count(1)

@@ -446,6 +446,10 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         expires_at=_TIME,
     ),  # fmt: skip
     "FilterTest": _obj(matches=_BOOL, failed_clause={}),
+    "TestEvent": _obj(
+        id=_STR, event_type=_STR, at=_TIME, ok=_BOOL, status_code=_null(_INT),
+        error=_null(_STR), latency_ms=_NUM, request_headers=_STR, response_excerpt=_STR,
+    ),  # fmt: skip
     "Status": _obj(status=_STR),
     "RegionRemoval": _obj(region=_STR, incarnation=_INT, removed_at=_STR, by=_STR),
 }
@@ -468,6 +472,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("patch", "/v1/tenants/{tenant}/endpoints/{endpoint}"): "Endpoint",
     ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter"): "FilterTest",
     ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret"): "Endpoint",
+    ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/test"): "TestEvent",
     ("get", "/v1/tenants/{tenant}/endpoints/{endpoint}/attempts"): "AttemptPage",
     ("post", "/v1/tenants/{tenant}/event-types"): "EventType",
     ("get", "/v1/tenants/{tenant}/event-types"): "EventTypePage",

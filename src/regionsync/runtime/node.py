@@ -188,6 +188,7 @@ class Node:
         self.event_types = EventTypeOps(self.catalog, writer, self.offload)
         self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
         self.portal = PortalOps(self.region, self.catalog, writer, rng=rng, ids=ids, clock=clock)
+        self.ids = ids  # test events' ids (runtime/test_event.py)
         self.ingest = Ingest(
             settings, self.catalog, writer, self.queue, self.keys, self.peers,
             rng=rng, ids=ids, ops=self.ops, offload=self.offload, **parts,

@@ -167,9 +167,20 @@ async function endpointPage(tenant, endpointId) {
     result.hidden = false;
     result.textContent = r.matches ? "matches" : `does not match: ${JSON.stringify(r.failed_clause)}`;
   }), result]) : null;
+  const tested = h("pre", { id: "test-result", hidden: true });
+  const testEvent = canManage() ? fold("Send a test event", [apiForm("test-event", null, [
+    { name: "event_type", label: "event type", placeholder: "regionsync.test" },
+    { name: "payload", label: "payload", type: "json", rows: 4, placeholder: '{"test": true}' },
+  ], "Send", async (body) => {
+    const r = await api("POST", `${base}/test`, body);
+    tested.hidden = false;
+    tested.textContent = `${r.ok ? "delivered" : "FAILED"}: ${text(r.status_code)} ` +
+      `${r.error || ""} in ${r.latency_ms.toFixed(1)} ms (${r.id}, not stored)\n\n` +
+      `${r.request_headers}\n\n${r.response_excerpt || "(empty response)"}`;
+  }), tested]) : null;
   if (canManage()) actionsSlot.append(endpointActions(tenant, base, ep, reloadAll));
   show(
-    h("h1", {}, `Endpoint ${ep.id}`), facts, actionsSlot, h("div", { id: "job" }), edit, testFilter,
+    h("h1", {}, `Endpoint ${ep.id}`), facts, actionsSlot, h("div", { id: "job" }), edit, testFilter, testEvent,
     h("h2", {}, "Deliveries (newest first)"), deliveries.el,
     h("h2", {}, "Attempts (newest first)"), attempts.el);
   await deliveries.loadMore();

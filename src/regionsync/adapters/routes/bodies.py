@@ -67,6 +67,7 @@ __all__ = [
     "SampleIn",
     "SinceIn",
     "SourceIn",
+    "TestEventIn",
     "TenantIn",
     "TenantPatch",
     "TokenIn",
@@ -448,3 +449,22 @@ class PortalSessionIn(Body):
     @property
     def origins(self) -> tuple[str, ...]:
         return self._origins
+
+
+class TestEventIn(Body):
+    # of a test event (runtime/test_event.py): both members optional; the payload is
+    # sent as its text (the route reads it), any JSON
+
+    __test__ = False  # not a pytest class
+    members_required = False
+
+    event_type: str | None = Field(
+        None, pattern=_EVENT_TYPE, description="default: regionsync.test"
+    )
+    payload: Any = Field(None, description='any JSON; default: {"test": true, "endpoint": id}')
+
+    def rules(self, context: dict[str, Any]) -> None:
+        if self.event_type is not None and (
+            not isinstance(self.event_type, str) or not EVENT_TYPE_RE.fullmatch(self.event_type)
+        ):
+            raise Unprocessable("must be an event type such as order.paid", field="event_type")

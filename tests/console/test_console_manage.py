@@ -70,7 +70,9 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     url_error = page.locator("#new-endpoint [data-error-for=url]")
     await expect(url_error).not_to_be_empty()
     async with httpx.AsyncClient(timeout=10.0) as c:
-        resp = await c.post(f"{base}/v1/tenants/shop/endpoints", json={"url": "ftp://files.example/in"})
+        resp = await c.post(
+            f"{base}/v1/tenants/shop/endpoints", json={"url": "ftp://files.example/in"}
+        )
     assert resp.status_code == 422 and resp.json()["field"] == "url"
     await expect(url_error).to_have_text(resp.json()["detail"])  # the API's words
     await expect(page.locator("#new-endpoint [name=url]")).to_have_attribute("aria-invalid", "true")
@@ -89,7 +91,9 @@ async def test_operator_creates_edits_and_deletes_through_forms(
         # edit: only what changed is sent; a bad rate is the API's problem at its field
         await page.click("summary >> text=Edit endpoint")
         await fill_form(page, "edit-endpoint", {"rate_limit_per_s": "fast"})
-        await expect(page.locator("#edit-endpoint [data-error-for=rate_limit_per_s]")).not_to_be_empty()
+        await expect(
+            page.locator("#edit-endpoint [data-error-for=rate_limit_per_s]")
+        ).not_to_be_empty()
         await fill_form(page, "edit-endpoint", {"rate_limit_per_s": "",
                                                 "description": "orders to the shop"})  # fmt: skip
         await expect(page.locator("#flash")).to_contain_text("endpoint saved")
@@ -118,7 +122,9 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     await page.goto(f"{base}/console#/t/shop/event-types")
     await page.click("summary >> text=New event type")
     await fill_form(page, "new-event-type", {"name": "order.paid", "schema": "{not json"})
-    await expect(page.locator("#new-event-type [data-error-for=schema]")).to_contain_text("not JSON")
+    await expect(page.locator("#new-event-type [data-error-for=schema]")).to_contain_text(
+        "not JSON"
+    )
     await fill_form(page, "new-event-type", {"schema": '{"type": "object"}'})
     await expect(page.locator("#event-types [data-event-type='order.paid']")).to_have_count(1)
     await page.goto(f"{base}/console#/tokens")
@@ -225,8 +231,10 @@ async def test_consumer_portal_in_an_iframe(
         receiver.secrets["consumer-hook"] = hook["secret"]
         await ok(c, "POST", f"{base}/v1/tenants/consumer/events", 202,
                  json={"event_type": "invoice.sent", "payload": {"total": 9.90}})  # fmt: skip
-    html = ('<!doctype html><title>app</title><iframe id="portal" src="{src}" width="1300" '
-            'height="1400"></iframe>')
+    html = (
+        '<!doctype html><title>app</title><iframe id="portal" src="{src}" width="1300" '
+        'height="1400"></iframe>'
+    )
     context = await browser.new_context(viewport={"width": 1400, "height": 1500})
     context.set_default_timeout(TIMEOUT_MS)
     page = await context.new_page()

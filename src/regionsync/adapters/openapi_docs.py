@@ -171,8 +171,10 @@ def install_docs(app: FastAPI) -> None:
                 "bearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "an API token from [[tokens]]: admin, "
-                    "tenant:<id>:manage, tenant:<id>:publish or tenant:<id>:read",
+                    "description": "an API token from [[tokens]] or POST /v1/tokens: admin, "
+                    "tenant:<id>:manage, tenant:<id>:publish or tenant:<id>:read; or a "
+                    "consumer portal session (rsp_..., POST "
+                    "/v1/tenants/{tenant}/portal-sessions): its tenant's portal routes only",
                 }
             }
             doc["security"] = [{"bearerAuth": []}]
@@ -447,8 +449,15 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     ),  # fmt: skip
     "FilterTest": _obj(matches=_BOOL, failed_clause={}),
     "TestEvent": _obj(
-        id=_STR, event_type=_STR, at=_TIME, ok=_BOOL, status_code=_null(_INT),
-        error=_null(_STR), latency_ms=_NUM, request_headers=_STR, response_excerpt=_STR,
+        id=_STR,
+        event_type=_STR,
+        at=_TIME,
+        ok=_BOOL,
+        status_code=_null(_INT),
+        error=_null(_STR),
+        latency_ms=_NUM,
+        request_headers=_STR,
+        response_excerpt=_STR,
     ),  # fmt: skip
     "Status": _obj(status=_STR),
     "RegionRemoval": _obj(region=_STR, incarnation=_INT, removed_at=_STR, by=_STR),

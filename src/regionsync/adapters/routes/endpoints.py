@@ -6,12 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ...core.numtext import parse_uint
-from ...core.registry import ID_RE
-from ...errors import Unprocessable
 from ...core.envelope import masked_request_headers, masked_text
 from ...core.jsontext import decode_utf8, loads_members
+from ...core.numtext import parse_uint
+from ...core.registry import ID_RE
 from ...core.retry import OutcomeKind
+from ...errors import Unprocessable
 from ...runtime.test_event import TestResult, send_test_event
 from .bodies import EndpointIn, EndpointPatch, SampleIn, TestEventIn
 from .common import (

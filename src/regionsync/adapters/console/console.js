@@ -397,30 +397,20 @@ async function eventsPage(tenant, query) {
     for (const [k, v] of new FormData(form)) if (v) qs.set(k, v);
     location.hash = `#/t/${enc(tenant)}/events?${qs}`;
   });
-  const body = h("tbody");
-  const more = h("button", { type: "button", id: "more", hidden: true }, "More");
-  let cursor = null;
-  const load = async () => {
-    const page = await api("GET", `/v1/tenants/${enc(tenant)}/events`, undefined,
-      { ...params, cursor, limit: "50" });
-    for (const e of page.items) {
+  const list = pagedTable("events", `/v1/tenants/${enc(tenant)}/events`, params, [
+    ["id", (e) => h("a", { href: `#/t/${enc(tenant)}/events/${enc(e.id)}` }, e.id)],
+    ["type", (e) => e.event_type],
+    ["received", (e) => e.received_at],
+    ["region", (e) => e.region],
+    ["deliveries", (e) => {
       const s = e.deliveries;
-      body.append(h("tr", { "data-event": e.id },
-        h("td", {}, h("a", { href: `#/t/${enc(tenant)}/events/${enc(e.id)}` }, e.id)),
-        h("td", {}, e.event_type), h("td", {}, e.received_at), h("td", {}, e.region),
-        h("td", {}, `${s.delivered}/${s.total} delivered`, s.dead ? `, ${s.dead} dead` : "",
-          s.pending ? `, ${s.pending} pending` : "", s.skipped ? `, ${s.skipped} skipped` : "")));
-    }
-    cursor = page.next;
-    more.hidden = !cursor;
-  };
-  more.addEventListener("click", () => load().catch((err) => flash(err.message, true)));
-  show(
-    h("h1", {}, `Events of ${tenant}`), form,
-    h("table", { id: "events" }, h("thead", {}, h("tr", {},
-      ["id", "type", "received", "region", "deliveries"].map((c) => h("th", {}, c)))), body),
-    more);
-  await load();
+      return [`${s.delivered}/${s.total} delivered`, s.dead ? `, ${s.dead} dead` : "",
+        s.pending ? `, ${s.pending} pending` : "", s.skipped ? `, ${s.skipped} skipped` : ""];
+    }],
+  ], { attrs: (e) => ({ "data-event": e.id }), limit: 50 });
+  show(h("h1", {}, `Events of ${tenant}`), searchForm(tenant), form, list.el);
+  await list.loadMore();
+  onRefresh(list.reload);
 }
 
 async function eventPage(tenant, eventId) {

@@ -218,10 +218,10 @@ function pagedTable(id, path, params, cols, opts) {
     const rows = items.flatMap((r) => [
       h("tr", o.attrs ? o.attrs(r) : {}, cols.map(([, cell, td]) => h("td", td || {}, cell(r)))),
       o.after ? o.after(r) : null].filter(Boolean));
-    tbody.replaceChildren(...(rows.length ? rows
-      : [h("tr", {}, h("td", { colspan: cols.length, class: "muted" }, "none"))]));
+    tbody.replaceChildren(...rows);
     more.hidden = !cursor;
-    info.textContent = `${items.length} shown${cursor ? ", more on the next page" : ""}`;
+    info.textContent = items.length
+      ? `${items.length} shown${cursor ? ", more on the next page" : ""}` : "none";
   };
   const page = (c) => api("GET", path, undefined, o.unpaged ? params : { ...params, cursor: c, limit });
   const loadMore = async () => {

@@ -127,6 +127,16 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     )
     await fill_form(page, "new-event-type", {"schema": '{"type": "object"}'})
     await expect(page.locator("#event-types [data-event-type='order.paid']")).to_have_count(1)
+    await page.click("#event-types >> text=order.paid")
+    await fill_form(page, "edit-event-type", {"description": "an order was paid"})
+    await expect(page.locator("#flash")).to_contain_text("event type saved")
+    await expect(page.locator("#edit-event-type [name=description]")).to_have_value(
+        "an order was paid"
+    )
+    await page.click("button.delete")
+    await confirm(page)
+    await expect(page).to_have_url(f"{base}/console#/t/shop/event-types")
+    await expect(page.locator("#event-types tbody tr")).to_have_count(0)
     await page.goto(f"{base}/console#/tokens")
     await page.click("summary >> text=New token")
     await fill_form(page, "new-token-form", {"scope": "tenant:nope:read", "name": "ci"})
@@ -148,6 +158,16 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     await confirm(page)
     await expect(src).to_have_count(0)
     await page.screenshot(path=shots / "22-sources.png", full_page=True)
+
+    # the tenant: renamed, then deleted after confirming
+    await page.goto(f"{base}/console#/t/shop/settings")
+    await fill_form(page, "edit-tenant", {"delivery_max_in_flight": "", "name": "Shop Ltd"})
+    await expect(page.locator("#flash")).to_contain_text("tenant saved")
+    await expect(page.locator("#edit-tenant [name=name]")).to_have_value("Shop Ltd")
+    await page.click("button.delete")
+    await confirm(page)
+    await expect(page).to_have_url(f"{base}/console#/tenants")
+    await expect(page.locator("#tenants [data-tenant=shop]")).to_have_count(0)
     assert script_errors(page) == []
 
 

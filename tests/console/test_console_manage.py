@@ -216,6 +216,12 @@ async def test_paging_search_payload_and_live_refresh(
     assert shown == RAW_PAYLOAD  # 1.10, 1E+2, -0, the big integer: as written
     assert json.loads(shown) == json.loads(RAW_PAYLOAD)
     assert await page.locator("#payload img").count() == 0  # text, never markup
+    # the scanner that cuts the payload's text out of the event body, on harder texts
+    for payload in ('"a\\"}b"', "1.10", "-0.5e+3", "true", "null", '[1,{"a":"]"}]',
+                    '{"a":"\\\\"}', '{"k": [ {"x": "}"} ], "n": 1.0}'):  # fmt: skip
+        for rest in ("}", ',"id":"evt_1","deliveries":[]}'):
+            body = '{"payload":' + payload + rest
+            assert await page.evaluate("payloadText", body) == payload, body
     await page.screenshot(path=shots / "23-payload.png", full_page=True)
 
     # live refresh: a new delivery appears while a half-typed edit stays as typed

@@ -209,6 +209,8 @@ async def test_no_key_written_before_every_region_reads_it(api: Api) -> None:
     resp = await api.client.post("/v1/tenants/acme/portal-sessions", json={})
     assert_problem(resp, 409, "tenant")
     assert api.node.portal.key("us-east-1") is None
+    expire = await api.client.post("/v1/tenants/acme/portal-sessions/expire-all")
+    assert_problem(expire, 409, "tenant")
     api.node.capabilities.pin(ALL)
     await _session(api)
     assert api.node.portal.key("us-east-1") is not None
@@ -252,3 +254,22 @@ async def test_portal_sends_a_test_event(api: Api, receiver: RecordingReceiver) 
     assert_problem(await c.post(path, json={"event_type": "bad type!"}, headers=s), 422,
                    "event_type")  # fmt: skip
     assert_problem(await c.post(path, json={"nope": 1}, headers=s), 422, "nope")
+
+
+async def test_expire_all_ends_the_sessions_made_before(api: Api) -> None:
+    """Svix's expire-all: every session of the tenant made until the call is refused,
+    later ones work; another tenant's sessions are untouched; a session cannot call it."""
+    c = api.client
+    old, other = await _session(api), await _session(api, "other")
+    s_old = bearer(old["token"])
+    assert (await c.get("/v1/tenants/acme/endpoints", headers=s_old)).status_code == 200
+    url = "/v1/tenants/acme/portal-sessions/expire-all"
+    assert_problem(await c.post(url, headers=s_old), 403, "authorization")
+    assert (await c.post(url)).status_code == 204
+    assert_problem(await c.get("/v1/tenants/acme/endpoints", headers=s_old), 401)
+    new = bearer((await _session(api))["token"])
+    assert (await c.get("/v1/tenants/acme/endpoints", headers=new)).status_code == 200
+    mine = bearer(other["token"])
+    assert (await c.get("/v1/tenants/other/endpoints", headers=mine)).status_code == 200
+    assert_problem(await c.post("/v1/tenants/nope/portal-sessions/expire-all"), 404, "tenant")
+    assert_problem(await c.post(url, json={"x": 1}), 422, "x")

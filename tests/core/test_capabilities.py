@@ -213,9 +213,11 @@ def test_a_portal_key_is_read_only_with_portal_sessions() -> None:
 
     assert key_feature("pk/eu-central-1/secret") == "portal-sessions"
     assert is_secret_key("pk/eu-central-1/secret")  # encrypted at rest
-    state = LWWRegister().set("ab" * 32, actor="eu:1", stamp=Timestamp(1, 0))
-    body = encode_body(registry={"pk/eu-central-1/secret": state})
-    assert "pk/eu-central-1/secret" in decode_body("registry", body).registry
-    for reads in (BASELINE, ALL - {"portal-sessions"}):
-        with pytest.raises(ValueError, match="unknown key"):
-            decode_body("registry", body, reads)
+    assert key_feature("pn/acme") == "portal-sessions" and not is_secret_key("pn/acme")
+    for key, value in (("pk/eu-central-1/secret", "ab" * 32), ("pn/acme", 1000)):
+        state = LWWRegister().set(value, actor="eu:1", stamp=Timestamp(1, 0))
+        body = encode_body(registry={key: state})
+        assert key in decode_body("registry", body).registry
+        for reads in (BASELINE, ALL - {"portal-sessions"}):
+            with pytest.raises(ValueError, match="unknown key"):
+                decode_body("registry", body, reads)

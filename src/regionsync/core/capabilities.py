@@ -95,7 +95,8 @@ FEATURES: tuple[Feature, ...] = (
         RELEASE,
         "registry-key",
         "pk/<region>/secret registry keys: a region's key signing consumer portal "
-        "sessions that every region verifies (core/portal.py)",
+        "sessions that every region verifies; pn/<tenant>: sessions made before are "
+        "refused (core/portal.py)",
     ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)

@@ -7,7 +7,8 @@ compact JSON object ``{"v": 1, "kid", "tenant", "gen", "iat", "exp", "sid", "ori
 registry under ``pk/<region>/secret``, so every region verifies what any region signed).
 The frame grant ``<claims>.<fsig>`` signs the same claims under another label: it holds no
 secret (it may travel in a URL query) and only lets the portal page be framed by the
-session's ``origins`` (CSP ``frame-ancestors``). A portal caller may use only the routes
+session's ``origins`` (CSP ``frame-ancestors``). Expiring every session of a tenant sets
+``pn/<tenant>`` (ms): sessions made before are refused. A portal caller may use only the routes
 of ``PORTAL_ROUTES``, on its own tenant.
 
 Pure: callers pass the time, the random session id and the key lookup. Rules: RFC 2104
@@ -41,6 +42,7 @@ __all__ = [
     "check_ttl",
     "frame_ancestors",
     "key_name",
+    "not_before_name",
     "portal_allows",
     "sign_session",
     "verify_frame",
@@ -121,6 +123,12 @@ def check_origins(origins: object) -> tuple[str, ...]:
 def key_name(region: str) -> str:
     """The registry key of ``region``'s portal key (an LWW register of hex text)."""
     return f"pk/{region}/secret"
+
+
+def not_before_name(tenant: str) -> str:
+    """The registry key of the time (ms) before which ``tenant``'s sessions were made
+    are refused (an LWW register; expire-all sets it)."""
+    return f"pn/{tenant}"
 
 
 def _b64(data: bytes) -> str:

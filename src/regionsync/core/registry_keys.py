@@ -22,6 +22,8 @@ Keys (``/`` never occurs inside an id):
     k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
     pk/<region>/secret          LWWRegister: hex of the region's portal key (core.portal;
                                 written only with portal-sessions)
+    pn/<tenant>                 LWWRegister: ms; the tenant's portal sessions made before it
+                                are refused (expire-all; written only with portal-sessions)
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
     (re.compile(r"pk/[a-z0-9][a-z0-9\-]{0,62}/secret"), LWWRegister),
+    (re.compile(rf"pn/{_ID}"), LWWRegister),
 ]
 
 
@@ -105,6 +108,7 @@ KEY_FEATURES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
     (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
     (re.compile(r"pk/[a-z0-9][a-z0-9\-]{0,62}/secret"), "portal-sessions"),
+    (re.compile(rf"pn/{_ID}"), "portal-sessions"),
 ]
 
 

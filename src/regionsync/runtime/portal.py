@@ -6,7 +6,8 @@ write can replace a key sessions were signed with. The key replicates like every
 change, so a session works in every region that has received its key (the replication
 lag, ``records_behind`` in /v1/cluster); nothing is stored per session. The key is
 written only once every region reads it (capability ``portal-sessions``). A session ends
-at its expiry (cluster clock) or when its tenant is deleted; it cannot be revoked alone.
+at its expiry (cluster clock), when its tenant is deleted, or when every session of its
+tenant is expired (``pn/<tenant>``, Svix's expire-all); it cannot be revoked alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..core.generations import gen_live
 from ..core.portal import (
     PortalClaims,
     key_name,
+    not_before_name,
     sign_session,
     verify_frame,
     verify_session,
@@ -60,10 +62,7 @@ class PortalOps:
         key = self.key(self.region)
         if key is not None:
             return key
-        removed = self.catalog.registry.removals()
-        if not self.writer.capabilities.enabled_without(FEATURE, removed):
-            raise Conflict(f"a region does not support {FEATURE} yet (upgrade it first)",
-                           field="tenant", code="capability_missing")  # fmt: skip
+        self._gate()
         async with self.writer.local_lock():
             key = self.key(self.region)
             if key is not None:
@@ -105,8 +104,37 @@ class PortalOps:
             return None
         # a tenant deleted and created again under the id is another tenant: the sessions
         # of the first end with it
-        live = self.catalog.registry.tenant_gen(claims.tenant)
-        return claims if gen_live(claims.gen, live) else None
+        registry = self.catalog.registry
+        if not gen_live(claims.gen, registry.tenant_gen(claims.tenant)):
+            return None
+        not_before = registry.get(not_before_name(claims.tenant), LWWRegister).value()
+        if isinstance(not_before, int) and claims.iat_ms < not_before:
+            return None  # expire-all
+        return claims
+
+    async def expire_all(self, tenant: str) -> None:
+        """End every session of ``tenant`` made until now, in every region once the change
+        replicates (like a token revocation). 404 (``tenant``) for an unknown tenant, 409
+        while a region of the cluster cannot read it."""
+        if not self.catalog.registry.has_tenant(tenant):
+            raise NotFound(f"no tenant {tenant!r}", field="tenant")
+        self._gate()
+        async with self.writer.local_lock():
+            stamp = self.writer.stamp()
+            name = not_before_name(tenant)
+            reg = self.catalog.registry.get(name, LWWRegister)
+            now = max(self.clock.wall_ms(), reg.value() or 0)  # not back from what we hold
+            deltas = {name: reg.set(now, actor=self.writer.actor, stamp=stamp)}
+            note = audit_section("portal.expire_all", f"tenant/{tenant}", tenant)
+            durable = self.writer.commit_local("registry", stamp, deltas, audit=note)
+        await durable
+
+    def _gate(self) -> None:
+        """409 while a region of the cluster cannot read portal keys."""
+        removed = self.catalog.registry.removals()
+        if not self.writer.capabilities.enabled_without(FEATURE, removed):
+            raise Conflict(f"a region does not support {FEATURE} yet (upgrade it first)",
+                           field="tenant", code="capability_missing")  # fmt: skip
 
     def frame(self, grant: str | None) -> PortalClaims | None:
         """The claims of a live frame grant, or None (the page may then not be framed)."""

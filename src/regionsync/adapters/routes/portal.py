@@ -1,5 +1,6 @@
 """Routes of the consumer portal (issue 43): ``POST /v1/tenants/{tenant}/portal-sessions``
-(an admin or ``tenant:<id>:manage`` token; a portal session cannot make another) and
+(an admin or ``tenant:<id>:manage`` token; a portal session cannot make another), its
+``/expire-all`` and
 ``GET /portal``, the console page in portal mode.
 
 The answer's ``url`` is ``<base>/portal?frame=<grant>#key=<session>``: the session stays
@@ -14,12 +15,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
 
 from ...core.portal import frame_ancestors
 from .bodies import PortalSessionIn
-from .common import ApiContext, read_object, rfc3339
+from .common import ApiContext, read_no_body, read_object, rfc3339
 from .console import CONSOLE_DIR
 
 __all__ = ["build", "portal_csp"]
@@ -64,6 +65,15 @@ def build(ctx: ApiContext) -> APIRouter:
             "allowed_origins": list(claims.origins),
             "expires_at": rfc3339(claims.exp_ms),
         }
+
+    @router.post("/v1/tenants/{tenant}/portal-sessions/expire-all", status_code=204)
+    async def expire_portal_sessions(request: Request, tenant: str) -> Response:
+        """End every portal session of the tenant made until now (Svix's expire-all),
+        in each region once the change has replicated there. No body (or ``{}``)."""
+        ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
+        await node.portal.expire_all(tenant)
+        return Response(status_code=204)
 
     @router.get("/portal", include_in_schema=False)
     async def portal_page(frame: str | None = None) -> FileResponse:

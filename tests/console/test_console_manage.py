@@ -159,8 +159,18 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     await expect(src).to_have_count(0)
     await page.screenshot(path=shots / "22-sources.png", full_page=True)
 
-    # the tenant: renamed, then deleted after confirming
+    # the tenant: a portal link made, every session ended, renamed, deleted after confirming
     await page.goto(f"{base}/console#/t/shop/settings")
+    await fill_form(page, "new-portal", {"ttl_s": "600"})
+    link = await page.locator("#portal-url").text_content()
+    assert link is not None and "/portal?frame=" in link and "#key=rsp_" in link
+    session = {"authorization": "Bearer " + link.split("#key=")[1]}
+    async with httpx.AsyncClient(timeout=10.0) as c:
+        await ok(c, "GET", f"{base}/v1/tenants/shop/endpoints", 200, headers=session)
+        await page.click("button.expire-portal")
+        await confirm(page)
+        await expect(page.locator("#flash")).to_contain_text("portal sessions ended")
+        await ok(c, "GET", f"{base}/v1/tenants/shop/endpoints", 401, headers=session)
     await fill_form(page, "edit-tenant", {"delivery_max_in_flight": "", "name": "Shop Ltd"})
     await expect(page.locator("#flash")).to_contain_text("tenant saved")
     await expect(page.locator("#edit-tenant [name=name]")).to_have_value("Shop Ltd")

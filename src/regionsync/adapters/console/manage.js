@@ -68,6 +68,10 @@ async function tenantSettingsPage(tenant) {
       h("a", { href: `#/t/${enc(tenant)}/events` }, "events"), " · ",
       h("a", { href: `#/t/${enc(tenant)}/event-types` }, "event types")),
     edit, portal, link,
+    h("div", { class: "actions" }, guarded("End every portal session", "danger expire-portal",
+      `End every portal session of ${tenant}?`,
+      "Every link made until now stops working, in every region once replicated.",
+      async () => { await api("POST", `${base}/portal-sessions/expire-all`); flash("portal sessions ended"); })),
     isAdmin() ? h("div", { class: "actions" }, guarded("Delete tenant", "danger delete",
       `Delete tenant ${tenant}?`, "Its endpoints, sources and tokens go with it, in every region.",
       async () => { await api("DELETE", base); flash(`tenant ${tenant} deleted`); location.hash = "#/tenants"; }))

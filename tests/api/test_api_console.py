@@ -33,14 +33,19 @@ async def test_console_page_and_assets_are_served_locally(api: Api) -> None:
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
     refs = re.findall(r"""(?:src|href)=["']([^"']+)["']""", resp.text)
     refs = [r for r in refs if not r.startswith("#")]  # in-page links
-    assert sorted(refs) == [f"/console/assets/{n}" for n in ("console.css", "console.js",
-                                                              "favicon.svg")]  # fmt: skip
-    for ref, kind in zip(sorted(refs), ("text/css", "text/javascript", "image/svg"), strict=True):
+    names = ("console.css", "console.js", "endpoints.js", "favicon.svg", "manage.js", "widgets.js")
+    assert sorted(refs) == [f"/console/assets/{n}" for n in names]
+    kinds = {"css": "text/css", "js": "text/javascript", "svg": "image/svg"}
+    for ref in refs:
         asset = await api.client.get(ref)
+        kind = kinds[ref.rsplit(".", 1)[1]]
         assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
         assert len(asset.content) > 100
+        if ref.endswith(".js"):  # data goes in as text only, never as HTML or code
+            assert "innerHTML" not in asset.text and "outerHTML" not in asset.text, ref
+            assert "eval(" not in asset.text and "insertAdjacentHTML" not in asset.text, ref
     js = (await api.client.get("/console/assets/console.js")).text
-    assert "sessionStorage" in js and "innerHTML" not in js  # data goes in as text only
+    assert "sessionStorage" in js
 
 
 async def test_console_asset_names_are_a_fixed_list(api: Api) -> None:

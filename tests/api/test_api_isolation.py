@@ -1,7 +1,8 @@
 """Tenant isolation on every route of the OpenAPI document (issue 14): 401 without a
 token; a tenant token on another tenant's ids gets 404 (ids are not probeable); a
-tenant token on admin routes, a publish token on management routes and a read token on
-anything but GET get 403. Endpoint ids are generated, never chosen (issue 37)."""
+tenant token on admin routes, a publish token on management routes, a read token on
+anything but GET and a consumer portal session (issue 43) outside the portal's routes
+get 403. Endpoint ids are generated, never chosen (issue 37)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from api_support import Api, assert_problem, eventually, running_node
+
+from regionsync.core.portal import portal_allows
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -60,6 +63,9 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[
         for right in ("manage", "publish", "read"):
             made = await c.post("/v1/tokens", json={"scope": f"tenant:acme:{right}", "name": right})
             tokens[right] = made.json()["token"]
+        portal = await c.post("/v1/tenants/acme/portal-sessions", json={})
+        assert portal.status_code == 201, portal.text
+        tokens["portal"] = portal.json()["token"]
         doc = (await c.get("/openapi.json")).json()
         yield {
             "api": api,
@@ -131,7 +137,7 @@ async def test_no_token_401(world: dict[str, Any], method: str, path: str) -> No
     assert_problem(resp, 401, "authorization")
 
 
-@pytest.mark.parametrize("right", ["manage", "publish", "read"])
+@pytest.mark.parametrize("right", ["manage", "publish", "read", "portal"])
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 async def test_tenant_token_elsewhere(
     world: dict[str, Any], method: str, path: str, right: str
@@ -149,7 +155,10 @@ async def test_tenant_token_elsewhere(
     elif path == "/v1/whoami":
         assert resp.status_code == 200, resp.text
         me = resp.json()
-        assert me["name"].startswith("token:tok_") and me["name"].endswith(f":{right}")
+        if right == "portal":  # a session: named by its id (core.portal), no token
+            assert me["name"].startswith("portal:pss_"), me
+        else:
+            assert me["name"].startswith("token:tok_") and me["name"].endswith(f":{right}")
         assert {**me, "name": None} == {"scope": f"tenant:acme:{right}", "name": None,
                                         "tenant": "acme", "right": right}  # fmt: skip
     elif "{tenant}" in path:
@@ -158,7 +167,7 @@ async def test_tenant_token_elsewhere(
         assert_problem(resp, 403, "authorization")
 
 
-@pytest.mark.parametrize("right", ["manage", "publish", "read"])
+@pytest.mark.parametrize("right", ["manage", "publish", "read", "portal"])
 @pytest.mark.parametrize(
     ("method", "path"), [r for r in ROUTES if "{tenant}/" in r[1] and r[1].count("{") > 1]
 )
@@ -168,21 +177,37 @@ async def test_own_tenant_other_ids(
     """Another tenant's endpoint, event, delivery or job under one's own tenant: 404 for
     a token allowed on the route, 403 (before any lookup) for one that is not."""
     api, token = world["api"], world["tokens"][right]
-    resp = await _call(api, method, _fill(path, world["ids"], "acme"), path, bearer(token))
+    url = _fill(path, world["ids"], "acme")
+    resp = await _call(api, method, url, path, bearer(token))
     allowed = right == "manage" or (right == "read" and method == "GET")
+    if right == "portal":
+        allowed = portal_allows(method, url, "acme")
     assert_problem(resp, 404 if allowed else 403)
 
 
-@pytest.mark.parametrize("right", ["publish", "read"])
+@pytest.mark.parametrize("right", ["publish", "read", "portal"])
 @pytest.mark.parametrize(
     ("method", "path"), [r for r in ROUTES if r[1].startswith("/v1/tenants/{tenant}")]
 )
 async def test_own_tenant_rights(world: dict[str, Any], method: str, path: str, right: str) -> None:
-    """A publish token may only publish; a read token only GET (never 401/404 here)."""
+    """A publish token may only publish; a read token only GET; a portal session only
+    the portal's routes: its endpoints, their deliveries and attempts, retry, its events
+    (never publish, tenant settings, event-type changes, sources or another session).
+    Never 401/404 here."""
     api, token = world["api"], world["tokens"][right]
-    resp = await _call(api, method, _fill(path, world["ids"], "acme"), path, bearer(token))
+    url = _fill(path, world["ids"], "acme")
+    resp = await _call(api, method, url, path, bearer(token))
     publish = method == "POST" and path == "/v1/tenants/{tenant}/events"
     allowed = publish if right == "publish" else method == "GET"
+    if right == "portal":
+        allowed = portal_allows(method, url, "acme")
+        # what the portal may never do, whatever PORTAL_ROUTES says
+        never = (
+            (path.endswith(("/portal-sessions", "/events")) and method == "POST")
+            or (path == "/v1/tenants/{tenant}" and method != "GET")
+            or ("/event-types" in path and method != "GET")
+        )
+        assert not (allowed and never), (method, path)
     if path == "/v1/tenants/{tenant}" and method == "DELETE":
         allowed = False
     if allowed:

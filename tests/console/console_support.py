@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import uvicorn
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
-from regionsync.demo import Receiver
+from regionsync.demo import Receiver, free_port
 
-__all__ = ["SwitchableReceiver"]
+__all__ = ["SwitchableReceiver", "html_host"]
 
 
 @dataclass
@@ -31,3 +37,29 @@ class SwitchableReceiver(Receiver):
             return Response(b'{"error": "receiver bug: NullPointerException in handler"}',
                             status_code=500, media_type="application/json")  # fmt: skip
         return await super()._hook(request)
+
+
+@contextlib.asynccontextmanager
+async def html_host() -> AsyncIterator[dict[str, str]]:
+    """Serve ``host["html"]`` at ``/`` on a free loopback port (another origin than the
+    nodes'): the application page that embeds the consumer portal in an iframe. Yields
+    ``host`` with its ``origin``; set ``host["html"]`` before opening the page."""
+    port = free_port()
+    host = {"origin": f"http://127.0.0.1:{port}", "html": ""}
+
+    async def page(request: Request) -> Response:
+        return Response(host["html"], media_type="text/html")
+
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/", page)]),
+                                           host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="off"))  # fmt: skip
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield host
+    finally:
+        server.should_exit = True
+        await task

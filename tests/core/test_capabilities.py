@@ -203,3 +203,21 @@ def test_release_is_the_package_version() -> None:
 
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == caps.RELEASE
+
+
+def test_a_portal_key_is_read_only_with_portal_sessions() -> None:
+    """``pk/<region>/secret`` (issue 43) is gated by ``portal-sessions``: a reader of
+    0.1.0, or of this release restricted to what a peer without it reads, refuses it."""
+    from regionsync.core.capabilities import ALL
+    from regionsync.core.registry_keys import is_secret_key, key_feature
+
+    assert key_feature("pk/eu-central-1/secret") == "portal-sessions"
+    assert is_secret_key("pk/eu-central-1/secret")  # encrypted at rest
+    assert key_feature("pn/acme") == "portal-sessions" and not is_secret_key("pn/acme")
+    for key, value in (("pk/eu-central-1/secret", "ab" * 32), ("pn/acme", 1000)):
+        state = LWWRegister().set(value, actor="eu:1", stamp=Timestamp(1, 0))
+        body = encode_body(registry={key: state})
+        assert key in decode_body("registry", body).registry
+        for reads in (BASELINE, ALL - {"portal-sessions"}):
+            with pytest.raises(ValueError, match="unknown key"):
+                decode_body("registry", body, reads)

@@ -57,3 +57,37 @@ async def test_revoked_token_refused_in_every_region(
 
     await eventually(refused, timeout_s=5)
     assert time.monotonic() - revoked_at < 5
+
+
+async def test_portal_session_works_in_every_region(
+    cluster: Cluster, client: httpx.AsyncClient
+) -> None:
+    """A portal session signed by one region (its key replicated in the registry) is
+    accepted by all three processes, for its tenant only (issue 43). The first session
+    waits for every region's Hello (capability ``portal-sessions``: 409 until then)."""
+    us, eu, ap = (cluster.http[r] for r in REGIONS)
+    resp = await client.post(f"{eu}/v1/tenants", json={"id": "portal-co", "name": "P"})
+    assert resp.status_code == 201, resp.text
+
+    async def session() -> dict | None:
+        made = await client.post(f"{eu}/v1/tenants/portal-co/portal-sessions",
+                                 json={"ttl_s": 300})  # fmt: skip
+        if made.status_code == 409:  # a peer's Hello not heard yet
+            return None
+        assert made.status_code == 201, made.text
+        return made.json()
+
+    made = await eventually(session, timeout_s=20)
+    headers = {"authorization": f"Bearer {made['token']}"}
+
+    async def accepted() -> bool:
+        codes = [
+            (await client.get(f"{b}/v1/tenants/portal-co/endpoints", headers=headers)).status_code
+            for b in (us, eu, ap)
+        ]
+        return codes == [200, 200, 200]
+
+    await eventually(accepted, timeout_s=10)
+    for b in (us, ap):
+        other = await client.get(f"{b}/v1/cluster", headers=headers)
+        assert other.status_code == 403, other.text

@@ -33,6 +33,7 @@ from .routes import (
     endpoints,
     event_types,
     events,
+    portal,
     sources,
     tenants,
     tokens,
@@ -128,7 +129,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
         return problem(500, "internal", "internal error; see the node's log")
 
     routers = (tenants, endpoints, event_types, deliveries, events, sources, cluster, tokens)
-    for module in (*routers, audit, console):
+    for module in (*routers, audit, console, portal):
         app.include_router(module.build(ctx))
     install_docs(app)
     return _FastLane(app, {re.compile(p): h for p, h in ctx.fast_routes.items()})
@@ -190,13 +191,16 @@ class _FastLane:
 
 
 def _html_headers(send: Any) -> Any:
-    """``send`` adding ``HTML_HEADERS`` to an HTML response (those it does not set)."""
+    """``send`` adding ``HTML_HEADERS`` to an HTML response (those it does not set; no
+    X-Frame-Options to one that sets its own Content-Security-Policy)."""
 
     async def send_html(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             headers = message.get("headers", [])
             names = {n.lower() for n, _ in headers}
             if any(n == b"content-type" and v.startswith(b"text/html") for n, v in headers):
+                if b"content-security-policy" in names:  # a page framing by its own policy
+                    names.add(b"x-frame-options")  # (the portal's frame-ancestors)
                 extra = [(n, v) for n, v in _HTML_RAW if n not in names]
                 message = {**message, "headers": [*headers, *extra]}
         await send(message)

@@ -171,8 +171,10 @@ def install_docs(app: FastAPI) -> None:
                 "bearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "an API token from [[tokens]]: admin, "
-                    "tenant:<id>:manage, tenant:<id>:publish or tenant:<id>:read",
+                    "description": "an API token from [[tokens]] or POST /v1/tokens: admin, "
+                    "tenant:<id>:manage, tenant:<id>:publish or tenant:<id>:read; or a "
+                    "consumer portal session (rsp_..., POST "
+                    "/v1/tenants/{tenant}/portal-sessions): its tenant's portal routes only",
                 }
             }
             doc["security"] = [{"bearerAuth": []}]
@@ -437,7 +439,28 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["region", "reached"],
     },  # fmt: skip
     "WhoAmI": _obj(scope=_STR, name=_null(_STR), tenant=_null(_STR), right=_STR),
+    "PortalSession": _obj(
+        id=_STR,
+        tenant=_STR,
+        token=_STR,
+        url=_STR,
+        path=_STR,
+        frame=_STR,
+        allowed_origins={"type": "array", "items": _STR},
+        expires_at=_TIME,
+    ),  # fmt: skip
     "FilterTest": _obj(matches=_BOOL, failed_clause={}),
+    "TestEvent": _obj(
+        id=_STR,
+        event_type=_STR,
+        at=_TIME,
+        ok=_BOOL,
+        status_code=_null(_INT),
+        error=_null(_STR),
+        latency_ms=_NUM,
+        request_headers=_STR,
+        response_excerpt=_STR,
+    ),  # fmt: skip
     "Status": _obj(status=_STR),
     "RegionRemoval": _obj(region=_STR, incarnation=_INT, removed_at=_STR, by=_STR),
 }
@@ -460,6 +483,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("patch", "/v1/tenants/{tenant}/endpoints/{endpoint}"): "Endpoint",
     ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/test-filter"): "FilterTest",
     ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret"): "Endpoint",
+    ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/test"): "TestEvent",
     ("get", "/v1/tenants/{tenant}/endpoints/{endpoint}/attempts"): "AttemptPage",
     ("post", "/v1/tenants/{tenant}/event-types"): "EventType",
     ("get", "/v1/tenants/{tenant}/event-types"): "EventTypePage",
@@ -472,6 +496,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("post", "/v1/tenants/{tenant}/endpoints/{endpoint}/replay-missing"): "Job",
     ("get", "/v1/tenants/{tenant}/jobs/{job}"): "Job",
     ("post", "/v1/tenants/{tenant}/deliveries/{delivery}/retry"): "Delivery",
+    ("get", "/v1/tenants/{tenant}/deliveries/{delivery}"): "Delivery",
     ("get", "/v1/tenants/{tenant}/deliveries/{delivery}/attempts"): "AttemptPage",
     ("post", "/v1/tenants/{tenant}/events"): "Accepted",
     ("get", "/v1/tenants/{tenant}/events"): "EventSummaryPage",
@@ -488,6 +513,7 @@ _RESPONSES: dict[tuple[str, str], str] = {
     ("post", "/v1/tokens"): "TokenCreated",
     ("get", "/v1/tokens"): "TokenPage",
     ("get", "/v1/whoami"): "WhoAmI",
+    ("post", "/v1/tenants/{tenant}/portal-sessions"): "PortalSession",
     ("get", "/v1/audit"): "AuditEntryPage",
 }
 

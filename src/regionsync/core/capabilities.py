@@ -97,6 +97,14 @@ FEATURES: tuple[Feature, ...] = (
         "e/<endpoint>/secret_destination: an endpoint delivering to RabbitMQ, NATS or "
         "Redis instead of HTTP (core/brokers.py)",
     ),
+    Feature(
+        "portal-sessions",
+        RELEASE,
+        "registry-key",
+        "pk/<region>/secret registry keys: a region's key signing consumer portal "
+        "sessions that every region verifies; pn/<tenant>: sessions made before are "
+        "refused (core/portal.py)",
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

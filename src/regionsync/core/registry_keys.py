@@ -20,6 +20,10 @@ Keys (``/`` never occurs inside an id):
     j/<job>                     LWWRegister: a recovery job and its progress (runtime/recovery.py)
     tokens                      ORSet of API token ids (core.tokens; removal = revocation)
     k/<token>/<field>           LWWRegister (hash, scope, name, ... see core.tokens.TOKEN_FIELDS)
+    pk/<region>/secret          LWWRegister: hex of the region's portal key (core.portal;
+                                written only with portal-sessions)
+    pn/<tenant>                 LWWRegister: ms; the tenant's portal sessions made before it
+                                are refused (expire-all; written only with portal-sessions)
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ _KEY_TYPES: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"j/{_ID}"), LWWRegister),
     (re.compile(r"tokens"), ORSet),
     (re.compile(rf"k/{_ID}/(hash|scope|name|expires_at|created_at|created_by)"), LWWRegister),
+    (re.compile(r"pk/[a-z0-9][a-z0-9\-]{0,62}/secret"), LWWRegister),
+    (re.compile(rf"pn/{_ID}"), LWWRegister),
 ]
 
 
@@ -105,6 +111,8 @@ KEY_FEATURES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"x/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
     (re.compile(r"p/[a-z0-9][a-z0-9\-]{0,62}"), "region-removal"),
     (re.compile(rf"e/{_ID}/secret_destination"), "broker-destinations"),
+    (re.compile(r"pk/[a-z0-9][a-z0-9\-]{0,62}/secret"), "portal-sessions"),
+    (re.compile(rf"pn/{_ID}"), "portal-sessions"),
 ]
 
 
@@ -116,13 +124,16 @@ def key_feature(key: str) -> str:
     return "registry-keys"
 
 
-_SECRET_KEY = re.compile(rf"e/{_ID}/(secret|secret_previous|secret_destination)|s/{_ID}/secret")
+_SECRET_KEY = re.compile(
+    rf"e/{_ID}/(secret|secret_previous|secret_destination)|s/{_ID}/secret"
+    r"|pk/[a-z0-9][a-z0-9\-]{0,62}/secret"
+)
 
 
 def is_secret_key(key: str) -> bool:
     """True if ``key`` holds a signing secret (an endpoint's current or previous secret, a
-    source's secret) or an endpoint's broker destination (its URL's credentials): stores
-    encrypt these states at rest (adapters/secretbox.py)."""
+    source's secret, a region's portal key) or an endpoint's broker destination (its URL's
+    credentials): stores encrypt these states at rest (adapters/secretbox.py)."""
     return _SECRET_KEY.fullmatch(key) is not None
 
 

@@ -17,6 +17,7 @@ The parts (each its own module) receive only what they use:
 | ``custody`` (custody.Custody) | contact gossip, suspicion, custody records (failover) |
 | ``removals`` (removal.Removals) | regions removed for good, retired actors, refused Hellos |
 | ``tokens`` (tokens.TokenOps) | API tokens: create, list, revoke |
+| ``portal`` (portal.PortalOps) | consumer portal sessions: create, verify |
 | ``view`` (cluster.ClusterView) | the ``/v1/cluster`` view |
 | ``listing`` (listing.Listing) | newest-first list and search pages |
 | ``delivery`` (delivery.DeliveryWorker) | attempts, lanes, health |
@@ -54,6 +55,7 @@ from .links import Links
 from .listing import Listing
 from .offload import Offload
 from .operational import OperationalEvents
+from .portal import PortalOps
 from .ports import Clock, IdSource, PeerTransport, Resolver, Rng, Sender, Store
 from .pruning import Pruner
 from .recovery import Recovery
@@ -188,6 +190,8 @@ class Node:
         )  # fmt: skip
         self.event_types = EventTypeOps(self.catalog, writer, self.offload)
         self.tokens = TokenOps(self.catalog, writer, rng=rng, ids=ids, clock=clock)
+        self.portal = PortalOps(self.region, self.catalog, writer, rng=rng, ids=ids, clock=clock)
+        self.ids = ids  # test events' ids (runtime/test_event.py)
         self.ingest = Ingest(
             settings, self.catalog, writer, self.queue, self.keys, self.peers,
             rng=rng, ids=ids, ops=self.ops, offload=self.offload, **parts,

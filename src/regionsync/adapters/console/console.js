@@ -68,7 +68,7 @@ async function api(method, path, body, params) {
   for (const [k, v] of Object.entries(params || {})) if (v) qs.set(k, v);
   const url = qs.toString() ? `${path}?${qs}` : path;
   const resp = await fetch(url, {
-    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    method, headers, body: body === undefined ? undefined : jsonBody(body),
   });
   if (resp.status === 204) return null;
   let data = null;
@@ -79,6 +79,19 @@ async function api(method, path, body, params) {
   }
   if (!resp.ok) throw new ApiError(resp.status, data);
   return data;
+}
+
+async function apiText(path) {
+  // the body as text (the event's payload text is shown as the API sends it)
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const resp = await fetch(path, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  const body = await resp.text();
+  if (!resp.ok) {
+    let problem = null;
+    try { problem = JSON.parse(body); } catch (_) { problem = null; }
+    throw new ApiError(resp.status, problem);
+  }
+  return body;
 }
 
 async function allPages(path, params, max) {
@@ -93,7 +106,8 @@ async function allPages(path, params, max) {
 }
 
 const isAdmin = () => who && who.scope === "admin";
-const canManage = () => who && (who.scope === "admin" || who.right === "manage");
+const canManage = () => who && (who.scope === "admin" || who.right === "manage" ||
+  who.right === "portal");
 
 function stateCell(state) {
   return h("span", { class: `state-${state}`, "data-state": state }, state);
@@ -130,9 +144,13 @@ function renderNav() {
   document.getElementById("who").textContent = who ? `${who.scope} (${who.name})` : "";
   if (!who) return;
   if (isAdmin()) {
-    nav.append(h("a", { href: "#/cluster" }, "Cluster"), h("a", { href: "#/tenants" }, "Tenants"));
+    nav.append(h("a", { href: "#/cluster" }, "Cluster"), h("a", { href: "#/tenants" }, "Tenants"),
+      h("a", { href: "#/sources" }, "Sources"), h("a", { href: "#/tokens" }, "Tokens"));
   } else if (who.tenant) {
-    nav.append(h("a", { href: `#/t/${enc(who.tenant)}/endpoints` }, "Endpoints"));
+    const t = enc(who.tenant);
+    nav.append(h("a", { href: `#/t/${t}/endpoints` }, "Endpoints"),
+      h("a", { href: `#/t/${t}/events` }, "Events"),
+      h("a", { href: `#/t/${t}/event-types` }, "Event types"));
   }
 }
 
@@ -285,50 +303,6 @@ async function clusterPage() {
       "shown down is one this node's link to is down or that custody suspects."));
 }
 
-async function tenantsPage() {
-  const tenants = await allPages("/v1/tenants", {}, 1000);
-  show(
-    h("h1", {}, "Tenants"),
-    table([
-      ["id", (t) => h("a", { href: `#/t/${enc(t.id)}/endpoints` }, t.id)],
-      ["name", (t) => t.name],
-      ["ack policy", (t) => t.ack_policy],
-      ["published", (t) => text(t.usage && t.usage.events_published), { class: "num" }],
-      ["backlog", (t) => text(t.usage && t.usage.backlog), { class: "num" }],
-      ["failed", (t) => text(t.usage && t.usage.deliveries_failed), { class: "num" }],
-      ["", (t) => [h("a", { href: `#/t/${enc(t.id)}/endpoints` }, "endpoints"), " · ",
-        h("a", { href: `#/t/${enc(t.id)}/events` }, "events")]],
-    ], tenants, { id: "tenants" }));
-}
-
-function destinationType(ep) {
-  return (ep.destination && ep.destination.type) || "http";
-}
-
-function destinationText(ep) {
-  // The broker's names, never destination.url: its password is shown to no one here
-  // (ep.url is the broker's URL without it).
-  const d = ep.destination || { type: "http" };
-  const names = ["exchange", "routing_key", "subject", "stream"]
-    .filter((k) => d[k]).map((k) => `${k.replace("_", " ")} ${d[k]}`);
-  return names.length ? `${d.type}: ${names.join(", ")}` : d.type;
-}
-
-async function endpointsPage(tenant) {
-  const eps = await allPages(`/v1/tenants/${enc(tenant)}/endpoints`, {}, 1000);
-  show(
-    h("h1", {}, `Endpoints of ${tenant}`),
-    isAdmin() ? h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "Event log")) : null,
-    table([
-      ["id", (e) => h("a", { href: `#/t/${enc(tenant)}/endpoints/${enc(e.id)}` }, e.id)],
-      ["destination", (e) => destinationType(e)],
-      ["url", (e) => e.url],
-      ["state", (e) => stateCell(e.state)],
-      ["failing since", (e) => text(e.failing_since)],
-      ["event types", (e) => (e.event_types.length ? e.event_types.join(", ") : "every type")],
-    ], eps.map((e) => ({ ...e, __attrs: { "data-endpoint": e.id } })), { id: "endpoints" }));
-}
-
 function requestHeaders(eventId, eventType, endpoint) {
   // What every attempt of a delivery sends (core/envelope.py), from the endpoint's
   // settings: for a delivery without attempts, and attempts recorded before each attempt
@@ -406,102 +380,6 @@ async function followJob(tenant, job, after) {
   show(); // the page was drawn again: show the job's end on it
 }
 
-async function endpointPage(tenant, endpointId) {
-  const base = `/v1/tenants/${enc(tenant)}/endpoints/${enc(endpointId)}`;
-  const ep = await api("GET", base);
-  const deliveries = await allPages(`${base}/deliveries`, {}, 200);
-  const attempts = (await allPages(`${base}/attempts`, {}, 1000))
-    .sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : b.n - a.n));
-  const eventOf = new Map(deliveries.map((d) => [d.id, d.event]));
-  const reload = () => endpointPage(tenant, endpointId);
-
-  const act = (label, cls, fn) => h("button", {
-    type: "button", class: cls, onclick: async () => {
-      try { await fn(); } catch (err) { flash(err.message, true); }
-    },
-  }, label);
-  const patch = (body, done) => async () => {
-    await api("PATCH", base, body);
-    flash(done);
-    await reload();
-  };
-  const job = (kind) => async () => {
-    const since = rfc3339(document.querySelector(`input[name=${kind}-since]`).value);
-    const j = await api("POST", `${base}/${kind}`, { since });
-    flash(`${kind} job ${j.id} started`);
-    await followJob(tenant, j, reload);
-  };
-  const admin = isAdmin();
-  const actions = canManage() && admin ? h("div", { class: "actions" },
-    act("Pause", "pause", patch({ paused: true }, "paused")),
-    act("Resume", "resume", patch({ paused: false }, "resumed")),
-    act("Re-enable", "reenable", patch({ disabled: false }, "re-enabled")),
-    act("Rotate secret", "rotate", async () => {
-      await api("POST", `${base}/rotate-secret`);
-      flash("secret rotated (the previous one keeps signing for the overlap period)");
-      await reload();
-    }),
-    h("span", { class: "inline" }, sinceInput("recover-since"),
-      act("Recover since", "recover", job("recover"))),
-    h("span", { class: "inline" }, sinceInput("replay-missing-since"),
-      act("Replay missing since", "replay", job("replay-missing")))) : null;
-
-  const attemptRows = attempts.map((a) => ({ ...a, __attrs: { class: "attempt-row" } }));
-  show(
-    h("h1", {}, `Endpoint ${ep.id}`),
-    h("dl", { class: "kv", id: "endpoint" },
-      h("dt", {}, "tenant"), h("dd", {}, admin
-        ? h("a", { href: `#/t/${enc(tenant)}/endpoints` }, tenant) : tenant),
-      h("dt", {}, "destination"), h("dd", { id: "endpoint-destination" }, destinationText(ep)),
-      h("dt", {}, "url"), h("dd", {}, ep.url),
-      h("dt", {}, "state"), h("dd", { id: "endpoint-state" }, stateCell(ep.state)),
-      h("dt", {}, "failing since"), h("dd", {}, text(ep.failing_since)),
-      h("dt", {}, "event types"), h("dd", {}, ep.event_types.join(", ") || "every type"),
-      h("dt", {}, "payload format"), h("dd", {}, ep.payload_format),
-      h("dt", {}, "secret"), h("dd", { id: "secret" }, h("code", {}, ep.secret.endsWith("…") ? ep.secret : `${ep.secret.slice(0, 12)}…`)),
-      h("dt", {}, "updated"), h("dd", {}, text(ep.updated_at))),
-    actions,
-    h("div", { id: "job" }),
-    h("h2", {}, "Deliveries (newest first)"),
-    table([
-      ["delivery", (d) => h("code", {}, d.id)],
-      ["event", (d) => (admin ? h("a", { href: `#/t/${enc(tenant)}/events/${enc(d.event)}` }, d.event) : d.event)],
-      ["status", (d) => statusCell(d.status)],
-      ["attempts", (d) => d.attempts, { class: "num" }],
-      ["next attempt", (d) => text(d.next_attempt_at)],
-      ["region", (d) => d.region],
-      ["custodian", (d) => d.custodian],
-      ["", (d) => retryButton(tenant, d, reload)],
-    ], deliveries.map((d) => ({ ...d, __attrs: { "data-delivery": d.id, "data-status": d.status } })),
-    { id: "deliveries" }),
-    h("h2", {}, "Attempts (newest first)"),
-    table([
-      ["at", (a) => a.at],
-      ["delivery", (a) => h("code", {}, a.delivery)],
-      ["#", (a) => (a.generation ? `${a.n} (gen ${a.generation})` : `${a.n}`), { class: "num" }],
-      ["status", (a) => h("span", { class: a.status_code >= 200 && a.status_code < 300 ? "ok" : "bad" },
-        text(a.status_code))],
-      ["latency ms", (a) => a.latency_ms.toFixed(1), { class: "num" }],
-      ["region", (a) => a.region],
-      ["error", (a) => text(a.error)],
-      ["", (a) => h("button", {
-        type: "button", class: "open-attempt",
-        onclick: (ev) => {
-          const row = ev.target.closest("tr");
-          const open = row.nextElementSibling && row.nextElementSibling.classList.contains("details");
-          if (open) { row.nextElementSibling.remove(); return; }
-          const details = attemptDetails(a, eventOf.get(a.delivery), null, ep);
-          const event = eventOf.get(a.delivery);
-          if (admin && event) {
-            details.prepend(h("p", {}, h("a", { class: "event-link",
-              href: `#/t/${enc(tenant)}/events/${enc(event)}` }, `event ${event}`)));
-          }
-          row.after(h("tr", { class: "details" }, h("td", { colspan: 8 }, details)));
-        },
-      }, "open")],
-    ], attemptRows, { id: "attempts" }));
-}
-
 async function eventsPage(tenant, query) {
   const params = Object.fromEntries(new URLSearchParams(query || ""));
   const form = h("form", { id: "event-filters", class: "actions" },
@@ -519,34 +397,26 @@ async function eventsPage(tenant, query) {
     for (const [k, v] of new FormData(form)) if (v) qs.set(k, v);
     location.hash = `#/t/${enc(tenant)}/events?${qs}`;
   });
-  const body = h("tbody");
-  const more = h("button", { type: "button", id: "more", hidden: true }, "More");
-  let cursor = null;
-  const load = async () => {
-    const page = await api("GET", `/v1/tenants/${enc(tenant)}/events`, undefined,
-      { ...params, cursor, limit: "50" });
-    for (const e of page.items) {
+  const list = pagedTable("events", `/v1/tenants/${enc(tenant)}/events`, params, [
+    ["id", (e) => h("a", { href: `#/t/${enc(tenant)}/events/${enc(e.id)}` }, e.id)],
+    ["type", (e) => e.event_type],
+    ["received", (e) => e.received_at],
+    ["region", (e) => e.region],
+    ["deliveries", (e) => {
       const s = e.deliveries;
-      body.append(h("tr", { "data-event": e.id },
-        h("td", {}, h("a", { href: `#/t/${enc(tenant)}/events/${enc(e.id)}` }, e.id)),
-        h("td", {}, e.event_type), h("td", {}, e.received_at), h("td", {}, e.region),
-        h("td", {}, `${s.delivered}/${s.total} delivered`, s.dead ? `, ${s.dead} dead` : "",
-          s.pending ? `, ${s.pending} pending` : "", s.skipped ? `, ${s.skipped} skipped` : "")));
-    }
-    cursor = page.next;
-    more.hidden = !cursor;
-  };
-  more.addEventListener("click", () => load().catch((err) => flash(err.message, true)));
-  show(
-    h("h1", {}, `Events of ${tenant}`), form,
-    h("table", { id: "events" }, h("thead", {}, h("tr", {},
-      ["id", "type", "received", "region", "deliveries"].map((c) => h("th", {}, c)))), body),
-    more);
-  await load();
+      return [`${s.delivered}/${s.total} delivered`, s.dead ? `, ${s.dead} dead` : "",
+        s.pending ? `, ${s.pending} pending` : "", s.skipped ? `, ${s.skipped} skipped` : ""];
+    }],
+  ], { attrs: (e) => ({ "data-event": e.id }), limit: 50 });
+  show(h("h1", {}, `Events of ${tenant}`), searchForm(tenant), form, list.el);
+  await list.loadMore();
+  onRefresh(list.reload);
 }
 
 async function eventPage(tenant, eventId) {
-  const ev = await api("GET", `/v1/tenants/${enc(tenant)}/events/${enc(eventId)}`);
+  const raw = await apiText(`/v1/tenants/${enc(tenant)}/events/${enc(eventId)}`);
+  const ev = JSON.parse(raw); // for the other members; the payload is shown from `raw`
+  const payload = payloadText(raw);
   const sections = [];
   for (const d of ev.deliveries) {
     const [attempts, ep] = await Promise.all([
@@ -570,18 +440,32 @@ async function eventPage(tenant, eventId) {
   }
   show(
     h("h1", {}, `Event ${ev.id}`),
-    h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "← event log")),
+    h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "← event log")), searchForm(tenant),
     h("dl", { class: "kv", id: "event" },
       h("dt", {}, "type"), h("dd", {}, ev.event_type),
       h("dt", {}, "received"), h("dd", {}, ev.received_at),
       h("dt", {}, "accepted by"), h("dd", {}, ev.region)),
-    h("h2", {}, "Payload"), h("pre", {}, JSON.stringify(ev.payload, null, 2)),
+    h("h2", {}, "Payload"),
+    payload === null
+      ? h("p", { class: "bad", id: "payload-error" }, `payload not shown: ${text(ev.payload_error)}`)
+      : h("pre", { id: "payload" }, payload),
     sections.length ? sections : h("p", { class: "muted" }, "no deliveries (no endpoint matched)"));
 }
 
 // ---------------------------------------------------------------- router
 
-async function route() {
+// one page drawing at a time: a page still loading when the next is asked for finishes
+// first, so it never draws over the newer one (live refreshes queue the same way)
+let drawing = Promise.resolve();
+function serial(fn) {
+  const run = drawing.then(fn, fn);
+  drawing = run.catch(() => {});
+  return run;
+}
+
+function route() { return serial(routeNow); }
+
+async function routeNow() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
@@ -597,10 +481,17 @@ async function route() {
       location.hash = isAdmin() ? "#/cluster" : `#/t/${enc(who.tenant)}/endpoints`;
       return;
     }
-    if (parts[0] === "cluster") return await clusterPage();
+    live.loaders = [];
+    if (parts[0] === "cluster") { onRefresh(clusterPage); return await clusterPage(); }
     if (parts[0] === "tenants") return await tenantsPage();
+    if (parts[0] === "sources") return await sourcesPage();
+    if (parts[0] === "tokens") return await tokensPage();
     if (parts[0] === "t" && parts.length >= 3) {
       const tenant = parts[1];
+      if (parts[2] === "settings" && parts.length === 3) return await tenantSettingsPage(tenant);
+      if (parts[2] === "search" && parts.length === 3) return await searchPage(tenant, query);
+      if (parts[2] === "event-types" && parts.length === 3) return await eventTypesPage(tenant);
+      if (parts[2] === "event-types" && parts.length === 4) return await eventTypePage(tenant, parts[3]);
       if (parts[2] === "endpoints" && parts.length === 3) return await endpointsPage(tenant);
       if (parts[2] === "endpoints" && parts.length === 4) return await endpointPage(tenant, parts[3]);
       if (parts[2] === "events" && parts.length === 3) return await eventsPage(tenant, query);
@@ -610,14 +501,27 @@ async function route() {
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
       renderNav();
-      return loginPage("Your token was refused (401); log in again.");
+      return loginPage(location.pathname === "/portal"
+        ? "This portal link has expired or is no longer valid: open a new one from the application."
+        : "Your token was refused (401); log in again.");
     }
     flash(err.message, true);
     show(h("h1", {}, "Error"), h("p", { class: "bad", id: "error" }, err.message));
   }
 }
 
+function portalKey() {
+  // a portal link (/portal#key=rsp_...): keep the session in this tab, drop it from the URL
+  const m = /^#key=(rsp_[A-Za-z0-9_.-]+)$/.exec(location.hash);
+  if (!m) return;
+  sessionStorage.setItem(TOKEN_KEY, m[1]);
+  who = null;
+  history.replaceState(null, "", `${location.pathname}${location.search}#/`);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  portalKey();
+  setupLive();
   document.getElementById("logout").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     who = null;

@@ -21,6 +21,15 @@ from ...core.brokers import DESTINATION_TYPES, check_destination_body
 from ...core.envelope import PAYLOAD_FORMATS
 from ...core.event_types import MAX_DESCRIPTION, NAME_RE
 from ...core.matching import EVENT_PATTERN_RE
+from ...core.portal import (
+    DEFAULT_TTL_S,
+    MAX_ORIGINS,
+    MAX_TTL_S,
+    MIN_TTL_S,
+    ORIGIN_RE,
+    check_origins,
+    check_ttl,
+)
 from ...core.registry import ID_RE
 from ...core.signing import SECRET_PREFIX
 from ...core.sources import ACK_POLICIES, KINDS, LOOKUPS, PRIORITIES, check_source_fields
@@ -55,9 +64,11 @@ __all__ = [
     "EventIn",
     "EventTypeIn",
     "EventTypePatch",
+    "PortalSessionIn",
     "SampleIn",
     "SinceIn",
     "SourceIn",
+    "TestEventIn",
     "TenantIn",
     "TenantPatch",
     "TokenIn",
@@ -448,3 +459,52 @@ class SampleIn(Body):
     required_detail = 'is required (body must be {"payload": ...})'
 
     payload: Any
+
+
+class PortalSessionIn(Body):
+    # judged by core.portal (check_ttl, check_origins)
+
+    members_required = False
+
+    ttl_s: int | None = Field(
+        None, ge=MIN_TTL_S, le=MAX_TTL_S,
+        description=f"seconds the session lives; null: {DEFAULT_TTL_S}",
+    )  # fmt: skip
+    allowed_origins: list[Annotated[str, Field(pattern=_whole(ORIGIN_RE))]] | None = Field(
+        None, max_length=MAX_ORIGINS,
+        description="origins that may frame the portal page (CSP frame-ancestors), such as "
+        "https://app.example.com; null or []: none may",
+    )  # fmt: skip
+    _ttl: int = PrivateAttr(DEFAULT_TTL_S)
+    _origins: tuple[str, ...] = PrivateAttr(())
+
+    def rules(self, context: dict[str, Any]) -> None:
+        self._ttl = check_ttl(self.ttl_s)
+        self._origins = check_origins(self.allowed_origins)
+
+    @property
+    def ttl(self) -> int:
+        return self._ttl
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        return self._origins
+
+
+class TestEventIn(Body):
+    # of a test event (runtime/test_event.py): both members optional; the payload is
+    # sent as its text (the route reads it), any JSON
+
+    __test__ = False  # not a pytest class
+    members_required = False
+
+    event_type: str | None = Field(
+        None, pattern=_EVENT_TYPE, description="default: regionsync.test"
+    )
+    payload: Any = Field(None, description='any JSON; default: {"test": true, "endpoint": id}')
+
+    def rules(self, context: dict[str, Any]) -> None:
+        if self.event_type is not None and (
+            not isinstance(self.event_type, str) or not EVENT_TYPE_RE.fullmatch(self.event_type)
+        ):
+            raise Unprocessable("must be an event type such as order.paid", field="event_type")

@@ -1,6 +1,6 @@
 """Routes of the web console: ``/console`` (one static page) and its assets.
 
-The console is a static HTML page with a vanilla JavaScript file (``adapters/console/``)
+The console is a static HTML page with vanilla JavaScript files (``adapters/console/``)
 that calls the node's JSON API with the token the user typed (kept in the tab's
 sessionStorage): no template rendering, no build step, no CDN. So these routes serve
 files only and need no token themselves; every datum the page shows comes from the
@@ -22,6 +22,9 @@ __all__ = ["CONSOLE_DIR", "build"]
 CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
 _ASSETS = {
     "console.js": "text/javascript; charset=utf-8",
+    "widgets.js": "text/javascript; charset=utf-8",
+    "manage.js": "text/javascript; charset=utf-8",
+    "endpoints.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

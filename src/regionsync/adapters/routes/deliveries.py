@@ -136,8 +136,15 @@ def _jobs(router: APIRouter, ctx: ApiContext) -> None:
 
 
 def _one_delivery(router: APIRouter, ctx: ApiContext) -> None:
-    """One delivery's retry and attempts."""
+    """One delivery, its retry and attempts."""
     node = ctx.node
+
+    @router.get("/v1/tenants/{tenant}/deliveries/{delivery}")
+    async def get_delivery(request: Request, tenant: str, delivery: str) -> dict[str, Any]:
+        """One delivery by id (its event, endpoint and status): the console's search by
+        delivery id. 404 (field ``delivery``) if the tenant has none of this id."""
+        ctx.auth.check(request, tenant)
+        return delivery_json(node, await node.recovery.delivery(tenant, delivery))
 
     @router.post("/v1/tenants/{tenant}/deliveries/{delivery}/retry", status_code=202)
     async def retry(request: Request, tenant: str, delivery: str) -> dict[str, Any]:

@@ -6,10 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from ...core.envelope import masked_request_headers, masked_text
+from ...core.jsontext import decode_utf8, loads_members
 from ...core.numtext import parse_uint
 from ...core.registry import ID_RE
+from ...core.retry import OutcomeKind
 from ...errors import Unprocessable
-from .bodies import EndpointIn, EndpointPatch, SampleIn
+from ...runtime.test_event import TestResult, send_test_event
+from .bodies import EndpointIn, EndpointPatch, SampleIn, TestEventIn
 from .common import (
     ApiContext,
     attempt_json,
@@ -20,8 +24,10 @@ from .common import (
     hidden_values,
     open_cursor,
     page_params,
+    read_body,
     read_no_body,
     read_object,
+    rfc3339,
     seal_cursor,
 )
 from .paging import parse_order
@@ -95,6 +101,24 @@ def _actions(router: APIRouter, ctx: ApiContext) -> None:
         sample = SampleIn.check(body)
         return await node.registry_ops.test_filter(tenant, endpoint, sample.payload)
 
+    @router.post(
+        "/v1/tenants/{tenant}/endpoints/{endpoint}/test", openapi_extra=TestEventIn.openapi()
+    )
+    async def test_event(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
+        """Send one test event to this endpoint now, signed as a delivery is, and answer
+        what came back (``ok``, ``status_code``, ``error``, ``response_excerpt``) and what
+        was sent (``request_headers``). Not stored, replicated or retried; the endpoint's
+        health is unchanged. Body: ``{"event_type"?, "payload"?}`` (``{}``: the defaults)."""
+        caller = ctx.auth.check(request, tenant)
+        ep = node.catalog.endpoint(tenant, endpoint)
+        members, texts = loads_members(decode_utf8(await read_body(request, ctx.max_body)))
+        body = TestEventIn.check(members)
+        payload = texts["payload"].encode() if "payload" in texts else None
+        sent = await send_test_event(ep, body.event_type, payload, opts=node.settings.delivery,
+                                     sender=node.sender, clock=node.cluster_clock,
+                                     ids=node.ids)  # fmt: skip
+        return test_json(sent, hidden_values(node, caller, tenant, endpoint))
+
     @router.post("/v1/tenants/{tenant}/endpoints/{endpoint}/rotate-secret")
     async def rotate_secret(request: Request, tenant: str, endpoint: str) -> dict[str, Any]:
         """New generated secret; the previous one keeps signing for the overlap period.
@@ -146,3 +170,23 @@ def _log_position(cursor: str | None) -> tuple[int, str, int] | None:
         raise Unprocessable("not a cursor this API returned", field="cursor")
     at_ms, n_int = (parse_uint(v, "cursor", error=Unprocessable) for v in (at, n))
     return at_ms, did, n_int
+
+
+def test_json(t: TestResult, hidden: list[str] | None) -> dict[str, Any]:
+    """A test event's answer; with ``hidden`` (a ``read`` caller) header values masked as
+    in ``attempt_json``."""
+    o = t.outcome
+    headers, excerpt = t.request_headers, o.response_excerpt
+    if hidden is not None:
+        headers, excerpt = masked_request_headers(headers), masked_text(excerpt, hidden)
+    return {
+        "id": t.id,
+        "event_type": t.event_type,
+        "at": rfc3339(t.at_ms),
+        "ok": o.kind is OutcomeKind.SUCCEEDED,
+        "status_code": o.status_code,
+        "error": o.reason,
+        "latency_ms": o.latency_ms,
+        "request_headers": headers,
+        "response_excerpt": excerpt,
+    }

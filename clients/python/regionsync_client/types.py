@@ -3,7 +3,7 @@ from the node's ``/openapi.json``; do not edit by hand)."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "Accepted",
@@ -107,7 +107,7 @@ class Delivery(TypedDict):
     id: str
     event: str
     endpoint: str
-    status: Any
+    status: Literal["pending", "cancelled", "skipped", "dead", "delivered"]
     attempts: int
     next_attempt_at: str | None
     region: str
@@ -254,7 +254,7 @@ class Status(TypedDict):
 class Tenant(TypedDict):
     id: str
     name: str
-    ack_policy: Any
+    ack_policy: Literal["local", "one-remote"]
     publish_rate_per_s: float | None
     strict_event_types: bool
     delivery_max_in_flight: int | None

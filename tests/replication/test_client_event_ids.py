@@ -70,3 +70,31 @@ def test_a_client_id_is_a_baseline_record() -> None:
 
     event = Event(EID, "acme", "order.paid", b'{"order":7}', "a", 1_700_000_000_000)
     assert decode_body("event", encode_body(event=event), BASELINE).event == event
+
+
+async def test_an_id_whose_commit_failed_is_accepted_on_retry(net, started) -> None:
+    import pytest
+
+    from regionsync.adapters.memory_store import MemoryStore
+    from regionsync.core.model import WriteBatch
+
+    class FailOnce(MemoryStore):
+        fail_next = False
+
+        async def commit(self, batch: WriteBatch) -> None:
+            if self.fail_next and batch.events:
+                self.fail_next = False
+                raise OSError("disk full")
+            await super().commit(batch)
+
+    store = FailOnce()
+    (a,) = await start(started, make_node(net, "a", [], store=store))
+    await a.registry_ops.create_tenant("acme", "Acme")
+    store.fail_next = True
+    with pytest.raises(OSError):
+        await a.ingest.publish("acme", "order.paid", b"{}", None, event_id=EID)
+    reload = [t for t in a._tasks if t.get_name() == "reload"]
+    await reload[0]
+    event, created = await a.ingest.publish("acme", "order.paid", b"{}", None, event_id=EID)
+    assert event.id == EID and created
+    assert await a.store.get_event(EID) is not None

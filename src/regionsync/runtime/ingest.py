@@ -280,7 +280,8 @@ class Ingest:
             if durable is not None:
                 await asyncio.shield(durable)
             same = await self._same_event(tenant_id, found_id, event_type, payload)
-            assert same is not None  # durable (the commit raised otherwise)
+            if same is None:  # its commit failed (and raised to its caller): retry
+                raise Unavailable("the event's first publish failed; retry", retry_after_s=1)
             return same, False
         if found is not None:
             if durable is not None:  # the original is not durable yet: answer when it is
@@ -525,11 +526,17 @@ class Ingest:
             self._client_ids[event.id] = None
             while len(self._client_ids) > _CLIENT_IDS_KEPT:
                 del self._client_ids[next(iter(self._client_ids))]
+            durable.add_done_callback(lambda f: self._forget_failed(f, event.id))
         if pending:
             durable.add_done_callback(lambda f: _hand_over(f, self.queue, fresh, event))
         self.writer.telemetry.remember_current(event.id)  # its attempts continue the trace
         durable.add_done_callback(lambda _f: self._pending_events.pop(event.id, None))
         return _Accepted(event, durable, self.writer.version_vector[self.writer.actor])
+
+    def _forget_failed(self, durable: asyncio.Future[None], event_id: str) -> None:
+        """A client's id whose commit failed is not held: a retry may accept it anew."""
+        if durable.cancelled() or durable.exception() is not None:
+            self._client_ids.pop(event_id, None)
 
     async def purge_idempotency(self, batch: int = 5000) -> int:
         """Forget Idempotency-Keys older than the TTL (``IdempotencyKeys.expire``; by

@@ -9,7 +9,9 @@ COPY pyproject.toml README.md LICENSE CHANGELOG.md ./
 COPY src ./src
 COPY crdt ./crdt
 COPY sim ./sim
-RUN pip install . && rm -rf /build
+# the Python SDK: `regionsync outbox-relay` publishes through it
+COPY clients/python ./clients/python
+RUN pip install . ./clients/python && rm -rf /build
 
 # an unprivileged user owns the data directory (named volumes inherit the ownership)
 RUN useradd --system --uid 10001 --home-dir /var/lib/regionsync --shell /usr/sbin/nologin \

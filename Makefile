@@ -5,10 +5,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv demo test lint proto clean checkov tf-test sim-hashes sim-hashes-write system-deps
 
-$(STAMP): pyproject.toml
+# the Python SDK (clients/python) goes into the same virtualenv: the outbox relay and
+# the SDK's tests (pytest testpaths) use it
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e clients/python
 	touch $(STAMP)
 
 venv: $(STAMP)

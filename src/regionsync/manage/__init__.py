@@ -1,5 +1,6 @@
 """Management commands over a node's HTTP API (httpx), one module per resource: status,
-tenants, endpoints, sources, events (with deliveries, recover, replay), tokens and regions.
+tenants, endpoints, sources, events (with deliveries, recover, replay), tokens, regions,
+and the outbox relay (``outbox``: a producer's PostgreSQL outbox, published with the SDK).
 
 Talks HTTP only (never the runtime; an import-linter contract): ``--url`` /
 ``REGIONSYNC_URL`` names the node, ``--token`` / ``REGIONSYNC_TOKEN`` the bearer token,
@@ -17,6 +18,7 @@ import click
 from .client import DEFAULT_URL, ApiClient, ManageError, api_path
 from .endpoints import endpoints
 from .events import deliveries, events, recover, replay
+from .outbox import outbox_relay
 from .regions import regions
 from .sources import sources
 from .status import status, status_rows
@@ -37,7 +39,7 @@ def register(main: click.Group) -> None:
                      help="Management commands print the API's JSON."),
     ])  # fmt: skip
     commands = (status, tenants, endpoints, sources, events, deliveries, recover, replay,
-                token, regions)  # fmt: skip
+                token, regions, outbox_relay)  # fmt: skip
     for cmd in commands:
         main.add_command(cmd)
 

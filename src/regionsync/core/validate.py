@@ -22,6 +22,7 @@ from .urlguard import validate_url
 
 __all__ = [
     "ACK_POLICIES",
+    "EVENT_ID_RE",
     "EVENT_TYPE_RE",
     "HEADER_NAME_RE",
     "HEADER_VALUE_RE",
@@ -30,6 +31,7 @@ __all__ = [
     "check_id",
     "check_text",
     "check_endpoint_fields",
+    "check_event_id",
     "check_new_tenant",
     "check_tenant_fields",
     "endpoint_defaults",
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 EVENT_TYPE_RE = NAME_RE  # an event type as published: a catalog type's name
+# an event id a client may choose: the node's own form, evt_ + a ULID's 26 Crockford
+# base32 digits (adapters/system.py UlidSource)
+EVENT_ID_RE = re.compile(r"evt_[0-9A-HJKMNP-TV-Z]{26}")
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")  # an RFC 9110 token
 HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
 ACK_POLICIES = ("local", "one-remote")  # of a tenant and of a source
@@ -108,6 +113,14 @@ def check_event_type(value: Any, field: str = "event_type") -> str:
     """An event type: ``[A-Za-z0-9_.-]{1,128}``."""
     if not isinstance(value, str) or not EVENT_TYPE_RE.fullmatch(value):
         raise Unprocessable("must match [A-Za-z0-9_.-]{1,128}", field=field)
+    return value
+
+
+def check_event_id(value: Any, field: str = "id") -> str:
+    """A client-chosen event id: ``evt_`` + 26 Crockford base32 digits (upper case)."""
+    if not isinstance(value, str) or not EVENT_ID_RE.fullmatch(value):
+        raise Unprocessable("must be evt_ followed by a ULID (26 Crockford base32 characters)",
+                            field=field)  # fmt: skip
     return value
 
 

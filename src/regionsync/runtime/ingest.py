@@ -35,6 +35,8 @@ from .writepath import WritePath
 
 __all__ = ["Ingest"]
 
+_CLIENT_IDS_KEPT = 10_000  # longer than any store read before the lock takes
+
 SOURCE_CONFIG_FIELDS = (
     "id", "tenant", "kind", "secret", "priority", "ack_policy", "header", "algorithm",
     "encoding", "prefix", "event_type_from", "id_from", "default_event_type",
@@ -93,6 +95,10 @@ class Ingest:
         self.ingest_counts: dict[tuple[str, str], int] = {}  # (admitted|shed, priority)
         self.last_retry_after_s = 0
         self._pending_events: dict[str, asyncio.Future[None]] = {}  # accepted, not durable
+        # the latest ids accepted here with a caller's id (insertion order: oldest first),
+        # so a repeat that read the store before the first was durable is found under the
+        # write lock without a store read there
+        self._client_ids: dict[str, None] = {}
         self._ack_waiters: dict[asyncio.Event, None] = {}  # ordered: deterministic wake-ups
         self._publish_latency = writer.telemetry.publish.labels("publish")  # looked up once
         # False while this process cannot read its region's records (runtime/cohort.py;
@@ -186,13 +192,19 @@ class Ingest:
         payload: bytes,
         idempotency_key: str | None,
         payload_obj: Any = None,
+        event_id: str | None = None,
     ) -> tuple[Event, bool]:
         """Accept an event: durable locally (with its deliveries) before this returns.
 
         ``payload`` is the JSON bytes to deliver (``payload_obj`` the same parsed, if the
         caller has it; filters read it). Returns ``(event, created)``; a repeat
         with the same ``Idempotency-Key`` and body (sent to any region, once replicated)
-        returns the original event and False. Raises NotFound (tenant), Unprocessable
+        returns the original event and False. ``event_id``: the id the client chose
+        (checked by the caller, core.validate.check_event_id); a repeat with the same id
+        and body returns the event and False, and a repeat with another tenant, type or
+        payload is a Conflict (``event_id_conflict``, field ``id``); two regions that both
+        accept an id before they exchanged it keep one event of that id (README,
+        Client-chosen event ids). Raises NotFound (tenant), Unprocessable
         (event_type; unknown type in strict mode), SchemaViolation (payload against its
         type's schema, core.event_types), Conflict (key reused with another body), TooManyRequests /
         Unavailable (backpressure, the tenant's queue of checks full, ``one-remote`` not
@@ -202,7 +214,7 @@ class Ingest:
         tel, started = self.writer.telemetry, self.clock.monotonic()
         with tel.span("regionsync.ingest", **{"regionsync.path": "publish"}) as span:
             event, created = await self._publish(
-                tenant_id, event_type, payload, idempotency_key, payload_obj
+                tenant_id, event_type, payload, idempotency_key, payload_obj, event_id
             )
             span.set_attribute("regionsync.event_id", event.id)
         self._publish_latency.observe(self.clock.monotonic() - started)
@@ -215,9 +227,14 @@ class Ingest:
         payload: bytes,
         idempotency_key: str | None,
         payload_obj: Any = None,
+        event_id: str | None = None,
     ) -> tuple[Event, bool]:
         check_event_type(event_type)
         self.catalog.require_tenant(tenant_id)
+        if event_id is not None:  # a repeat of a client-chosen id: before any admission
+            same = await self._same_event(tenant_id, event_id, event_type, payload)
+            if same is not None:
+                return same, False
         self._tenant_rate_or_raise(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
         self._admit_or_raise(priority, tenant_id)
@@ -239,23 +256,32 @@ class Ingest:
                 found = self.idempotency.get(
                     tenant_id, idempotency_key, self.clock.wall_ms(), self._ttl_ms
                 )
+            if found is None and event_id is not None and event_id in self._client_ids:
+                found = (event_id, digest, "", 0)  # accepted meanwhile (``_same_event``)
             if found is None:
                 if refused is not None:
                     raise refused
                 accepted = self._accept(
-                    tenant_id, event_type, payload, digest, idempotency_key, payload_obj=obj,
-                    verdicts=verdicts,
+                    tenant_id, event_type, payload, digest, idempotency_key, event_id,
+                    payload_obj=obj, verdicts=verdicts,
                 )  # fmt: skip
             else:
-                event_id, seen, region, received_at_ms = found
-                if seen != digest:
+                found_id, seen, region, received_at_ms = found
+                if seen != digest or event_id not in (None, found_id):
                     raise Conflict(
-                        "Idempotency-Key was used with another body",
+                        "Idempotency-Key was used with another body"
+                        if seen != digest else "Idempotency-Key was used with another event id",
                         field="Idempotency-Key",
                         code="idempotency_conflict",
-                    )
-                original = Event(event_id, tenant_id, event_type, payload, region, received_at_ms)
-                durable = self._pending_events.get(event_id)
+                    )  # fmt: skip
+                original = Event(found_id, tenant_id, event_type, payload, region, received_at_ms)
+                durable = self._pending_events.get(found_id)
+        if found is not None and region == "":  # an id accepted meanwhile: read it back
+            if durable is not None:
+                await asyncio.shield(durable)
+            same = await self._same_event(tenant_id, found_id, event_type, payload)
+            assert same is not None  # durable (the commit raised otherwise)
+            return same, False
         if found is not None:
             if durable is not None:  # the original is not durable yet: answer when it is
                 await asyncio.shield(durable)
@@ -272,6 +298,30 @@ class Ingest:
             accepted = self._accept(tenant_id, event_type, text, "", None, payload_obj=payload)
         await self._settle(accepted, False)
         return accepted.event
+
+    async def _same_event(
+        self, tenant_id: str, event_id: str, event_type: str, payload: bytes
+    ) -> Event | None:
+        """The stored event ``event_id`` if it is this one (tenant's live generation, type,
+        payload bytes), None if no event has that id here yet; Conflict
+        (``event_id_conflict``, field ``id``) if another event has it."""
+        pending = self._pending_events.get(event_id)
+        if pending is not None:  # accepted here, not durable yet
+            await asyncio.shield(pending)
+        event = await self.store.get_event(event_id)
+        if event is None:
+            return None
+        if (
+            not self.catalog.event_visible(tenant_id, event)
+            or event.event_type != event_type
+            or event.payload != payload
+        ):
+            raise Conflict(
+                "an event with this id exists with another tenant, event type or payload",
+                field="id",
+                code="event_id_conflict",
+            )
+        return event
 
     @property
     def _ttl_ms(self) -> int:
@@ -471,6 +521,10 @@ class Ingest:
             deliveries=batch.deliveries,  # the fan-out snapshot, so any region can deliver
         )  # fmt: skip
         self._pending_events[event.id] = durable
+        if event_id is not None:  # a client's id: ``_publish`` finds it under the lock
+            self._client_ids[event.id] = None
+            while len(self._client_ids) > _CLIENT_IDS_KEPT:
+                del self._client_ids[next(iter(self._client_ids))]
         if pending:
             durable.add_done_callback(lambda f: _hand_over(f, self.queue, fresh, event))
         self.writer.telemetry.remember_current(event.id)  # its attempts continue the trace

@@ -27,6 +27,7 @@ from ...core.tokens import SCOPE_RE
 from ...core.urlguard import URL_MAX
 from ...core.validate import (
     DESCRIPTION_MAX,
+    EVENT_ID_RE,
     EVENT_TYPE_RE,
     HEADER_NAME_RE,
     HEADER_VALUE_MAX,
@@ -39,6 +40,7 @@ from ...core.validate import (
     TENANT_NAME_MAX,
     TENANT_RATE_PER_S,
     check_endpoint_fields,
+    check_event_id,
     check_new_tenant,
     check_tenant_fields,
     endpoint_defaults,
@@ -306,6 +308,15 @@ class EventIn(Body):
 
     event_type: str = Field(pattern=_EVENT_TYPE)
     payload: Any = Field(description="any JSON (RFC 8259, at most 64 levels deep)")
+    id: Annotated[str, Field(pattern=_whole(EVENT_ID_RE))] | SkipJsonSchema[None] = Field(
+        None,
+        description="the event id, chosen by the client (a ULID); a repeat with the same id "
+        "answers the event accepted first, in any region (README, Client-chosen event ids)",
+    )
+
+    def rules(self, context: dict[str, Any]) -> None:
+        if "id" in self.model_fields_set:
+            check_event_id(self.id)
 
 
 class SourceIn(Body):

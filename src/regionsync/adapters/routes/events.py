@@ -48,8 +48,9 @@ def _publisher(ctx: ApiContext) -> Callable[[Request, str], Awaitable[Response]]
         if key is not None:  # 1..256 characters, no control characters (C1 included)
             check_text(key, "Idempotency-Key", 256, 1)
         event, created = await node.ingest.publish(
-            tenant, body["event_type"], payload.encode(), key, body["payload"]
-        )
+            tenant, body["event_type"], payload.encode(), key, body["payload"],
+            event_id=body.get("id"),
+        )  # fmt: skip
         return (
             accepted_response(node, event)
             if created

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["PACKAGE", "build", "node_test", "run_node"]
+__all__ = ["PACKAGE", "build", "node", "node_test", "run_node"]
 
 PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 
@@ -25,6 +25,11 @@ def _tool(name: str) -> str:
     if path is None:
         pytest.fail(f"{name} not found: the TypeScript SDK's tests need Node >= 20 and npm")
     return path
+
+
+def node() -> str:
+    """The path of the ``node`` executable (fails the test without one)."""
+    return _tool("node")
 
 
 @functools.cache
@@ -45,7 +50,7 @@ def build() -> Path:
 async def run_node(args: list[str], env: dict[str, str], timeout_s: float) -> tuple[int, str]:
     """``node args`` in the package dir with ``env`` added; (exit code, stdout+stderr)."""
     proc = await asyncio.create_subprocess_exec(
-        _tool("node"), *args, cwd=build(), env={**os.environ, **env},
+        node(), *args, cwd=build(), env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -60,7 +65,9 @@ async def run_node(args: list[str], env: dict[str, str], timeout_s: float) -> tu
 async def node_test(directory: str, env: dict[str, str], timeout_s: float = 300) -> dict[str, int]:
     """``node --test`` over the compiled ``dist/<directory>/*.test.js``; fails unless it
     exits 0 with no test failed, cancelled or skipped. Returns the runner's counts."""
-    files = sorted(str(p.relative_to(build())) for p in (build() / "dist" / directory).glob("*.test.js"))
+    files = sorted(
+        str(p.relative_to(build())) for p in (build() / "dist" / directory).glob("*.test.js")
+    )
     assert files, f"no compiled tests in dist/{directory}"
     code, out = await run_node(["--test", "--test-reporter=tap", *files], env, timeout_s)
     counts = {k: int(v) for k, v in re.findall(r"^# (\w+) (\d+)$", out, re.M)}

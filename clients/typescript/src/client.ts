@@ -109,10 +109,8 @@ export interface PublishOptions extends CallOptions {
 
 // one class and one interface of the same name: the interface declares the groups the
 // constructor builds from OPERATIONS
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export interface Client extends ApiGroups {}
 
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export class Client {
   readonly transport: Transport;
 
@@ -120,11 +118,10 @@ export class Client {
     const { regions, ...rest } = options;
     this.transport = new Transport(regions, rest);
     const groups: Record<string, Record<string, unknown>> = {};
-    for (const [name, spec] of Object.entries(OPERATIONS) as [OperationName, OperationSpec][]) {
+    for (const name of Object.keys(OPERATIONS) as OperationName[]) {
       const [group, action] = name.split(".") as [string, string];
       groups[group] ??= {};
       groups[group][action] = (...args: unknown[]) => this.call(name, ...args);
-      void spec;
     }
     Object.assign(this, groups);
   }

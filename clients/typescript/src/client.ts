@@ -159,7 +159,7 @@ export class Client {
 
   /** The region the next call goes to (the nearest not avoided after a failure). */
   get region(): string {
-    return this.transport.pool.preferred(Date.now());
+    return this.transport.pool.preferred(this.transport.now());
   }
 
   /**
@@ -190,7 +190,7 @@ export class Client {
     const opts = (args[nPath] ?? {}) as CallOptions & { query?: Record<string, unknown> };
     let cursor: unknown = opts.query?.["cursor"] ?? null;
     for (let pages = 0; pages < 1_000_000; pages++) {
-      const query = { ...opts.query, cursor };
+      const query = cursor === null ? opts.query : { ...opts.query, cursor };
       const page = (await this.call(name, ...args.slice(0, nPath), { ...opts, query })) as Page;
       yield* page.items;
       if (!page.next) return;

@@ -106,7 +106,8 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
 export class Transport {
   readonly pool: RegionPool;
   private readonly policy: FailoverPolicy;
-  private readonly now: () => number;
+  /** the clock (Unix ms) */
+  readonly now: () => number;
   private readonly random: () => number;
   private readonly fetch: typeof fetch;
 
@@ -150,6 +151,7 @@ export class Transport {
       tried.add(region);
       if (verdict(outcome, req.retry) === "done") {
         if (reply === undefined) {
+          this.pool.failed(region, t1); // may have been processed: not repeated elsewhere
           throw new UnavailableError(req.operation, attempts, describe(outcome));
         }
         if (verdict(outcome, "always") === "done") this.pool.succeeded(region);

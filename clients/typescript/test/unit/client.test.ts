@@ -168,6 +168,15 @@ test("iterate follows next cursors", async () => {
   const items = [];
   for await (const item of c.iterate("tenants.list", { query: { limit: 1 } })) items.push(item);
   assert.deepEqual(items, [{ n: 0 }, { n: 1 }, { n: 2 }]);
+  const dead = [];
+  for await (const d of c.iterate("deliveries.list", "acme", { query: { status: "dead" } })) dead.push(d);
+  assert.equal(dead.length, 3);
+  assert.match(a.seen.at(-1)!.url, /^\/v1\/tenants\/acme\/deliveries\?status=dead&cursor=2$/);
+  a.answer = () => ({ status: 200, body: { items: [{ name: "a.b" }], next: null } });
+  const types = [];
+  for await (const t of c.iterate("eventTypes.list", "acme")) types.push(t);
+  assert.deepEqual(types, [{ name: "a.b" }]);
+  assert.equal(a.seen.at(-1)!.url, "/v1/tenants/acme/event-types");
 });
 
 test("discover adds the peers the cluster view names", async () => {

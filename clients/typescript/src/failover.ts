@@ -5,10 +5,11 @@
  * the random sample; nothing here reads a clock or touches the network (transport.ts
  * does).
  *
- * Rules (README "Region failover"): a connection refused, a connection lost, a timeout,
- * 502/503/504 and 429 with Retry-After move to the next region with the same event id
- * and Idempotency-Key; a request that may have been processed is repeated only when the
- * operation is idempotent (operations.ts `retry`). Backoff: "full jitter" (AWS
+ * Rules (clients/typescript/README.md "Region failover"): a connection refused, a
+ * connection lost, a timeout, 502/503/504 and 429 with Retry-After move to the next
+ * region with the same event id and Idempotency-Key; a request that may have been
+ * processed (lost, timed out, 502, 504) is repeated only when the operation is
+ * idempotent (operations.ts `retry`). Backoff: "full jitter" (AWS
  * Architecture Blog, "Exponential Backoff And Jitter", 2015); a region not yet tried in
  * this call is tried at once.
  */
@@ -35,7 +36,11 @@ export function verdict(outcome: Outcome, retry: "always" | "unsent"): Verdict {
     case "response": {
       const s = outcome.status;
       if (s === 429) return outcome.retryAfterMs !== undefined ? "failover" : "done";
-      if (s === 502 || s === 503 || s === 504) return retry === "always" ? "failover" : "done";
+      // every 503 of a node comes before it processed the request (not_following,
+      // shedding, overloaded, too many connections) but publish's not_replicated, and
+      // publish is idempotent; 502 and 504 come from a proxy that may have forwarded it
+      if (s === 503) return "failover";
+      if (s === 502 || s === 504) return retry === "always" ? "failover" : "done";
       return "done";
     }
   }
@@ -106,6 +111,7 @@ export function backoffMs(
 interface RegionState {
   failures: number;
   avoidUntilMs: number;
+  lastFailedMs: number;
 }
 
 /**
@@ -133,14 +139,29 @@ export class RegionPool {
     const u = normalizeUrl(url);
     if (this.state.has(u)) return false;
     this.urls.push(u);
-    this.state.set(u, { failures: 0, avoidUntilMs: 0 });
+    this.state.set(u, { failures: 0, avoidUntilMs: 0, lastFailedMs: -Infinity });
     return true;
   }
 
   /** The region for the next attempt: the nearest not avoided and, when another is
    * available, not in `exclude` (this call's regions that just failed); when all are
-   * avoided, the one whose avoidance ends first. */
+   * avoided, the one whose avoidance ends first. A failed region whose avoidance ended
+   * is probed by one call: picking it avoids it again for `avoidBaseMs` meanwhile, so
+   * concurrent calls stay where they are until the probe succeeds. */
   pick(nowMs: number, exclude: ReadonlySet<string> = new Set()): string {
+    const url = this.peek(nowMs, exclude);
+    const s = this.st(url);
+    if (s.failures > 0 && s.avoidUntilMs <= nowMs) s.avoidUntilMs = nowMs + this.policy.avoidBaseMs;
+    return url;
+  }
+
+  /** Where a call would go now (no probe is started). */
+  preferred(nowMs: number): string {
+    return this.peek(nowMs);
+  }
+
+  /** What `pick` would choose, without starting a probe. */
+  peek(nowMs: number, exclude: ReadonlySet<string> = new Set()): string {
     const open = this.urls.filter((u) => this.st(u).avoidUntilMs <= nowMs);
     const fresh = open.filter((u) => !exclude.has(u));
     if (fresh.length > 0) return fresh[0] as string;
@@ -149,28 +170,28 @@ export class RegionPool {
     return pool.reduce((a, b) => (this.st(b).avoidUntilMs < this.st(a).avoidUntilMs ? b : a));
   }
 
-  /** The region chosen when nothing is being tried: the nearest one not avoided. */
-  preferred(nowMs: number): string {
-    return this.pick(nowMs);
-  }
-
   /** How long until `url` is no longer avoided (0: now). */
   waitMs(url: string, nowMs: number): number {
     return Math.max(0, this.st(url).avoidUntilMs - nowMs);
   }
 
-  failed(url: string, nowMs: number, retryAfterMs?: number): void {
+  /** Records a failed attempt that started at `startedMs` (default: now). Attempts that
+   * were already in flight when the region last failed are the same outage: they do not
+   * lengthen its avoidance again (concurrent calls all fail at one crash). */
+  failed(url: string, nowMs: number, retryAfterMs?: number, startedMs: number = nowMs): void {
     const s = this.st(url);
-    s.failures += 1;
+    if (startedMs > s.lastFailedMs || s.failures === 0) s.failures += 1;
+    s.lastFailedMs = Math.max(s.lastFailedMs, nowMs);
     const p = this.policy;
     const avoid = Math.min(p.avoidMaxMs, p.avoidBaseMs * 2 ** (s.failures - 1));
-    s.avoidUntilMs = nowMs + Math.max(avoid, retryAfterMs ?? 0);
+    s.avoidUntilMs = Math.max(s.avoidUntilMs, nowMs + Math.max(avoid, retryAfterMs ?? 0));
   }
 
   succeeded(url: string): void {
     const s = this.st(url);
     s.failures = 0;
     s.avoidUntilMs = 0;
+    s.lastFailedMs = -Infinity;
   }
 
   private st(url: string): RegionState {

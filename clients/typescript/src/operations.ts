@@ -6,11 +6,12 @@
  * either side).
  *
  * `retry`: what a failed attempt may be repeated in another region after.
- * - "always": the operation is idempotent (reads, PATCH, DELETE, and publish, whose event
- *   id and Idempotency-Key every region dedupes): any retryable failure.
- * - "unsent": only failures that prove the request was not processed (the connection was
- *   refused, or 429 with Retry-After). A create with a server-chosen id could otherwise
- *   make a second object.
+ * - "always": the operation is idempotent (reads, PATCH, DELETE, publish, whose event id
+ *   and Idempotency-Key every region dedupes, and inbound, whose sender's delivery id is
+ *   the event id): any retryable failure.
+ * - "unsent": only failures that mean the request was not processed (the connection was
+ *   refused, 503, or 429 with Retry-After). A create with a server-chosen id could
+ *   otherwise make a second object.
  */
 
 export type Method = "GET" | "POST" | "PATCH" | "DELETE";
@@ -75,7 +76,7 @@ export const OPERATIONS = {
   "sources.list":           { method: "GET",    path: "/v1/sources", query: ["tenant", "limit", "cursor"] },
   "sources.get":            { method: "GET",    path: "/v1/sources/{source}" },
   "sources.delete":         { method: "DELETE", path: "/v1/sources/{source}", result: "none" },
-  "sources.receive":        { method: "POST",   path: "/in/{source}", body: "raw", retry: "unsent" },
+  "sources.receive":        { method: "POST",   path: "/in/{source}", body: "raw", retry: "always" },
 
   "tokens.create":          { method: "POST",   path: "/v1/tokens", body: "json", retry: "unsent" },
   "tokens.list":            { method: "GET",    path: "/v1/tokens", query: PAGE },

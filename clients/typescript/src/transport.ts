@@ -131,19 +131,17 @@ export class Transport {
     const tried = new Set<string>();
     let firstFailureEnd: number | undefined;
     for (let n = 0; ; n++) {
-      let region = this.pool.pick(this.now(), tried);
+      const planned = this.pool.peek(this.now(), tried);
       let wait = Math.max(
-        backoffMs(n, !tried.has(region), this.random(), this.policy),
-        this.pool.waitMs(region, this.now()),
+        backoffMs(n, !tried.has(planned), this.random(), this.policy),
+        this.pool.waitMs(planned, this.now()),
       );
       if (this.now() + wait >= deadline) {
         if (n > 0) throw new UnavailableError(req.operation, attempts, "deadline");
         wait = 0; // every region is avoided: the first attempt goes anyway
       }
-      if (wait > 0) {
-        await sleep(wait, req.signal);
-        region = this.pool.pick(this.now(), tried); // other calls may have learnt more
-      }
+      await sleep(wait, req.signal);
+      const region = this.pool.pick(this.now(), tried); // other calls may have learnt more
       const t0 = this.now();
       const { outcome, reply } = await this.once(region, req, Math.max(1, deadline - t0));
       const t1 = this.now();
@@ -151,11 +149,11 @@ export class Transport {
       tried.add(region);
       if (verdict(outcome, req.retry) === "done") {
         if (reply === undefined) {
-          this.pool.failed(region, t1); // may have been processed: not repeated elsewhere
+          this.pool.failed(region, t1, undefined, t0); // may have been processed: not repeated
           throw new UnavailableError(req.operation, attempts, describe(outcome));
         }
         if (verdict(outcome, "always") === "done") this.pool.succeeded(region);
-        else this.pool.failed(region, t1, outcome.kind === "response" ? outcome.retryAfterMs : undefined);
+        else this.pool.failed(region, t1, retryAfterOf(outcome), t0);
         if (firstFailureEnd !== undefined && attempts[0]?.region !== region) {
           this.opts.onFailover?.({
             operation: req.operation,
@@ -168,8 +166,7 @@ export class Transport {
         return reply;
       }
       firstFailureEnd ??= t1;
-      const retryAfter = outcome.kind === "response" ? outcome.retryAfterMs : undefined;
-      this.pool.failed(region, t1, retryAfter);
+      this.pool.failed(region, t1, retryAfterOf(outcome), t0);
       if (n + 1 >= this.policy.maxAttempts) {
         throw new UnavailableError(req.operation, attempts, "attempts used up");
       }
@@ -212,6 +209,10 @@ export class Transport {
       return { outcome: { kind: UNSENT_CODES.has(code) ? "unsent" : "lost", code } };
     }
   }
+}
+
+function retryAfterOf(outcome: Outcome): number | undefined {
+  return outcome.kind === "response" ? outcome.retryAfterMs : undefined;
 }
 
 /** `reply`'s JSON body, or ApiError for a status >= 300. */

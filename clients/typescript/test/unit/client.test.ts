@@ -70,7 +70,7 @@ test("publish: 503, 502, 504, a dropped connection and a timeout all move on wit
 });
 
 test("create (not idempotent): moves on only when the request surely was not processed", async () => {
-  for (const answer of [{ status: 503 }, "drop", "hang"] as Answer[]) {
+  for (const answer of [{ status: 502 }, { status: 504 }, "drop", "hang"] as Answer[]) {
     a.seen.length = 0;
     b.seen.length = 0;
     a.answer = () => answer;
@@ -79,10 +79,12 @@ test("create (not idempotent): moves on only when the request surely was not pro
       answer === "drop" || answer === "hang" ? err instanceof UnavailableError : err instanceof ApiError);
     assert.equal(b.seen.length, 0, `${JSON.stringify(answer)} must not reach another region`);
   }
-  a.answer = () => ({ status: 429, headers: { "retry-after": "1" } });
   b.answer = () => ({ status: 201, body: { id: "t1" } });
-  const c = new Client({ regions: [a.url, b.url], policy: fast });
-  assert.deepEqual(await c.tenants.create({ id: "t1", name: "T" }), { id: "t1" });
+  for (const answer of [{ status: 429, headers: { "retry-after": "1" } }, { status: 503 }] as Answer[]) {
+    a.answer = () => answer;
+    const c = new Client({ regions: [a.url, b.url], policy: fast });
+    assert.deepEqual(await c.tenants.create({ id: "t1", name: "T" }), { id: "t1" }, JSON.stringify(answer));
+  }
   const refused = new Client({ regions: [dead, b.url], policy: fast });
   assert.deepEqual(await refused.tenants.create({ id: "t1", name: "T" }), { id: "t1" });
 });
@@ -120,6 +122,24 @@ test("attempts are bounded, and so is the call's time", async () => {
   const late = await slow.publish("t1", "x", 1).catch((e: unknown) => e);
   assert.ok(late instanceof UnavailableError, String(late));
   assert.ok(Date.now() - t0 < 5000, "the deadline bounds the call");
+});
+
+test("after a failure one call probes the nearest region; the others stay on the healthy one", async () => {
+  a.answer = () => ({ status: 503 });
+  const c = new Client({ regions: [a.url, b.url], policy: { ...fast, avoidBaseMs: 100 } });
+  await c.publish("t1", "x", 0);
+  assert.equal(a.seen.length, 1);
+  await Promise.all([1, 2, 3, 4].map((i) => c.publish("t1", "x", i)));
+  assert.equal(a.seen.length, 1, "avoided for avoidBaseMs");
+  await new Promise((r) => setTimeout(r, 150));
+  await Promise.all([5, 6, 7, 8].map((i) => c.publish("t1", "x", i)));
+  assert.equal(a.seen.length, 2, "one probe, not four");
+  assert.equal(b.seen.length, 9);
+  a.answer = ACCEPTED;
+  await new Promise((r) => setTimeout(r, 250)); // the second failure: 200 ms
+  await c.publish("t1", "x", 9);
+  assert.equal(a.seen.length, 3, "the probe succeeds");
+  assert.equal(c.region, a.url, "back to the nearest");
 });
 
 test("the caller's abort is final", async () => {

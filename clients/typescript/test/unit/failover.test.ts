@@ -29,8 +29,8 @@ test("verdict over every outcome kind and retry class", () => {
     [{ kind: "response", status: 429 }, "done", "done"],
     [{ kind: "response", status: 429, retryAfterMs: 1000 }, "failover", "failover"],
     [{ kind: "response", status: 502 }, "failover", "done"],
-    [{ kind: "response", status: 503 }, "failover", "done"],
-    [{ kind: "response", status: 503, retryAfterMs: 1000 }, "failover", "done"],
+    [{ kind: "response", status: 503 }, "failover", "failover"],
+    [{ kind: "response", status: 503, retryAfterMs: 1000 }, "failover", "failover"],
     [{ kind: "response", status: 504 }, "failover", "done"],
   ];
   for (const [outcome, always, unsent] of cases) {
@@ -70,12 +70,28 @@ test("pool: nearest healthy first, failed regions avoided, then tried again", ()
   pool.failed(A, 1000);
   assert.equal(pool.pick(1000), B, "A is avoided");
   assert.equal(pool.pick(1999), B);
-  assert.equal(pool.pick(2000), A, "A's avoidance (1 s) ended: the nearest again");
+  assert.equal(pool.preferred(2000), A, "A's avoidance (1 s) ended: the nearest again");
+  assert.equal(pool.pick(2000), A, "one call probes A");
+  assert.equal(pool.pick(2000), B, "the others stay away while it does");
   pool.failed(A, 2000);
   assert.equal(pool.waitMs(A, 2000), 2000, "second failure in a row: 2 s");
   pool.succeeded(A);
   assert.equal(pool.pick(2001), A);
   assert.equal(pool.waitMs(A, 2001), 0);
+});
+
+test("pool: attempts in flight at one failure count once", () => {
+  const pool = new RegionPool([A, B]);
+  pool.failed(A, 1000, undefined, 900); // four calls in flight when A crashed at ~950
+  pool.failed(A, 1001, undefined, 910);
+  pool.failed(A, 1002, undefined, 920);
+  pool.failed(A, 1003, undefined, 930);
+  assert.equal(pool.waitMs(A, 1003), 1000, "one failure: avoided 1 s, not 8");
+  pool.failed(A, 2500, undefined, 2400); // a new attempt after that fails again
+  assert.equal(pool.waitMs(A, 2500), 2000);
+  pool.succeeded(A);
+  pool.failed(A, 3000, undefined, 100);
+  assert.equal(pool.waitMs(A, 3000), 1000, "after a success the count starts over");
 });
 
 test("pool: a call's tried regions are excluded while another is available", () => {
@@ -95,8 +111,8 @@ test("pool: a call's tried regions are excluded while another is available", () 
 
 test("pool: avoidance capped; regions added once; URLs checked", () => {
   const pool = new RegionPool([A]);
-  for (let i = 0; i < 50; i++) pool.failed(A, 0);
-  assert.equal(pool.waitMs(A, 0), DEFAULT_POLICY.avoidMaxMs);
+  for (let i = 0; i < 50; i++) pool.failed(A, i);
+  assert.equal(pool.waitMs(A, 49), DEFAULT_POLICY.avoidMaxMs);
   assert.equal(pool.add(B), true);
   assert.equal(pool.add(B + "/"), false);
   assert.deepEqual(pool.urls, [A, B]);

@@ -58,7 +58,7 @@ test("publish: 503, 502, 504, a dropped connection and a timeout all move on wit
     a.seen.length = 0;
     b.seen.length = 0;
     a.answer = () => answer;
-    const c = new Client({ regions: [a.url, b.url], policy: fast, timeoutMs: 300 });
+    const c = new Client({ regions: [a.url, b.url], policy: fast, timeoutMs: 1000 });
     const ev = await c.publish("t1", "x.y", [1, "two"], { idempotencyKey: "same" });
     assert.equal(a.seen.length, 1, JSON.stringify(answer));
     assert.equal(b.seen.length, 1, JSON.stringify(answer));
@@ -74,7 +74,7 @@ test("create (not idempotent): moves on only when the request surely was not pro
     a.seen.length = 0;
     b.seen.length = 0;
     a.answer = () => answer;
-    const c = new Client({ regions: [a.url, b.url], policy: fast, timeoutMs: 300 });
+    const c = new Client({ regions: [a.url, b.url], policy: fast, timeoutMs: 1000 });
     await assert.rejects(c.tenants.create({ id: "t1", name: "T" }), (err: Error) =>
       answer === "drop" || answer === "hang" ? err instanceof UnavailableError : err instanceof ApiError);
     assert.equal(b.seen.length, 0, `${JSON.stringify(answer)} must not reach another region`);
@@ -126,17 +126,18 @@ test("attempts are bounded, and so is the call's time", async () => {
 
 test("after a failure one call probes the nearest region; the others stay on the healthy one", async () => {
   a.answer = () => ({ status: 503 });
-  const c = new Client({ regions: [a.url, b.url], policy: { ...fast, avoidBaseMs: 100 } });
+  let clock = 1_000_000; // the pool's clock, moved by hand
+  const c = new Client({ regions: [a.url, b.url], policy: fast, now: () => clock });
   await c.publish("t1", "x", 0);
   assert.equal(a.seen.length, 1);
   await Promise.all([1, 2, 3, 4].map((i) => c.publish("t1", "x", i)));
   assert.equal(a.seen.length, 1, "avoided for avoidBaseMs");
-  await new Promise((r) => setTimeout(r, 150));
+  clock += 1000;
   await Promise.all([5, 6, 7, 8].map((i) => c.publish("t1", "x", i)));
   assert.equal(a.seen.length, 2, "one probe, not four");
   assert.equal(b.seen.length, 9);
   a.answer = ACCEPTED;
-  await new Promise((r) => setTimeout(r, 250)); // the second failure: 200 ms
+  clock += 2000; // the second failure: avoided 2 s
   await c.publish("t1", "x", 9);
   assert.equal(a.seen.length, 3, "the probe succeeds");
   assert.equal(c.region, a.url, "back to the nearest");

@@ -1,6 +1,6 @@
 """The TypeScript SDK (clients/typescript) for the tests that run it under Node: built
 once per test session with ``npm ci`` (the committed package-lock.json) and ``tsc``.
-Node >= 20 and npm must be installed (``make test`` runs these tests; the CI machine has
+Node >= 20.3 and npm must be installed (``make test`` runs these tests; the CI machine has
 both at /usr/bin); a missing one fails the test with what to install."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.fail(f"{name} not found: the TypeScript SDK's tests need Node >= 20 and npm")
+        pytest.fail(f"{name} not found: the TypeScript SDK's tests need Node >= 20.3 and npm")
     return path
 
 
@@ -37,9 +37,9 @@ def build() -> Path:
     """``npm ci`` and ``npm run build`` in clients/typescript; returns the package dir."""
     node, npm = _tool("node"), _tool("npm")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
-    major = int(re.match(r"v(\d+)", version.stdout).group(1))  # type: ignore[union-attr]
-    if major < 20:
-        pytest.fail(f"Node {version.stdout.strip()}: the TypeScript SDK needs Node >= 20")
+    found = re.match(r"v(\d+)\.(\d+)", version.stdout)
+    if found is None or (int(found[1]), int(found[2])) < (20, 3):
+        pytest.fail(f"Node {version.stdout.strip()}: the TypeScript SDK needs Node >= 20.3")
     for cmd in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "--silent", "build"]):
         done = subprocess.run(cmd, cwd=PACKAGE, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:

@@ -18,22 +18,15 @@ import {
   retryClass,
 } from "./operations.js";
 import { type FailoverInfo, jsonOrThrow, Transport, type TransportOptions } from "./transport.js";
+import type { Accepted, Json, RequestBodies, Responses } from "./schema.js";
 import { newEventId } from "./ulid.js";
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json | undefined };
 
-/** The 202 of a publish (docs/api.md). */
-export interface AcceptedEvent {
-  readonly id: string;
-  readonly event_type: string;
-  /** the region that accepted it (on a repeat: the first acceptance's) */
-  readonly region: string;
-  readonly received_at: string;
-  /** true when an earlier attempt or call was accepted with this id or key */
-  readonly duplicate?: boolean;
-  readonly warnings?: readonly string[];
-}
+/** The 202 of a publish (docs/api.md): `id`, `event_type`, `region` (the region that
+ * accepted it; on a repeat, the first acceptance's), `received_at`, and `duplicate`
+ * when an earlier attempt or call was accepted with this id or key. */
+export type AcceptedEvent = Accepted;
 
 /** A list answer: `items`, and `next`, the cursor of the following page (null: last). */
 export interface Page<T = JsonObject> {
@@ -61,26 +54,19 @@ type QueryOf<S> = S extends { query: readonly (infer Q extends string)[] }
 type KeyOf<S> = S extends { headers: readonly string[] }
   ? { readonly idempotencyKey?: string }
   : unknown;
-type BodyArg<S> = S extends { body: "json" }
-  ? [body: JsonObject]
-  : S extends { body: "raw" }
+type BodyArg<N extends OperationName> = Operations[N] extends { body: "json" }
+  ? [body: N extends keyof RequestBodies ? RequestBodies[N] : JsonObject]
+  : Operations[N] extends { body: "raw" }
     ? [body: string | Uint8Array]
     : [];
 type OptionsOf<S> = CallOptions & QueryOf<S> & KeyOf<S>;
-type ArgsOf<S extends OperationSpec> = [...PathArgs<S["path"]>, ...BodyArg<S>, options?: OptionsOf<S>];
-
-interface Results {
-  "events.publish": AcceptedEvent;
-}
-type ResultOf<N extends OperationName> = N extends keyof Results
-  ? Results[N]
-  : Operations[N] extends { result: "none" }
-    ? void
-    : Operations[N] extends { result: "text" }
-      ? string
-      : N extends `${string}.list${string}`
-        ? Page
-        : JsonObject;
+type ArgsOf<N extends OperationName> = [
+  ...PathArgs<Operations[N]["path"]>,
+  ...BodyArg<N>,
+  options?: OptionsOf<Operations[N]>,
+];
+/** What an operation resolves to: its success answer in the API's schema (src/schema.ts). */
+export type ResultOf<N extends OperationName> = N extends keyof Responses ? Responses[N] : JsonObject;
 
 type GroupName = OperationName extends infer N
   ? N extends `${infer G}.${string}`
@@ -89,10 +75,12 @@ type GroupName = OperationName extends infer N
   : never;
 type Group<G extends GroupName> = {
   readonly [N in OperationName as N extends `${G}.${infer A}` ? A : never]: (
-    ...args: ArgsOf<Operations[N]>
+    ...args: ArgsOf<N>
   ) => Promise<ResultOf<N>>;
 };
 export type ApiGroups = { readonly [G in GroupName]: Group<G> };
+
+type ItemOf<N extends OperationName> = ResultOf<N> extends { items: (infer T)[] } ? T : JsonObject;
 
 export interface ClientOptions extends Omit<TransportOptions, "token"> {
   /** regional base URLs, nearest first (one is enough with `Client.connect`) */
@@ -174,24 +162,24 @@ export class Client {
     eventType: string,
     payload: Json,
     options: PublishOptions = {},
-  ): Promise<AcceptedEvent> {
+  ): Promise<Accepted> {
     const { id, ...rest } = options;
     const body = { id: id ?? newEventId(), event_type: eventType, payload };
     return this.events.publish(tenant, body, rest);
   }
 
   /** Every item of a list operation, page after page (`next` as the cursor). */
-  async *iterate<N extends OperationName>(
-    name: N & `${string}.list${string}`,
-    ...args: ArgsOf<Operations[N]>
-  ): AsyncGenerator<JsonObject> {
+  async *iterate<N extends OperationName & `${string}.list${string}`>(
+    name: N,
+    ...args: ArgsOf<N>
+  ): AsyncGenerator<ItemOf<N>> {
     const spec: OperationSpec = OPERATIONS[name];
     const nPath = pathParams(spec.path).length;
     const opts = (args[nPath] ?? {}) as CallOptions & { query?: Record<string, unknown> };
     let cursor: unknown = opts.query?.["cursor"] ?? null;
     for (let pages = 0; pages < 1_000_000; pages++) {
       const query = cursor === null ? opts.query : { ...opts.query, cursor };
-      const page = (await this.call(name, ...args.slice(0, nPath), { ...opts, query })) as Page;
+      const page = (await this.call(name, ...args.slice(0, nPath), { ...opts, query })) as Page<ItemOf<N>>;
       yield* page.items;
       if (!page.next) return;
       cursor = page.next;

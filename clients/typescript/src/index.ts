@@ -5,11 +5,12 @@ export {
   Client,
   type ClientOptions,
   type FailoverInfo,
-  type Json,
   type JsonObject,
   type Page,
   type PublishOptions,
+  type ResultOf,
 } from "./client.js";
+export type * from "./schema.js";
 export { ApiError, type AttemptRecord, type Problem, UnavailableError } from "./errors.js";
 export {
   backoffMs,

@@ -8,9 +8,11 @@
 
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 
 import { ApiError, Client, newEventId, OPERATIONS, type OperationSpec, pathParams } from "../../src/index.js";
+import { generate } from "../../tools/codegen.js";
 
 const URLS = (process.env["REGIONSYNC_URLS"] ?? "").split(",").filter((u) => u !== "");
 const HOOK = process.env["REGIONSYNC_HOOK_URL"] ?? "http://127.0.0.1:9/hook";
@@ -68,6 +70,13 @@ describe("against a running node", { skip }, () => {
     assert.deepEqual({ missing, extra }, { missing: [], extra: [] },
       "missing: in /openapi.json, not in OPERATIONS (or different); extra: the reverse");
     assert.equal(sdk.size, Object.keys(OPERATIONS).length, "one row per operation");
+  });
+
+  test("src/schema.ts is what the served /openapi.json generates", async () => {
+    const doc = await (await fetch(`${URLS[0]}/openapi.json`)).json();
+    const committed = readFileSync(new URL("../../../src/schema.ts", import.meta.url), "utf8");
+    assert.ok(committed === generate(doc as Parameters<typeof generate>[0]),
+      `src/schema.ts is stale: npm run codegen -- ${URLS[0]}/openapi.json`);
   });
 
   test("discovery reads the other regions from /v1/cluster", async () => {

@@ -39,6 +39,15 @@ async def test_a_retry_before_replication_is_the_same_event(
     receiver: RecordingReceiver, client: httpx.AsyncClient
 ) -> None:
     root = Path(tempfile.mkdtemp(prefix="regionsync-tsp-"))
+    try:
+        await _retry_before_replication(root, receiver, client)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _retry_before_replication(
+    root: Path, receiver: RecordingReceiver, client: httpx.AsyncClient
+) -> None:
     async with partitioned_cluster(root, REGIONS, retry_schedule_s=[0.2, 0.5, 1]) as (cl, relays):
         http, tenant = cl.http, "t-ts-partition"
         await expect(client, "POST", f"{http[EU]}/v1/tenants", 201,
@@ -88,4 +97,3 @@ async def test_a_retry_before_replication_is_the_same_event(
             if hit.name == HOOK and hit.status == 204:
                 ids_of[json.loads(hit.body)["i"]].add(hit.headers["webhook-id"])
         assert {i: ids for i, ids in ids_of.items() if ids != {accepted[i]}} == {}
-    shutil.rmtree(root, ignore_errors=True)

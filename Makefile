@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov tf-test sim-hashes sim-hashes-write system-deps
+.PHONY: venv demo test lint proto clean checkov tf-test sim-hashes sim-hashes-write system-deps sdk-ts
 
 # the Python SDK (clients/python) goes into the same virtualenv: the outbox relay and
 # the SDK's tests (pytest testpaths) use it
@@ -51,6 +51,12 @@ test: $(STAMP) system-deps
 	$(MAKE) checkov
 	$(BIN)/python -m pytest -q
 
+# the TypeScript SDK alone: install its pinned devDependencies, compile, run its unit
+# tests (`make test` runs these and its integration tests from pytest:
+# tests/integration/test_sdk_typescript*.py, which start the regions they need)
+sdk-ts:
+	cd clients/typescript && npm ci --no-audit --no-fund && npm test
+
 # checkov pins many dependencies: it gets its own virtualenv. Offline: terraform only, no
 # policy download, no module download, no platform calls; inline skips carry their reasons.
 CHECKOV_VENV := .venv-checkov
@@ -90,4 +96,4 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --grpc_python_out=src --pyi_out=src proto/regionsync/v1/replication.proto
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) build dist
+	rm -rf $(VENV) $(CHECKOV_VENV) build dist clients/typescript/node_modules clients/typescript/dist

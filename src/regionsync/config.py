@@ -81,6 +81,10 @@ class DeliverySettings(_Section):
     probe_max_s: float = Field(24 * 3600.0, gt=0)
     secret_overlap_s: float = Field(24 * 3600.0, ge=0)  # old secret still signs this long
     attempt_retention_s: float = Field(35 * 24 * 3600.0, gt=0)  # attempt log kept this long
+    # events (with their payloads, deliveries and attempts) received longer ago than this,
+    # once no delivery of theirs is pending, are deleted in this region (runtime/retention.py);
+    # 0: kept forever
+    event_retention_s: float = Field(90 * 24 * 3600.0, ge=0)
     # several processes on one PostgreSQL database (issue 16): a due delivery claimed by a
     # process is not claimed by another for this long unless its outcome was recorded
     # (a claim of a process that died is taken over after it); must exceed timeout_s
@@ -402,6 +406,15 @@ def _lease_problems(s: Settings) -> list[Problem]:
     return []
 
 
+def _retention_problems(s: Settings) -> list[Problem]:
+    """Events outlive their Idempotency-Keys (a key names its event)."""
+    keep, ttl = s.delivery.event_retention_s, s.ingest.idempotency_ttl_s
+    if 0 < keep < ttl:
+        msg = f"{keep} must be 0 (forever) or at least ingest.idempotency_ttl_s {ttl}"
+        return [(("delivery", "event_retention_s"), msg)]
+    return []
+
+
 def _message_problems(s: Settings) -> list[Problem]:
     """Every record and every chunk fits replication.max_message_bytes (core/wire.py)."""
     limit = s.replication.max_message_bytes
@@ -459,6 +472,7 @@ _CROSS_CHECKS = (
     (("region", "peers"), _peer_problems),
     (("store", "delivery"), _lease_problems),
     (("ingest", "replication"), _message_problems),
+    (("delivery", "ingest"), _retention_problems),
     (("replication",), _contact_problems),
 )
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..config import Settings
 from ..core.hashtree import StateTree
-from ..core.model import Delivery, WriteBatch
-from ..core.records import decode_body, encode_body
+from ..core.model import Delivery, Event, WriteBatch
+from ..core.records import Decoded, decode_body, encode_body
 from ..core.registry import key_type
 from .ports import Store
 from .replica import Replica
@@ -74,7 +74,23 @@ class AntiEntropy:
         self._building = asyncio.Lock()
         self._empty: dict[type, bytes] = {}  # CRDT class -> bytes of its empty state
         self.builds = 0  # trees built from the store (1 per node lifetime, bench/tests)
+        # event retention's judgement of a peer's item (runtime/retention.py): True for one
+        # it deleted here, which a repair pass must not merge back
+        self.expired: Callable[[Event | Delivery], bool] = lambda _item: False
         writer.commit_observers.append(self._on_commit)
+
+    @property
+    def building(self) -> asyncio.Lock:
+        """Held while the tree is built from the store (retention deletes under it)."""
+        return self._building
+
+    def forget(self, event_ids: list[str], delivery_ids: list[str]) -> None:
+        """Deleted events and deliveries (retention) leave the tree, if built."""
+        if self.tree is not None and (event_ids or delivery_ids):
+            self.tree.apply(
+                [("e/" + i, None, False) for i in event_ids]
+                + [("d/" + i, None, False) for i in delivery_ids]
+            )
 
     def _on_commit(self, batch: WriteBatch) -> None:
         """A committed batch (WritePath commit observer): its items into the tree."""
@@ -208,7 +224,7 @@ class AntiEntropy:
                 stored = read.current()
                 batch = WriteBatch()
                 deliveries: dict[str, Delivery] = {}
-                for dec in decoded:
+                for dec in self._unexpired(decoded, stored):
                     self.replica.merge(dec, batch, deliveries, stored)
                 batch.deliveries.extend(deliveries.values())
                 for origin, seq in (version_vector or {}).items():
@@ -228,3 +244,26 @@ class AntiEntropy:
         if deliveries:
             self.queue.wake.set()
         return None
+
+    def _unexpired(self, decoded: list[Decoded], stored: Mapping[str, Delivery]) -> list[Decoded]:
+        """``decoded`` without the items retention deleted here (``expired``): an event
+        item, unless a delivery of it in these items is kept; a delivery this node does
+        not hold (one it holds is merged: its state may still move)."""
+
+        def gone(d: Delivery) -> bool:
+            return d.id not in stored and self.expired(d)
+
+        def carried(dec: Decoded) -> list[Delivery]:
+            return [*dec.deliveries, *([dec.delivery] if dec.delivery else [])]
+
+        kept_events = {d.event_id for dec in decoded for d in carried(dec) if not gone(d)}
+        out = []
+        for dec in decoded:
+            ds = carried(dec)
+            if ds and not dec.event and not dec.registry and all(gone(d) for d in ds):
+                continue
+            if (dec.event is not None and not ds and not dec.registry
+                    and dec.event.id not in kept_events and self.expired(dec.event)):  # fmt: skip
+                continue
+            out.append(dec)
+        return out

@@ -15,6 +15,7 @@ from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.retention_sql import LOG_MARGIN_MS
 from regionsync.adapters.sqlite_store import SqliteStore
 from regionsync.core.model import Attempt, Delivery, DeliveryStatus, Event, Record, WriteBatch
+from regionsync.core.records import encode_body
 
 REGION = "eu-central-1"
 DAY = 24 * 3600 * 1000
@@ -96,11 +97,15 @@ async def test_sql_stores_keep_events_the_log_may_still_need(store) -> None:
     if isinstance(store, MemoryStore):
         pytest.skip("the memory store keeps no cut bodies")
     old = NOW - 100 * DAY
-    await _fill(store, {1: (old, [S.DELIVERED])})
-    # a log record of about the event's time: its body may be cut against the events row
-    rec = Record(f"{REGION}:7", 1, "event", b"\x80", (old + 5, 0))
-    await store.commit(WriteBatch(records=[rec], version_vector={f"{REGION}:7": 1}))
+    # an event committed with its record: the record's body is kept cut against the
+    # events row (adapters/log_cut.py), which must outlive the record
+    ev = Event("evt_001", "acme", "a.b", b'{"pad":"' + b"x" * 400 + b'"}', REGION, old)
+    rec = Record(f"{REGION}:7", 1, "event", encode_body(event=ev), (old + 5, 0))
+    d = _delivery(1, 0, S.DELIVERED, old)
+    await store.commit(WriteBatch(records=[rec], version_vector={f"{REGION}:7": 1},
+                                  events=[ev], deliveries=[d]))  # fmt: skip
     assert await store.purge_events(NOW - 90 * DAY, 100) == ([], [], 0)
+    assert [r.body for r in await store.records_after({}, 10)] == [rec.body]  # whole again
     await store.truncate_log({f"{REGION}:7": 1})  # every peer acked: the record is gone
     assert (await store.purge_events(NOW - 90 * DAY, 100))[0] == ["evt_001"]
 

@@ -369,9 +369,7 @@ class MemoryStore:
             del self._attempts[k]
         return len(old)
 
-    async def purge_events(
-        self, before_ms: int, limit: int
-    ) -> tuple[list[str], list[str], int]:
+    async def purge_events(self, before_ms: int, limit: int) -> tuple[list[str], list[str], int]:
         self._check()
         by_event: dict[str, list[Delivery]] = {}
         for d in self._deliveries.values():

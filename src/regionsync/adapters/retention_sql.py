@@ -5,7 +5,7 @@ An event goes once it was received before the cutoff and none of its deliveries 
 pending; its deliveries and their attempts go in the same transaction, so no delivery is
 left without its event. An event a log record may still hold a cut body for stays
 (``log_cut``: such a body is put back from the events row until log truncation deletes the
-record): only events received ``LOG_MARGIN_MS`` before the oldest log record's HLC time go.
+record): only events received ``LOG_MARGIN_MS`` before the oldest cut record's HLC time go.
 Idempotency-Keys keep their own lifetime (``ingest.idempotency_ttl_s``, shorter).
 """
 
@@ -40,10 +40,11 @@ class PurgeSql:
         self.d = d
 
     def log_floor(self) -> Query:
-        return self.d.sql("SELECT min(hlc_wall) FROM log"), []
+        # the records kept cut (a scan of the log, which truncation keeps short)
+        return self.d.sql("SELECT min(hlc_wall) FROM log WHERE event_id IS NOT NULL"), []
 
     def cutoff(self, before_ms: int, log_floor: Any) -> int:
-        """``before_ms``, lowered below the oldest log record's time (if any)."""
+        """``before_ms``, lowered below the oldest cut log record's time (if any)."""
         return before_ms if log_floor is None else min(before_ms, int(log_floor) - LOG_MARGIN_MS)
 
     def candidates(self, cutoff: int, limit: int) -> Query:

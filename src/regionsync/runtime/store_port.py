@@ -191,9 +191,7 @@ class Store(Protocol):
         so ingest is never held up); returns how many."""
         ...
 
-    async def purge_events(
-        self, before_ms: int, limit: int
-    ) -> tuple[list[str], list[str], int]:
+    async def purge_events(self, before_ms: int, limit: int) -> tuple[list[str], list[str], int]:
         """Event retention, one batch in one short transaction: delete at most ``limit``
         events received before ``before_ms`` none of whose deliveries is pending, with
         their deliveries and those deliveries' attempts (never a pending delivery, never

@@ -85,6 +85,10 @@ class DeliverySettings(_Section):
     # once no delivery of theirs is pending, are deleted in this region (runtime/retention.py);
     # 0: kept forever
     event_retention_s: float = Field(90 * 24 * 3600.0, ge=0)
+    # tenant id -> its own event retention (seconds; 0: forever), instead of the above
+    event_retention_by_tenant_s: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")], Annotated[float, Field(ge=0)]
+    ] = {}
     # several processes on one PostgreSQL database (issue 16): a due delivery claimed by a
     # process is not claimed by another for this long unless its outcome was recorded
     # (a claim of a process that died is taken over after it); must exceed timeout_s
@@ -408,11 +412,17 @@ def _lease_problems(s: Settings) -> list[Problem]:
 
 def _retention_problems(s: Settings) -> list[Problem]:
     """Events outlive their Idempotency-Keys (a key names its event)."""
-    keep, ttl = s.delivery.event_retention_s, s.ingest.idempotency_ttl_s
-    if 0 < keep < ttl:
-        msg = f"{keep} must be 0 (forever) or at least ingest.idempotency_ttl_s {ttl}"
-        return [(("delivery", "event_retention_s"), msg)]
-    return []
+    ttl = s.ingest.idempotency_ttl_s
+    where: list[tuple[tuple[str | int, ...], float]] = [
+        (("delivery", "event_retention_s"), s.delivery.event_retention_s)
+    ]
+    for tenant, keep in s.delivery.event_retention_by_tenant_s.items():
+        where.append((("delivery", "event_retention_by_tenant_s", tenant), keep))
+    return [
+        (loc, f"{keep} must be 0 (forever) or at least ingest.idempotency_ttl_s {ttl}")
+        for loc, keep in where
+        if 0 < keep < ttl
+    ]
 
 
 def _message_problems(s: Settings) -> list[Problem]:

@@ -63,3 +63,36 @@ async def test_retention_deletes_old_delivered_events_only(
         assert (await c.get(f"/v1/tenants/{T}/events/{gone_id}")).status_code == 404
         metrics = (await c.get("/metrics")).text
         assert "regionsync_retention_events_deleted_total 1.0" in metrics, metrics[-2000:]
+
+
+def test_passes_per_tenant_and_expired_items() -> None:
+    """A tenant with its own retention gets its own pass and the default pass skips it;
+    0 keeps a tenant's events forever; a peer's item is judged by its tenant's cutoff."""
+    from types import SimpleNamespace
+
+    from regionsync.config import load_settings
+    from regionsync.core.model import Delivery, DeliveryStatus, Event
+    from regionsync.runtime.retention import EventRetention
+
+    day = 24 * 3600
+    own = {"short": 7 * day, "keep": 0}
+    settings = load_settings(
+        None, delivery={"event_retention_s": 90 * day, "event_retention_by_tenant_s": own}
+    )
+    now = 1000 * day * 1000
+    clock = SimpleNamespace(wall_ms=lambda: now)
+    tree = SimpleNamespace()
+    r = EventRetention(settings, None, clock, tree, {})  # type: ignore[arg-type]
+    assert r.passes() == [(now - 7 * day * 1000, "short", ()),
+                          (now - 90 * day * 1000, None, ("keep", "short"))]  # fmt: skip
+    ago = now - 30 * day * 1000  # older than "short" keeps, younger than the default
+
+    def ev(tenant: str, at: int) -> Event:
+        return Event("evt_1", tenant, "t", b"{}", "r", at)
+
+    assert tree.expired(ev("short", ago)) and not tree.expired(ev("acme", ago))
+    assert not tree.expired(ev("keep", 0)) and tree.expired(ev("acme", 0))
+    final = Delivery("dlv_1", "evt_1", "ep_1", "short", DeliveryStatus.DEAD, 1, None, "r", ago, ago)
+    pending = Delivery("dlv_2", "evt_1", "ep_1", "short", DeliveryStatus.PENDING, 1, ago, "r",
+                       ago, ago)  # fmt: skip
+    assert tree.expired(final) and not tree.expired(pending)

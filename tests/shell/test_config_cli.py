@@ -347,3 +347,17 @@ def test_a_contradiction_over_an_invalid_setting_is_not_reported() -> None:
                                                                  "claim_lease_s": 1})  # fmt: skip
     lines = describe_errors(info.value, "x")
     assert len(lines) == 1 and lines[0].startswith("x: delivery.timeout_s:"), lines
+
+
+def test_event_retention_below_the_key_lifetime_is_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(
+        f'data_dir = "{tmp_path}"\n[ingest]\nidempotency_ttl_s = 3600\n'
+        "[delivery]\nevent_retention_s = 60\n"
+        "[delivery.event_retention_by_tenant_s]\nacme = 120\nkeep = 0\nlong = 7200\n"
+    )
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg)])
+    assert res.exit_code == 1, res.output
+    assert "node.toml: delivery.event_retention_s: 60.0 must be 0 (forever)" in res.output
+    assert "node.toml: delivery.event_retention_by_tenant_s.acme: 120.0 must be 0" in res.output
+    assert "keep" not in res.output and "long" not in res.output

@@ -112,3 +112,14 @@ async def test_sql_stores_keep_events_the_log_may_still_need(store) -> None:
 
 async def test_log_margin_is_far_beyond_clock_drift() -> None:
     assert LOG_MARGIN_MS >= 60 * 60 * 1000  # replication.max_drift_ms defaults to a minute
+
+
+async def test_a_tenant_alone_or_left_out(store) -> None:
+    old = NOW - 100 * DAY
+    batch = WriteBatch()
+    for i, tenant in enumerate(["acme", "beta", "gamma"], start=1):
+        batch.events.append(Event(f"evt_{i:03}", tenant, "a.b", b"{}", REGION, old))
+    await store.commit(batch)
+    assert (await store.purge_events(NOW, 10, "beta"))[0] == ["evt_002"]
+    assert (await store.purge_events(NOW, 10, None, ["acme"]))[0] == ["evt_003"]
+    assert await store.list_event_ids() == ["evt_001"]

@@ -369,13 +369,16 @@ class MemoryStore:
             del self._attempts[k]
         return len(old)
 
-    async def purge_events(self, before_ms: int, limit: int) -> tuple[list[str], list[str], int]:
+    async def purge_events(
+        self, before_ms: int, limit: int, tenant: str | None = None, skip: Sequence[str] = ()
+    ) -> tuple[list[str], list[str], int]:
         self._check()
         by_event: dict[str, list[Delivery]] = {}
         for d in self._deliveries.values():
             by_event.setdefault(d.event_id, []).append(d)
         old = sorted(
             (e for e in self._events.values() if e.received_at_ms < before_ms
+             and (tenant is None or e.tenant == tenant) and e.tenant not in skip
              and all(d.status.final for d in by_event.get(e.id, ()))),
             key=lambda e: (e.received_at_ms, e.id),
         )[:limit]  # fmt: skip

@@ -47,15 +47,22 @@ class PurgeSql:
         """``before_ms``, lowered below the oldest cut log record's time (if any)."""
         return before_ms if log_floor is None else min(before_ms, int(log_floor) - LOG_MARGIN_MS)
 
-    def candidates(self, cutoff: int, limit: int) -> Query:
-        """Ids of events received before ``cutoff`` with no pending delivery (indexed:
-        events_age, deliveries_event)."""
+    def candidates(self, cutoff: int, limit: int, tenant: str | None, skip: Sequence[str]) -> Query:
+        """Ids of events received before ``cutoff`` with no pending delivery, of
+        ``tenant`` only (if not None) and of none of ``skip`` (indexed: events_age or
+        events_tenant, deliveries_event)."""
+        where, args = "received_at_ms < ?", [cutoff]
+        if tenant is not None:
+            where, args = "tenant = ? AND " + where, [tenant, cutoff]
+        if skip:
+            cond, more = self.d.is_in("tenant", skip)
+            where, args = f"{where} AND NOT ({cond})", [*args, *more]
         sql = (
-            "SELECT id FROM events e WHERE received_at_ms < ? AND NOT EXISTS ("
+            f"SELECT id FROM events e WHERE {where} AND NOT EXISTS ("
             "SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.status = 'pending') "
             "ORDER BY received_at_ms LIMIT ?"
         )
-        return self.d.sql(sql), [cutoff, limit]
+        return self.d.sql(sql), [*args, limit]
 
     def delete_deliveries(self, event_ids: Sequence[str]) -> Query:
         """Deletes the deliveries of ``event_ids`` that are not pending, returning their ids
@@ -87,11 +94,13 @@ class PurgeSql:
 Purged = tuple[list[str], list[str], int]  # event ids, delivery ids, attempts deleted
 
 
-def purge_sqlite(db: sqlite3.Connection, q: PurgeSql, before_ms: int, limit: int) -> Purged:
+def purge_sqlite(db: sqlite3.Connection, q: PurgeSql, before_ms: int, limit: int,
+                 tenant: str | None, skip: Sequence[str]) -> Purged:  # fmt: skip
     """One batch on SQLite's writer connection (``immediate``: no commit in between)."""
     with immediate(db):
         floor = db.execute(*q.log_floor()).fetchone()[0]
-        ids = [r[0] for r in db.execute(*q.candidates(q.cutoff(before_ms, floor), limit))]
+        cutoff = q.cutoff(before_ms, floor)
+        ids = [r[0] for r in db.execute(*q.candidates(cutoff, limit, tenant, skip))]
         if not ids:
             return [], [], 0
         attempts = db.execute(*q.delete_attempts(ids)).rowcount
@@ -100,11 +109,12 @@ def purge_sqlite(db: sqlite3.Connection, q: PurgeSql, before_ms: int, limit: int
         return eids, dids, attempts
 
 
-async def purge_postgres(conn: Any, q: PurgeSql, before_ms: int, limit: int) -> Purged:
+async def purge_postgres(conn: Any, q: PurgeSql, before_ms: int, limit: int,
+                         tenant: str | None, skip: Sequence[str]) -> Purged:  # fmt: skip
     """One batch on a PostgreSQL connection (``psycopg.AsyncConnection``), one transaction."""
     async with conn.transaction():
         floor = (await (await conn.execute(*q.log_floor())).fetchone())[0]
-        cur = await conn.execute(*q.candidates(q.cutoff(before_ms, floor), limit))
+        cur = await conn.execute(*q.candidates(q.cutoff(before_ms, floor), limit, tenant, skip))
         ids = [r[0] for r in await cur.fetchall()]
         if not ids:
             return [], [], 0
@@ -122,17 +132,31 @@ class SqlitePurge:
     """``purge_events`` of ``SqliteStore`` (a base class: the store's module is at its size
     limit). Uses the store's writer connection, its lock and its writer thread."""
 
-    async def purge_events(self, before_ms: int, limit: int) -> Purged:
+    async def purge_events(
+        self, before_ms: int, limit: int, tenant: str | None = None, skip: Sequence[str] = ()
+    ) -> Purged:
         async with self._write:  # type: ignore[attr-defined]
-            return await self._run(purge_sqlite, self.db, _SQLITE, before_ms, limit)  # type: ignore[attr-defined]
+            return await self._run(  # type: ignore[attr-defined]
+                purge_sqlite,
+                self.db,
+                _SQLITE,
+                before_ms,
+                limit,
+                tenant,
+                skip,  # type: ignore[attr-defined]
+            )
 
 
 class PostgresPurge:
     """``purge_events`` of ``PostgresStore`` (a base class, as ``SqlitePurge``)."""
 
-    async def purge_events(self, before_ms: int, limit: int) -> Purged:
-        return await self._once_more(self._purge_once, before_ms, limit)  # type: ignore[attr-defined]
+    async def purge_events(
+        self, before_ms: int, limit: int, tenant: str | None = None, skip: Sequence[str] = ()
+    ) -> Purged:
+        return await self._once_more(self._purge_once, before_ms, limit, tenant, skip)  # type: ignore[attr-defined]
 
-    async def _purge_once(self, before_ms: int, limit: int) -> Purged:
+    async def _purge_once(
+        self, before_ms: int, limit: int, tenant: str | None, skip: Sequence[str]
+    ) -> Purged:
         async with self.pool.connection() as conn:  # type: ignore[attr-defined]
-            return await purge_postgres(conn, _POSTGRES, before_ms, limit)
+            return await purge_postgres(conn, _POSTGRES, before_ms, limit, tenant, skip)

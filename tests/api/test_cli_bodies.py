@@ -54,3 +54,22 @@ def test_options_match_the_declared_body(table: tuple, model: type, left_out: di
         assert m.required == (m.name in model._required), m.name
     dests = [m.dest for m in table]
     assert len(dests) == len(set(dests))
+
+
+def test_every_management_command_takes_json_after_it() -> None:
+    from regionsync.cli import main
+
+    management = set(main.commands) - {"serve", "demo", "certs", "sim"}
+
+    def leaves(cmd, path):  # noqa: ANN001, ANN202
+        subs = getattr(cmd, "commands", None)
+        if subs is None:
+            yield path, cmd
+        else:
+            for name, sub in subs.items():
+                yield from leaves(sub, (*path, name))
+
+    found = [p for n in sorted(management) for p, c in leaves(main.commands[n], (n,))
+             if not any("--json" in o.opts for o in c.params)]  # fmt: skip
+    assert found == [], found
+    assert {"publish", "event-types", "attempts", "audit", "jobs"} <= management

@@ -445,6 +445,7 @@ class Node:
             try:
                 await self.ingest.purge_idempotency()
                 await self.recovery.purge_attempts()
-                await self.retention.run()
+                if self.cohort is None or self.cohort.leading:  # it holds the state tree
+                    await self.retention.run()
             except Exception:
                 log.exception("purge (keys, attempts or events) failed; retrying later")

@@ -92,6 +92,11 @@ async def test_endpoint_create_options_update_pause_resume(api: Api, tenant: str
     assert (await js(api, "endpoints", "show", "--tenant", tenant, eid))["paused"] is True
     res = await cli(api, "endpoints", "update", "--tenant", tenant, eid)
     assert res.exit_code == 2 and "nothing to change" in res.output
+    refused(await cli(api, "endpoints", "update", "--tenant", tenant, eid, "--url",
+                      "ftp://127.0.0.1/x"), 422, "url")  # fmt: skip
+    refused(await cli(api, "endpoints", "pause", "--tenant", tenant, "ep_nope"), 404, "endpoint")
+    refused(await cli(api, "endpoints", "rotate-secret", "--tenant", tenant, "ep_nope"), 404,
+            "endpoint")  # fmt: skip
 
 
 async def test_endpoint_bad_options_name_the_field(api: Api, tenant: str) -> None:
@@ -137,6 +142,8 @@ async def test_event_types_create_list_update_delete(api: Api, tenant: str) -> N
     res = await cli(api, "event-types", "create", "--tenant", tenant, "--name", "x",
                     "--schema", '{"type": 5}')  # fmt: skip
     refused(res, 422, "schema")
+    res = await cli(api, "event-types", "update", "--tenant", tenant, "nope", "--deprecated")
+    refused(res, 404, "event_type")
 
 
 async def test_attempts_in_both_orders_audit_and_jobs(

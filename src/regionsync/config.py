@@ -3,7 +3,8 @@
 Every setting has a default that works for a single node on loopback. Precedence: values
 passed in code, then environment variables ``REGIONSYNC_<SETTING>`` (nested with ``__``,
 e.g. ``REGIONSYNC_DELIVERY__TIMEOUT_S``), then the TOML file. Validation errors raise
-``pydantic.ValidationError`` naming the setting.
+one ``pydantic.ValidationError`` naming every setting at fault at once (``describe_errors``
+words it, one line each).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -80,6 +83,14 @@ class DeliverySettings(_Section):
     probe_max_s: float = Field(24 * 3600.0, gt=0)
     secret_overlap_s: float = Field(24 * 3600.0, ge=0)  # old secret still signs this long
     attempt_retention_s: float = Field(35 * 24 * 3600.0, gt=0)  # attempt log kept this long
+    # events (with their payloads, deliveries and attempts) received longer ago than this,
+    # once no delivery of theirs is pending, are deleted in this region (runtime/retention.py);
+    # 0: kept forever
+    event_retention_s: float = Field(90 * 24 * 3600.0, ge=0)
+    # tenant id -> its own event retention (seconds; 0: forever), instead of the above
+    event_retention_by_tenant_s: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")], Annotated[float, Field(ge=0)]
+    ] = {}
     # several processes on one PostgreSQL database (issue 16): a due delivery claimed by a
     # process is not claimed by another for this long unless its outcome was recorded
     # (a claim of a process that died is taken over after it); must exceed timeout_s
@@ -313,71 +324,28 @@ class Settings(BaseSettings):
             raise ValueError("must be host:port with a port in 0..65535")
         return v
 
-    @model_validator(mode="after")
-    def _no_contradictions(self) -> Settings:
-        """Each token once (the same secret with two scopes would give whichever came
-        last); no peer with this node's region; each peer region once (the message starts
-        with the location of the second occurrence); a delivery claim's lease longer than
-        an attempt on PostgreSQL (several processes per region)."""
-        seen: dict[str, int] = {}
-        for i, t in enumerate(self.tokens):
-            if t.token in seen:
-                raise ValueError(
-                    f"tokens[{i}].token: the same token as tokens[{seen[t.token]}] "
-                    "(give each [[tokens]] entry its own token)"
-                )
-            seen[t.token] = i
-        regions: dict[str, int] = {}
-        for i, p in enumerate(self.peers):
-            if p.region == self.region:
-                raise ValueError(
-                    f"peers[{i}].region: {p.region!r} is this node's own region "
-                    "(list the other regions only)"
-                )
-            if p.region in regions:
-                raise ValueError(
-                    f"peers[{i}].region: {p.region!r} is already peers[{regions[p.region]}] "
-                    "(one [[peers]] entry per region)"
-                )
-            regions[p.region] = i
-        if self.store != "sqlite" and self.delivery.claim_lease_s <= self.delivery.timeout_s:
-            raise ValueError(
-                f"delivery.claim_lease_s: {self.delivery.claim_lease_s} must exceed "
-                f"delivery.timeout_s {self.delivery.timeout_s} (a claim must outlast an attempt)"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _one_message_limit(self) -> Settings:
-        # every record and every chunk fits replication.max_message_bytes (core/wire.py)
-        limit = self.replication.max_message_bytes
-        need = self.ingest.max_payload_bytes + RECORD_OVERHEAD_BYTES + ENVELOPE_BYTES
-        if need > limit:
-            raise ValueError(
-                f"ingest.max_payload_bytes {self.ingest.max_payload_bytes} + record overhead "
-                f"{RECORD_OVERHEAD_BYTES} + envelope {ENVELOPE_BYTES} exceeds "
-                f"replication.max_message_bytes {limit}"
-            )
-        if self.replication.state_chunk_bytes > message_budget(limit):
-            raise ValueError(
-                f"replication.state_chunk_bytes {self.replication.state_chunk_bytes} exceeds "
-                f"replication.max_message_bytes {limit} - envelope {ENVELOPE_BYTES}"
-            )
-        repl = self.replication
-        if repl.heartbeat_s * 2 >= repl.failover_after_s:
-            # contact must be refreshed several times per failover window (region failover)
-            raise ValueError(
-                f"replication.heartbeat_s {repl.heartbeat_s} must be under half of "
-                f"replication.failover_after_s {repl.failover_after_s}"
-            )
-        if repl.failover_after_s - repl.fence_margin <= repl.heartbeat_s:
-            # the fence's lease must outlast the silence of a healthy idle link
-            raise ValueError(
-                f"replication.fence_margin_s {repl.fence_margin} must leave "
-                f"replication.failover_after_s {repl.failover_after_s} - fence_margin_s above "
-                f"replication.heartbeat_s {repl.heartbeat_s}"
-            )
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _every_error_at_once(cls, data: object, handler: ValidatorFunctionWrapHandler) -> object:
+        """Every error of a configuration in one pass (issue 43: they came in two): the
+        settings' own errors, then the contradictions between settings (``_CROSS_CHECKS``)
+        among the settings that are valid themselves. Raises one ValidationError."""
+        errors: list = []
+        failed: set = set()
+        try:
+            return _cross_checked(handler(data), failed, errors, cls.__name__)
+        except ValidationError as exc:
+            if errors:  # raised by _cross_checked itself
+                raise
+            errors = exc.errors()
+            failed = {e["loc"][0] for e in errors if e["loc"]}
+        if isinstance(data, dict) and "" not in failed:
+            rest = {k: v for k, v in data.items() if k not in failed}
+            try:
+                _cross_checked(handler(rest), failed, errors, cls.__name__)
+            except ValidationError:
+                pass  # what the rest still gets wrong is among ``errors`` already
+        raise ValidationError.from_exception_data(cls.__name__, errors)
 
     @classmethod
     def settings_customise_sources(
@@ -392,6 +360,155 @@ class Settings(BaseSettings):
         if cls.toml_file is not None:
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=cls.toml_file),)
         return sources
+
+
+Problem = tuple[tuple[str | int, ...], str]  # (setting path, message)
+
+
+def _token_problems(s: Settings) -> list[Problem]:
+    """Each token once (the same secret with two scopes would give whichever came last)."""
+    seen: dict[str, int] = {}
+    found: list[Problem] = []
+    for i, t in enumerate(s.tokens):
+        if t.token in seen:
+            found.append(
+                (
+                    ("tokens", i, "token"),
+                    f"the same token as tokens[{seen[t.token]}] "
+                    "(give each [[tokens]] entry its own token)",
+                )
+            )
+        seen.setdefault(t.token, i)
+    return found
+
+
+def _peer_problems(s: Settings) -> list[Problem]:
+    """No peer with this node's region; each peer region once."""
+    regions: dict[str, int] = {}
+    found: list[Problem] = []
+    for i, p in enumerate(s.peers):
+        if p.region == s.region:
+            found.append(
+                (
+                    ("peers", i, "region"),
+                    f"{p.region!r} is this node's own region (list the other regions only)",
+                )
+            )
+        elif p.region in regions:
+            found.append(
+                (
+                    ("peers", i, "region"),
+                    f"{p.region!r} is already "
+                    f"peers[{regions[p.region]}] (one [[peers]] entry per region)",
+                )
+            )
+        regions.setdefault(p.region, i)
+    return found
+
+
+def _lease_problems(s: Settings) -> list[Problem]:
+    """A delivery claim's lease longer than an attempt on PostgreSQL (several processes)."""
+    d = s.delivery
+    if s.store != "sqlite" and d.claim_lease_s <= d.timeout_s:
+        return [
+            (
+                ("delivery", "claim_lease_s"),
+                f"{d.claim_lease_s} must exceed "
+                f"delivery.timeout_s {d.timeout_s} (a claim must outlast an attempt)",
+            )
+        ]
+    return []
+
+
+def _retention_problems(s: Settings) -> list[Problem]:
+    """Events outlive their Idempotency-Keys (a key names its event)."""
+    ttl = s.ingest.idempotency_ttl_s
+    where: list[tuple[tuple[str | int, ...], float]] = [
+        (("delivery", "event_retention_s"), s.delivery.event_retention_s)
+    ]
+    for tenant, keep in s.delivery.event_retention_by_tenant_s.items():
+        where.append((("delivery", "event_retention_by_tenant_s", tenant), keep))
+    return [
+        (loc, f"{keep} must be 0 (forever) or at least ingest.idempotency_ttl_s {ttl}")
+        for loc, keep in where
+        if 0 < keep < ttl
+    ]
+
+
+def _message_problems(s: Settings) -> list[Problem]:
+    """Every record and every chunk fits replication.max_message_bytes (core/wire.py)."""
+    limit = s.replication.max_message_bytes
+    found: list[Problem] = []
+    if s.ingest.max_payload_bytes + RECORD_OVERHEAD_BYTES + ENVELOPE_BYTES > limit:
+        found.append(
+            (
+                ("ingest", "max_payload_bytes"),
+                f"{s.ingest.max_payload_bytes} + record "
+                f"overhead {RECORD_OVERHEAD_BYTES} + envelope {ENVELOPE_BYTES} exceeds "
+                f"replication.max_message_bytes {limit}",
+            )
+        )
+    if s.replication.state_chunk_bytes > message_budget(limit):
+        found.append(
+            (
+                ("replication", "state_chunk_bytes"),
+                f"{s.replication.state_chunk_bytes}"
+                f" exceeds replication.max_message_bytes {limit} - envelope "
+                f"{ENVELOPE_BYTES}",
+            )
+        )
+    return found
+
+
+def _contact_problems(s: Settings) -> list[Problem]:
+    """Contact refreshed several times per failover window; the fence's lease outlasts
+    the silence of a healthy idle link."""
+    r = s.replication
+    found: list[Problem] = []
+    if r.heartbeat_s * 2 >= r.failover_after_s:
+        found.append(
+            (
+                ("replication", "heartbeat_s"),
+                f"{r.heartbeat_s} must be under half "
+                f"of replication.failover_after_s {r.failover_after_s}",
+            )
+        )
+    if r.failover_after_s - r.fence_margin <= r.heartbeat_s:
+        found.append(
+            (
+                ("replication", "fence_margin_s"),
+                f"{r.fence_margin} must leave "
+                f"replication.failover_after_s {r.failover_after_s} - fence_margin_s "
+                f"above replication.heartbeat_s {r.heartbeat_s}",
+            )
+        )
+    return found
+
+
+# (the top-level settings a check reads, the check): a check is skipped when one of them
+# is invalid itself (its value would be the default, not what the file says)
+_CROSS_CHECKS = (
+    (("tokens",), _token_problems),
+    (("region", "peers"), _peer_problems),
+    (("store", "delivery"), _lease_problems),
+    (("ingest", "replication"), _message_problems),
+    (("delivery", "ingest"), _retention_problems),
+    (("replication",), _contact_problems),
+)
+
+
+def _cross_checked(s: Settings, failed: set, errors: list, title: str) -> Settings:
+    """``s`` if no check of ``_CROSS_CHECKS`` over valid settings finds a problem; else
+    raises ``errors`` and every problem as one ValidationError."""
+    for reads, check in _CROSS_CHECKS:
+        if failed.isdisjoint(reads):
+            errors.extend(
+                {"type": PydanticCustomError("config", msg), "loc": loc, "input": None}
+                for loc, msg in check(s)
+            )
+    if errors:
+        raise ValidationError.from_exception_data(title, errors)
+    return s
 
 
 def load_settings(path: str | Path | None = None, **overrides: object) -> Settings:

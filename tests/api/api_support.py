@@ -123,7 +123,7 @@ async def running_node(data_dir: Path, **overrides: Any) -> AsyncIterator[Api]:
     try:
         async with (
             serving(create_app(node, manage_node=True), port),
-            httpx.AsyncClient(base_url=base, timeout=10.0) as client,
+            httpx.AsyncClient(base_url=base, timeout=60.0) as client,
         ):
             assert node.started
             yield Api(node, base, client, data_dir)

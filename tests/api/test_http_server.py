@@ -27,7 +27,9 @@ from regionsync.config import load_settings
 from regionsync.demo import free_port
 
 READ_TIMEOUT_S = 0.5
-WAIT_S = 3.0  # longest wait for any answer: far above READ_TIMEOUT_S, far below 180 s
+# Longest wait for any answer: far above READ_TIMEOUT_S (a loaded two-core machine once
+# took over 3 s to answer), far below uvicorn's default of 180 s that it must not be.
+WAIT_S = 30.0
 
 
 @dataclass

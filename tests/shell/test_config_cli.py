@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from regionsync.cli import main
-from regionsync.config import load_settings
+from regionsync.config import describe_errors, load_settings
 
 
 def test_defaults_work_for_one_node_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,3 +308,56 @@ def test_config_accepts_distinct_tokens_and_peers(tmp_path: Path) -> None:
     )
     s = load_settings(cfg)
     assert [p.region for p in s.peers] == ["x2", "x3"] and s.delivery.retry_schedule_s == [0.5]
+
+
+def test_every_config_error_is_reported_in_one_pass(tmp_path: Path) -> None:
+    """Issue 43 ("config errors come in two passes"): the settings' own errors in several
+    sections and the contradictions between valid settings, all in one run."""
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(
+        f'data_dir = "{tmp_path}"\nregion = "x1"\nstore = "postgresql://db/r"\n'
+        'metrics_token = "short"\nhttp_listen = "nope"\n'
+        "[delivery]\ntimeout_s = 15\nclaim_lease_s = 10\n"
+        "[replication]\nheartbeat_s = 40\nfailover_after_s = 60\n"
+        '[[peers]]\nregion = "x1"\naddress = "127.0.0.1:7071"\n'
+        '[[peers]]\nregion = "x2"\naddress = "127.0.0.1:7072"\n'
+        '[[peers]]\nregion = "x2"\naddress = "127.0.0.1:7073"\n'
+        f'[[tokens]]\n{_TOK}scope = "admin"\n[[tokens]]\n{_TOK}scope = "tenant:a:read"\n'
+    )
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg)])
+    assert res.exit_code == 1, res.output
+    for line in (
+        "node.toml: metrics_token: String should have at least 16 characters",
+        "node.toml: http_listen: must be host:port",
+        "node.toml: delivery.claim_lease_s: 10.0 must exceed delivery.timeout_s 15.0",
+        "node.toml: replication.heartbeat_s: 40.0 must be under half",
+        "node.toml: peers[0].region: 'x1' is this node's own region",
+        "node.toml: peers[2].region: 'x2' is already peers[1]",
+        "node.toml: tokens[1].token: the same token as tokens[0]",
+    ):
+        assert line in res.output, res.output
+    assert "admin-token-0123456789" not in res.output
+
+
+def test_a_contradiction_over_an_invalid_setting_is_not_reported() -> None:
+    """A check reading a setting that is invalid itself is skipped (its value would be the
+    default, not the file's): one line for the bad timeout, none about the lease."""
+    with pytest.raises(pydantic.ValidationError) as info:
+        load_settings(None, store="postgresql://db/r", delivery={"timeout_s": -1,
+                                                                 "claim_lease_s": 1})  # fmt: skip
+    lines = describe_errors(info.value, "x")
+    assert len(lines) == 1 and lines[0].startswith("x: delivery.timeout_s:"), lines
+
+
+def test_event_retention_below_the_key_lifetime_is_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(
+        f'data_dir = "{tmp_path}"\n[ingest]\nidempotency_ttl_s = 3600\n'
+        "[delivery]\nevent_retention_s = 60\n"
+        "[delivery.event_retention_by_tenant_s]\nacme = 120\nkeep = 0\nlong = 7200\n"
+    )
+    res = CliRunner().invoke(main, ["serve", "--config", str(cfg)])
+    assert res.exit_code == 1, res.output
+    assert "node.toml: delivery.event_retention_s: 60.0 must be 0 (forever)" in res.output
+    assert "node.toml: delivery.event_retention_by_tenant_s.acme: 120.0 must be 0" in res.output
+    assert "keep" not in res.output and "long" not in res.output

@@ -9,7 +9,8 @@ for byte what was committed. A body is cut only for an events row that the same 
 inserts (a row stored before may hold other bytes: an inbound redelivery elsewhere with
 another body), never when it may hold a secret (it is sealed at rest whole,
 ``core.registry.may_hold_secret``), and not for payloads under ``CUT_MIN_BYTES``. Events
-rows are never updated or deleted.
+rows are never updated, and deleted (retention, ``retention_sql``) only well before the
+oldest log record.
 """
 
 from __future__ import annotations

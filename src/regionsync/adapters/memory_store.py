@@ -157,7 +157,7 @@ class MemoryStore:
     def _ids_after(self, table: str, after: str, limit: int | None) -> list[str]:
         """Ids of ``table`` ("events" or "deliveries") above ``after``, in order, at most
         ``limit``: a bisect in its sorted ids, sorted again only once rows were added
-        (rows of both are never removed), so paging through N rows costs one sort, not one
+        (or removed by ``purge_events``), so paging through N rows costs one sort, not one
         per page."""
         rows = self._events if table == "events" else self._deliveries
         ids = self._sorted_ids.get(table)
@@ -375,6 +375,33 @@ class MemoryStore:
         for k in old:
             del self._attempts[k]
         return len(old)
+
+    async def purge_events(
+        self, before_ms: int, limit: int, tenant: str | None = None, skip: Sequence[str] = ()
+    ) -> tuple[list[str], list[str], int]:
+        self._check()
+        by_event: dict[str, list[Delivery]] = {}
+        for d in self._deliveries.values():
+            by_event.setdefault(d.event_id, []).append(d)
+        old = sorted(
+            (e for e in self._events.values() if e.received_at_ms < before_ms
+             and (tenant is None or e.tenant == tenant) and e.tenant not in skip
+             and all(d.status.final for d in by_event.get(e.id, ()))),
+            key=lambda e: (e.received_at_ms, e.id),
+        )[:limit]  # fmt: skip
+        dids = [d.id for e in old for d in by_event.get(e.id, ())]
+        gone = set(dids)
+        keys = [k for k in self._attempts if k[0] in gone]
+        for k in keys:
+            del self._attempts[k]
+        for did in dids:
+            d = self._deliveries.pop(did)
+            self._count(("delivery", d.region, d.status.value), -1)
+        for e in old:
+            del self._events[e.id]
+            self._count(("event", e.region, ""), -1)
+        self._sorted_ids.clear()
+        return [e.id for e in old], dids, len(keys)
 
     async def list_audit(
         self,

@@ -207,6 +207,8 @@ STEPS: list[Step] = [
         );
         """,
     ),
+    # event retention (adapters/retention_sql.py) finds the oldest events by this index
+    Step("events_age", "expand", "CREATE INDEX events_age ON events(received_at_ms);"),
 ]
 
 # the schema level this code announces: base migrations and steps it knows

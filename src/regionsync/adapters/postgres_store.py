@@ -56,6 +56,7 @@ from .log_cut import body_of, records_sql
 from .postgres_claims import DeliveryClaims
 from .postgres_commit import write_batch
 from .postgres_schema import APP_PREFIX, LEVEL, SCHEMA_LOCK, migrate
+from .retention_sql import PostgresPurge
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import (
     DELIVERY_COLS,
@@ -94,7 +95,7 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     await conn.execute("SET synchronous_commit = on")
 
 
-class PostgresStore(DeliveryClaims):
+class PostgresStore(DeliveryClaims, PostgresPurge):
     """Store over the PostgreSQL database at ``url`` (a libpq URL or conninfo string);
     ``pool_max`` connections at most (reads and commits share them). With ``keys``,
     signing secrets are encrypted at rest (module docstring); reading a sealed row without

@@ -53,6 +53,7 @@ CREATE INDEX IF NOT EXISTS deliveries_endpoint ON deliveries(endpoint_id, id);
 CREATE INDEX IF NOT EXISTS deliveries_event ON deliveries(event_id);
 CREATE INDEX IF NOT EXISTS deliveries_tenant ON deliveries(tenant, created_at_ms, id);
 CREATE INDEX IF NOT EXISTS events_tenant ON events(tenant, received_at_ms, id);
+CREATE INDEX IF NOT EXISTS events_age ON events(received_at_ms);
 CREATE TABLE IF NOT EXISTS attempts(
   delivery_id TEXT NOT NULL, n INTEGER NOT NULL, at_ms INTEGER NOT NULL, region TEXT NOT NULL,
   status_code INTEGER, latency_ms REAL NOT NULL, error TEXT, response_excerpt TEXT NOT NULL,

@@ -46,6 +46,7 @@ from ..core.model import (
 from ..errors import CannotStart
 from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
+from .retention_sql import SqlitePurge
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import DELIVERY_COLS, SQLITE, Queries, counts_of, delivery_of, prefixed
 from .sqlite_checkpoint import WalCheckpointer
@@ -83,7 +84,7 @@ def _event_of_json(r: Sequence[Any]) -> Event:
     return Event(r[0], r[1], r[2], bytes.fromhex(r[3]), r[4], r[5], r[6])
 
 
-class SqliteStore:
+class SqliteStore(SqlitePurge):
     """Store over one SQLite file ``path`` (created with its parent directory); with
     ``keys``, signing secrets are encrypted at rest (module docstring). Reading a sealed
     row without the key it names raises ``secretbox.SealedKeyError``."""

@@ -1,6 +1,7 @@
 """Management commands over a node's HTTP API (httpx), one module per resource: status,
 tenants, endpoints, sources, events (with deliveries, recover, replay), tokens, regions,
-and the outbox relay (``outbox``: a producer's PostgreSQL outbox, published with the SDK).
+publish and event types, attempts, audit, jobs, and the outbox relay (``outbox``: a
+producer's PostgreSQL outbox, published with the SDK).
 
 Talks HTTP only (never the runtime; an import-linter contract): ``--url`` /
 ``REGIONSYNC_URL`` names the node, ``--token`` / ``REGIONSYNC_TOKEN`` the bearer token,
@@ -18,7 +19,9 @@ import click
 from .client import DEFAULT_URL, ApiClient, ManageError, api_path
 from .endpoints import endpoints
 from .events import deliveries, events, recover, replay
+from .logs import attempts, audit, jobs
 from .outbox import outbox_relay
+from .publish import event_types, publish
 from .regions import regions
 from .sources import sources
 from .status import status, status_rows
@@ -39,9 +42,27 @@ def register(main: click.Group) -> None:
                      help="Management commands print the API's JSON."),
     ])  # fmt: skip
     commands = (status, tenants, endpoints, sources, events, deliveries, recover, replay,
-                token, regions, outbox_relay)  # fmt: skip
+                token, regions, publish, event_types, attempts, audit, jobs,
+                outbox_relay)  # fmt: skip
     for cmd in commands:
+        _json_everywhere(cmd)
         main.add_command(cmd)
+
+
+def _as_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_root().obj["json"] = True
+
+
+def _json_everywhere(cmd: click.Command) -> None:
+    """``--json`` after any management command too (``regionsync endpoints list --json``),
+    the same as the global one."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _json_everywhere(sub)
+    if not isinstance(cmd, click.Group) and not any(p.name == "as_json" for p in cmd.params):
+        cmd.params.append(click.Option(["--json", "as_json"], is_flag=True,
+                                       expose_value=False, callback=_as_json,
+                                       help="Print the API's JSON."))  # fmt: skip
 
 
 def init_context(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "ManageError",
     "api_path",
     "client_of",
+    "deleted",
     "json_mode",
     "out",
     "table",
@@ -86,12 +87,25 @@ class ApiClient:
         return self.send(method, path, json_body=json_body, params=params).json_body
 
     def send(
-        self, method: str, path: str, *, json_body: Any = None, params: dict | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: dict | None = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Response:
-        """Send one request; the answer's text and decoded JSON (``Response``)."""
+        """Send one request (a JSON body, or ``content`` sent as JSON byte for byte); the
+        answer's text and decoded JSON (``Response``)."""
         params = {k: v for k, v in (params or {}).items() if v is not None}
+        headers = dict(headers or {})
+        if content is not None:
+            headers["content-type"] = "application/json"
         try:
-            resp = self.http.request(method, path, json=json_body, params=params)
+            resp = self.http.request(
+                method, path, json=json_body, params=params, content=content, headers=headers
+            )
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise ManageError(
                 f"cannot reach {self.url}: {exc or type(exc).__name__}", exit_code=2
@@ -142,6 +156,15 @@ def client_of(ctx: click.Context) -> ApiClient:
 
 def json_mode(ctx: click.Context) -> bool:
     return bool(ctx.find_root().obj["json"])
+
+
+def deleted(ctx: click.Context, kind: str, object_id: str) -> None:
+    """What a DELETE answered (204, no body): ``deleted <kind> <id>``, or with ``--json``
+    the object ``{"deleted": <kind>, "id": <id>}``."""
+    if json_mode(ctx):
+        click.echo(json.dumps({"deleted": kind, "id": object_id}, sort_keys=True))
+    else:
+        click.echo(f"deleted {kind} {object_id}")
 
 
 def _printable(value: str) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from .client import api_path, client_of, out
+from .client import api_path, client_of, deleted, out
+from .fields import TENANT_CREATE, body_of, options
 
 __all__ = ["tenants"]
 
@@ -23,13 +26,10 @@ def tenants_list(ctx: click.Context, limit: int | None) -> None:
 
 
 @tenants.command("create")
-@click.option("--id", "tenant_id", default=None)
-@click.option("--name", required=True)
-@click.option("--ack-policy", type=click.Choice(["local", "one-remote"]), default="local")
+@options(TENANT_CREATE)
 @click.pass_context
-def tenants_create(ctx: click.Context, tenant_id: str | None, name: str, ack_policy: str) -> None:
-    body = {"name": name, "ack_policy": ack_policy, **({"id": tenant_id} if tenant_id else {})}
-    out(ctx, client_of(ctx).call("POST", "/v1/tenants", json_body=body))
+def tenants_create(ctx: click.Context, **given: Any) -> None:
+    out(ctx, client_of(ctx).call("POST", "/v1/tenants", json_body=body_of(TENANT_CREATE, given)))
 
 
 @tenants.command("delete")
@@ -37,4 +37,4 @@ def tenants_create(ctx: click.Context, tenant_id: str | None, name: str, ack_pol
 @click.pass_context
 def tenants_delete(ctx: click.Context, tenant_id: str) -> None:
     client_of(ctx).call("DELETE", api_path("/v1/tenants/{tenant}", tenant=tenant_id))
-    click.echo(f"deleted tenant {tenant_id}")
+    deleted(ctx, "tenant", tenant_id)

@@ -4,9 +4,11 @@ with the global ``--url``/``--token``/``--json`` (or ``REGIONSYNC_URL``/
 
 from __future__ import annotations
 
+import json
+
 import click
 
-from .client import api_path, client_of, out
+from .client import api_path, client_of, json_mode, out
 
 __all__ = ["token"]
 
@@ -42,4 +44,7 @@ def list_(ctx: click.Context, limit: int | None) -> None:
 def revoke(ctx: click.Context, token_id: str) -> None:
     """Revoke a token in every region (each refuses it once the change replicates)."""
     client_of(ctx).call("DELETE", api_path("/v1/tokens/{token}", token=token_id))
-    click.echo(f"revoked {token_id}")
+    if json_mode(ctx):
+        click.echo(json.dumps({"revoked": token_id}))
+    else:
+        click.echo(f"revoked {token_id}")

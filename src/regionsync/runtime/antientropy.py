@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 from ..config import Settings
 from ..core.hashtree import HEX, StateTree
-from ..core.model import Delivery, WriteBatch
+from ..core.model import Delivery, Event, WriteBatch
 from ..core.records import Decoded, decode_body, encode_body
 from ..core.registry import key_type
 from . import heap
@@ -100,7 +100,23 @@ class AntiEntropy:
         self._behind: list[WriteBatch] = []  # committed, not yet in the tree (_catch_up)
         self._catching_up: asyncio.Task[None] | None = None
         self._caught_up = asyncio.Event()
+        # event retention's judgement of a peer's item (runtime/retention.py): True for one
+        # it deleted here, which a repair pass must not merge back
+        self.expired: Callable[[Event | Delivery], bool] = lambda _item: False
         writer.commit_observers.append(self._on_commit)
+
+    @property
+    def building(self) -> asyncio.Lock:
+        """Held while the tree is built from the store (retention deletes under it)."""
+        return self._building
+
+    def forget(self, event_ids: list[str], delivery_ids: list[str]) -> None:
+        """Deleted events and deliveries (retention) leave the tree, if built."""
+        if self.tree is not None and (event_ids or delivery_ids):
+            self.tree.apply(
+                [("e/" + i, None, False) for i in event_ids]
+                + [("d/" + i, None, False) for i in delivery_ids]
+            )
 
     def _on_commit(self, batch: WriteBatch) -> None:
         """A committed batch (WritePath commit observer): its items into the tree; those
@@ -291,7 +307,7 @@ class AntiEntropy:
                 stored = read.current()
                 batch = WriteBatch()
                 deliveries: dict[str, Delivery] = {}
-                for dec in decoded:
+                for dec in self._unexpired(decoded, stored):
                     for part in _parts(dec):
                         self.replica.merge(part, batch, deliveries, stored)
                         await slicer.tick()  # (other writers wait for the lock, not the loop)
@@ -316,3 +332,26 @@ class AntiEntropy:
         if deliveries:
             self.queue.wake.set()
         return None
+
+    def _unexpired(self, decoded: list[Decoded], stored: Mapping[str, Delivery]) -> list[Decoded]:
+        """``decoded`` without the items retention deleted here (``expired``): an event
+        item, unless a delivery of it in these items is kept; a delivery this node does
+        not hold (one it holds is merged: its state may still move)."""
+
+        def gone(d: Delivery) -> bool:
+            return d.id not in stored and self.expired(d)
+
+        def carried(dec: Decoded) -> list[Delivery]:
+            return [*dec.deliveries, *([dec.delivery] if dec.delivery else [])]
+
+        kept_events = {d.event_id for dec in decoded for d in carried(dec) if not gone(d)}
+        out = []
+        for dec in decoded:
+            ds = carried(dec)
+            if ds and not dec.event and not dec.registry and all(gone(d) for d in ds):
+                continue
+            if (dec.event is not None and not ds and not dec.registry
+                    and dec.event.id not in kept_events and self.expired(dec.event)):  # fmt: skip
+                continue
+            out.append(dec)
+        return out

@@ -63,6 +63,7 @@ from .registry_ops import RegistryOps
 from .removal import Removals
 from .replica import Replica
 from .replication import PeerLink, serve_stream
+from .retention import EventRetention
 from .state import Catalog, DeliveryQueue, IdempotencyKeys, PeerStatus
 from .tokens import TokenOps
 from .writepath import ClusterClock, WritePath
@@ -220,6 +221,7 @@ class Node:
             settings, self.catalog, writer, self.replica, self.keys, self.queue, self.counters,
             store=store,
         )  # fmt: skip
+        self.retention = EventRetention(settings, store, clock, self.anti_entropy, self.counters)
         self.listing = Listing(self.catalog, store)
         self.view = ClusterView(
             self.region, writer, self.replica, self.catalog, self.peers, self.custody, raw
@@ -452,5 +454,7 @@ class Node:
             try:
                 await self.ingest.purge_idempotency()
                 await self.recovery.purge_attempts()
+                if self.cohort is None or self.cohort.leading:  # it holds the state tree
+                    await self.retention.run()
             except Exception:
-                log.exception("idempotency purge failed; retrying later")
+                log.exception("purge (keys, attempts or events) failed; retrying later")

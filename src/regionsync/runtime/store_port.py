@@ -197,6 +197,18 @@ class Store(Protocol):
         so ingest is never held up); returns how many."""
         ...
 
+    async def purge_events(
+        self, before_ms: int, limit: int, tenant: str | None = None, skip: Sequence[str] = ()
+    ) -> tuple[list[str], list[str], int]:
+        """Event retention, one batch in one short transaction: delete at most ``limit``
+        events received before ``before_ms`` (of ``tenant`` only if not None, of no tenant
+        in ``skip``) none of whose deliveries is pending, with
+        their deliveries and those deliveries' attempts (never a pending delivery, never
+        a delivery without its event; SQL stores keep events a log record may still need,
+        ``adapters/retention_sql.py``). Returns (event ids, delivery ids, attempts)
+        deleted; callers repeat until no event was deleted."""
+        ...
+
     async def list_audit(
         self,
         tenant: str | None,

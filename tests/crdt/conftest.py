@@ -180,7 +180,6 @@ PNC_SPEC = TypeSpec(
 )
 
 
-
 def _pnc_retiring_apply(state: PNCounter, op: Op, actor: str) -> PNCounter:
     """As `_pnc_apply`, plus ("retire", k): the replica keeps ACTORS[k]'s totals under
     its retired entry (a node pruning a retired actor; the others may not have yet, and

@@ -90,6 +90,14 @@ FEATURES: tuple[Feature, ...] = (
         "x/<region> (a region removed for good) and p/<region> (retired process actors) "
         "registry keys; retired actors left out of Hello and Ack (core/removal.py)",
     ),
+    Feature(
+        "counter-retired-entries",
+        RELEASE,
+        "field",
+        "a pruned actor's PN-Counter totals kept under ~retired:<actor> (crdt RETIRED), "
+        "which absorbs its plain entry in a merge; without it they collapse into "
+        "~retired:0 (core/pruning.py)",
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

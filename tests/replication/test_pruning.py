@@ -163,6 +163,39 @@ async def test_a_process_that_has_not_read_the_retirement_counts_a_pruned_counte
     await eventually(lambda: a.catalog.registry.get(usage, PNCounter).value() == 4)
 
 
+async def test_a_restarted_process_still_strips_a_removed_element_of_a_pruned_actor(
+    net, started
+) -> None:
+    """The guard that strips an arriving OR-Set of a pruned actor's removed dots holds
+    across a restart (and so across the processes of a PostgreSQL region: it reads the
+    store's ``born`` row, not this process's memory). On 917426d the restarted node
+    let a late state resurrect a tenant created by the removed region and deleted."""
+    store_a = MemoryStore()
+    a, b, c = await three(net, started, store_a)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await c.registry_ops.create_tenant("late", "Late")  # its dot is c's
+    await eventually(lambda: all(n.catalog.registry.has_tenant("late") for n in (a, b)))
+    late = {"tenants": b.catalog.registry.state("tenants")}  # a lagging copy
+    await a.registry_ops.delete_tenant("late")
+    await eventually(lambda: not b.catalog.registry.has_tenant("late"))
+    c_actor = c.writer.actor
+    await c.stop()
+    await a.removals.remove("c")
+    await eventually(lambda: pruned(a, c_actor) and pruned(b, c_actor), timeout_s=20)
+    await a.stop()
+    a2 = make_node(net, "a", ["b", "c"], store_a, **FAST)
+    await start(started, a2)
+    assert pruned(a2, c_actor) and c_actor not in a2.removals.pruner._held
+    a2.catalog.apply(late)
+    assert not a2.catalog.registry.has_tenant("late")
+    assert a2.catalog.registry.digest() == b.catalog.registry.digest()
+    # a store born after c started (a region that joined later) never strips c's dots
+    pruner = a2.removals.pruner
+    assert pruner.held(c_actor) and pruner.born_ms == (await store_a.open("a", 0)).born_ms
+    pruner.born_ms = int(c_actor.rpartition(":")[2]) + 1
+    assert not pruner.held(c_actor)
+
+
 async def _never() -> int:
     return 0
 

@@ -192,6 +192,12 @@ class PostgresStore(DeliveryClaims):
                         (region, str(new_incarnation)),
                     )
                     fresh = cur.rowcount == 2
+                    if fresh:  # when it started empty (runtime/pruning.py ``held``)
+                        await conn.execute(
+                            "INSERT INTO meta(key, value) VALUES ('born', %s) "
+                            "ON CONFLICT (key) DO NOTHING",
+                            (str(new_incarnation),),
+                        )
                     cur = await conn.execute("SELECT key, value FROM meta")
                     rows = dict(await cur.fetchall())
                     if rows["region"] == region:
@@ -204,7 +210,8 @@ class PostgresStore(DeliveryClaims):
         if rows["region"] != region:
             await self.close()
             raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
-        return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
+        born = int(rows.get("born", new_incarnation if fresh else 0))
+        return StoreInfo(region, int(rows["incarnation"]), fresh=fresh, born_ms=born)
 
     async def _agree_on_keys(
         self, conn: psycopg.AsyncConnection, region: str, stored: str | None

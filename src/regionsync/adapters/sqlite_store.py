@@ -153,12 +153,14 @@ class SqliteStore:
                 raise ValueError(
                     f"store {self.path} belongs to region {rows['region']!r}, not {region!r}"
                 )
-            info = StoreInfo(region, int(rows["incarnation"]), fresh=False)
+            info = StoreInfo(region, int(rows["incarnation"]), fresh=False,
+                             born_ms=int(rows.get("born", "0")))  # fmt: skip
         else:
-            meta = [("region", region), ("incarnation", str(new_incarnation))]
+            meta = [("region", region), ("incarnation", str(new_incarnation)),
+                    ("born", str(new_incarnation))]  # fmt: skip
             insert = "INSERT INTO meta(key, value) VALUES (?, ?)"
             await self._run(self._in_transaction, insert, meta)
-            info = StoreInfo(region, new_incarnation, fresh=True)
+            info = StoreInfo(region, new_incarnation, fresh=True, born_ms=new_incarnation)
         try:
             await self._agree_on_keys(region, rows.get(KEY_CHECK))
         except CannotStart:

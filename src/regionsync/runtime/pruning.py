@@ -61,8 +61,9 @@ class Pruner:
         self.hold_s = writer.settings.replication.heartbeat_s
         self._pruning: set[str] = set()  # being pruned (still in the version vector)
         # pruned by this process, which held all of their records (an OR-Set arriving
-        # with their dots is stripped of them: core/pruning.py)
+        # with their dots is stripped of them: core/pruning.py); see ``held``
         self._held: set[str] = set()
+        self.born_ms = 0  # when the store started empty (StoreInfo.born_ms; set at start)
         self.pruned_actors = 0  # actors pruned by this node (``/v1/cluster``)
         # actor -> monotonic s when its retired counter entries are compacted into SINK
         self._compact_at: dict[str, float] | None = None  # None: not read from the store yet
@@ -77,6 +78,18 @@ class Pruner:
         if actor in self._pruning:
             return True
         return actor not in self.writer.version_vector and self.removals.is_retired(actor)
+
+    def held(self, actor: str) -> bool:
+        """True if this region's store held every record of ``actor`` (retired) before it
+        was pruned: this process pruned it, or the actor started after the store did
+        (its incarnation is its start's wall ms): every region configured while it wrote
+        holds all its records before anyone prunes it. The same in every process of the
+        region and after a restart (the store's ``born`` row); a store that joined
+        later does not strip an older actor's dots (it gets them from the others)."""
+        if actor in self._held:
+            return True
+        inc = actor.rpartition(":")[2]
+        return inc.isdigit() and int(inc) >= self.born_ms
 
     def per_actor(self) -> bool:
         """True if the cluster reads counters' retired entries (else the older form)."""
@@ -96,7 +109,7 @@ class Pruner:
                 registry.state(key),
                 self.pruned,
                 self.removals.is_retired,
-                self._held.__contains__,
+                self.held,
                 per_actor,
             )
             if stored is not None:
@@ -121,7 +134,7 @@ class Pruner:
         if not self.removals.any_retired():
             return row.merge(new)
         incoming, stored = prune_arriving(
-            row, new, self.pruned, self.removals.is_retired, self._held.__contains__,
+            row, new, self.pruned, self.removals.is_retired, self.held,
             self.per_actor(),
         )  # fmt: skip
         merged = (new if stored is None else stored).merge(incoming)

@@ -153,13 +153,11 @@ class SqliteStore:
                 raise ValueError(
                     f"store {self.path} belongs to region {rows['region']!r}, not {region!r}"
                 )
-            info = StoreInfo(region, int(rows["incarnation"]), fresh=False,
-                             born_ms=int(rows.get("born", "0")))  # fmt: skip
+            info = StoreInfo(region, int(rows["incarnation"]), False, int(rows.get("born", 0)))
         else:
-            meta = [("region", region), ("incarnation", str(new_incarnation)),
-                    ("born", str(new_incarnation))]  # fmt: skip
-            insert = "INSERT INTO meta(key, value) VALUES (?, ?)"
-            await self._run(self._in_transaction, insert, meta)
+            n = str(new_incarnation)  # ``born``: when it started empty (pruning's held)
+            meta = [("region", region), ("incarnation", n), ("born", n)]
+            await self._run(self._in_transaction, "INSERT INTO meta VALUES (?, ?)", meta)
             info = StoreInfo(region, new_incarnation, fresh=True, born_ms=new_incarnation)
         try:
             await self._agree_on_keys(region, rows.get(KEY_CHECK))

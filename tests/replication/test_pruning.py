@@ -13,7 +13,7 @@ from memnodes import eventually, make_node, start
 
 from crdt import RETIRED, ORSet, PNCounter
 from regionsync.adapters.memory_store import MemoryStore
-from regionsync.core.capabilities import BASELINE
+from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.core.pruning import SINK, actors_of
 from regionsync.runtime.links import hello
 
@@ -194,6 +194,32 @@ async def test_a_restarted_process_still_strips_a_removed_element_of_a_pruned_ac
     assert pruner.held(c_actor) and pruner.born_ms == (await store_a.open("a", 0)).born_ms
     pruner.born_ms = int(c_actor.rpartition(":")[2]) + 1
     assert not pruner.held(c_actor)
+
+
+async def test_without_the_capability_counters_collapse_into_the_sink_at_once(
+    net, started
+) -> None:
+    """A region that does not read retired counter entries (917426d) holds the cluster
+    to the previous form: totals collapse into the shared sink, no ``~retired:<actor>``
+    entry is ever written (917426d would sum it beside the sink)."""
+    older = ALL - {"counter-retired-entries"}
+    slow = {**FAST, "retired_compact_s": 600.0}
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **slow),
+        make_node(net, "b", ["a", "c"], reads=older, **slow),
+        make_node(net, "c", ["a", "b"], **slow),
+    )
+    await write_everything(a, c)
+    c_actor = c.writer.actor
+    usage = "t/acme/usage/events_published"
+    await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)
+    assert not a.capabilities.enabled("counter-retired-entries")
+    await c.stop()
+    await a.removals.remove("c")
+    await eventually(lambda: pruned(a, c_actor) and pruned(b, c_actor), timeout_s=20)
+    for n in (a, b):
+        assert n.catalog.registry.get(usage, PNCounter).p == {SINK: 3}
 
 
 async def _never() -> int:

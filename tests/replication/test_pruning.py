@@ -196,9 +196,7 @@ async def test_a_restarted_process_still_strips_a_removed_element_of_a_pruned_ac
     assert not pruner.held(c_actor)
 
 
-async def test_without_the_capability_counters_collapse_into_the_sink_at_once(
-    net, started
-) -> None:
+async def test_without_the_capability_counters_collapse_into_the_sink_at_once(net, started) -> None:
     """A region that does not read retired counter entries (917426d) holds the cluster
     to the previous form: totals collapse into the shared sink, no ``~retired:<actor>``
     entry is ever written (917426d would sum it beside the sink)."""

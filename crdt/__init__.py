@@ -29,13 +29,14 @@ from crdt._hlc import HLC, ClockDriftError, Timestamp
 from crdt._invariants import InvariantViolation
 from crdt._lww import LWWRegister
 from crdt._orset import ORSet
-from crdt._pncounter import PNCounter
+from crdt._pncounter import RETIRED, PNCounter
 from crdt._prune import prune, prune_all
 
 __all__ = [
     "COUNTER_MAX",
     "CRDT",
     "LOGICAL_MAX",
+    "RETIRED",
     "WALL_MS_MAX",
     "HLC",
     "CausalContext",

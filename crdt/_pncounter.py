@@ -18,7 +18,33 @@ from crdt._codec import (
     two,
 )
 
-__all__ = ["PNCounter"]
+__all__ = ["RETIRED", "PNCounter"]
+
+# The prefix of a retired actor's entry: ``RETIRED + actor`` holds that actor's totals once
+# it is retired (`PNCounter.retire`) and absorbs its plain entry in every merge, by max. An
+# actor's count is max(totals[actor], totals[RETIRED + actor]) and the entry is kept under
+# the retired name once either state has it: the product of a max-lattice (the count) and
+# a flag lattice (retired), so the merge stays a join, and a replica that retired the
+# actor and one that did not never count its totals twice. ``~`` is in no actor a node
+# writes as (region names are ``[a-z0-9-]``).
+RETIRED = "~retired:"
+
+
+def _absorb(totals: dict[str, int]) -> dict[str, int]:
+    """``totals`` with every actor that has a retired entry folded into it (by max)."""
+    retired = [k for k in totals if k.startswith(RETIRED)]
+    if not retired:
+        return totals
+    out = dict(totals)
+    for k in retired:
+        plain = k[len(RETIRED) :]
+        if plain in out:
+            out[k] = max(out[k], out.pop(plain))
+    return out
+
+
+def _count(totals: dict[str, int], actor: str) -> int:
+    return max(totals.get(actor, 0), totals.get(RETIRED + actor, 0))
 
 
 def _join(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
@@ -26,6 +52,16 @@ def _join(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     for actor, n in b.items():
         if n > out.get(actor, 0):
             out[actor] = n
+    out = _absorb(out)
+    return {k: out[k] for k in sorted(out)}
+
+
+def _retire(totals: dict[str, int], actor: str) -> dict[str, int]:
+    if actor not in totals:
+        return totals
+    out = dict(totals)
+    n = out.pop(actor)
+    out[RETIRED + actor] = max(n, out.get(RETIRED + actor, 0))
     return {k: out[k] for k in sorted(out)}
 
 
@@ -33,6 +69,8 @@ def _collapse(totals: dict[str, int], removed: str, into: str) -> dict[str, int]
     if removed not in totals:
         return totals
     out = {a: n for a, n in totals.items() if a != removed}
+    if RETIRED + into in out:  # `into`'s count lives under its retired entry
+        into = RETIRED + into
     out[into] = check_count(out.get(into, 0) + totals[removed], what="collapsed total")
     return {k: out[k] for k in sorted(out)}
 
@@ -59,7 +97,8 @@ class PNCounter(CRDT, tag="pnc"):
     def __init__(
         self, p: Mapping[str, int] | None = None, n: Mapping[str, int] | None = None
     ) -> None:
-        self._init(counts_from_mapping(p), counts_from_mapping(n))
+        p_, n_ = _absorb(counts_from_mapping(p)), _absorb(counts_from_mapping(n))
+        self._init({k: p_[k] for k in sorted(p_)}, {k: n_[k] for k in sorted(n_)})
 
     def _init(self, p: dict[str, int], n: dict[str, int]) -> None:
         object.__setattr__(self, "_p", p)
@@ -83,7 +122,7 @@ class PNCounter(CRDT, tag="pnc"):
         COUNTER_MAX (2**63-1), TypeError/ValueError for a bad actor.
         """
         check_actor(actor)
-        total = check_count(self._p.get(actor, 0) + _check_amount(n), what="increment total")
+        total = check_count(_count(self._p, actor) + _check_amount(n), what="increment total")
         return PNCounter._new({actor: total}, {})
 
     def decrement(self, actor: str, n: int = 1) -> PNCounter:
@@ -92,7 +131,7 @@ class PNCounter(CRDT, tag="pnc"):
         Raises like `increment`.
         """
         check_actor(actor)
-        total = check_count(self._n.get(actor, 0) + _check_amount(n), what="decrement total")
+        total = check_count(_count(self._n, actor) + _check_amount(n), what="decrement total")
         return PNCounter._new({}, {actor: total})
 
     def merge(self, other: PNCounter) -> PNCounter:
@@ -110,6 +149,22 @@ class PNCounter(CRDT, tag="pnc"):
         if removed == into or (removed not in self._p and removed not in self._n):
             return self
         return PNCounter._new(_collapse(self._p, removed, into), _collapse(self._n, removed, into))
+
+    def retire(self, actor: str) -> PNCounter:
+        """Return the counter with `actor`'s totals kept under its retired entry
+        (``RETIRED + actor``), which absorbs any plain entry of `actor` merged later.
+
+        value() is unchanged, and so is the join with any state that still holds the
+        plain entry (max per actor): idempotent, and a join homomorphism with no
+        precondition, unlike `prune`. Raises ValueError for an actor that starts with
+        ``~`` (a retired entry is never retired again: `prune` folds it instead).
+        """
+        check_actor(actor)
+        if actor.startswith("~"):
+            raise ValueError(f"cannot retire {actor!r}")
+        if actor not in self._p and actor not in self._n:
+            return self
+        return PNCounter._new(_retire(self._p, actor), _retire(self._n, actor))
 
     def value(self) -> int:
         """Return sum(P) - sum(N) (may be negative)."""

@@ -14,7 +14,9 @@ those two conditions each type's `prune(removed, into)` is
   before merging it (Akka's pruning cleanup);
 - idempotent, and value-preserving (counter total, set members, register value).
 
-Per type: VectorClock drops the entry; PNCounter adds the actor's totals to `into`'s;
+Per type: VectorClock drops the entry; PNCounter adds the actor's totals to `into`'s
+(or to `into`'s retired entry; `PNCounter.retire` instead keeps them under the actor's
+own retired entry, a join homomorphism with no precondition);
 ORSet drops the actor's dots from its context except those still supporting an element
 (dots are element identities); LWWRegister drops the entry from every write's clock
 (collapsing to its winner when that entry was all that kept two writes concurrent).

@@ -133,6 +133,10 @@ class ReplicationSettings(_Section):
     # an idle link sends an empty Batch this often (the peer acks it): contact stays fresh;
     # must stay well below failover_after_s, or idle peers would look dead
     heartbeat_s: float = Field(10.0, gt=0, le=3600)
+    # a pruned actor's retired counter entries (~retired:<actor>) are compacted into the
+    # shared sink this long after it was pruned here: every process of the region has
+    # read the pruned rows by then (runtime/pruning.py; Akka's pruning marker TTL)
+    retired_compact_s: float = Field(600.0, ge=0)
     # every sent Batch must be acked this soon, else the link is torn down and redialed
     ack_timeout_s: float = Field(10.0, gt=0)
     # idle links compare state-tree root hashes this often (at equal version vectors);

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import msgpack
 
-from crdt import LWWRegister, ORSet, PNCounter, Timestamp
-from regionsync.core.pruning import SINK, acknowledged_everywhere, prune_arriving, prune_stored
+from crdt import RETIRED, LWWRegister, ORSet, PNCounter, Timestamp
+from regionsync.core.pruning import (
+    SINK,
+    acknowledged_everywhere,
+    compact_retired,
+    prune_arriving,
+    prune_stored,
+    retired_entries,
+)
 from regionsync.core.removal import ProcessMarker, compact, parse_process_marker
 
 GONE, LIVE = "c:1", "a:1"
@@ -75,3 +82,27 @@ def test_a_marker_stays_bounded_over_a_thousand_process_starts() -> None:
     assert parse_process_marker(marker.to_value()) == {}
     assert ProcessMarker.from_value(marker.to_value()) == marker
     assert ProcessMarker.from_value({"retired": [], "floor": -1}) == ProcessMarker({})
+
+
+def test_per_actor_counter_entries_are_compacted_alike_on_both_sides() -> None:
+    counter = PNCounter({GONE: 5, LIVE: 2}, {GONE: 1})
+    kept = prune_stored(counter, [GONE], per_actor=True)
+    assert kept == PNCounter({RETIRED + GONE: 5, LIVE: 2}, {RETIRED + GONE: 1})
+    assert retired_entries(kept) == {GONE} and kept.value() == counter.value()
+    compacted = compact_retired(kept, [GONE])
+    assert compacted == PNCounter({SINK: 5, LIVE: 2}, {SINK: 1})
+    retired = pruned = {GONE}.__contains__
+    # a compacted full state reaches one that still keeps the retired entry: it is
+    # compacted first (4, not 8)
+    incoming, stored = prune_arriving(compacted, kept, pruned, retired, never, True)
+    assert stored is not None and stored.merge(incoming).value() == counter.value()
+    # the other way round: the arriving retired entry is folded into the sink
+    incoming, stored = prune_arriving(kept, compacted, pruned, retired, never, True)
+    assert stored is None and compacted.merge(incoming) == compacted
+    # an arriving plain entry of an actor pruned here becomes its retired entry
+    incoming, _ = prune_arriving(counter, kept, pruned, retired, never, True)
+    assert incoming == kept
+    # a state still holding the actor (plain) never makes the stored entry compact
+    stale = PNCounter({GONE: 5, LIVE: 2, SINK: 1}, {GONE: 1})
+    _, stored = prune_arriving(stale, kept, never, never, never, True)
+    assert stored is None and kept.merge(stale).value() == counter.value() + 1

@@ -193,6 +193,7 @@ def test_public_surface_is_exactly_all() -> None:
             "InvalidTextError",
             "InvariantViolation",
             "LOGICAL_MAX",
+            "RETIRED",
             "LWWRegister",
             "ORSet",
             "PNCounter",

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from crdt import LWWRegister, ORSet, PNCounter, Timestamp, VectorClock, prune, prune_all
+from crdt import RETIRED, LWWRegister, ORSet, PNCounter, Timestamp, VectorClock, prune, prune_all
 
 LAWS = settings(settings.get_profile("crdt"))
 ACTORS = ("us-east-1:1", "eu-west-1:1", "ap-south-1:2")  # as in conftest.py
@@ -163,3 +163,55 @@ def test_prune_all_applies_each_retirement_and_rejects_other_types() -> None:
         prune(object(), "a", "b")  # type: ignore[type-var]
     with pytest.raises(ValueError):
         prune(vc, "", "b")
+
+
+def test_a_retired_entry_absorbs_the_plain_one_so_a_stale_replica_counts_it_once() -> None:
+    """Issue 40's race: one process retires REMOVED (its total kept under RETIRED +
+    REMOVED); another, which has not read the retirement, merges its own stale state with
+    the retired one. A collapse into a shared sink (prune into ``~retired:0``) counts
+    the total twice there; the retired entry counts it once, whichever merges first."""
+    stale = PNCounter({REMOVED: 3, INTO: 1}, {REMOVED: 1})
+    shared = prune(stale, REMOVED, "~retired:0")
+    assert shared.merge(stale).value() == 2 * stale.value() - 1  # the old collapse: +2
+    retired = stale.retire(REMOVED)
+    assert retired.p == {INTO: 1, RETIRED + REMOVED: 3} and retired.value() == stale.value()
+    for a, b in ((retired, stale), (stale, retired)):
+        assert a.merge(b) == retired and a.merge(b).value() == stale.value()
+    assert retired.retire(REMOVED) == retired
+    # the retired actor's plain entry growing later (a record in flight) still counts once
+    later = stale.merge(stale.increment(REMOVED, 2))
+    assert retired.merge(later).value() == later.value()
+    both = retired.merge(later)
+    assert both.merge(both.increment(REMOVED)).p[RETIRED + REMOVED] == 6  # counts on
+    with pytest.raises(ValueError):
+        retired.retire(RETIRED + REMOVED)
+
+
+@LAWS
+@given(data=st.data())
+def test_counters_retired_anywhere_count_every_total_once(data: st.DataObject) -> None:
+    """Replicas increment, retire any actor at any time (each on its own schedule) and
+    sync in any order: the join of all counts every actor's increments exactly once."""
+    replica = st.integers(0, len(ACTORS) - 1)
+    steps = data.draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.just("inc"), replica, st.integers(1, 5)),
+                st.tuples(st.just("retire"), replica, replica),
+                st.tuples(st.just("state"), replica, replica),
+            ),
+            max_size=20,
+        )
+    )
+    replicas, total = [PNCounter()] * len(ACTORS), 0
+    for kind, r, x in steps:
+        if kind == "inc":
+            replicas[r] = replicas[r].merge(replicas[r].increment(ACTORS[r], x))
+            total += x
+        elif kind == "retire":
+            replicas[r] = replicas[r].retire(ACTORS[x])
+        else:
+            replicas[x] = replicas[x].merge(replicas[r])
+    joined = reduce(lambda a, b: a.merge(b), replicas)
+    assert joined.value() == total
+    assert reduce(lambda a, b: a.merge(b), reversed(replicas)) == joined

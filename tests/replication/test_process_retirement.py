@@ -16,6 +16,8 @@ from regionsync.runtime.links import hello
 
 
 def fast(n):  # noqa: ANN001, ANN201
+    if hasattr(n.store, "process_name"):  # one ``processes`` row each, as real processes
+        n.store.process_name = f"test/{n.settings.region}/{id(n)}"
     repl = n.settings.replication
     repl.failover_after_s, repl.heartbeat_s = 0.5, 0.1
     n.removals.grace_ms = 500
@@ -72,6 +74,12 @@ async def test_stopped_processes_actors_retire_everywhere(tmp_path: Path, pg_url
         )
         await eventually(lambda: a.catalog.registry.digest() == lite.catalog.registry.digest())
         assert not set(stopped_actors) & set(await lite.store.load_version_vector())
+        # the stopped processes' rows leave ``processes`` and ``actors`` (the highest
+        # incarnation stays: new actors count on from it); 917426d kept all of them
+        incs = await a.store._fetch("SELECT incarnation FROM processes", ())
+        assert sorted(r[0] for r in incs) == [a.writer.incarnation], incs
+        last = max(int(x.rpartition(":")[2]) for x in stopped_actors)
+        assert set(await a.store.actor_holders()) == {a.writer.incarnation, last}
         # records keep flowing after retirement
         await a.registry_ops.create_tenant("after", "A")
         await eventually(lambda: lite.catalog.registry.has_tenant("after"))

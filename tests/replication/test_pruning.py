@@ -11,13 +11,13 @@ from typing import Any
 
 from memnodes import eventually, make_node, start
 
-from crdt import ORSet, PNCounter
+from crdt import RETIRED, ORSet, PNCounter
 from regionsync.adapters.memory_store import MemoryStore
-from regionsync.core.capabilities import BASELINE
+from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.core.pruning import SINK, actors_of
 from regionsync.runtime.links import hello
 
-FAST = {"heartbeat_s": 0.1}
+FAST = {"heartbeat_s": 0.1, "retired_compact_s": 1.0}
 
 
 def holds(node: Any, actor: str) -> list[str]:
@@ -76,10 +76,19 @@ async def test_removed_actor_leaves_every_stored_state_alike_and_stays_out(net, 
     await a.removals.remove("c")
 
     await eventually(lambda: pruned(a, c_actor) and pruned(b, c_actor), timeout_s=20)
-    assert a.catalog.registry.digest() == b.catalog.registry.digest()
+    # the counter keeps c's totals under its retired entry, then (retired_compact_s
+    # later) compacts them into the shared sink, in every region alike
+    seen = [a.catalog.registry.get(usage, PNCounter).p]
+    await eventually(
+        lambda: seen.append(a.catalog.registry.get(usage, PNCounter).p) or all(
+            SINK in n.catalog.registry.get(usage, PNCounter).p for n in (a, b)),
+        timeout_s=20,
+    )  # fmt: skip
+    assert RETIRED + c_actor in seen[0] and SINK not in seen[0]
+    await eventually(lambda: a.catalog.registry.digest() == b.catalog.registry.digest())
     for n in (a, b):
         assert n.catalog.registry.get(usage, PNCounter).value() == 3  # value kept
-        assert SINK in n.catalog.registry.get(usage, PNCounter).p
+        assert n.catalog.registry.get(usage, PNCounter).p == {SINK: 3}
         assert n.catalog.registry.tenant("acme").name == "Renamed by c"
         assert not n.catalog.registry.has_tenant("gone")
         assert c_actor not in hello(n.links).hello.version_vector
@@ -116,6 +125,99 @@ async def test_a_counter_pruned_elsewhere_is_never_counted_twice(net, started) -
     b.catalog.apply({usage: a.catalog.registry.get(usage, PNCounter)})
     assert b.catalog.registry.get(usage, PNCounter).value() == 3
     assert c_actor not in actors_of(b.catalog.registry.get(usage, PNCounter))
+
+
+async def test_a_process_that_has_not_read_the_retirement_counts_a_pruned_counter_once(
+    net, started
+) -> None:
+    """Issue 40's race inside a PostgreSQL region: a process that has not read the
+    retirement marker yet (b here, blind to it) merges a counter row another process
+    already pruned. With a collapse into the shared sink it counted c's total twice
+    (6 instead of 3, on 917426d); the retired entry absorbs c's plain one. Both merge
+    paths: a replicated state (the registry's merge) and a row join (PostgreSQL)."""
+    slow = {**FAST, "retired_compact_s": 600.0}  # the retired entry is not compacted yet
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **slow),
+        make_node(net, "b", ["a", "c"], **slow),
+        make_node(net, "c", ["a", "b"], **slow),
+    )
+    await write_everything(a, c)
+    c_actor = c.writer.actor
+    usage = "t/acme/usage/events_published"
+    await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)
+    await c.stop()
+    b.removals.pruner.prune = _never
+    b.removals.is_retired = lambda actor: False  # has not read any marker
+    await a.removals.remove("c")
+    await eventually(lambda: pruned(a, c_actor), timeout_s=20)
+    row = a.catalog.registry.get(usage, PNCounter)
+    stale = b.catalog.registry.get(usage, PNCounter)
+    assert c_actor in stale.p and c_actor not in row.p
+    assert b.removals.pruner.join(row, stale).value() == 3
+    assert b.removals.pruner.join(stale, row).value() == 3
+    b.catalog.apply({usage: row})
+    assert b.catalog.registry.get(usage, PNCounter).value() == 3
+    # b's next increment counts on from c's total, not beside it
+    await b.ingest.publish("acme", "x", b"{}", None)
+    await eventually(lambda: a.catalog.registry.get(usage, PNCounter).value() == 4)
+
+
+async def test_a_restarted_process_still_strips_a_removed_element_of_a_pruned_actor(
+    net, started
+) -> None:
+    """The guard that strips an arriving OR-Set of a pruned actor's removed dots holds
+    across a restart (and so across the processes of a PostgreSQL region: it reads the
+    store's ``born`` row, not this process's memory). On 917426d the restarted node
+    let a late state resurrect a tenant created by the removed region and deleted."""
+    store_a = MemoryStore()
+    a, b, c = await three(net, started, store_a)
+    await a.registry_ops.create_tenant("acme", "Acme")
+    await c.registry_ops.create_tenant("late", "Late")  # its dot is c's
+    await eventually(lambda: all(n.catalog.registry.has_tenant("late") for n in (a, b)))
+    late = {"tenants": b.catalog.registry.state("tenants")}  # a lagging copy
+    await a.registry_ops.delete_tenant("late")
+    await eventually(lambda: not b.catalog.registry.has_tenant("late"))
+    c_actor = c.writer.actor
+    await c.stop()
+    await a.removals.remove("c")
+    await eventually(lambda: pruned(a, c_actor) and pruned(b, c_actor), timeout_s=20)
+    await a.stop()
+    a2 = make_node(net, "a", ["b", "c"], store_a, **FAST)
+    await start(started, a2)
+    assert pruned(a2, c_actor) and c_actor not in a2.removals.pruner._held
+    a2.catalog.apply(late)
+    assert not a2.catalog.registry.has_tenant("late")
+    assert a2.catalog.registry.digest() == b.catalog.registry.digest()
+    # a store born after c started (a region that joined later) never strips c's dots
+    pruner = a2.removals.pruner
+    assert pruner.held(c_actor) and pruner.born_ms == (await store_a.open("a", 0)).born_ms
+    pruner.born_ms = int(c_actor.rpartition(":")[2]) + 1
+    assert not pruner.held(c_actor)
+
+
+async def test_without_the_capability_counters_collapse_into_the_sink_at_once(net, started) -> None:
+    """A region that does not read retired counter entries (917426d) holds the cluster
+    to the previous form: totals collapse into the shared sink, no ``~retired:<actor>``
+    entry is ever written (917426d would sum it beside the sink)."""
+    older = ALL - {"counter-retired-entries"}
+    slow = {**FAST, "retired_compact_s": 600.0}
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **slow),
+        make_node(net, "b", ["a", "c"], reads=older, **slow),
+        make_node(net, "c", ["a", "b"], **slow),
+    )
+    await write_everything(a, c)
+    c_actor = c.writer.actor
+    usage = "t/acme/usage/events_published"
+    await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)
+    assert not a.capabilities.enabled("counter-retired-entries")
+    await c.stop()
+    await a.removals.remove("c")
+    await eventually(lambda: pruned(a, c_actor) and pruned(b, c_actor), timeout_s=20)
+    for n in (a, b):
+        assert n.catalog.registry.get(usage, PNCounter).p == {SINK: 3}
 
 
 async def _never() -> int:

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from pgserver import PgServer
 
-from crdt import ORSet, decode
+from crdt import RETIRED, ORSet, PNCounter, decode
 from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
 from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.core.model import (
@@ -91,6 +91,31 @@ async def test_registry_rows_are_merged_not_overwritten(pg_url: str) -> None:
         )
         rows = await b.load_registry()
         assert all(decode(rows[k]) == from_a.merge(from_b) for k in keys)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_process_blind_to_a_retirement_joins_a_pruned_counter_row_once(
+    pg_url: str,
+) -> None:
+    """Issue 40's race on a real database: process ``a`` pruned the retired actor ``r:9``
+    from a usage counter row (its totals under ``~retired:r:9``); process ``b`` has not
+    read the retirement (its join is the plain kernel merge) and commits its stale copy
+    plus one increment of its own. The row counts r:9's total once: 3 + 1, not 7 (as a
+    row collapsed into ``~retired:0`` counted it on 917426d)."""
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    await a.open(REGION, 1)
+    await b.open(REGION, 1)
+    try:
+        key = "t/acme/usage/events_published"
+        stale = PNCounter({"r:9": 3})
+        pruned = PNCounter({RETIRED + "r:9": 3})  # stale.retire("r:9")
+        await a.commit(WriteBatch(registry={key: pruned.to_bytes()}))
+        mine = stale.merge(stale.increment("r:2"))
+        await b.commit(WriteBatch(registry={key: mine.to_bytes()}))
+        stored = decode((await a.load_registry())[key])
+        assert stored.value() == 4 and stored.p == {"r:2": 1, RETIRED + "r:9": 3}
     finally:
         await a.close()
         await b.close()

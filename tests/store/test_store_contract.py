@@ -59,6 +59,7 @@ async def test_renew_incarnation_survives_reopen(store) -> None:
     await store.close()
     info = await store.open(REGION, new_incarnation=99)
     assert not info.fresh and info.incarnation == 8
+    assert info.born_ms == 7  # when it started empty: renewals leave it (pruning's held)
 
 
 async def test_commit_and_read_back(store) -> None:

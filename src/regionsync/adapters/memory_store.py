@@ -57,10 +57,12 @@ class MemoryStore:
             if self._meta["region"] != region:
                 raise ValueError(f"store belongs to region {self._meta['region']!r}")
             self._open = True
-            return StoreInfo(region, int(self._meta["incarnation"]), fresh=False)
-        self._meta = {"region": region, "incarnation": str(new_incarnation)}
+            born = int(self._meta.get("born", "0"))
+            return StoreInfo(region, int(self._meta["incarnation"]), fresh=False, born_ms=born)
+        born = str(new_incarnation)
+        self._meta = {"region": region, "incarnation": born, "born": born}
         self._open = True
-        return StoreInfo(region, new_incarnation, fresh=True)
+        return StoreInfo(region, new_incarnation, fresh=True, born_ms=new_incarnation)
 
     async def renew_incarnation(self, incarnation: int) -> None:
         self._check()

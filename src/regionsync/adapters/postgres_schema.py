@@ -209,6 +209,10 @@ STEPS: list[Step] = [
     ),
     # event retention (adapters/retention_sql.py) finds the oldest events by this index
     Step("events_age", "expand", "CREATE INDEX events_age ON events(received_at_ms);"),
+    # the process's CRDT actor (its ``actors`` incarnation), so its row is deleted once
+    # that actor is retired and pruned (PostgresStore.forget_origins); NULL for a process
+    # of the previous release, which never sets it
+    Step("processes_incarnation", "expand", "ALTER TABLE processes ADD COLUMN incarnation BIGINT;"),
 ]
 
 # the schema level this code announces: base migrations and steps it knows

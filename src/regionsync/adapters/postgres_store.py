@@ -113,6 +113,10 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
+        self._region = ""  # set by ``open``
+        # this process's row in ``processes``: host/pid/region unless set before ``open``
+        # (tests running several nodes in one OS process give each its own)
+        self.process_name = ""
 
     @property
     def pool(self) -> AsyncConnectionPool:
@@ -176,7 +180,10 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
         self._pool_obj = pool
         try:
             async with pool.connection() as conn:
-                await migrate(conn, holder=f"{socket.gethostname()}/{os.getpid()}/{region}")
+                if not self.process_name:
+                    self.process_name = f"{socket.gethostname()}/{os.getpid()}/{region}"
+                self._region = region
+                await migrate(conn, holder=self.process_name)
                 async with conn.transaction():
                     # several processes may open a fresh database at once: one inserts
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
@@ -186,6 +193,12 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
                         (region, str(new_incarnation)),
                     )
                     fresh = cur.rowcount == 2
+                    if fresh:  # when it started empty (runtime/pruning.py ``held``)
+                        await conn.execute(
+                            "INSERT INTO meta(key, value) VALUES ('born', %s) "
+                            "ON CONFLICT (key) DO NOTHING",
+                            (str(new_incarnation),),
+                        )
                     cur = await conn.execute("SELECT key, value FROM meta")
                     rows = dict(await cur.fetchall())
                     if rows["region"] == region:
@@ -198,7 +211,8 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
         if rows["region"] != region:
             await self.close()
             raise ValueError(f"database belongs to region {rows['region']!r}, not {region!r}")
-        return StoreInfo(region, int(rows["incarnation"]), fresh=fresh)
+        born = int(rows.get("born", new_incarnation if fresh else 0))
+        return StoreInfo(region, int(rows["incarnation"]), fresh=fresh, born_ms=born)
 
     async def _agree_on_keys(
         self, conn: psycopg.AsyncConnection, region: str, stored: str | None
@@ -266,6 +280,10 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
             await conn.execute(
                 "INSERT INTO actors(incarnation, holder, started_at_ms) VALUES (%s, %s, %s)",
                 (incarnation, holder, wall_ms),
+            )
+            await conn.execute(
+                "UPDATE processes SET incarnation = %s WHERE holder = %s",
+                (incarnation, self.process_name),
             )
         return incarnation
 
@@ -346,11 +364,22 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
         await self._once_more(self._forget, sorted(origins))
 
     async def _forget(self, origins: list[str]) -> None:
+        # this region's process actors among them: their ``processes`` and ``actors``
+        # rows go too (the highest incarnation stays: allocate_actor counts on from it)
+        mine = [int(i) for r, _, i in (o.rpartition(":") for o in origins)
+                if r == self._region and i.isdigit()]  # fmt: skip
         async with self.pool.connection() as conn, conn.transaction():
             for table in ("version_vector", "log", "log_floor"):
                 await conn.execute(
                     f"DELETE FROM {table} WHERE origin = ANY(%s)",  # noqa: S608
                     (origins,),
+                )
+            if mine:
+                await conn.execute("DELETE FROM processes WHERE incarnation = ANY(%s)", (mine,))
+                await conn.execute(
+                    "DELETE FROM actors WHERE incarnation = ANY(%s) "
+                    "AND incarnation < (SELECT max(incarnation) FROM actors)",
+                    (mine,),
                 )
 
     async def load_log_floor(self) -> dict[str, int]:

@@ -141,12 +141,12 @@ class SqliteStore(SqlitePurge):
                 raise ValueError(
                     f"store {self.path} belongs to region {rows['region']!r}, not {region!r}"
                 )
-            info = StoreInfo(region, int(rows["incarnation"]), fresh=False)
+            info = StoreInfo(region, int(rows["incarnation"]), False, int(rows.get("born", 0)))
         else:
-            meta = [("region", region), ("incarnation", str(new_incarnation))]
-            insert = "INSERT INTO meta(key, value) VALUES (?, ?)"
-            await self._run(self._in_transaction, insert, meta)
-            info = StoreInfo(region, new_incarnation, fresh=True)
+            n = str(new_incarnation)  # ``born``: when it started empty (pruning's held)
+            meta = [("region", region), ("incarnation", n), ("born", n)]
+            await self._run(self._in_transaction, "INSERT INTO meta VALUES (?, ?)", meta)
+            info = StoreInfo(region, new_incarnation, fresh=True, born_ms=new_incarnation)
         try:
             await self._agree_on_keys(region, rows.get(KEY_CHECK))
         except CannotStart:

@@ -105,6 +105,14 @@ FEATURES: tuple[Feature, ...] = (
         "sessions that every region verifies; pn/<tenant>: sessions made before are "
         "refused (core/portal.py)",
     ),
+    Feature(
+        "counter-retired-entries",
+        RELEASE,
+        "field",
+        "a pruned actor's PN-Counter totals kept under ~retired:<actor> (crdt RETIRED), "
+        "which absorbs its plain entry in a merge; without it they collapse into "
+        "~retired:0 (core/pruning.py)",
+    ),
 )
 BASELINE = frozenset(f.name for f in FEATURES if f.since == BASELINE_RELEASE)
 ALL = frozenset(f.name for f in FEATURES)

@@ -260,6 +260,7 @@ class Node:
         store, writer = self.store, self.writer
         info = await store.open(self.region, new_incarnation=self.clock.wall_ms())
         incarnation, fresh = info.incarnation, info.fresh
+        self.removals.pruner.born_ms = info.born_ms  # which retired actors it held
         if self.coordinator is not None:  # an actor of its own, never used before
             incarnation, fresh = await self.coordinator.allocate_actor(self.clock.wall_ms()), True
         self.catalog.load(await store.load_registry())

@@ -16,12 +16,19 @@ core/capabilities.py), so a previous-release peer never meets a pruned state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
-from crdt import CRDT, ORSet
+from crdt import CRDT, RETIRED, ORSet
 
 from ..core.model import WriteBatch
-from ..core.pruning import acknowledged_everywhere, actors_of, prune_arriving, prune_stored
+from ..core.pruning import (
+    acknowledged_everywhere,
+    actors_of,
+    compact_retired,
+    prune_arriving,
+    prune_stored,
+    retired_entries,
+)
 from ..core.registry import Registry
 from .ports import Store
 from .removal import Removals
@@ -33,6 +40,9 @@ from .writepath import WritePath
 __all__ = ["Pruner"]
 
 log = logging.getLogger("regionsync.removal")
+
+# The capability under which a pruned actor's counter totals keep its name (core/pruning.py)
+PER_ACTOR = "counter-retired-entries"
 
 
 class Pruner:
@@ -51,9 +61,13 @@ class Pruner:
         self.hold_s = writer.settings.replication.heartbeat_s
         self._pruning: set[str] = set()  # being pruned (still in the version vector)
         # pruned by this process, which held all of their records (an OR-Set arriving
-        # with their dots is stripped of them: core/pruning.py)
+        # with their dots is stripped of them: core/pruning.py); see ``held``
         self._held: set[str] = set()
+        self.born_ms = 0  # when the store started empty (StoreInfo.born_ms; set at start)
         self.pruned_actors = 0  # actors pruned by this node (``/v1/cluster``)
+        # actor -> monotonic s when its retired counter entries are compacted into SINK
+        self._compact_at: dict[str, float] | None = None  # None: not read from the store yet
+        self.compact_s = writer.settings.replication.retired_compact_s
         catalog.merge_hook = self.apply
         replica.pruned = self.pruned
         if hasattr(store, "join_states"):  # a store merging with its rows (PostgreSQL)
@@ -65,6 +79,22 @@ class Pruner:
             return True
         return actor not in self.writer.version_vector and self.removals.is_retired(actor)
 
+    def held(self, actor: str) -> bool:
+        """True if this region's store held every record of ``actor`` (retired) before it
+        was pruned: this process pruned it, or the actor started after the store did
+        (its incarnation is its start's wall ms): every region configured while it wrote
+        holds all its records before anyone prunes it. The same in every process of the
+        region and after a restart (the store's ``born`` row); a store that joined
+        later does not strip an older actor's dots (it gets them from the others)."""
+        if actor in self._held:
+            return True
+        inc = actor.rpartition(":")[2]
+        return inc.isdigit() and int(inc) >= self.born_ms
+
+    def per_actor(self) -> bool:
+        """True if the cluster reads counters' retired entries (else the older form)."""
+        return self.writer.capabilities.enabled(PER_ACTOR)
+
     def apply(self, registry: Registry, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
         """``registry.apply(deltas)`` with the pruned actors stripped first, and an
         OR-Set pruned once its last element holding a pruned actor's dot is gone."""
@@ -72,13 +102,15 @@ class Pruner:
             return registry.apply(deltas)
         prepared: dict[str, CRDT] = {}
         replaced: dict[str, CRDT] = {}
+        per_actor = self.per_actor()
         for key, delta in deltas.items():
             incoming, stored = prune_arriving(
                 delta,
                 registry.state(key),
                 self.pruned,
                 self.removals.is_retired,
-                self._held.__contains__,
+                self.held,
+                per_actor,
             )
             if stored is not None:
                 replaced[key] = stored
@@ -102,8 +134,9 @@ class Pruner:
         if not self.removals.any_retired():
             return row.merge(new)
         incoming, stored = prune_arriving(
-            row, new, self.pruned, self.removals.is_retired, self._held.__contains__
-        )
+            row, new, self.pruned, self.removals.is_retired, self.held,
+            self.per_actor(),
+        )  # fmt: skip
         merged = (new if stored is None else stored).merge(incoming)
         if isinstance(merged, ORSet):
             gone = [a for a in actors_of(merged) if self.pruned(a)]
@@ -124,9 +157,10 @@ class Pruner:
             if a not in vv:
                 del self._snap[a]
                 self._since.pop(a, None)
+        now = writer.clock.monotonic()
+        await self._compact(now)
         if not retired:
             return 0
-        now = writer.clock.monotonic()
         for a in retired:
             if a not in self._snap:
                 self._snap[a], self._since[a] = dict(vv), now
@@ -139,7 +173,10 @@ class Pruner:
         )
         if not ready:
             return 0
-        await self._prune_states(ready)
+        per_actor = self.per_actor()
+        await self._prune_states(ready, per_actor)
+        if per_actor and self._compact_at is not None:
+            self._compact_at.update(dict.fromkeys(ready, now + self.compact_s))
         async with writer.lock:
             for a in ready:
                 writer.version_vector.pop(a, None)
@@ -155,29 +192,69 @@ class Pruner:
         log.info("pruned the retired actors %s from the stored state", ", ".join(ready))
         return len(ready)
 
-    async def _prune_states(self, ready: list[str]) -> None:
+    async def _prune_states(self, ready: list[str], per_actor: bool) -> None:
         """Prune ``ready`` from every stored registry state, in one durable commit."""
         gone = set(ready)
         async with self.writer.lock:
             self._pruning.update(ready)
             self._held.update(ready)
-            registry = self.catalog.registry
-            pruned: dict[str, CRDT] = {}
-            # only states whose stored bytes name a retired actor are decoded (an actor
-            # is a msgpack string, so its UTF-8 is in the bytes), in slices (issue 42)
-            needles, slicer = [a.encode() for a in gone], Slicer()
+
+            def one(state: CRDT) -> CRDT:
+                actors = actors_of(state) & gone
+                return prune_stored(state, actors, per_actor) if actors else state
+
+            durable = await self._rewrite([a.encode() for a in gone], one)
+        if durable is not None:
+            await durable
+
+    async def _compact(self, now: float) -> None:
+        """Compact the retired counter entries of actors pruned ``compact_s`` ago (all of
+        them at once without the capability: a previous-release peer reads ``SINK``)."""
+        if self._compact_at is None:  # after a start: what the stored states still hold
+            found: set[str] = set()
+            registry, slicer = self.catalog.registry, Slicer()
             for n, key in enumerate(registry.keys()):
                 if not n & 1023:
                     await slicer.tick()
                 raw = registry.state_bytes(key)
-                if raw is None or not any(a in raw for a in needles):
-                    continue
-                state = registry.state(key)
-                actors = actors_of(state) & gone if state is not None else set()
-                if actors and (new := prune_stored(state, actors)) != state:
-                    pruned[key] = new
-            registry.replace(pruned)
-            batch = WriteBatch(registry={k: v.to_bytes() for k, v in pruned.items()})
-            durable = self.writer.submit(batch) if pruned else None
+                if raw is not None and RETIRED.encode() in raw:
+                    found |= retired_entries(registry.state(key))  # type: ignore[arg-type]
+            self._compact_at = dict.fromkeys(found, now + self.compact_s)
+        late = not self.per_actor()
+        due = {a for a, t in self._compact_at.items() if (late or t <= now) and self.pruned(a)}
+        if not due:
+            return
+        async with self.writer.lock:
+
+            def one(state: CRDT) -> CRDT:
+                return compact_retired(state, retired_entries(state) & due)
+
+            durable = await self._rewrite([(RETIRED + a).encode() for a in due], one)
         if durable is not None:
             await durable
+        for a in due:
+            del self._compact_at[a]
+        log.info("compacted the retired counter entries of %s", ", ".join(sorted(due)))
+
+    async def _rewrite(
+        self, needles: list[bytes], one: Callable[[CRDT], CRDT]
+    ) -> Awaitable[object] | None:
+        """Every stored state whose bytes hold one of ``needles`` (an actor is a msgpack
+        string, so its UTF-8 is in the bytes) passed through ``one``, in slices (issue 42),
+        submitted as one batch; the caller holds the write lock and awaits the result
+        (None: nothing changed) once it let go of it."""
+        registry = self.catalog.registry
+        changed: dict[str, CRDT] = {}
+        slicer = Slicer()
+        for n, key in enumerate(registry.keys()):
+            if not n & 1023:
+                await slicer.tick()
+            raw = registry.state_bytes(key)
+            if raw is None or not any(a in raw for a in needles):
+                continue
+            state = registry.state(key)
+            if state is not None and (new := one(state)) != state:
+                changed[key] = new
+        registry.replace(changed)
+        batch = WriteBatch(registry={k: v.to_bytes() for k, v in changed.items()})
+        return self.writer.submit(batch) if changed else None

@@ -34,6 +34,9 @@ class StoreInfo:
     region: str
     incarnation: int
     fresh: bool
+    # the first incarnation of the store (its ``born`` meta row, written when it started
+    # empty); 0 for a store an earlier release created (runtime/pruning.py ``held``)
+    born_ms: int = 0
 
 
 class Store(Protocol):

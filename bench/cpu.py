@@ -51,7 +51,7 @@ from ingest import BODIES, FLOOR_APP, wait_ready  # noqa: E402
 
 delivery_rate.RECEIVER_APP = RECEIVER_APP  # the receiver also keeps delivery lags
 BODY = BODIES["github"]  # {"event_type":"team.created","payload":<2,099 bytes>}
-NODE_EXTRA = [""]  # --linger-ms: config lines for the ingest rows' node
+NODE_EXTRA = [""]  # --linger-ms: config lines of every SQLite node here
 GOALS = {"ingest": 1.5, "delivery": 2.5, "scaleout": 1.25, "fanin": 1.5}
 
 
@@ -89,7 +89,7 @@ def node_config(tmp: Path, store: str = "sqlite", extra: str = "") -> tuple[Path
         f'region = "bench-1"\ndata_dir = "{tmp}"\nhttp_listen = "127.0.0.1:{port}"\n'
         f'grpc_listen = "127.0.0.1:{free_port()}"\nlog_level = "warning"\nstore = "{store}"\n'
         '[delivery]\nallow_private_networks = ["127.0.0.0/8"]\ntenant_max_in_flight = 64\n'
-        + extra
+        + extra + NODE_EXTRA[0]
     )
     return path, f"http://127.0.0.1:{port}"
 
@@ -107,7 +107,7 @@ class Server:
                    "--http", "httptools", "--no-access-log", "--log-level", "warning"]  # fmt: skip
             self.base = f"http://127.0.0.1:{port}"
         else:
-            config, self.base = node_config(self.tmp, extra=NODE_EXTRA[0])
+            config, self.base = node_config(self.tmp)
             cmd = ["-m", "regionsync.cli", "serve", "--config", str(config)]
         self.proc = subprocess.Popen([sys.executable, *cmd], cwd=self.tmp)
         wait_ready(self.base + ("/readyz" if kind == "node" else "/"))
@@ -202,13 +202,16 @@ def main() -> int:
     ap.add_argument("--fanin-events", type=int, default=20_000)
     ap.add_argument("--profile", type=Path, help="py-spy top tables of ingest and replay here")
     ap.add_argument("--linger-ms", type=float, default=None,
-                    help="the ingest rows' node: [ingest] commit_linger_ms (default 0)")  # fmt: skip
+                    help="the SQLite nodes' [ingest] commit_linger_ms (default: the node's)")  # fmt: skip
     args = ap.parse_args()
     if args.linger_ms is not None:
         NODE_EXTRA[0] = f"[ingest]\ncommit_linger_ms = {args.linger_ms}\n"
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
+    import cpu  # the module cpu_delivery imports (this file runs as __main__)
     import cpu_delivery
+
+    cpu.NODE_EXTRA[0] = NODE_EXTRA[0]
 
     print(f"bench/cpu.py: {os.cpu_count()} cores, offered {args.rate}/s, {args.seconds} s "
           f"per run, {args.runs} runs, load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip

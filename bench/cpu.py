@@ -89,7 +89,8 @@ def node_config(tmp: Path, store: str = "sqlite", extra: str = "") -> tuple[Path
         f'region = "bench-1"\ndata_dir = "{tmp}"\nhttp_listen = "127.0.0.1:{port}"\n'
         f'grpc_listen = "127.0.0.1:{free_port()}"\nlog_level = "warning"\nstore = "{store}"\n'
         '[delivery]\nallow_private_networks = ["127.0.0.0/8"]\ntenant_max_in_flight = 64\n'
-        + extra + NODE_EXTRA[0]
+        + extra
+        + NODE_EXTRA[0]
     )
     return path, f"http://127.0.0.1:{port}"
 
@@ -201,8 +202,12 @@ def main() -> int:
     ap.add_argument("--processes", type=int, nargs="*", default=[1, 2, 4])
     ap.add_argument("--fanin-events", type=int, default=20_000)
     ap.add_argument("--profile", type=Path, help="py-spy top tables of ingest and replay here")
-    ap.add_argument("--linger-ms", type=float, default=None,
-                    help="the SQLite nodes' [ingest] commit_linger_ms (default: the node's)")  # fmt: skip
+    ap.add_argument(
+        "--linger-ms",
+        type=float,
+        default=None,
+        help="the SQLite nodes' [ingest] commit_linger_ms (default: the node's)",
+    )
     args = ap.parse_args()
     if args.linger_ms is not None:
         NODE_EXTRA[0] = f"[ingest]\ncommit_linger_ms = {args.linger_ms}\n"
@@ -213,8 +218,11 @@ def main() -> int:
 
     cpu.NODE_EXTRA[0] = NODE_EXTRA[0]
 
-    print(f"bench/cpu.py: {os.cpu_count()} cores, offered {args.rate}/s, {args.seconds} s "
-          f"per run, {args.runs} runs, load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    print(
+        f"bench/cpu.py: {os.cpu_count()} cores, offered {args.rate}/s, {args.seconds} s "
+        f"per run, {args.runs} runs, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     rows: list[dict] = []
     if "ingest" in args.only:
         rows += ingest_rows(args)

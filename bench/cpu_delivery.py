@@ -39,7 +39,10 @@ from pathlib import Path
 
 import aiohttp
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "tests")]
+sys.path[:0] = [
+    str(Path(__file__).resolve().parent),
+    str(Path(__file__).resolve().parents[1] / "tests"),
+]
 
 from cpu import BODY, loadgen, loadgen_result, median_run, node_config, paced, row  # noqa: E402
 from cpumeter import Meter, pct, per_1000, tree_cpu  # noqa: E402
@@ -87,8 +90,12 @@ async def client_loop(url: str, rate: float, count: int) -> dict:
 
 
 def baseline(rcv: Receiver, rate: float, count: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "client", rcv.url + "/hook", str(rate),
-                          str(count)], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, __file__, "client", rcv.url + "/hook", str(rate), str(count)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -131,7 +138,7 @@ async def arrived(s: aiohttp.ClientSession, rcv: Receiver, want: int, timeout_s:
     """Wait for ``want`` arrivals (or the timeout): distinct ids, duplicates, the rate
     between the first and the last arrival and the delivery lags' p99."""
     deadline = time.monotonic() + timeout_s
-    while await rcv.count(s) < want and time.monotonic() < deadline:
+    while await rcv.count(s) < want and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     arrivals = await rcv.arrivals(s)
     async with s.get(rcv.url + "/lags") as r:
@@ -185,8 +192,9 @@ async def delivery_once(rcv: Receiver, args: argparse.Namespace, profile: Path |
             await node.setup(s, args.rate)
             await asyncio.to_thread(paced, node.base + "/v1/tenants/solo/events", args.rate, 1.0)
             meter = Meter([node.proc.pid]).start()
-            got = await asyncio.to_thread(paced, node.base + "/v1/tenants/solo/events", args.rate,
-                                        args.seconds)
+            got = await asyncio.to_thread(
+                paced, node.base + "/v1/tenants/solo/events", args.rate, args.seconds
+            )
             ingest = per_1000(meter.stop(), got["statuses"].get("202", 0))
             rep = await replay(s, node, args.rate, args.seconds, profile)
             liv = await live(s, node, args.rate, args.seconds)
@@ -204,7 +212,9 @@ async def delivery_rows(args: argparse.Namespace) -> list[dict]:
             await wait_ready(s, rcv.url + "/count")
             bases, nodes = [], []
             for _ in range(args.runs):
-                bases.append(await asyncio.to_thread(baseline, rcv, args.rate, int(args.rate * args.seconds)))
+                bases.append(
+                    await asyncio.to_thread(baseline, rcv, args.rate, int(args.rate * args.seconds))
+                )
                 await rcv.arrivals(s, reset=True)
                 print("  aiohttp loop:", json.dumps(bases[-1]), flush=True)
                 nodes.append(await delivery_once(rcv, args, None))
@@ -282,10 +292,13 @@ async def scaleout_rows(args: argparse.Namespace) -> list[dict]:
     one, rows = got[min(got)], []
     for n in sorted(got)[1:]:
         r = got[n]
-        extra = (f"(nodes {r['nodes_cpu_ms']:.3f} vs {one['nodes_cpu_ms']:.3f}, PostgreSQL "
-                 f"{r['pg_cpu_ms']:.3f} vs {one['pg_cpu_ms']:.3f}; {r['distinct']}/"
-                 f"{r['events']} delivered, {r['duplicates']} duplicates; p99 = publish round trip"
-                 + ("" if r["kept_up"] and one["kept_up"] else "; DID NOT KEEP UP") + ")")  # fmt: skip
+        extra = (
+            f"(nodes {r['nodes_cpu_ms']:.3f} vs {one['nodes_cpu_ms']:.3f}, PostgreSQL "
+            f"{r['pg_cpu_ms']:.3f} vs {one['pg_cpu_ms']:.3f}; {r['distinct']}/"
+            f"{r['events']} delivered, {r['duplicates']} duplicates; p99 = publish round trip"
+            + ("" if r["kept_up"] and one["kept_up"] else "; DID NOT KEEP UP")
+            + ")"
+        )
         rows.append(row(f"scale-out, PostgreSQL region, N={n} vs N={min(got)}, publish + "
                         f"deliver at {rate:.0f}/s", f"same region, N={min(got)}", r, one,
                         "scaleout", "event", extra))  # fmt: skip
@@ -295,8 +308,12 @@ async def scaleout_rows(args: argparse.Namespace) -> list[dict]:
 async def fanin_rows(args: argparse.Namespace) -> list[dict]:
     import fanin
 
-    ns = argparse.Namespace(events=args.fanin_events, quiet=100, profile=None,
-                            seconds=round(args.fanin_events / fanin.BURST_RATE_LIMIT * 1.25 + 5, 1))  # fmt: skip
+    ns = argparse.Namespace(
+        events=args.fanin_events,
+        quiet=100,
+        profile=None,
+        seconds=round(args.fanin_events / fanin.BURST_RATE_LIMIT * 1.25 + 5, 1),
+    )
     rcv = Receiver()
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:

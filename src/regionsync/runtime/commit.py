@@ -55,12 +55,13 @@ class GroupCommitter:
     queue both hold fewer than ``linger_below`` submissions. Under load the groups are
     larger and nobody waits (throughput as without a linger); at a light load a commit's
     fixed CPU (the transaction, its fsync, the writer's thread hop) is shared by the few
-    submissions the linger gathers (issue 44, bench/README.md "cpu.py"). If a commit fails, it and every submission queued behind it
-    fail (they were built on state that is now not durable) and ``on_failure`` is called
-    so the owner can reload its state from the store. ``observe`` gets each successful
-    commit's duration in seconds on the ``monotonic`` clock. ``before_commit(merged,
-    whole_queue)`` is called with each group's merged batch just before it is written
-    (``whole_queue``: nothing was left queued behind the group) and may add to it.
+    submissions the linger gathers (issue 44, bench/README.md "cpu.py"). If a commit
+    fails, it and every submission queued behind it fail (they were built on state that
+    is now not durable) and ``on_failure`` is called so the owner can reload its state
+    from the store. ``observe`` gets each successful commit's duration in seconds on the
+    ``monotonic`` clock. ``before_commit(merged, whole_queue)`` is called with each
+    group's merged batch just before it is written (``whole_queue``: nothing was left
+    queued behind the group) and may add to it.
     """
 
     def __init__(

@@ -252,7 +252,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--connections", type=int, nargs="*", default=[64],
                     help="connection counts to compare (each runs bare and node)")  # fmt: skip
-    ap.add_argument("--linger-ms", type=float, nargs="*", default=[0.0],
+    ap.add_argument("--linger-ms", type=float, nargs="*", default=[2.0],
                     help="group commit linger values to compare (ms)")  # fmt: skip
     ap.add_argument("--payload", choices=sorted(BODIES), default="small",
                     help="publish body: 328 synthetic bytes or a 2 KB GitHub payload")  # fmt: skip

@@ -112,3 +112,43 @@ async def test_before_commit_sees_each_merged_group_and_whether_it_took_the_queu
         (2, False, {("t", "events_published"): 2}),
         (1, True, {("t", "events_published"): 1}),
     ]
+
+
+async def _spin(n: int = 20) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_linger_only_while_commits_are_small(store: CountingStore) -> None:
+    """issue 44: the linger gathers company for a small commit (a light load) but never
+    delays a commit when the previous group or the queue is already large (under load)."""
+    gc = GroupCommitter(store, linger_s=30.0, linger_below=4)  # a linger would block
+    big = [gc.submit(_event(i)) for i in range(1, 6)]  # 5 queued >= 4: no linger
+    runner = asyncio.create_task(gc.run())
+    try:
+        await asyncio.wait_for(asyncio.gather(*big), 5)
+        assert len(store.commits) == 1
+        after_big = gc.submit(_event(6))  # the previous group had 5: no linger
+        await asyncio.wait_for(after_big, 5)
+        assert len(store.commits) == 2
+        small = gc.submit(_event(7))  # the previous group had 1: lingers for company
+        await _spin()
+        assert not small.done() and len(store.commits) == 2
+        company = [gc.submit(_event(i)) for i in (8, 9, 10)]  # queue 4: still lingering
+        await _spin()
+        assert not small.done()
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    assert all(f.done() for f in [small, *company])  # failed with the stop, never lost silently
+
+
+async def test_linger_zero_never_waits(store: CountingStore) -> None:
+    gc = GroupCommitter(store, linger_s=0.0)
+    runner = asyncio.create_task(gc.run())
+    try:
+        for i in range(1, 4):
+            await asyncio.wait_for(gc.submit(_event(i)), 5)
+    finally:
+        runner.cancel()
+    assert len(store.commits) == 3

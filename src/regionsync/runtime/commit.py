@@ -51,12 +51,17 @@ class GroupCommitter:
     ``submit(batch)`` returns a future that resolves once the batch is durable, or raises
     the commit's exception. Up to ``max_batches`` queued submissions share a commit; after
     the first arrives the writer waits ``linger_s`` (seconds; 0 = just what queued while
-    the previous commit ran). If a commit fails, it and every submission queued behind it
-    fail (they were built on state that is now not durable) and ``on_failure`` is called
-    so the owner can reload its state from the store. ``observe`` gets each successful
-    commit's duration in seconds on the ``monotonic`` clock. ``before_commit(merged,
-    whole_queue)`` is called with each group's merged batch just before it is written
-    (``whole_queue``: nothing was left queued behind the group) and may add to it.
+    the previous commit ran) while commits are small: when the previous group and the
+    queue both hold fewer than ``linger_below`` submissions. Under load the groups are
+    larger and nobody waits (throughput as without a linger); at a light load a commit's
+    fixed CPU (the transaction, its fsync, the writer's thread hop) is shared by the few
+    submissions the linger gathers (issue 44, bench/README.md "cpu.py"). If a commit
+    fails, it and every submission queued behind it fail (they were built on state that
+    is now not durable) and ``on_failure`` is called so the owner can reload its state
+    from the store. ``observe`` gets each successful commit's duration in seconds on the
+    ``monotonic`` clock. ``before_commit(merged, whole_queue)`` is called with each
+    group's merged batch just before it is written (``whole_queue``: nothing was left
+    queued behind the group) and may add to it.
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class GroupCommitter:
         *,
         max_batches: int = 512,
         linger_s: float = 0.0,
+        linger_below: int = 8,
         on_commit: Callable[[WriteBatch], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         monotonic: Callable[[], float] | None = None,
@@ -73,7 +79,8 @@ class GroupCommitter:
     ):
         self.store = store
         self.max_batches = max_batches
-        self.linger_s = linger_s
+        self.linger_s, self.linger_below = linger_s, linger_below
+        self._last_group = 0  # submissions in the previous commit (linger only after few)
         self.on_commit = on_commit
         self.on_failure = on_failure
         self.monotonic, self.observe = monotonic, observe  # commit duration (s), if given
@@ -98,7 +105,9 @@ class GroupCommitter:
         try:
             while True:
                 await self._wake.wait()
-                if self.linger_s > 0 and len(self._queue) < self.max_batches:
+                if self.linger_s > 0 and max(self._last_group, len(self._queue)) < min(
+                    self.linger_below, self.max_batches
+                ):
                     await asyncio.sleep(self.linger_s)
                 self._wake.clear()
                 group = self._queue[: self.max_batches]
@@ -107,6 +116,7 @@ class GroupCommitter:
                 if self._queue:
                     self._wake.set()
                 if group:
+                    self._last_group = len(group)
                     await self._commit(group, whole_queue)
         finally:
             self._fail_all(ConnectionAbortedError("node stopped before the commit"))

@@ -1,0 +1,151 @@
+"""CPU per unit of work, measured the way an operator pays for it (issue 44): user +
+system CPU seconds of a process tree from /proc, every thread, children included.
+
+- ``tree_cpu(pid)``: ``utime + stime + cutime + cstime`` of ``pid`` and of every running
+  descendant (found through ``/proc/<pid>/task/*/children``), in seconds. ``/proc/<pid>/stat``
+  sums a process's threads; ``cutime``/``cstime`` hold the children it already reaped.
+  A descendant that exits between two readings and is not reaped by then loses what it
+  used since the first: none of the measured servers starts short-lived processes.
+- ``Meter(pids)``: the sum of ``tree_cpu`` over several trees between ``start`` and
+  ``stop`` (a region of several node processes and its PostgreSQL server).
+- ``per_1000(cpu_s, units)``: CPU milliseconds per unit = CPU seconds per 1,000 units.
+- ``median_run``: the run whose ``key`` is the median of several (figures of one run are
+  kept together, not medians of unrelated runs).
+- ``RECEIVER_APP``: bench/delivery_rate.py's bare receiver, which also keeps, per arrival,
+  the lag (ms) from the Standard Webhooks body's ``timestamp`` (the event's acceptance) to
+  its arrival; ``GET /lags`` returns them. Same answers to ``/count``, ``/stats``,
+  ``/reset`` as the original.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # fields[0] is the state (field 3 of stat(5)): utime 14, stime 15, cutime 16, cstime 17
+    return sum(int(f) for f in fields[11:15]) / _TICK
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                out.update(int(c) for c in (task / "children").read_text().split())
+    return out
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants so far (0.0 for a process gone)."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            total += _stat_cpu(p)
+        except OSError:
+            continue
+        todo.extend(_children(p))
+    return total
+
+
+class Meter:
+    """CPU seconds used by the process trees of ``pids`` between start() and stop()."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = list(pids)
+        self.begin = 0.0
+        self.cpu_s = 0.0
+
+    def now(self) -> float:
+        return sum(tree_cpu(p) for p in self.pids)
+
+    def start(self) -> Meter:
+        self.begin = self.now()
+        return self
+
+    def stop(self) -> float:
+        self.cpu_s = self.now() - self.begin
+        return self.cpu_s
+
+
+def per_1000(cpu_s: float, units: int) -> float:
+    """CPU seconds per 1,000 units (= CPU ms per unit); nan without units."""
+    return 1000 * cpu_s / units if units else float("nan")
+
+
+def median_run(runs: list[dict], key: str) -> dict:
+    """The run whose ``key`` is the median (the lower middle of an even count), with
+    ``key + "_runs"``: every run's value, in run order."""
+    ordered = sorted(runs, key=lambda r: r[key])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen[key + "_runs"] = [round(r[key], 3) for r in runs]
+    return chosen
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``; nan when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+RECEIVER_APP = """
+import json, re, time
+from datetime import datetime
+
+arrivals = []  # (webhook-id, unix seconds)
+lags = []  # ms from the body's "timestamp" (the event's acceptance) to arrival
+STAMP = re.compile(rb'"timestamp":"([^"]+)"')
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        while scope["type"] == "lifespan":
+            kind = (await receive())["type"]
+            await send({"type": kind + ".complete"})
+            if kind == "lifespan.shutdown":
+                return
+        return
+    chunks, more = [], True
+    while more:
+        msg = await receive()
+        chunks.append(msg.get("body", b""))
+        more = msg.get("more_body", False)
+    if scope["method"] == "GET":
+        if scope["path"] == "/count":
+            body = str(len(arrivals)).encode()
+        elif scope["path"] == "/lags":
+            body = json.dumps(lags).encode()
+        else:
+            body = json.dumps(arrivals).encode()
+        if scope["path"] == "/reset":
+            arrivals.clear()
+            lags.clear()
+            body = b"[]"
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    now = time.time()
+    wid = None
+    for k, v in scope["headers"]:
+        if k == b"webhook-id":
+            wid = v.decode()
+            break
+    arrivals.append((wid, now))
+    m = STAMP.search(b"".join(chunks)[:200])
+    if m:
+        stamp = datetime.fromisoformat(m.group(1).decode().replace("Z", "+00:00"))
+        lags.append(round((now - stamp.timestamp()) * 1000, 2))
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+"""

@@ -24,6 +24,9 @@ from starlette.responses import Response
 from regionsync.demo import REGIONS, Receiver, free_port
 
 __all__ = [
+    "FAILOVER_AFTER_S",
+    "FAILOVER_DELIVERY",
+    "FAILOVER_REPLICATION",
     "REGIONS",
     "Hit",
     "RecordingReceiver",
@@ -34,6 +37,19 @@ __all__ = [
     "http_base",
     "process_config",
 ]
+
+# the failover tests' cluster: a dead region's deliveries adopted within seconds
+FAILOVER_AFTER_S = 3.0
+FAILOVER_REPLICATION = {
+    "failover_after_s": FAILOVER_AFTER_S,
+    "heartbeat_s": 0.5,
+    "custody_interval_s": 0.2,
+}
+FAILOVER_DELIVERY = {
+    "retry_schedule_s": [0.5, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3],
+    "probe_initial_s": 0.5,
+    "probe_max_s": 1.0,
+}
 
 
 async def eventually(

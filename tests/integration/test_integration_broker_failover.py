@@ -13,7 +13,16 @@ import httpx
 import pytest
 import redis.asyncio
 from brokerserver import RedisServer
-from cluster_support import REGIONS, clusters, converged, eventually, expect
+from cluster_support import (
+    FAILOVER_AFTER_S,
+    FAILOVER_DELIVERY,
+    FAILOVER_REPLICATION,
+    REGIONS,
+    clusters,
+    converged,
+    eventually,
+    expect,
+)
 from standardwebhooks import Webhook
 
 from regionsync import demo
@@ -23,13 +32,6 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module")]
 US, EU, AP = REGIONS
 VICTIM = US
 N_EVENTS = 200
-FAILOVER_AFTER_S = 3.0
-REPLICATION = {"failover_after_s": FAILOVER_AFTER_S, "heartbeat_s": 0.5, "custody_interval_s": 0.2}
-DELIVERY = {
-    "retry_schedule_s": [0.5, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3],
-    "probe_initial_s": 0.5,
-    "probe_max_s": 1.0,
-}
 
 
 async def _stream(server: RedisServer, stream: str) -> list[dict[bytes, bytes]]:
@@ -45,7 +47,7 @@ async def test_dead_region_events_published_to_the_broker_by_another(
 ) -> None:
     stream = f"fo-{uuid.uuid4().hex[:8]}"
     async with (
-        demo.start_cluster(replication=REPLICATION, **DELIVERY) as cluster,
+        demo.start_cluster(replication=FAILOVER_REPLICATION, **FAILOVER_DELIVERY) as cluster,
         httpx.AsyncClient(timeout=10.0) as client,
     ):
         http = cluster.http

@@ -12,7 +12,18 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from cluster_support import REGIONS, Hit, RecordingReceiver, clusters, converged, eventually, expect
+from cluster_support import (
+    FAILOVER_AFTER_S,
+    FAILOVER_DELIVERY,
+    FAILOVER_REPLICATION,
+    REGIONS,
+    Hit,
+    RecordingReceiver,
+    clusters,
+    converged,
+    eventually,
+    expect,
+)
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,13 +34,6 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module")]
 US, EU, AP = REGIONS
 VICTIM = US
 N_EVENTS = 300
-FAILOVER_AFTER_S = 3.0
-REPLICATION = {"failover_after_s": FAILOVER_AFTER_S, "heartbeat_s": 0.5, "custody_interval_s": 0.2}
-DELIVERY = {
-    "retry_schedule_s": [0.5, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3],
-    "probe_initial_s": 0.5,
-    "probe_max_s": 1.0,
-}
 
 
 @dataclass
@@ -50,7 +54,7 @@ async def test_dead_region_events_delivered_by_others_and_not_again_after_hand_b
     receiver = FlakyReceiver()
     async with (
         receiver.running(),
-        demo.start_cluster(replication=REPLICATION, **DELIVERY) as cluster,
+        demo.start_cluster(replication=FAILOVER_REPLICATION, **FAILOVER_DELIVERY) as cluster,
         httpx.AsyncClient(timeout=10.0) as client,
     ):
         http = cluster.http
@@ -127,7 +131,7 @@ async def test_dead_region_events_delivered_by_others_and_not_again_after_hand_b
 
         await eventually(handed_back, timeout_s=30, interval=0.2)
         await eventually(lambda: converged(client, http), timeout_s=30, interval=0.2)
-        await asyncio.sleep(2 * DELIVERY["probe_max_s"])  # time for any stray re-delivery
+        await asyncio.sleep(2 * FAILOVER_DELIVERY["probe_max_s"])  # time for any stray re-delivery
         again = [h for h in receiver.hits[delivered_hits:] if h.headers.get("webhook-id") in acked]
         assert again == [], f"{len(again)} events delivered again after hand-back"
         victim_view = (await clusters(client, {VICTIM: http[VICTIM]}))[VICTIM]

@@ -152,3 +152,27 @@ async def test_linger_zero_never_waits(store: CountingStore) -> None:
     finally:
         runner.cancel()
     assert len(store.commits) == 3
+
+
+async def test_a_stop_during_a_commit_fails_its_group_and_the_queue(store: CountingStore) -> None:
+    """The committer cancelled while a group's commit is in flight (the node stops): the
+    group's submitters and those queued behind it get an error, none waits forever (a
+    waiting task would be destroyed pending: the simulator's lost-disk seed 25)."""
+    gate = asyncio.Event()
+    store_commit = store.commit
+
+    async def slow_commit(batch: WriteBatch) -> None:
+        await gate.wait()
+        await store_commit(batch)
+
+    store.commit = slow_commit  # type: ignore[method-assign]
+    gc = GroupCommitter(store)
+    runner = asyncio.create_task(gc.run())
+    first = gc.submit(_event(1))
+    for _ in range(5):  # the first group's commit starts
+        await asyncio.sleep(0)
+    queued = gc.submit(_event(2))
+    runner.cancel()
+    both = asyncio.gather(first, queued, return_exceptions=True)
+    results = await asyncio.wait_for(both, 30)  # before the fix: the first waits forever
+    assert all(isinstance(r, ConnectionAbortedError) for r in results), results

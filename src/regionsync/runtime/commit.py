@@ -130,6 +130,11 @@ class GroupCommitter:
         started = self.monotonic() if self.monotonic is not None else 0.0
         try:
             await self.store.commit(merged)
+        except asyncio.CancelledError:  # the node stops: no submitter waits forever
+            for _, fut in group:
+                if not fut.done():
+                    fut.set_exception(ConnectionAbortedError("node stopped during the commit"))
+            raise
         except Exception as exc:
             log.error("commit of %d batches failed: %r", len(group), exc)
             for _, fut in group:

@@ -97,6 +97,9 @@ class OutcomeRecorder:
                     del self._pending[:MAX_BATCH]
                     try:
                         durable, emits = await self._write(group)
+                    except asyncio.CancelledError:
+                        _fail(group, ConnectionAbortedError("delivery worker stopped"))
+                        raise
                     except Exception as exc:  # never leave a caller waiting
                         _fail(group, exc)
                         continue

@@ -57,7 +57,9 @@ OPERATIONS: tuple[Op, ...] = (
     Op("test_filter", "POST", _EP + "/test-filter", returns="FilterTest", body=True),
     Op("rotate_secret", "POST", _EP + "/rotate-secret", returns="Endpoint", retry="unsent"),
     Op("list_endpoint_attempts", "GET", _EP + "/attempts", returns="AttemptPage",
-       query=("status", "since", *_PAGE)),
+       query=("status", "since", "order", *_PAGE)),
+    Op("send_test_event", "POST", _EP + "/test", returns="TestEvent", body=True,
+       retry="unsent", doc="Send one signed test event now; its outcome (nothing stored)."),
     Op("list_endpoint_deliveries", "GET", _EP + "/deliveries", returns="DeliveryPage",
        query=("status", "since", *_PAGE)),
     Op("recover", "POST", _EP + "/recover", 202, "Job", body=True, retry="unsent"),
@@ -80,10 +82,11 @@ OPERATIONS: tuple[Op, ...] = (
     # deliveries, attempts, jobs
     Op("list_deliveries", "GET", _T + "/deliveries", returns="DeliveryPage",
        query=("status", "endpoint", "since", *_PAGE)),
+    Op("get_delivery", "GET", _T + "/deliveries/{delivery}", returns="Delivery"),
     Op("retry_delivery", "POST", _T + "/deliveries/{delivery}/retry", 202, "Delivery",
        retry="unsent"),
     Op("list_attempts", "GET", _T + "/deliveries/{delivery}/attempts", returns="AttemptPage",
-       query=_PAGE),
+       query=("order", *_PAGE)),
     Op("list_jobs", "GET", _T + "/jobs", returns="JobPage", query=_PAGE),
     Op("get_job", "GET", _T + "/jobs/{job}", returns="Job"),
     # sources (inbound: Client.send_inbound, a sender's signed raw body)
@@ -93,6 +96,10 @@ OPERATIONS: tuple[Op, ...] = (
     Op("delete_source", "DELETE", "/v1/sources/{source}", 204),
     Op("inbound", "POST", "/in/{source}", 202, "Accepted",
        doc="A sender's webhook as received (raw body and headers): use send_inbound()."),
+    # consumer portal sessions
+    Op("create_portal_session", "POST", _T + "/portal-sessions", 201, "PortalSession",
+       body=True, retry="unsent", doc="A short-lived portal link for the tenant's consumer."),
+    Op("expire_portal_sessions", "POST", _T + "/portal-sessions/expire-all", 204),
     # tokens
     Op("create_token", "POST", "/v1/tokens", 201, "TokenCreated", body=True, retry="unsent"),
     Op("list_tokens", "GET", "/v1/tokens", returns="TokenPage", query=_PAGE),

@@ -26,6 +26,7 @@ from .types import (
     FilterTest,
     Job,
     JobPage,
+    PortalSession,
     RegionRemoval,
     RegionRowPage,
     Source,
@@ -33,6 +34,7 @@ from .types import (
     Status,
     Tenant,
     TenantPage,
+    TestEvent,
     TokenCreated,
     TokenPage,
     WhoAmI,
@@ -95,9 +97,11 @@ class Client(_Core):
         *,
         status: Literal["succeeded", "failed"] | None = None,
         since: str | None = None,
+        order: Literal["asc", "desc"] | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> AttemptPage: ...
+    def send_test_event(self, tenant: str, endpoint: str, /, **body: Any) -> TestEvent: ...
     def list_endpoint_deliveries(
         self,
         tenant: str,
@@ -142,9 +146,17 @@ class Client(_Core):
         limit: int | None = None,
         cursor: str | None = None,
     ) -> DeliveryPage: ...
+    def get_delivery(self, tenant: str, delivery: str, /) -> Delivery: ...
     def retry_delivery(self, tenant: str, delivery: str, /) -> Delivery: ...
     def list_attempts(
-        self, tenant: str, delivery: str, /, *, limit: int | None = None, cursor: str | None = None
+        self,
+        tenant: str,
+        delivery: str,
+        /,
+        *,
+        order: Literal["asc", "desc"] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
     ) -> AttemptPage: ...
     def list_jobs(
         self, tenant: str, /, *, limit: int | None = None, cursor: str | None = None
@@ -162,6 +174,8 @@ class Client(_Core):
     def get_source(self, source: str, /) -> Source: ...
     def delete_source(self, source: str, /) -> None: ...
     def inbound(self, source: str, /) -> Accepted: ...
+    def create_portal_session(self, tenant: str, /, **body: Any) -> PortalSession: ...
+    def expire_portal_sessions(self, tenant: str, /) -> None: ...
     def create_token(self, /, **body: Any) -> TokenCreated: ...
     def list_tokens(
         self, /, *, limit: int | None = None, cursor: str | None = None
@@ -235,9 +249,11 @@ class AsyncClient(_Core):
         *,
         status: Literal["succeeded", "failed"] | None = None,
         since: str | None = None,
+        order: Literal["asc", "desc"] | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> AttemptPage: ...
+    async def send_test_event(self, tenant: str, endpoint: str, /, **body: Any) -> TestEvent: ...
     async def list_endpoint_deliveries(
         self,
         tenant: str,
@@ -282,9 +298,17 @@ class AsyncClient(_Core):
         limit: int | None = None,
         cursor: str | None = None,
     ) -> DeliveryPage: ...
+    async def get_delivery(self, tenant: str, delivery: str, /) -> Delivery: ...
     async def retry_delivery(self, tenant: str, delivery: str, /) -> Delivery: ...
     async def list_attempts(
-        self, tenant: str, delivery: str, /, *, limit: int | None = None, cursor: str | None = None
+        self,
+        tenant: str,
+        delivery: str,
+        /,
+        *,
+        order: Literal["asc", "desc"] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
     ) -> AttemptPage: ...
     async def list_jobs(
         self, tenant: str, /, *, limit: int | None = None, cursor: str | None = None
@@ -302,6 +326,8 @@ class AsyncClient(_Core):
     async def get_source(self, source: str, /) -> Source: ...
     async def delete_source(self, source: str, /) -> None: ...
     async def inbound(self, source: str, /) -> Accepted: ...
+    async def create_portal_session(self, tenant: str, /, **body: Any) -> PortalSession: ...
+    async def expire_portal_sessions(self, tenant: str, /) -> None: ...
     async def create_token(self, /, **body: Any) -> TokenCreated: ...
     async def list_tokens(
         self, /, *, limit: int | None = None, cursor: str | None = None

@@ -24,6 +24,7 @@ __all__ = [
     "FilterTest",
     "Job",
     "JobPage",
+    "PortalSession",
     "RegionRemoval",
     "RegionRow",
     "RegionRowPage",
@@ -32,6 +33,7 @@ __all__ = [
     "Status",
     "Tenant",
     "TenantPage",
+    "TestEvent",
     "Token",
     "TokenCreated",
     "TokenPage",
@@ -207,6 +209,17 @@ class JobPage(TypedDict):
     next: str | None
 
 
+class PortalSession(TypedDict):
+    id: str
+    tenant: str
+    token: str
+    url: str
+    path: str
+    frame: str
+    allowed_origins: list[str]
+    expires_at: str
+
+
 class RegionRemoval(TypedDict):
     region: str
     incarnation: int
@@ -218,6 +231,8 @@ class RegionRow(TypedDict):
     region: str
     reached: bool
     error: NotRequired[str | None]
+    digest_at: NotRequired[str | None]
+    digest_age_s: NotRequired[float | None]
 
 
 class RegionRowPage(TypedDict):
@@ -266,6 +281,18 @@ class Tenant(TypedDict):
 class TenantPage(TypedDict):
     items: list[Tenant]
     next: str | None
+
+
+class TestEvent(TypedDict):
+    id: str
+    event_type: str
+    at: str
+    ok: bool
+    status_code: int | None
+    error: str | None
+    latency_ms: float
+    request_headers: str
+    response_excerpt: str
 
 
 class Token(TypedDict):

@@ -51,6 +51,7 @@ export const OPERATIONS = {
   "endpoints.rotateSecret": { method: "POST",   path: `${EP}/rotate-secret`, retry: "unsent" },
   "endpoints.recover":      { method: "POST",   path: `${EP}/recover`, body: "json", retry: "unsent" },
   "endpoints.replayMissing":{ method: "POST",   path: `${EP}/replay-missing`, body: "json", retry: "unsent" },
+  "endpoints.sendTest":     { method: "POST",   path: `${EP}/test`, body: "json", retry: "unsent" },
 
   "eventTypes.create":      { method: "POST",   path: `${T}/event-types`, body: "json", retry: "unsent" },
   "eventTypes.list":        { method: "GET",    path: `${T}/event-types` },
@@ -64,10 +65,14 @@ export const OPERATIONS = {
 
   "deliveries.list":        { method: "GET",    path: `${T}/deliveries`, query: ["status", "endpoint", "since", "limit", "cursor"] },
   "deliveries.listForEndpoint": { method: "GET", path: `${EP}/deliveries`, query: LISTING },
+  "deliveries.get":         { method: "GET",    path: `${T}/deliveries/{delivery}` },
   "deliveries.retry":       { method: "POST",   path: `${T}/deliveries/{delivery}/retry`, retry: "unsent" },
 
-  "attempts.list":          { method: "GET",    path: `${T}/deliveries/{delivery}/attempts`, query: PAGE },
-  "attempts.listForEndpoint": { method: "GET",  path: `${EP}/attempts`, query: LISTING },
+  "attempts.list":          { method: "GET",    path: `${T}/deliveries/{delivery}/attempts`, query: ["order", "limit", "cursor"] },
+  "attempts.listForEndpoint": { method: "GET",  path: `${EP}/attempts`, query: ["status", "since", "order", "limit", "cursor"] },
+
+  "portalSessions.create":  { method: "POST",   path: `${T}/portal-sessions`, body: "json", retry: "unsent" },
+  "portalSessions.expireAll": { method: "POST", path: `${T}/portal-sessions/expire-all`, result: "none", retry: "always" },
 
   "jobs.list":              { method: "GET",    path: `${T}/jobs`, query: PAGE },
   "jobs.get":               { method: "GET",    path: `${T}/jobs/{job}` },

@@ -129,6 +129,7 @@ export type Delivery = {
   event: string;
   generation: number;
   id: string;
+  /** pending: when the custodian attempts it next (asked in another region: the replicated schedule while it is ahead, else null) */
   next_attempt_at: string | null;
   region: string;
   status: "pending" | "cancelled" | "skipped" | "dead" | "delivered";
@@ -138,6 +139,16 @@ export type Delivery = {
 export type DeliveryPage = {
   items: Delivery[];
   next: string | null;
+};
+
+/** The ``destination`` member's documented shape (core.brokers judges it). */
+export type Destination = {
+  exchange?: string;
+  routing_key?: string;
+  stream?: string;
+  subject?: string;
+  type: "http" | "rabbitmq" | "nats" | "redis";
+  url?: string;
 };
 
 export type Endpoint = {
@@ -230,6 +241,17 @@ export type JobPage = {
   next: string | null;
 };
 
+export type PortalSession = {
+  allowed_origins: string[];
+  expires_at: string;
+  frame: string;
+  id: string;
+  path: string;
+  tenant: string;
+  token: string;
+  url: string;
+};
+
 export type RegionRemoval = {
   by: string;
   incarnation: number;
@@ -238,6 +260,8 @@ export type RegionRemoval = {
 };
 
 export type RegionRow = {
+  digest_age_s?: number | null;
+  digest_at?: string | null;
   error?: string | null;
   reached: boolean;
   region: string;
@@ -293,6 +317,18 @@ export type TenantPage = {
   next: string | null;
 };
 
+export type TestEvent = {
+  at: string;
+  error: string | null;
+  event_type: string;
+  id: string;
+  latency_ms: number;
+  ok: boolean;
+  request_headers: string;
+  response_excerpt: string;
+  status_code: number | null;
+};
+
 export type Token = {
   created_at: string | null;
   created_by: string | null;
@@ -342,6 +378,8 @@ export interface RequestBodies {
   };
   "endpoints.create": {
     description?: string | null;
+    /** where deliveries go (README.md, Destinations): {type: http} (default: POST to url), {type: rabbitmq, url: amqp(s)://user:pass@host:port/vhost, exchange (default ''), routing_key}, {type: nats, url: nats://host:4222, subject, stream (optional: the JetStream stream expected)}, {type: redis, url: redis(s)://host:port/db, stream}; a broker endpoint has no url of its own (its url shows destination.url without password) */
+    destination?: Destination;
     /** exact types, 'prefix.*' or '*'; empty: every type */
     event_types?: string[];
     /** payload filter ($eq, $in, ...) */
@@ -359,11 +397,13 @@ export interface RequestBodies {
     rate_limit_per_s?: number;
     /** whsec_ + base64 of 24..64 bytes; default: generated */
     secret?: string;
-    /** http(s) URL resolving to a public address (or one in delivery.allow_private_networks); no credentials, no fragment */
-    url: string;
+    /** http(s) URL resolving to a public address (or one in delivery.allow_private_networks); no credentials, no fragment; required unless destination is a broker */
+    url?: string;
   };
   "endpoints.update": {
     description?: string | null;
+    /** replaces it (as for POST); a broker endpoint changes its url here */
+    destination?: Destination;
     /** false re-enables a disabled endpoint */
     disabled?: boolean;
     /** replaces the whole set */
@@ -398,6 +438,12 @@ export interface RequestBodies {
     /** RFC 3339 time (e.g. 2026-01-01T00:00:00Z) */
     since: string;
   };
+  "endpoints.sendTest": {
+    /** default: regionsync.test */
+    event_type?: string | null;
+    /** any JSON; default: {"test": true, "endpoint": id} */
+    payload?: Json;
+  };
   "eventTypes.create": {
     deprecated?: boolean;
     description?: string;
@@ -421,6 +467,12 @@ export interface RequestBodies {
     id?: string;
     /** any JSON (RFC 8259, at most 64 levels deep) */
     payload: Json;
+  };
+  "portalSessions.create": {
+    /** origins that may frame the portal page (CSP frame-ancestors), such as https://app.example.com; null or []: none may */
+    allowed_origins?: string[] | null;
+    /** seconds the session lives; null: 3600 */
+    ttl_s?: number | null;
   };
   "sources.create": {
     ack_policy?: "local" | "one-remote";
@@ -464,6 +516,7 @@ export interface Responses {
   "endpoints.rotateSecret": Endpoint;
   "endpoints.recover": Job;
   "endpoints.replayMissing": Job;
+  "endpoints.sendTest": TestEvent;
   "eventTypes.create": EventType;
   "eventTypes.list": EventTypePage;
   "eventTypes.get": EventType;
@@ -474,9 +527,12 @@ export interface Responses {
   "events.get": Event;
   "deliveries.list": DeliveryPage;
   "deliveries.listForEndpoint": DeliveryPage;
+  "deliveries.get": Delivery;
   "deliveries.retry": Delivery;
   "attempts.list": AttemptPage;
   "attempts.listForEndpoint": AttemptPage;
+  "portalSessions.create": PortalSession;
+  "portalSessions.expireAll": void;
   "jobs.list": JobPage;
   "jobs.get": Job;
   "sources.create": Source;

@@ -106,7 +106,14 @@ export function generate(doc: Doc): string {
     "export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };",
     "",
   ];
-  const schemas = doc.components?.schemas ?? {};
+  // components, and the $defs a request body declares inline (`#/$defs/Name` refs)
+  const schemas: Record<string, Schema> = {};
+  for (const spec of Object.values(OPERATIONS) as OperationSpec[]) {
+    const op = doc.paths[spec.path]?.[spec.method.toLowerCase()];
+    const body = (op?.["requestBody"] as Schema | undefined)?.["content"] as Record<string, Schema> | undefined;
+    Object.assign(schemas, (body?.["application/json"]?.["schema"] as Schema | undefined)?.["$defs"] ?? {});
+  }
+  Object.assign(schemas, doc.components?.schemas ?? {});
   for (const name of Object.keys(schemas).sort()) {
     const s = schemas[name] as Schema;
     out.push(`${comment(s["description"], "")}export type ${name} = ${tsType(s)};`, "");

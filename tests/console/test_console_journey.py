@@ -34,23 +34,29 @@ SCHEMA = '{"type": "object", "required": ["amount"], "properties": {"amount": {"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def ops_cluster() -> AsyncIterator[Cluster]:
-    """Three regions reporting to the operations tenant ``ops``; a delivery is retried
-    every 0.3 s for a minute, three failures in a row make an endpoint failing, and a
-    failing endpoint is probed within 0.5 s: each transition takes about a second."""
+async def hooks() -> AsyncIterator[StatusReceiver]:
+    rcv = StatusReceiver()
+    async with rcv.running():
+        yield rcv
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def ops_cluster(hooks: StatusReceiver) -> AsyncIterator[Cluster]:
+    """Three regions reporting to the operations tenant ``ops``, whose endpoint is the
+    receiver's ``ops``; a delivery is retried every 0.3 s for a minute, three failures
+    in a row make an endpoint failing, and a failing endpoint is probed within 0.5 s:
+    each transition takes about a second."""
     async with start_cluster(
         sections={"operational_webhooks": {"tenant": "ops"}},
         retry_schedule_s=[0.3] * 200, failure_threshold=3, probe_initial_s=0.2,
         probe_max_s=0.5,
     ) as running:  # fmt: skip
+        base = running.http[US]
+        async with httpx.AsyncClient(timeout=10.0) as c:  # the platform owner's receiver
+            await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": "ops", "name": "Ops"})
+            await ok(c, "POST", f"{base}/v1/tenants/ops/endpoints", 201,
+                     json={"url": hooks.url("ops"), "event_types": ["endpoint.*"]})  # fmt: skip
         yield running
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def hooks() -> AsyncIterator[StatusReceiver]:
-    rcv = StatusReceiver()
-    async with rcv.running():
-        yield rcv
 
 
 def ops_events(hooks: StatusReceiver, event_type: str, endpoint: str) -> list[dict]:
@@ -64,18 +70,22 @@ def ops_events(hooks: StatusReceiver, event_type: str, endpoint: str) -> list[di
 
 
 async def once_in_every_region(
-    c: httpx.AsyncClient, cluster: Cluster, event_type: str, count: int
+    c: httpx.AsyncClient, cluster: Cluster, event_type: str, endpoint: str
 ) -> None:
-    """Every region's event log of ``ops`` holds ``count`` events of ``event_type``: one
-    per transition, whoever reported it (the log replicates)."""
+    """Every region's event log of ``ops`` holds one event of ``event_type`` about
+    ``endpoint``: one per transition, whoever reported it (the log replicates)."""
+
+    async def about(base: str) -> int:
+        page = await ok(c, "GET", f"{base}/v1/tenants/ops/events", 200,
+                        params={"event_type": event_type})  # fmt: skip
+        n = 0
+        for item in page["items"]:
+            ev = await ok(c, "GET", f"{base}/v1/tenants/ops/events/{item['id']}", 200)
+            n += ev["payload"]["endpoint"] == endpoint
+        return n
 
     async def agreed() -> bool:
-        for r in REGIONS:
-            page = await ok(c, "GET", f"{cluster.http[r]}/v1/tenants/ops/events", 200,
-                            params={"event_type": event_type})  # fmt: skip
-            if len(page["items"]) != count:
-                return False
-        return True
+        return [await about(cluster.http[r]) for r in REGIONS] == [1, 1, 1]
 
     await eventually(agreed, timeout_s=30)
 
@@ -119,10 +129,6 @@ async def test_operator_journey_from_the_console(
 ) -> None:
     expect.set_options(timeout=WAIT_MS)
     base = ops_cluster.http[US]
-    async with httpx.AsyncClient(timeout=10.0) as c:  # the platform owner's ops receiver
-        await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": "ops", "name": "Ops"})
-        await ok(c, "POST", f"{base}/v1/tenants/ops/endpoints", 201,
-                 json={"url": hooks.url("ops"), "event_types": ["endpoint.*"]})  # fmt: skip
     page = await login(browser, base, "")  # the open loopback node: anonymous admin
     page.set_default_timeout(WAIT_MS)
 
@@ -184,9 +190,120 @@ async def test_operator_journey_from_the_console(
     assert recovered["trigger"] == "success" and recovered["from"] == "failing"
     assert failing["transition"] != recovered["transition"]
     async with httpx.AsyncClient(timeout=10.0) as c:
-        await once_in_every_region(c, ops_cluster, "endpoint.failing", 1)
-        await once_in_every_region(c, ops_cluster, "endpoint.recovered", 1)
+        await once_in_every_region(c, ops_cluster, "endpoint.failing", endpoint)
+        await once_in_every_region(c, ops_cluster, "endpoint.recovered", endpoint)
     await page.uncheck("#live")
     assert script_errors(page) == []
+    await page.context.close()
+    expect.set_options(timeout=TIMEOUT_MS)
+
+
+PORTAL_HTML = (
+    '<!doctype html><title>app</title><iframe id="portal" src="{src}" width="1300" '
+    'height="1400"></iframe>'
+)
+
+
+async def portal_page(browser: Browser, c: httpx.AsyncClient, base: str, host: dict) -> Page:
+    """The application's page at ``host`` embedding a new portal link of ``consumer``
+    that allows its origin (made through the API, as the tenant's application does)."""
+
+    async def made() -> dict | None:
+        resp = await c.post(f"{base}/v1/tenants/consumer/portal-sessions",
+                            json={"ttl_s": 600, "allowed_origins": [host["origin"]]})  # fmt: skip
+        if resp.status_code == 409:  # a peer's Hello not heard yet
+            return None
+        assert resp.status_code == 201, resp.text
+        return resp.json()
+
+    host["html"] = PORTAL_HTML.format(src=(await eventually(made))["url"])
+    context = await browser.new_context(viewport={"width": 1400, "height": 1500})
+    context.set_default_timeout(WAIT_MS)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.errors = errors  # type: ignore[attr-defined]
+    await page.goto(host["origin"])
+    return page
+
+
+async def consumer_adds_endpoint(frame: FrameLocator, page: Page, url: str) -> str:
+    """Through the portal's form; returns the new endpoint's id."""
+    await frame.locator("summary >> text=New endpoint").click()
+    await frame.locator("#new-endpoint [name=url]").fill(url)
+    await frame.locator("#new-endpoint [name=event_types]").fill("invoice.*")
+    await frame.locator("#new-endpoint button[type=submit]").click()
+    await expect(frame.locator("#endpoint")).to_contain_text(url)
+    return page.frames[1].url.rsplit("/", 1)[1]
+
+
+async def test_consumer_journey_through_a_portal_link_in_an_iframe(
+    ops_cluster: Cluster, hooks: StatusReceiver, browser: Browser, shots: Path
+) -> None:
+    """The consumer adds an endpoint, sends a test event, sees the deliveries of what
+    the application publishes, and sees its endpoint's health go failing and active
+    again as its receiver breaks and is fixed; each transition reported once."""
+    expect.set_options(timeout=WAIT_MS)
+    base = ops_cluster.http[EU]
+    events = f"{base}/v1/tenants/consumer/events"
+    async with html_host() as host, httpx.AsyncClient(timeout=10.0) as c:
+        await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": "consumer", "name": "C"})
+        page = await portal_page(browser, c, base, host)
+        frame = page.frame_locator("#portal")
+        await expect(frame.locator("nav a")).to_have_text(["Endpoints", "Events", "Event types"])
+        await frame.locator("#live-interval").select_option("2")
+        await frame.locator("#live").check()
+        endpoint = await consumer_adds_endpoint(frame, page, hooks.url("consumer"))
+
+        # a test event: sent now, signed, not stored; its answer shown
+        await frame.locator("summary >> text=Send a test event").click()
+        await frame.locator("#test-event [name=payload]").fill('{"amount": 1.10}')
+        await frame.locator("#test-event button[type=submit]").click()
+        await expect(frame.locator("#test-result")).to_contain_text("delivered: 200")
+        assert hooks.of("consumer")[-1].body == b'{"amount": 1.10}'
+        assert "webhook-signature" in hooks.of("consumer")[-1].headers
+
+        # what the application publishes: its delivery shown, then its event's page
+        await ok(c, "POST", events, 202,
+                 json={"event_type": "invoice.sent", "payload": {"n": 1}})  # fmt: skip
+        delivered = frame.locator("#deliveries tbody tr[data-status=delivered]")
+        await expect(delivered).to_have_count(1)
+        await page.screenshot(path=shots / "43-portal-delivered.png", full_page=True)
+
+        # the receiver breaks: the endpoint turns failing in the portal, reported once
+        hooks.broken.add("consumer")
+        await ok(c, "POST", events, 202,
+                 json={"event_type": "invoice.sent", "payload": {"n": 2}})  # fmt: skip
+        await expect(frame.locator("#endpoint-state [data-state]")).to_have_text("failing")
+        waiting = frame.locator("#deliveries tbody tr[data-status=pending]")
+        await expect(waiting).to_have_count(1)
+        held = await waiting.get_attribute("data-delivery")
+        await page.screenshot(path=shots / "44-portal-failing.png", full_page=True)
+        failing = await settle_then_once(hooks, "endpoint.failing", endpoint)
+        assert failing["tenant"] == "consumer" and failing["from"] == "active"
+
+        # fixed: the waiting delivery succeeds and the endpoint is active again
+        hooks.broken.discard("consumer")
+        await expect(delivered).to_have_count(2)
+        await expect(frame.locator("#endpoint-state [data-state]")).to_have_text("active")
+        recovered = await settle_then_once(hooks, "endpoint.recovered", endpoint)
+        assert recovered["trigger"] == "success"
+        await once_in_every_region(c, ops_cluster, "endpoint.failing", endpoint)
+        await once_in_every_region(c, ops_cluster, "endpoint.recovered", endpoint)
+
+        # the event's page in the portal: its delivery delivered after the 503s
+        await frame.locator("#live").uncheck()
+        await frame.locator(f"#deliveries tr[data-delivery='{held}'] a").click()
+        section = frame.locator("section.delivery")
+        await expect(section).to_have_attribute("data-status", "delivered")
+        await expect(section.locator(".attempt-status")).to_contain_text(["200", "503"])
+        await expect(frame.locator("#payload")).to_have_text('{"n":2}')
+        await page.screenshot(path=shots / "45-portal-recovered.png", full_page=True)
+        # the events page: both events; no publish form (a portal session cannot publish)
+        await frame.locator("nav >> text=Events").click()
+        await expect(frame.locator("#events tbody tr")).to_have_count(2)
+        await expect(frame.locator("#events tbody tr").first).to_contain_text("1/1 delivered")
+        await expect(frame.locator("#publish")).to_have_count(0)
+    assert page.errors == []  # type: ignore[attr-defined]
     await page.context.close()
     expect.set_options(timeout=TIMEOUT_MS)

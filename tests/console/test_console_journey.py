@@ -142,9 +142,11 @@ async def test_operator_journey_from_the_console(
     await fill_form(page, "new-event-type", {"name": "order.paid", "schema": SCHEMA})
     await expect(page.locator("#event-types [data-event-type='order.paid']")).to_have_count(1)
     await page.click("nav >> text=Tenants")
-    await page.locator("#tenants [data-tenant=journey]").get_by_role(
-        "link", name="endpoints", exact=True
-    ).click()
+    await (
+        page.locator("#tenants [data-tenant=journey]")
+        .get_by_role("link", name="endpoints", exact=True)
+        .click()
+    )
     await page.click("summary >> text=New endpoint")
     await fill_form(page, "new-endpoint", {"url": hooks.url("shop"), "event_types": "order.*"})
     await expect(page.locator("#endpoint")).to_contain_text(hooks.url("shop"))

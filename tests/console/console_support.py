@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import uvicorn
+from aiohttp import web
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,7 +16,7 @@ from starlette.routing import Route
 
 from regionsync.demo import Receiver, free_port
 
-__all__ = ["SwitchableReceiver", "html_host"]
+__all__ = ["Hit", "StatusReceiver", "SwitchableReceiver", "html_host"]
 
 
 @dataclass
@@ -63,3 +64,49 @@ async def html_host() -> AsyncIterator[dict[str, str]]:
     finally:
         server.should_exit = True
         await task
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One request a StatusReceiver got: its path name, headers (lower-case), body and
+    the status it answered."""
+
+    name: str
+    headers: dict[str, str]
+    body: bytes
+    status: int
+
+
+@dataclass
+class StatusReceiver:
+    """An aiohttp receiver on loopback, ``/hooks/{name}``: answers 200, or 503 for the
+    names in ``broken`` (switched by the test); records every request in ``hits``."""
+
+    port: int = field(default_factory=free_port)
+    broken: set[str] = field(default_factory=set)
+    hits: list[Hit] = field(default_factory=list)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks/{name}"
+
+    def of(self, name: str, status: int | None = None) -> list[Hit]:
+        return [h for h in self.hits if h.name == name and status in (None, h.status)]
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        status = 503 if name in self.broken else 200
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.hits.append(Hit(name, headers, await request.read(), status))
+        return web.Response(status=status, text="down" if status == 503 else "ok")
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[StatusReceiver]:
+        app = web.Application()
+        app.router.add_post("/hooks/{name}", self._hook)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", self.port).start()
+        try:
+            yield self
+        finally:
+            await runner.cleanup()

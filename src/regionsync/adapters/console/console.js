@@ -408,7 +408,8 @@ async function eventsPage(tenant, query) {
         s.pending ? `, ${s.pending} pending` : "", s.skipped ? `, ${s.skipped} skipped` : ""];
     }],
   ], { attrs: (e) => ({ "data-event": e.id }), limit: 50 });
-  show(h("h1", {}, `Events of ${tenant}`), searchForm(tenant), form, list.el);
+  show(h("h1", {}, `Events of ${tenant}`), searchForm(tenant), publishForm(tenant, list.reload),
+    form, list.el);
   await list.loadMore();
   onRefresh(list.reload);
 }

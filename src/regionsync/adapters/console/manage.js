@@ -1,5 +1,6 @@
 // regionsync console, managing pages (issue 43): create, edit and delete tenants, event
-// types, sources and tokens, and create portal links; search by event or delivery id.
+// types, sources and tokens, and create portal links; publish an event; search by event
+// or delivery id.
 // Every write goes through the HTTP API (widgets.js apiForm: its problem bodies are shown
 // next to the field they name); destructive actions ask first (confirmAction).
 "use strict";
@@ -191,6 +192,38 @@ async function tokensPage() {
   show(h("h1", {}, "API tokens"), fold("New token", [create, secret]), list.el);
   await list.loadMore();
   onRefresh(list.reload);
+}
+
+// ---------------------------------------------------------------- publish
+
+// the tokens the publish route takes (routes/common.py Auth.check); a portal session's not
+const canPublish = () => who && (who.scope === "admin" || who.right === "manage" ||
+  who.right === "publish");
+
+function publishForm(tenant, after) {
+  // POST /v1/tenants/{t}/events with the payload's text sent as typed (a "json" field is
+  // RawJson: 1.10 stays 1.10, the node keeps the member's exact text); the API's problem
+  // (no such type, a payload its schema refuses) is shown at its field
+  if (!canPublish()) return null;
+  const done = h("p", { id: "published" });
+  const types = h("datalist", { id: "publish-types" });
+  const form = apiForm("publish", null, [
+    { name: "event_type", label: "event type", placeholder: "order.paid" },
+    { name: "payload", label: "payload (JSON, sent as written)", type: "json", rows: 6,
+      placeholder: '{"amount": 1.10}' },
+  ], "Publish", async (body) => {
+    const ev = await api("POST", `/v1/tenants/${enc(tenant)}/events`, body);
+    done.replaceChildren(`published ${ev.duplicate ? "(a duplicate) " : ""}`,
+      h("a", { id: "published-event", href: `#/t/${enc(tenant)}/events/${enc(ev.id)}` }, ev.id),
+      ...(ev.warnings || []).map((w) => h("span", { class: "warn" }, ` (${w})`)));
+    flash(`event ${ev.id} published`);
+    await after();
+  });
+  form.elements.event_type.setAttribute("list", "publish-types");
+  form.append(types);
+  api("GET", `/v1/tenants/${enc(tenant)}/event-types`).then((p) => types.replaceChildren(
+    ...p.items.map((e) => h("option", { value: e.name })))).catch(() => {});
+  return fold("Publish event", [form, done]);
 }
 
 // ---------------------------------------------------------------- search

@@ -69,7 +69,7 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     await fill_form(page, "new-endpoint", {"url": "ftp://files.example/in"})
     url_error = page.locator("#new-endpoint [data-error-for=url]")
     await expect(url_error).not_to_be_empty()
-    async with httpx.AsyncClient(timeout=10.0) as c:
+    async with httpx.AsyncClient(timeout=30.0) as c:
         resp = await c.post(
             f"{base}/v1/tenants/shop/endpoints", json={"url": "ftp://files.example/in"}
         )
@@ -83,7 +83,7 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     await expect(page.locator("#endpoint")).to_contain_text(receiver.url("shop-hook"))
     endpoint = page.url.rsplit("/", 1)[1]
     ep_path = f"{base}/v1/tenants/shop/endpoints/{endpoint}"
-    async with httpx.AsyncClient(timeout=10.0) as c:
+    async with httpx.AsyncClient(timeout=30.0) as c:
         made = await ok(c, "GET", ep_path, 200)
         assert made["event_types"] == ["order.*"] and made["headers"] == {"X-Team": "shop"}
         receiver.secrets["shop-hook"] = made["secret"]
@@ -165,7 +165,7 @@ async def test_operator_creates_edits_and_deletes_through_forms(
     link = await page.locator("#portal-url").text_content()
     assert link is not None and "/portal?frame=" in link and "#key=rsp_" in link
     session = {"authorization": "Bearer " + link.split("#key=")[1]}
-    async with httpx.AsyncClient(timeout=10.0) as c:
+    async with httpx.AsyncClient(timeout=30.0) as c:
         await ok(c, "GET", f"{base}/v1/tenants/shop/endpoints", 200, headers=session)
         await page.click("button.expire-portal")
         await confirm(page)
@@ -185,7 +185,7 @@ async def test_paging_search_payload_and_live_refresh(
     cluster: Cluster, receiver: SwitchableReceiver, browser: Browser, shots: Path
 ) -> None:
     base = cluster.http[US]
-    async with httpx.AsyncClient(timeout=10.0) as c:
+    async with httpx.AsyncClient(timeout=30.0) as c:
         await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": "pager", "name": "Pager"})
         for i in range(30):
             await ok(c, "POST", f"{base}/v1/tenants/pager/endpoints", 201,
@@ -241,7 +241,7 @@ async def test_paging_search_payload_and_live_refresh(
     await page.fill("#edit-endpoint [name=description]", "half-typed")
     await page.select_option("#live-interval", "2")
     await page.check("#live")
-    async with httpx.AsyncClient(timeout=10.0) as c:
+    async with httpx.AsyncClient(timeout=30.0) as c:
         await ok(c, "POST", f"{base}/v1/tenants/pager/events", 202,
                  json={"event_type": "order.paid", "payload": {"n": 2}})  # fmt: skip
     await expect(page.locator("#deliveries tbody tr[data-status]")).to_have_count(2)
@@ -259,7 +259,7 @@ async def test_consumer_portal_in_an_iframe(
     cannot reach another tenant or the operator's pages. A link without allowed origins
     cannot be framed."""
     base = cluster.http[EU]
-    async with httpx.AsyncClient(timeout=10.0) as c:
+    async with httpx.AsyncClient(timeout=30.0) as c:
         for t in ("consumer", "neighbour"):
             await ok(c, "POST", f"{base}/v1/tenants", 201, json={"id": t, "name": t})
         hook = await ok(c, "POST", f"{base}/v1/tenants/consumer/endpoints", 201,
@@ -276,7 +276,7 @@ async def test_consumer_portal_in_an_iframe(
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    async with html_host() as host, httpx.AsyncClient(timeout=10.0) as c:
+    async with html_host() as host, httpx.AsyncClient(timeout=30.0) as c:
 
         async def session(**body: object) -> dict:
             async def made() -> dict | None:

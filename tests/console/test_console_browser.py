@@ -44,8 +44,9 @@ async def ok(client: httpx.AsyncClient, method: str, url: str, status: int, **kw
     return resp.json() if resp.content else {}
 
 
-async def login(browser: Browser, base: str, token: str) -> Page:
-    """A fresh browser context (its own sessionStorage) logged in with ``token``."""
+async def login(browser: Browser, base: str, token: str, *, refused: bool = False) -> Page:
+    """A fresh browser context (its own sessionStorage) logged in with ``token``, its
+    landing page drawn (so a later goto is never overtaken by the login's own redirect)."""
     context = await browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(TIMEOUT_MS)
     page = await context.new_page()
@@ -59,6 +60,8 @@ async def login(browser: Browser, base: str, token: str) -> Page:
     await page.goto(f"{base}/console")
     await page.fill("#token", token)
     await page.click("#login button[type=submit]")
+    if not refused:
+        await expect(page.locator("#login")).to_have_count(0)
     return page
 
 
@@ -334,7 +337,7 @@ async def test_login_refusals_and_the_open_loopback_node(
     """A wrong token is refused on the login form; on a node with no configured tokens
     listening on loopback (these), an empty token is the anonymous admin."""
     base = cluster.http[EU]
-    page = await login(browser, base, "rs_not-a-token")
+    page = await login(browser, base, "rs_not-a-token", refused=True)
     await expect(page.locator("#flash")).to_contain_text("Login refused: 401")
     await expect(page.locator("#login")).to_be_visible()
     await page.fill("#token", "")
@@ -343,6 +346,12 @@ async def test_login_refusals_and_the_open_loopback_node(
     await expect(page.locator("#who")).to_have_text("admin (anonymous)")
     await page.click("#logout")
     await expect(page.locator("#login")).to_be_visible()
+    # a deep link opened logged out: after the login, the page it names, not the home page
+    await page.goto(f"{base}/console#/tokens")
+    await page.fill("#token", "")
+    await page.click("#login button[type=submit]")
+    await expect(page.locator("#tokens")).to_be_visible()
+    await expect(page).to_have_url(f"{base}/console#/tokens")
 
 
 async def test_broker_endpoint_shows_its_destination_without_password(

@@ -176,6 +176,8 @@ function loginPage(message) {
       return;
     }
     flash("");
+    // a deep link (or a page asked for while logging in) is drawn; otherwise the home page
+    if (!["", "#", "#/"].includes(location.hash)) return route();
     location.hash = isAdmin() ? "#/cluster" : `#/t/${enc(who.tenant)}/endpoints`;
   });
   if (message) flash(message, true);

@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 from console_support import StatusReceiver, html_host
 from playwright.async_api import Browser, FrameLocator, Page, expect
-from test_console_browser import TIMEOUT_MS, eventually, login, ok
-from test_console_manage import fill_form, script_errors
+from test_console_browser import TIMEOUT_MS, eventually, login, ok, script_errors
+from test_console_manage import fill_form
 
 from regionsync.demo import REGIONS, Cluster, start_cluster
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from console_support import SwitchableReceiver, html_host
 from playwright.async_api import Browser, Page, expect
-from test_console_browser import TIMEOUT_MS, eventually, login, ok
+from test_console_browser import TIMEOUT_MS, eventually, login, ok, script_errors
 
 from regionsync.demo import REGIONS, Cluster
 
@@ -28,12 +28,6 @@ RAW_PAYLOAD = (
     '{"amount": 1.10, "big": 12345678901234567890, "exp": 1E+2,\n'
     '  "note": "<img src=x onerror=alert(1)>", "nested": [0.0, -0, {"k": 2.50}]}'
 )
-
-
-def script_errors(page: Page) -> list[str]:
-    """The page's script errors; the 4xx answers the tests ask for are logged by chromium
-    as "Failed to load resource" and are no error of the console."""
-    return [e for e in page.errors if "Failed to load resource" not in e]  # type: ignore[attr-defined]
 
 
 async def fill_form(page: Page, form: str, values: dict[str, str]) -> None:

@@ -8,7 +8,13 @@ function endpointFields(e) {
   const v = e || {};
   const edit = !!e;
   return [
-    { name: "url", label: "url", value: v.url, placeholder: "https://receiver.example/hook" },
+    { name: "url", label: "url", value: v.url, placeholder: "https://receiver.example/hook",
+      help: "empty for a broker destination" },
+    // never pre-filled: an admin's endpoint body holds the broker URL's password
+    { name: "destination", label: "broker destination", type: "json",
+      help: `${edit ? "empty: unchanged" : "empty: HTTP at url"}; {"type": "redis", "url": ` +
+        '"redis://host:6379/0", "stream": "..."}, or type "rabbitmq" with exchange and ' +
+        'routing_key, or "nats" with subject and stream (a url of amqp:// or nats://)' },
     { name: "description", label: "description", value: v.description, empty: edit ? null : undefined },
     { name: "event_types", label: "event types", type: "list", value: v.event_types,
       help: "order.paid, invoice.* (empty: every type)" },

@@ -228,6 +228,23 @@ async def test_paging_search_payload_and_live_refresh(
             assert await page.evaluate("payloadText", body) == payload, body
     await page.screenshot(path=shots / "23-payload.png", full_page=True)
 
+    # live refresh of the event page: a retry's attempt appears; an attempt closed by the
+    # operator stays closed, the new newest opens
+    attempts = page.locator(f"section[data-delivery='{delivery['id']}'] details[data-attempt]")
+    await expect(attempts).to_have_count(1)
+    await attempts.first.locator("summary").click()
+    await expect(attempts.first).not_to_have_attribute("open", "")
+    await page.select_option("#live-interval", "2")
+    await page.check("#live")
+    async with httpx.AsyncClient(timeout=30.0) as c:
+        await ok(c, "POST", f"{base}/v1/tenants/pager/deliveries/{delivery['id']}/retry", 202)
+    await expect(attempts).to_have_count(2)
+    await expect(attempts.and_(page.locator("[data-attempt='1/0']"))).not_to_have_attribute(
+        "open", ""
+    )  # attempt 1 of the first generation
+    await expect(attempts.and_(page.locator("[data-attempt='1/1']"))).to_have_attribute("open", "")
+    await page.uncheck("#live")
+
     # live refresh: a new delivery appears while a half-typed edit stays as typed
     await page.goto(f"{base}/console#/t/pager/endpoints/{hook['id']}")
     await expect(page.locator("#deliveries tbody tr[data-status]")).to_have_count(1)

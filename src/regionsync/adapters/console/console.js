@@ -335,10 +335,12 @@ function attemptDetails(a, eventId, eventType, endpoint) {
     h("pre", { class: "response-excerpt" }, a.response_excerpt || "(empty)"));
 }
 
+function attemptKey(a) { return `${a.n}/${a.generation || 0}`; }
+
 function attemptSummary(a, open) {
   // one attempt as a collapsible block: the summary line, then the response
   const ok = a.status_code >= 200 && a.status_code < 300;
-  return h("details", { class: "attempt-details", open },
+  return h("details", { class: "attempt-details", open, "data-attempt": attemptKey(a) },
     h("summary", {}, `#${a.n}${a.generation ? ` (generation ${a.generation})` : ""} · `,
       h("span", { class: `attempt-status ${ok ? "ok" : "bad"}` }, text(a.status_code)),
       ` · ${a.latency_ms.toFixed(1)} ms · ${a.region} · ${a.at}`, a.error ? ` · ${a.error}` : ""),
@@ -416,31 +418,52 @@ async function eventsPage(tenant, query) {
   onRefresh(list.reload);
 }
 
-async function eventPage(tenant, eventId) {
-  const raw = await apiText(`/v1/tenants/${enc(tenant)}/events/${enc(eventId)}`);
-  const ev = JSON.parse(raw); // for the other members; the payload is shown from `raw`
-  const payload = payloadText(raw);
+async function eventDeliveries(tenant, ev, before) {
+  // a section per delivery with its attempts; `before` (a live refresh): the attempts
+  // drawn last time and which were open, kept open (else the newest of each is open)
   const sections = [];
   for (const d of ev.deliveries) {
     const [attempts, ep] = await Promise.all([
-      allPages(`/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`, {}, 1000)
-        .then((items) => ({ items })),
+      allPages(`/v1/tenants/${enc(tenant)}/deliveries/${enc(d.id)}/attempts`, {}, 1000),
       api("GET", `/v1/tenants/${enc(tenant)}/endpoints/${enc(d.endpoint)}`).catch(() => null),
     ]);
-    const newest = attempts.items.reduce((m, a) => (m && m.at >= a.at ? m : a), null);
+    const newest = attempts.reduce((m, a) => (m && m.at >= a.at ? m : a), null);
+    const open = (a) => {
+      const key = `${d.id} ${attemptKey(a)}`;
+      return before && before.drawn.has(key) ? before.open.has(key) : a === newest;
+    };
     sections.push(h("section", { class: "delivery", "data-delivery": d.id, "data-status": d.status },
       h("h2", {}, "Delivery ", h("code", {}, d.id), " to ",
         h("a", { href: `#/t/${enc(tenant)}/endpoints/${enc(d.endpoint)}` }, d.endpoint)),
       h("div", { class: "actions" }, "status ", statusCell(d.status),
         ` · ${d.attempts} attempt(s) · owned by ${d.region} · delivered by ${d.custodian}`,
         ` · next ${text(d.next_attempt_at)} `,
-        retryButton(tenant, d, () => eventPage(tenant, eventId))),
-      attempts.items.map((a) => attemptSummary(a, a === newest)),
-      attempts.items.length ? null : [
+        retryButton(tenant, d, () => eventPage(tenant, ev.id))),
+      attempts.map((a) => attemptSummary(a, open(a))),
+      attempts.length ? null : [
         h("h3", {}, "Request headers (every attempt)"),
         h("pre", {}, requestHeaders(ev.id, ev.event_type, ep)),
         h("p", { class: "muted" }, "no attempts yet")]));
   }
+  return sections.length ? sections : [h("p", { class: "muted" }, "no deliveries (no endpoint matched)")];
+}
+
+function drawnAttempts(box) {
+  const drawn = new Set(), open = new Set();
+  for (const el of box.querySelectorAll("section[data-delivery] details[data-attempt]")) {
+    const key = `${el.closest("section").dataset.delivery} ${el.dataset.attempt}`;
+    drawn.add(key);
+    if (el.open) open.add(key);
+  }
+  return { drawn, open };
+}
+
+async function eventPage(tenant, eventId) {
+  const path = `/v1/tenants/${enc(tenant)}/events/${enc(eventId)}`;
+  const raw = await apiText(path);
+  const ev = JSON.parse(raw); // for the other members; the payload is shown from `raw`
+  const payload = payloadText(raw);
+  const box = h("div", { id: "event-deliveries" }, await eventDeliveries(tenant, ev, null));
   show(
     h("h1", {}, `Event ${ev.id}`),
     h("p", {}, h("a", { href: `#/t/${enc(tenant)}/events` }, "← event log")), searchForm(tenant),
@@ -452,7 +475,12 @@ async function eventPage(tenant, eventId) {
     payload === null
       ? h("p", { class: "bad", id: "payload-error" }, `payload not shown: ${text(ev.payload_error)}`)
       : h("pre", { id: "payload" }, payload),
-    sections.length ? sections : h("p", { class: "muted" }, "no deliveries (no endpoint matched)"));
+    box);
+  // live refresh: the deliveries and attempts only (the search form keeps what is typed)
+  onRefresh(async () => {
+    const fresh = JSON.parse(await apiText(path));
+    box.replaceChildren(...await eventDeliveries(tenant, fresh, drawnAttempts(box)));
+  });
 }
 
 // ---------------------------------------------------------------- router

@@ -121,6 +121,42 @@ async def test_a_process_blind_to_a_retirement_joins_a_pruned_counter_row_once(
         await b.close()
 
 
+async def test_rows_of_previous_release_processes_go_once_their_actor_is_pruned(
+    pg_url: str,
+) -> None:
+    """Issue 40: a process of the previous release records no incarnation in
+    ``processes``; once an actor its holder ran is pruned and no session of that holder
+    is alive, its row goes too. A holder with a live role session keeps its row, and so
+    does one that ran no pruned actor."""
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    live = await psycopg.AsyncConnection.connect(
+        pg_url, autocommit=True, application_name="regionsync old-live"
+    )  # the role session of a previous-release process still running
+    try:
+        old = {"old-gone": None, "old-live": None, "old-other": None}
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            for holder in old:
+                await conn.execute(
+                    "INSERT INTO processes(holder, release, level, backend_pid) "
+                    "VALUES (%s, 'previous', 11, 1)",
+                    (holder,),
+                )
+            for inc, holder in ((7, "old-gone"), (8, "old-live"), (9, "old-other")):
+                await conn.execute(
+                    "INSERT INTO actors(incarnation, holder, started_at_ms) VALUES (%s, %s, 1)",
+                    (inc, holder),
+                )
+            await s.forget_origins([f"{REGION}:7", f"{REGION}:8"])
+            cur = await conn.execute("SELECT holder FROM processes ORDER BY holder")
+            left = [h for (h,) in await cur.fetchall()]
+        assert "old-gone" not in left
+        assert {"old-live", "old-other"} <= set(left)
+    finally:
+        await live.close()
+        await s.close()
+
+
 async def test_another_store_object_sees_commits_and_identity(pg_url: str) -> None:
     a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     info_a = await a.open(REGION, 5)

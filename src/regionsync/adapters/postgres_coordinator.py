@@ -13,14 +13,14 @@ import psycopg
 
 from ..core.model import Delivery, Record
 from .postgres_cluster import AdvisoryLeader, RegistryListener
-from .postgres_schema import LEVEL, older_sessions
+from .postgres_schema import LEVEL, ROLE_APP, older_sessions
 from .postgres_store import PostgresStore
 
 __all__ = ["PostgresCoordinator"]
 
 log = logging.getLogger(__name__)
 
-_APP = "regionsync "  # application_name of a process's role session: this, then its holder
+_APP = ROLE_APP  # application_name of a process's role session: this, then its holder
 
 
 class PostgresCoordinator:

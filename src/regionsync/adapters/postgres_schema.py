@@ -211,7 +211,7 @@ STEPS: list[Step] = [
     Step("events_age", "expand", "CREATE INDEX events_age ON events(received_at_ms);"),
     # the process's CRDT actor (its ``actors`` incarnation), so its row is deleted once
     # that actor is retired and pruned (PostgresStore.forget_origins); NULL for a process
-    # of the previous release, which never sets it
+    # of the previous release, which never sets it (its row goes by its holder's actors)
     Step("processes_incarnation", "expand", "ALTER TABLE processes ADD COLUMN incarnation BIGINT;"),
 ]
 
@@ -219,6 +219,9 @@ STEPS: list[Step] = [
 LEVEL = len(MIGRATIONS) + len(STEPS)
 # application_name of a process's pool sessions (PostgresStore): this, then LEVEL
 APP_PREFIX = "regionsync/schema-"
+# application_name of a process's replication-role session (PostgresCoordinator): this,
+# then its holder, cut to 63 characters (NAMEDATALEN - 1)
+ROLE_APP = "regionsync "
 
 
 async def migrate(

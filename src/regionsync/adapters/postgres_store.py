@@ -55,7 +55,7 @@ from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
 from .postgres_claims import DeliveryClaims
 from .postgres_commit import write_batch
-from .postgres_schema import APP_PREFIX, LEVEL, SCHEMA_LOCK, migrate
+from .postgres_schema import APP_PREFIX, LEVEL, ROLE_APP, SCHEMA_LOCK, migrate
 from .retention_sql import PostgresPurge
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
 from .sql_queries import (
@@ -75,6 +75,15 @@ T = TypeVar("T")
 
 Q = Queries(POSTGRES)
 _RECORDS_OF = records_sql("%s")
+# the ``processes`` rows of the previous release's processes (no incarnation recorded)
+# whose holder ran a retired actor and has no session now: stopped for good (a holder
+# reused by a live process has its role session, ``ROLE_APP`` + holder)
+_FORGET_UNNUMBERED = (
+    "DELETE FROM processes p WHERE p.incarnation IS NULL"
+    " AND p.holder IN (SELECT holder FROM actors WHERE incarnation = ANY(%s))"
+    " AND NOT EXISTS (SELECT 1 FROM pg_stat_activity s WHERE s.datname = current_database()"
+    " AND s.application_name = left(%s || p.holder, 63))"
+)
 
 # pg_advisory_xact_lock key of the row-count fold (any constant; "rsyncfld" in ASCII)
 _FOLD_LOCK = 0x7273796E63666C64
@@ -376,6 +385,7 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
                 )
             if mine:
                 await conn.execute("DELETE FROM processes WHERE incarnation = ANY(%s)", (mine,))
+                await conn.execute(_FORGET_UNNUMBERED, (mine, ROLE_APP))
                 await conn.execute(
                     "DELETE FROM actors WHERE incarnation = ANY(%s) "
                     "AND incarnation < (SELECT max(incarnation) FROM actors)",

@@ -7,6 +7,7 @@ is pruned while a region's release cannot read removal records."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from memnodes import eventually, make_node, start
@@ -253,3 +254,39 @@ async def test_no_pruning_while_a_previous_release_peer_holds_the_feature_set_ba
     await start(started, b3)
     await eventually(lambda: pruned(a, c_actor) and pruned(b3, c_actor), timeout_s=20)
     await eventually(lambda: a.catalog.registry.digest() == b3.catalog.registry.digest())
+
+
+async def test_a_registry_reloaded_whole_learns_the_retirement_before_the_counters(
+    net, started
+) -> None:
+    """A process reloading its region's registry from the store (its records were
+    truncated while it stalled) gets the removal record and a counter already compacted
+    of the removed actor in one merge. Merged in key order, the counter came before the
+    record: its stale plain entry of c stood beside the sink that holds c's total
+    (6 instead of 3); the records and markers are merged first."""
+    store_b = MemoryStore()
+    a, b, c = await start(
+        started,
+        make_node(net, "a", ["b", "c"], **FAST),
+        make_node(net, "b", ["a", "c"], store_b, **FAST),
+        make_node(net, "c", ["a", "b"], **FAST),
+    )
+    await write_everything(a, c)
+    usage = "t/acme/usage/events_published"
+    await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)
+    stale = copy.deepcopy(store_b)  # b's store before the removal: c's plain entry
+    c_actor = c.writer.actor
+    await c.stop()
+    await a.removals.remove("c")
+    await eventually(
+        lambda: pruned(a, c_actor) and a.catalog.registry.get(usage, PNCounter).p == {SINK: 3},
+        timeout_s=20,
+    )
+    await b.stop()
+    net.partition("a", "b")  # what b2 learns comes from the merge below only
+    (b2,) = await start(started, make_node(net, "b", ["a", "c"], stale, **FAST))
+    assert not b2.removals.any_retired()
+    assert b2.catalog.registry.get(usage, PNCounter).p.get(c_actor) == 3
+    b2.catalog.apply({k: a.catalog.registry.state(k) for k in (usage, "x/c")})
+    assert b2.removals.is_retired(c_actor)
+    assert b2.catalog.registry.get(usage, PNCounter).value() == 3

@@ -41,6 +41,9 @@ __all__ = ["Pruner"]
 
 log = logging.getLogger("regionsync.removal")
 
+# registry keys of removal records and stopped-process markers (core/registry_keys.py)
+_MARKER_PREFIXES = ("x/", "p/")
+
 # The capability under which a pruned actor's counter totals keep its name (core/pruning.py)
 PER_ACTOR = "counter-retired-entries"
 
@@ -97,7 +100,15 @@ class Pruner:
 
     def apply(self, registry: Registry, deltas: Mapping[str, CRDT]) -> dict[str, CRDT]:
         """``registry.apply(deltas)`` with the pruned actors stripped first, and an
-        OR-Set pruned once its last element holding a pruned actor's dot is gone."""
+        OR-Set pruned once its last element holding a pruned actor's dot is gone.
+        Removal records and process markers among ``deltas`` are merged first, so what
+        they retire is known to the states beside them (a registry reloaded whole from
+        the store: a counter compacted of an actor this node has not yet seen retired)."""
+        markers = {k: d for k, d in deltas.items() if k.startswith(_MARKER_PREFIXES)}
+        if markers and len(markers) < len(deltas):
+            changed = self.apply(registry, markers)
+            rest = {k: d for k, d in deltas.items() if k not in markers}
+            return {**changed, **self.apply(registry, rest)}
         if not self.removals.any_retired():
             return registry.apply(deltas)
         prepared: dict[str, CRDT] = {}

@@ -11,6 +11,7 @@ import pytest
 from pgserver import PgServer
 
 from crdt import RETIRED, ORSet, PNCounter, decode
+from regionsync.adapters.postgres_coordinator import PostgresCoordinator
 from regionsync.adapters.postgres_schema import MIGRATIONS, migrate
 from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.core.model import (
@@ -21,6 +22,7 @@ from regionsync.core.model import (
     EventQuery,
     WriteBatch,
 )
+from regionsync.errors import Unavailable
 
 REGION = "eu-central-1"
 
@@ -154,6 +156,37 @@ async def test_rows_of_previous_release_processes_go_once_their_actor_is_pruned(
         assert {"old-live", "old-other"} <= set(left)
     finally:
         await live.close()
+        await s.close()
+
+
+async def test_a_process_that_stopped_following_writes_no_registry_state(pg_url: str) -> None:
+    """Issue 40: a process that has not followed its region for longer than the fence's
+    bound (half of retired_compact_s in production) may hold a counter entry that
+    another process compacted into the sink meanwhile; its registry writes are refused
+    (503 not_following) until a follow round succeeds. The bound is judged by the
+    database's clock, here a follow round backdated by 100 s against a bound of 50 s."""
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    coordinator = PostgresCoordinator(s, REGION, "p1", fence_s=50.0)
+    try:
+        await coordinator.load_version_vector()
+        coordinator.followed()  # a follow round that read every record
+        assert s.fence.followed_at is not None
+        await s.commit(WriteBatch(registry={"k": b"fresh"}))
+        s.fence.followed_at -= 100.0  # then the process stalled
+        with pytest.raises(Unavailable) as refused:
+            await s.commit(WriteBatch(registry={"k": b"stale"}, events=[
+                Event("evt_1", "acme", "a", b"{}", REGION, 1)]))  # fmt: skip
+        assert refused.value.code == "not_following" and refused.value.status == 503
+        assert (await s.load_registry())["k"] == b"fresh"  # nothing of the batch written
+        assert await s.get_event("evt_1") is None
+        await s.commit(WriteBatch(events=[Event("evt_2", "acme", "a", b"{}", REGION, 1)]))
+        await coordinator.load_version_vector()  # the next round
+        coordinator.followed()
+        await s.commit(WriteBatch(registry={"k": b"later"}))
+        assert (await s.load_registry())["k"] == b"later"
+    finally:
+        await coordinator.close()
         await s.close()
 
 

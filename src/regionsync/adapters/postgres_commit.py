@@ -20,6 +20,7 @@ from crdt import DecodeError as CrdtDecodeError
 from crdt import decode as crdt_decode
 
 from ..core.model import _RANK, Event, WriteBatch
+from ..errors import Unavailable
 from .log_cut import CUT_MIN_BYTES, find_cuts
 from .postgres_cluster import REGISTRY_CHANNEL
 from .secretbox import AtRest
@@ -61,14 +62,48 @@ def _insert(table: str, cols: str) -> str:
 
 
 Join = Callable[[CRDT, CRDT], CRDT]
+Fresh = Callable[[float], None]
 
 
 def _merge(old: CRDT, new: CRDT) -> CRDT:
     return old.merge(new)
 
 
+class Fence:
+    """Refuses the registry writes of a process whose memory may be older than a
+    compaction (issue 40): a process of a PostgreSQL region that has not followed its
+    region for ``bound_s`` (the database's clock, so a stalled process's own clock does
+    not count) could still hold a counter entry another process has since compacted into
+    the sink, and its commit would count that total twice. ``followed(at)`` records the
+    database time a successful follow round began (``PostgresCoordinator``); until the
+    first, and with ``bound_s`` None, nothing is refused. The failed commit makes the
+    node reload its state from the store (``Node._reload``)."""
+
+    def __init__(self) -> None:
+        self.bound_s: float | None = None
+        self.followed_at: float | None = None
+
+    def followed(self, at: float) -> None:
+        self.followed_at = max(self.followed_at or at, at)
+
+    def __call__(self, db_now: float) -> None:
+        if self.bound_s is None or self.followed_at is None:
+            return
+        behind = db_now - self.followed_at
+        if behind > self.bound_s:
+            raise Unavailable(
+                f"this process has not read its region's records for {behind:.0f} s "
+                f"(more than {self.bound_s:.0f} s): its state is reloaded from the store; "
+                "retry", retry_after_s=1, code="not_following",
+            )  # fmt: skip
+
+
 async def merge_registry(
-    cur: Cursor, states: dict[str, bytes], at_rest: AtRest, join: Join | None = None
+    cur: Cursor,
+    states: dict[str, bytes],
+    at_rest: AtRest,
+    join: Join | None = None,
+    fresh: Fresh | None = None,
 ) -> None:
     """Write registry ``states`` (key -> encoded CRDT, plaintext; sealed by ``at_rest`` as
     written) as the join with the stored rows:
@@ -77,7 +112,9 @@ async def merge_registry(
     inserted if absent, then locked in key order (no deadlock between processes) and
     replaced by the merge where it differs; ``states`` is set to what is stored. ``join``
     (stored row, new state) is the node's merge with retired actors pruned from what the
-    row holds (runtime/pruning.py; None: the plain merge). Bytes
+    row holds (runtime/pruning.py; None: the plain merge). ``fresh`` is given the
+    database's clock (epoch s) once the rows are locked and raises to refuse the commit
+    (PostgresStore's fence: a process whose memory may predate a compaction). Bytes
     that do not decode as CRDTs (tests' placeholders) are written as given, as before."""
     items = sorted(states.items())
     await cur.executemany(
@@ -85,10 +122,14 @@ async def merge_registry(
         [(k, at_rest.seal_state(k, v)) for k, v in items],
     )
     await cur.execute(
-        "SELECT key, state FROM registry WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
+        "SELECT key, state, extract(epoch FROM clock_timestamp())::float8 FROM registry "
+        "WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
         ([k for k, _ in items],),
     )
-    stored = {k: at_rest.open_state(k, bytes(v)) for k, v in await cur.fetchall()}
+    rows = await cur.fetchall()
+    if fresh is not None and rows:
+        fresh(rows[-1][2])  # read after every lock was granted
+    stored = {k: at_rest.open_state(k, bytes(v)) for k, v, _ in rows}
     updates: list[tuple[bytes, str]] = []
     for key, new in items:
         old = stored.get(key)
@@ -181,12 +222,14 @@ async def _write_deliveries(cur: Cursor, b: WriteBatch) -> None:
 
 
 async def write_batch(
-    cur: Cursor, b: WriteBatch, at_rest: AtRest, join: Join | None = None
-) -> None:
+    cur: Cursor, b: WriteBatch, at_rest: AtRest, join: Join | None = None,
+    fresh: Fresh | None = None,
+) -> None:  # fmt: skip
     """Write ``b`` through ``cur`` (in a transaction); values sealed at rest by
-    ``at_rest``; registry rows joined by ``join`` (``merge_registry``)."""
+    ``at_rest``; registry rows joined by ``join`` and fenced by ``fresh``
+    (``merge_registry``)."""
     if b.registry:
-        await merge_registry(cur, b.registry, at_rest, join)
+        await merge_registry(cur, b.registry, at_rest, join, fresh)
     inserted = await _write_events(cur, b) if b.events else set()
     if b.records:
         await cur.executemany(

@@ -26,14 +26,20 @@ _APP = ROLE_APP  # application_name of a process's role session: this, then its 
 class PostgresCoordinator:
     """``holder`` names this process (``host/pid/random``: delivery claims and the
     ``actors`` table show it); the replication role of ``region`` is the advisory lock
-    ``regionsync/replication/<region>``. Implements runtime.cohort.Coordinator."""
+    ``regionsync/replication/<region>``. ``fence_s``: the store refuses this process's
+    registry writes when it has not followed the region for that long (``followed``;
+    None: never). Implements runtime.cohort.Coordinator."""
 
-    def __init__(self, store: PostgresStore, region: str, holder: str):
+    def __init__(
+        self, store: PostgresStore, region: str, holder: str, fence_s: float | None = None
+    ):
         self.store, self.region, self.holder = store, region, holder
+        store.fence.bound_s = fence_s
         self._leader = AdvisoryLeader(
             store.url, f"regionsync/replication/{region}", application_name=_APP + holder
         )
         self._listener: RegistryListener | None = None
+        self._read_at: float | None = None  # database clock of the last version vector read
 
     async def allocate_actor(self, wall_ms: int) -> int:
         """A new incarnation for this process (PostgresStore.allocate_actor)."""
@@ -92,7 +98,14 @@ class PostgresCoordinator:
         return [(str(h), bool(r)) for h, r in rows]
 
     async def load_version_vector(self) -> dict[str, int]:
-        return await self.store.load_version_vector()
+        vv, self._read_at = await self.store.version_vector_at()
+        return vv
+
+    def followed(self) -> None:
+        """The follow round that began with the last ``load_version_vector`` succeeded:
+        this process's registry writes are fresh from then (``postgres_commit.Fence``)."""
+        if self._read_at is not None:
+            self.store.fence.followed(self._read_at)
 
     async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
         return await self.store.records_of(after, limit)

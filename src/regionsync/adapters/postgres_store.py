@@ -54,7 +54,7 @@ from ..core.model import (
 from ..runtime.ports import StoreInfo
 from .log_cut import body_of, records_sql
 from .postgres_claims import DeliveryClaims
-from .postgres_commit import write_batch
+from .postgres_commit import Fence, write_batch
 from .postgres_schema import APP_PREFIX, LEVEL, ROLE_APP, SCHEMA_LOCK, migrate
 from .retention_sql import PostgresPurge
 from .secretbox import KEY_CHECK, MAGIC, AtRest, NodeKeys
@@ -75,6 +75,10 @@ T = TypeVar("T")
 
 Q = Queries(POSTGRES)
 _RECORDS_OF = records_sql("%s")
+_VV_AT = (
+    "SELECT extract(epoch FROM clock_timestamp())::float8, "
+    "coalesce((SELECT json_object_agg(origin, seq) FROM version_vector), '{}'::json)"
+)
 # the ``processes`` rows of the previous release's processes (no incarnation recorded)
 # whose holder ran a retired actor and has no session now: stopped for good (a holder
 # reused by a live process has its role session, ``ROLE_APP`` + holder)
@@ -119,6 +123,7 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
         # registry rows joined with new states: the node's merge that prunes retired
         # actors (runtime/pruning.py); None: the plain merge
         self.join_states: Callable[[Any, Any], Any] | None = None
+        self.fence = Fence()  # registry writes of a process that stopped following
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool_obj: AsyncConnectionPool | None = None
         self._open_timeout_s = 30.0  # open fails if no connection is made within this
@@ -332,7 +337,7 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
 
     async def _commit(self, b: WriteBatch) -> None:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await write_batch(cur, b, self.at_rest, self.join_states)
+            await write_batch(cur, b, self.at_rest, self.join_states, self.fence)
 
     async def load_registry(self) -> dict[str, bytes]:
         rows = await self._fetch(Q.registry)
@@ -340,6 +345,11 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
 
     async def load_version_vector(self) -> dict[str, int]:
         return dict(await self._fetch(Q.version_vector))  # type: ignore[arg-type]
+
+    async def version_vector_at(self) -> tuple[dict[str, int], float]:
+        """The version vector and the database's clock (epoch s) when it was read."""
+        rows = await self._fetch(_VV_AT, ())
+        return {str(o): int(n) for o, n in rows[0][1].items()}, float(rows[0][0])
 
     async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
         # the distinct origins by a skip scan of the primary key (one probe per origin)

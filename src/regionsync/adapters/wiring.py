@@ -67,7 +67,11 @@ def build_node(settings: Settings) -> Node:
     coordinator = None
     if isinstance(store, PostgresStore):
         holder = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
-        coordinator = PostgresCoordinator(store, settings.region, holder)
+        # a process stalled this long may hold a counter entry compacted meanwhile
+        # (retired_compact_s after its actor was pruned): its registry writes wait for
+        # its next follow round (postgres_commit.Fence)
+        fence_s = settings.replication.retired_compact_s / 2
+        coordinator = PostgresCoordinator(store, settings.region, holder, fence_s)
     return Node(
         settings,
         store=store,

@@ -106,6 +106,11 @@ class Coordinator(Claims, Protocol):
 
     async def load_version_vector(self) -> dict[str, int]: ...
 
+    def followed(self) -> None:
+        """The round that began with the last ``load_version_vector`` read every record
+        (the store then refuses registry writes of a process that stops following for
+        longer than half of ``replication.retired_compact_s``)."""
+
     async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]: ...
 
     async def close(self) -> None: ...
@@ -286,6 +291,7 @@ class Cohort:
             )  # fmt: skip
 
     def _round_succeeded(self) -> None:
+        self.coordinator.followed()
         if not self.following:
             log.warning("reading the other processes' records again after %d failed rounds: "
                         "acknowledging publishes", self._failed_rounds)  # fmt: skip

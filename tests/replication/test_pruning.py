@@ -40,11 +40,14 @@ def pruned(node: Any, actor: str) -> bool:
     return actor not in node.writer.version_vector and not holds(node, actor)
 
 
-async def three(net: Any, started: list[Any], store_a: MemoryStore) -> tuple[Any, Any, Any]:
+async def three(
+    net: Any, started: list[Any], store_a: MemoryStore | None = None,
+    store_b: MemoryStore | None = None,
+) -> tuple[Any, Any, Any]:  # fmt: skip
     return await start(
         started,
         make_node(net, "a", ["b", "c"], store_a, **FAST),
-        make_node(net, "b", ["a", "c"], **FAST),
+        make_node(net, "b", ["a", "c"], store_b, **FAST),
         make_node(net, "c", ["a", "b"], **FAST),
     )
 
@@ -115,7 +118,7 @@ async def test_removed_actor_leaves_every_stored_state_alike_and_stays_out(net, 
 
 async def test_a_counter_pruned_elsewhere_is_never_counted_twice(net, started) -> None:
     """A full state pruned by one region reaches a region that has not pruned yet."""
-    a, b, c = await three(net, started, MemoryStore())
+    a, b, c = await three(net, started)
     await write_everything(a, c)
     c_actor = c.writer.actor
     usage = "t/acme/usage/events_published"
@@ -231,12 +234,7 @@ async def test_no_pruning_while_a_previous_release_peer_holds_the_feature_set_ba
     net, started
 ) -> None:
     store_b = MemoryStore()
-    a, b, c = await start(
-        started,
-        make_node(net, "a", ["b", "c"], **FAST),
-        make_node(net, "b", ["a", "c"], store_b, **FAST),
-        make_node(net, "c", ["a", "b"], **FAST),
-    )
+    a, b, c = await three(net, started, store_b=store_b)
     await write_everything(a, c)
     c_actor = c.writer.actor
     await eventually(lambda: bool(holds(b, c_actor)) and bool(holds(a, c_actor)))
@@ -267,12 +265,7 @@ async def test_a_registry_reloaded_whole_learns_the_retirement_before_the_counte
     record: its stale plain entry of c stood beside the sink that holds c's total
     (6 instead of 3); the records and markers are merged first."""
     store_b = MemoryStore()
-    a, b, c = await start(
-        started,
-        make_node(net, "a", ["b", "c"], **FAST),
-        make_node(net, "b", ["a", "c"], store_b, **FAST),
-        make_node(net, "c", ["a", "b"], **FAST),
-    )
+    a, b, c = await three(net, started, store_b=store_b)
     await write_everything(a, c)
     usage = "t/acme/usage/events_published"
     await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)

@@ -20,8 +20,6 @@ __all__ = ["PostgresCoordinator"]
 
 log = logging.getLogger(__name__)
 
-_APP = ROLE_APP  # application_name of a process's role session: this, then its holder
-
 
 class PostgresCoordinator:
     """``holder`` names this process (``host/pid/random``: delivery claims and the
@@ -36,7 +34,7 @@ class PostgresCoordinator:
         self.store, self.region, self.holder = store, region, holder
         store.fence.bound_s = fence_s
         self._leader = AdvisoryLeader(
-            store.url, f"regionsync/replication/{region}", application_name=_APP + holder
+            store.url, f"regionsync/replication/{region}", application_name=ROLE_APP + holder
         )
         self._listener: RegistryListener | None = None
         self._read_at: float | None = None  # database clock of the last version vector read
@@ -93,7 +91,7 @@ class PostgresCoordinator:
             " AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1) "
             "FROM pg_stat_activity s WHERE s.datname = current_database()"
             " AND starts_with(s.application_name, %s) ORDER BY 1",
-            (len(_APP) + 1, (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF, _APP),
+            (len(ROLE_APP) + 1, (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF, ROLE_APP),
         )
         return [(str(h), bool(r)) for h, r in rows]
 

@@ -41,7 +41,7 @@ def worker() -> DeliveryWorker:
 async def test_a_due_read_returns_only_what_was_asked(violations: Counter[str]) -> None:
     w = worker()
     w.store = RowsStore([row("d1", "ep_ok")])  # type: ignore[assignment]
-    assert [d.id for d in await w._due(0, 10, {"ep_full"})] == ["d1"]
+    assert [d.id for d in (await w._due(0, 10, {"ep_full"}))[0]] == ["d1"]
     w.store = RowsStore([row("d2", "ep_full")])  # type: ignore[assignment]
     with pytest.raises(InvariantViolation, match="due read of a returned d2"):
         await w._due(0, 10, {"ep_full"})  # a blocked (or another custodian's) endpoint
@@ -91,7 +91,7 @@ async def test_in_production_a_foreign_row_is_left_to_its_custodian(
     w.store = RowsStore([row("d1", "ep_ok"), row("d2", "ep_full")])  # type: ignore[assignment]
     invariants.set_mode("log")
     try:
-        due = await w._due(0, 10, {"ep_full"})
+        due, _ = await w._due(0, 10, {"ep_full"})
     finally:
         invariants.set_mode("raise")
     assert [d.id for d in due] == ["d1"] and sum(violations.values()) == 1

@@ -34,14 +34,17 @@ class CountingStore(MemoryStore):
         return await super().due_deliveries(*args, **kwargs)
 
 
-async def _deliver_all(store: CountingStore, drops: list[int] | None = None) -> CountingSender:
+async def _deliver_all(
+    store: CountingStore, drops: list[int] | None = None, max_in_flight: int = 1000,
+    **opts: object,
+) -> CountingSender:  # fmt: skip
     sender = CountingSender(held=True)
-    node, net = worker_node(sender, store, concurrency=WORKERS, tenant_max_in_flight=100)
+    node, net = worker_node(sender, store, concurrency=WORKERS, tenant_max_in_flight=100, **opts)
     await node.start()
     try:
         ops = node.registry_ops
         await ops.create_tenant("acme", "A")
-        ep = {"url": "https://ep.example/", "event_types": ["push"], "max_in_flight": 1000,
+        ep = {"url": "https://ep.example/", "event_types": ["push"], "max_in_flight": max_in_flight,
               "rate_limit_per_s": 10000}  # fmt: skip
         await ops.create_endpoint("acme", ep)
         # no hand-over from the publishes (the worker runs by now): the rows come from the
@@ -51,8 +54,8 @@ async def _deliver_all(store: CountingStore, drops: list[int] | None = None) -> 
         node.queue.handoff = False
         for _ in range(EVENTS):
             await node.ingest.publish("acme", "push", b"{}", None)
-        for _ in range(500):  # every worker holds an attempt: the backlog is due
-            if sum(sender.sent.values()) >= WORKERS:
+        for _ in range(500):  # every lane slot holds an attempt: the backlog is due
+            if sum(sender.sent.values()) >= min(WORKERS, max_in_flight):
                 break
             await asyncio.sleep(0.01)
         store.due_reads = 0
@@ -77,6 +80,23 @@ async def test_due_rows_are_read_ahead_not_per_claim_round() -> None:
     # a read takes up to half its rows from one endpoint (round-robin across endpoints)
     per_read = delivery.READ_AHEAD_ROWS * WORKERS // 2
     assert store.due_reads <= EVENTS // per_read + 6, store.due_reads  # was 51
+
+
+async def test_rows_of_a_full_lane_wait_in_memory_not_read_again() -> None:
+    """An endpoint whose lane is full (``max_in_flight`` 1 here; a rate limit the same)
+    keeps its rows read ahead: each freed slot starts the next one from memory. Before,
+    the worker dropped a blocked endpoint's rows and read them again: two due reads (and
+    the events of up to 32 rows) per delivery here, 6.8x an aiohttp loop's CPU per
+    request in bench/cpu.py's replay on a quiet machine. A read that finds nothing
+    outside the blocked endpoints is not repeated while that holds (runtime/ready.py);
+    the idle poll, which ends that, is long here so the count does not depend on the
+    machine's speed."""
+    store = CountingStore()
+    sender = await _deliver_all(store, max_in_flight=1, poll_interval_s=60.0)
+    assert len(sender.sent) == EVENTS and max(sender.sent.values()) == 1
+    per_read = delivery.READ_AHEAD_ROWS * WORKERS // 2
+    # per 32 rows: a read of them, then one finding nothing outside the full lane
+    assert store.due_reads <= 2 * (EVENTS // per_read) + 8, store.due_reads  # was 800
 
 
 async def test_stale_read_ahead_rows_are_read_again_never_sent_twice(

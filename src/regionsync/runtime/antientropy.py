@@ -330,7 +330,7 @@ class AntiEntropy:
         heap.settle(len(self.catalog.registry))  # a joining registry: runtime/heap.py
         self.counters["anti_entropy_items"] += len(items)
         if deliveries:
-            self.queue.wake.set()
+            self.queue.add()
         return None
 
     def _unexpired(self, decoded: list[Decoded], stored: Mapping[str, Delivery]) -> list[Decoded]:

@@ -188,14 +188,14 @@ class Custody:
             )  # fmt: skip
         elif action == "unfence":
             log.warning("unfenced: a peer heard and caught up; own deliveries resume")
-            self.queue.wake.set()
+            self.queue.add()
         elif action == "lapse":
             log.warning(
                 "fence lapsed: no peer heard for %.1f s; delivering own deliveries again "
                 "(perhaps the last region alive; those pending at the cut may go out twice)",
                 silent_s,
             )
-            self.queue.wake.set()
+            self.queue.add()
         return self.fence.fenced
 
     def delivers(self, owner: str, rec: CustodyRecord | None, endpoint_id: str) -> bool:
@@ -226,7 +226,7 @@ class Custody:
         caught_up = self.caught_up(suspects)
         if caught_up and not self.ready:
             self.ready = True
-            self.queue.wake.set()
+            self.queue.add()
         writes = custody_writes(
             self.region, self.peers, suspects, self.records(), caught_up, self.clock.wall_ms()
         )
@@ -254,7 +254,7 @@ class Custody:
                 sorted(suspects) or "none",
             )
         self.counters["custody_changes"] += len(writes)
-        self.queue.wake.set()
+        self.queue.add()
         return len(writes)
 
     async def run(self) -> None:

@@ -33,6 +33,7 @@ from .cohort import Claims
 from .operational import OperationalEvents
 from .outcomes import Outcome, OutcomeRecorder
 from .ports import Clock, CustodyView, LocalWriter, Rng, Sender, Store
+from .ready import READ_AHEAD_ROWS, Reads, Ready, take_fresh
 from .state import Catalog, DeliveryQueue
 from .wakeup import sleep_until_due
 
@@ -42,7 +43,6 @@ log = logging.getLogger("regionsync.delivery")
 _CRASH_BACKOFF_S = 60.0
 RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
 READ_AHEAD_S = 1.0  # rows read ahead are dropped (read again) once this old
-READ_AHEAD_ROWS = 8  # due rows read ahead at a time per ``concurrency``
 _FAR_MS = 1 << 62  # a due cutoff past every schedule
 
 
@@ -104,10 +104,11 @@ class DeliveryWorker:
         self._expired_at: float | None = None  # monotonic s of the last starvation check
         # without ``claims``: due deliveries read ahead with their events, not yet started
         # (in ``fair_order``), the monotonic s the first of them was read, and the read
-        self.ready: dict[str, tuple[Delivery, Event | None]] = {}
+        self.ready: Ready = {}
         self._ready_at, self._epoch = 0.0, 0
         self._fetch: asyncio.Task[None] | None = None
         self._handed: set[str] = set()  # fresh rows taken while ``_fetch`` was reading
+        self.reads = Reads()  # when a read found nothing due (runtime/ready.py)
         catalog.watchers.append(self._registry_changed)
 
     def _registry_changed(self, changed: Mapping[str, CRDT]) -> None:
@@ -115,7 +116,7 @@ class DeliveryWorker:
         claim again now, so the change counts at the next claim, also for a lane that
         waits on its bucket or cap (``_blocked`` reads the limits afresh)."""
         if any(key.startswith(("e/", "t/", "tenants")) for key in changed):
-            self.queue.wake.set()
+            self.queue.add()  # e.g. an endpoint resumed: its rows are due again
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
@@ -173,6 +174,8 @@ class DeliveryWorker:
                     log.exception("renewing %d delivery claims failed", len(self.inflight))
 
     async def _next_due_ms(self) -> int | None:
+        if self._quiet(None) and self.reads.quiet is not None:  # the last read found when
+            return self.reads.quiet.until_ms
         nxt = None
         for owner in self.custody.claimable():
             due_ms = await self.store.next_due_ms(owner)
@@ -243,33 +246,39 @@ class DeliveryWorker:
             blocked, soonest = self._blocked(now_s, now_ms)
             if self.claims is not None:
                 # claims are taken for this process alone: no more than it can start
-                due = await self._due(now_ms, free, blocked)
+                due, _ = await self._due(now_ms, free, blocked)
                 launch, refill = self._select(due, free, blocked, now_ms, now_s)
                 if len(launch) < len(due):
                     await self._unclaim([d for d in due if d.id not in self.inflight])
                 await self._spawn(launch)
             else:
                 if self.ready and now_s - self._ready_at > READ_AHEAD_S:
-                    self.ready.clear()  # custody or the registry may have moved since
+                    self.reads.drop(len(self.ready))  # custody or the registry may have moved
+                    self.ready.clear()
                     self._epoch += 1  # a read under way is dropped too
                 self._take_fresh(now_s)
                 if not self.ready:
-                    if self._fetch is None:
+                    if self._fetch is None and not self._quiet(blocked):
                         self._start_read(now_ms, blocked)
                     return soonest  # the read under way wakes the loop with its rows
                 rows = list(self.ready.values())
                 launch, refill = self._select([d for d, _ in rows], free, blocked, now_ms, now_s)
-                for d, event in rows:  # launched, or blocked: read again once it frees
+                for d, event in rows:
                     if d.id in self.inflight:
                         del self.ready[d.id]
                         self._start(d, event)
-                    elif d.endpoint_id in blocked:
-                        del self.ready[d.id]
-                if len(self.ready) < 2 * self.opts.concurrency and self._fetch is None:
-                    self._start_read(now_ms, blocked)  # while these attempts run
+                others = self.reads.keep_blocked(self.ready, blocked, self.opts.concurrency)
+                if others < 2 * self.opts.concurrency and not self._quiet(blocked):
+                    if self._fetch is None:
+                        self._start_read(now_ms, blocked)  # while these attempts run
             if not refill:
                 return soonest
         return soonest
+
+    def _quiet(self, blocked: set[str] | None) -> bool:
+        """Does the last read that found nothing still hold (``Reads.holds``)?"""
+        now_s, now_ms = self.clock.monotonic(), self.clock.wall_ms()
+        return self.reads.holds(self.queue.added, now_s, now_ms, self.opts.poll_interval_s, blocked)
 
     def _select(
         self, due: list[Delivery], free: int, blocked: set[str], now_ms: int, now_s: float
@@ -327,37 +336,13 @@ class DeliveryWorker:
         return launch, refill
 
     def _take_fresh(self, now_s: float) -> None:
-        """Move the deliveries ingest handed over (``DeliveryQueue.fresh``: durable,
-        pending, due now) into ``ready``, noting those taken while a read is under way
-        (``_handed``): that read must not return them, they may be attempted meanwhile.
-        As ``fair_order`` would place them, cheaply: the first row of an endpoint with
-        nothing in flight or ready goes before the rows ready, every other row after."""
-        fresh = self.queue.fresh
-        if not fresh:
+        """Move the deliveries ingest handed over into ``ready`` (``ready.take_fresh``)."""
+        if not self.queue.fresh:
             return
         if not self.ready:
             self._ready_at = now_s
-        waiting: set[str] | None = None  # endpoints with rows ready (built if needed)
-        first: dict[str, tuple[Delivery, Event | None]] = {}
-        for did, row in fresh.items():
-            if did in self.inflight or did in self.ready:
-                continue
-            if self._fetch is not None:
-                self._handed.add(did)
-            eid = row[0].endpoint_id
-            lane = self.lanes.get(eid)
-            if lane is None or lane.inflight == 0:
-                if waiting is None:
-                    waiting = {d.endpoint_id for d, _ in self.ready.values()}
-                if eid not in waiting:
-                    first[did] = row
-                    waiting.add(eid)
-                    continue
-            self.ready[did] = row
-        fresh.clear()
-        if first:
-            first.update(self.ready)
-            self.ready = first
+        handed = self._handed if self._fetch is not None else None
+        self.ready = take_fresh(self.queue.fresh, self.ready, self.inflight, self.lanes, handed)
 
     def _start_read(self, now_ms: int, blocked: set[str]) -> None:
         """Start reading ahead (``_fetch``); never awaited by the claim loop, so fresh
@@ -372,13 +357,16 @@ class DeliveryWorker:
         it returns was not held when it started, so it was not attempted since (an
         attempt holds its row until its outcome is durable), unless it was handed over
         since (``_handed``, emptied before each read: left out)."""
-        epoch = self._epoch
-        due = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
+        epoch, seen = self._epoch, self.reads.start(self.queue.added)
+        due, later_ms = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
         events = await self.store.get_events([d.event_id for d in due]) if due else {}
         if epoch != self._epoch:
             return
+        now_s = self.clock.monotonic()
+        if not due:
+            self.reads.found_nothing(now_s, later_ms, blocked, seen)
         if not self.ready:
-            self._ready_at = self.clock.monotonic()
+            self._ready_at = now_s
         for d in due:
             if d.id not in self.inflight and d.id not in self.ready and d.id not in self._handed:
                 self.ready[d.id] = (d, events.get(d.event_id))
@@ -434,18 +422,22 @@ class DeliveryWorker:
         self.inflight.pop(d.id, None)
         self._free_slot(d)
 
-    async def _due(self, now_ms: int, limit: int, blocked: set[str]) -> list[Delivery]:
+    async def _due(
+        self, now_ms: int, limit: int, blocked: set[str]
+    ) -> tuple[list[Delivery], int | None]:
         """Due deliveries of every owner custody gives this region, round-robin; an
         adopted owner's only for the endpoints whose custodian this region is (claimed
-        for this process when ``claims`` is set)."""
+        for this process when ``claims`` is set); and, when none is due, the earliest
+        time (Unix ms) one not held nor skipped is (None: no such row is pending)."""
         owners = self.custody.claimable()
         due: list[Delivery] = []
+        later: list[int] = []
         for owner, rec in owners.items():
             skip = blocked if rec is None else blocked | self._foreign(owner, rec)
             if self.claims is not None:
                 lease_ms = int(self.opts.claim_lease_s * 1000)
                 rows = await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
-                if not rows and (skewed := await self._skewed(owner, now_ms, limit, skip)):
+                if not rows and (skewed := (await self._skewed(owner, now_ms, limit, skip))[0]):
                     ids = [d.id for d in skewed]
                     rows = await self.claims.claim_ids(owner, ids, now_ms, lease_ms)
             else:
@@ -454,7 +446,8 @@ class DeliveryWorker:
                     per_endpoint=max(1, limit // 2),
                 )  # fmt: skip
                 if not rows:
-                    rows = await self._skewed(owner, now_ms, limit, skip)
+                    rows, at_ms = await self._skewed(owner, now_ms, limit, skip)
+                    later += [] if at_ms is None else [at_ms]
             # custody gives the others to another region (or their lane is full): a row of
             # them would be sent twice; in production it is left to its custodian
             due += [d for d in rows if check(d.region == owner and d.endpoint_id not in skip,
@@ -464,16 +457,20 @@ class DeliveryWorker:
         due = fair_order(due, busy)
         if self.claims is not None and len(due) > limit:
             await self._unclaim(due[limit:])
-        return due[:limit]
+        return due[:limit], min(later, default=None)
 
-    async def _skewed(self, owner: str, now_ms: int, limit: int, skip: set[str]) -> list[Delivery]:
+    async def _skewed(
+        self, owner: str, now_ms: int, limit: int, skip: set[str]
+    ) -> tuple[list[Delivery], int | None]:
         """With nothing due: the earliest scheduled rows whose schedule a clock that ran
         ahead wrote, or that lies past the largest retry step (``core.retry.due_now``),
         due at once. Read only when idle; stored rows stay as they are (the delivery
-        join keeps the later schedule), the attempt writes the next one."""
+        join keeps the later schedule), the attempt writes the next one. Also the
+        earliest schedule of the rows read (None: none is pending)."""
         step = max_step_ms(self.opts.retry_schedule_s)
         rows = await self.store.due_deliveries(owner, _FAR_MS, limit, self._held(), sorted(skip))
-        return [d for d in rows if due_now(d, now_ms, step, self.clock_tolerance_ms)]
+        due = [d for d in rows if due_now(d, now_ms, step, self.clock_tolerance_ms)]
+        return due, min((d.next_attempt_at_ms for d in rows if d.next_attempt_at_ms), default=None)
 
     async def _unclaim(self, rows: list[Delivery]) -> None:
         """Release claims taken but not attempted (else they wait for their lease)."""
@@ -507,10 +504,13 @@ class DeliveryWorker:
 
     async def _attempt(self, d: Delivery, event: Event | None) -> None:
         out: Outcome | None = None
+        retry_ms = None  # pending again: due then
         try:
             ep = self._endpoint_of(d)
             out = await self._outcome(d, event, ep)
             await self._record(d, ep, out)
+            if out.status is DeliveryStatus.PENDING:
+                retry_ms = out.next_at_ms or 0
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -518,7 +518,7 @@ class DeliveryWorker:
             log.exception("delivery %s: attempt crashed; retrying later", d.id, extra=ids)
             # never a hot loop: push the delivery back as a failed try would be, with the
             # attempt row of a request sent (its outcome was not recorded)
-            later = self.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
+            later = retry_ms = self.clock.wall_ms() + int(_CRASH_BACKOFF_S * 1000)
             n, row = d.attempts, None
             if out is not None and out.attempt is not None:
                 n, row = out.attempts, out.attempt
@@ -526,6 +526,8 @@ class DeliveryWorker:
                 await self.recorder.record(Outcome(d, DeliveryStatus.PENDING, later, n, row, None))
         finally:
             self._release(d)
+            if retry_ms is not None:
+                self.reads.retried(retry_ms)
 
     async def _expire_starved(self, now_ms: int) -> None:
         """Pending deliveries due for longer than the retry horizon (``DEADLINE_S``)

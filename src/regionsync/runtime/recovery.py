@@ -178,7 +178,7 @@ class Recovery:
             async with self.writer.local_lock():
                 new, durable = self._regenerate([read.current().get(d.id, d)], note)
         await durable
-        self.queue.wake.set()
+        self.queue.add()
         return new[0]
 
     def _regenerate(
@@ -331,10 +331,10 @@ class Recovery:
                         last, durable = durable, self._put(job)  # in order: after both
                 if last is not None:
                     await last
-                    self.queue.wake.set()
+                    self.queue.add()
             if durable is not None:
                 await durable
-                self.queue.wake.set()
+                self.queue.add()
         except Exception as exc:
             log.exception("job %s failed", job.id)
             job.status, job.error = "failed", str(exc)

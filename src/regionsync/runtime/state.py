@@ -281,6 +281,8 @@ class DeliveryQueue:
     # delivery id -> (delivery, event); taken only while a worker reads ahead (``handoff``)
     fresh: dict[str, tuple[Delivery, Event]] = field(default_factory=dict)
     handoff: bool = False
+    # deliveries made due (or claimable) by other means than ``fresh``: bumped by ``add``
+    added: int = 0
 
     def count(self, tenant: str, n: int) -> None:
         """``n`` (may be negative) more pending deliveries of ``tenant`` owned here."""
@@ -314,6 +316,15 @@ class DeliveryQueue:
         if self.handoff and len(self.fresh) < FRESH_MAX:
             for d in deliveries:
                 self.fresh[d.id] = (d, event)
+            self.wake.set()
+        else:
+            self.add()
+
+    def add(self) -> None:
+        """Deliveries became due or claimable here that only a store read finds (a
+        retry, recovery, custody taken over, an endpoint resumed): wake the worker, and
+        let it know a read that found nothing before is out of date."""
+        self.added += 1
         self.wake.set()
 
 

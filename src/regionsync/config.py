@@ -210,7 +210,8 @@ class IngestSettings(_Section):
     one_remote_timeout_s: float = Field(5.0, gt=0)  # ack policy one-remote: wait this long
     one_remote_fallback_local: bool = False  # on timeout answer 202 anyway (else 503)
     # group commit: wait this long for company while commits are small (fewer than 8
-    # writes in the previous one and queued; runtime/commit.py), 0: never wait
+    # writes in the previous one and queued; runtime/commit.py), 0: never wait; the
+    # delivery outcome recorder waits the same for outcomes (runtime/outcomes.py)
     commit_linger_ms: float = Field(2.0, ge=0, le=50)
     commit_max_batches: int = Field(512, ge=1)  # group commit: writes per transaction
     # publish API: events per second per tenant in this region (token bucket, burst =

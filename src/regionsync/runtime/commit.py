@@ -13,7 +13,9 @@ from collections.abc import Callable
 from ..core.model import WriteBatch
 from .ports import Store
 
-__all__ = ["GroupCommitter", "merge_batches"]
+__all__ = ["LINGER_BELOW", "GroupCommitter", "merge_batches"]
+
+LINGER_BELOW = 8  # a group of fewer lingers (``GroupCommitter``, the outcome recorder)
 
 log = logging.getLogger("regionsync.commit")
 
@@ -70,7 +72,7 @@ class GroupCommitter:
         *,
         max_batches: int = 512,
         linger_s: float = 0.0,
-        linger_below: int = 8,
+        linger_below: int = LINGER_BELOW,
         on_commit: Callable[[WriteBatch], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         monotonic: Callable[[], float] | None = None,

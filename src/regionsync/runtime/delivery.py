@@ -98,7 +98,7 @@ class DeliveryWorker:
         self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self.recorder = OutcomeRecorder(
             self.region, catalog, writer, queue, store, clock, self.policy, ops,
-            shared=claims is not None,
+            shared=claims is not None, linger_s=settings.ingest.commit_linger_ms / 1000,
         )  # fmt: skip
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
         self._expired_at: float | None = None  # monotonic s of the last starvation check

@@ -25,6 +25,7 @@ from ..core.health import Health, HealthPolicy, behind
 from ..core.health import step as health_step
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.operational import health_transition, operational_event_id
+from .commit import LINGER_BELOW
 from .health_reports import HealthReports
 from .operational import OperationalEvents
 from .ports import Clock, LocalWriter, Store
@@ -68,6 +69,7 @@ class OutcomeRecorder:
         policy: HealthPolicy,
         ops: OperationalEvents | None = None,
         shared: bool = False,
+        linger_s: float = 0.0,
     ):
         self.region, self.catalog, self.writer, self.queue = region, catalog, writer, queue
         # several processes deliver this region's deliveries (claims; runtime/cohort.py)
@@ -78,6 +80,9 @@ class OutcomeRecorder:
         self._pending: list[tuple[Outcome, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._settling: set[asyncio.Task[None]] = set()
+        # as the group commit does (runtime/commit.py): while groups are small, wait
+        # ``linger_s`` for more outcomes, so one read and one write serve several
+        self.linger_s, self._last_group = linger_s, 0
 
     async def record(self, outcome: Outcome) -> None:
         """Queue ``outcome``; returns once it is durable (of an outcome whose delivery a
@@ -91,10 +96,13 @@ class OutcomeRecorder:
         try:
             while True:
                 await self._wake.wait()
+                if self.linger_s > 0 and max(self._last_group, len(self._pending)) < LINGER_BELOW:
+                    await asyncio.sleep(self.linger_s)
                 self._wake.clear()
                 while self._pending:
                     group = self._pending[:MAX_BATCH]
                     del self._pending[:MAX_BATCH]
+                    self._last_group = len(group)
                     try:
                         durable, emits = await self._write(group)
                     except asyncio.CancelledError:

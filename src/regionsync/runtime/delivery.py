@@ -258,22 +258,25 @@ class DeliveryWorker:
                     self._epoch += 1  # a read under way is dropped too
                 self._take_fresh(now_s)
                 if not self.ready:
-                    if self._fetch is None and not self._quiet(blocked):
+                    if self._may_read(blocked):
                         self._start_read(now_ms, blocked)
                     return soonest  # the read under way wakes the loop with its rows
-                rows = list(self.ready.values())
-                launch, refill = self._select([d for d, _ in rows], free, blocked, now_ms, now_s)
-                for d, event in rows:
-                    if d.id in self.inflight:
-                        del self.ready[d.id]
-                        self._start(d, event)
-                others = self.reads.keep_blocked(self.ready, blocked, self.opts.concurrency)
-                if others < 2 * self.opts.concurrency and not self._quiet(blocked):
-                    if self._fetch is None:
+                rows = [d for d, _ in self.ready.values()]
+                launch, refill = self._select(rows, free, blocked, now_ms, now_s)
+                for d, _ in launch:  # in the order of ``ready``
+                    self._start(d, self.ready.pop(d.id)[1])
+                c = self.opts.concurrency  # no pass over ``ready`` unless it may drop or read:
+                if len(self.ready) > READ_AHEAD_ROWS * c or self._may_read(blocked):
+                    others = self.reads.keep_blocked(self.ready, blocked, c)
+                    if others < 2 * c and self._may_read(blocked):
                         self._start_read(now_ms, blocked)  # while these attempts run
             if not refill:
                 return soonest
         return soonest
+
+    def _may_read(self, blocked: set[str]) -> bool:
+        """No read under way, and none that found nothing holds for ``blocked``?"""
+        return self._fetch is None and not self._quiet(blocked)
 
     def _quiet(self, blocked: set[str] | None) -> bool:
         """Does the last read that found nothing still hold (``Reads.holds``)?"""
@@ -339,8 +342,7 @@ class DeliveryWorker:
         """Move the deliveries ingest handed over into ``ready`` (``ready.take_fresh``)."""
         if not self.queue.fresh:
             return
-        if not self.ready:
-            self._ready_at = now_s
+        self._ready_at = self._ready_at if self.ready else now_s
         handed = self._handed if self._fetch is not None else None
         self.ready = take_fresh(self.queue.fresh, self.ready, self.inflight, self.lanes, handed)
 

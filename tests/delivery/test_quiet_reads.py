@@ -9,10 +9,14 @@ an attempt, rows dropped from memory, deliveries added without a hand-over, time
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 from worker_nodes import CountingSender, FlakySender, stop, until, worker_node
 
 from regionsync.adapters.memory_store import MemoryStore
+from regionsync.runtime.node import Node
 from regionsync.runtime.ready import Reads
 
 IDLE_POLL_S = 60.0  # the longest idle wait: far past every deadline below
@@ -32,8 +36,12 @@ class QueryCountingStore(MemoryStore):
         return await super().next_due_ms(region)
 
 
-async def test_handed_over_deliveries_need_no_store_read() -> None:
-    store, sender = QueryCountingStore(), CountingSender()
+@asynccontextmanager
+async def delivered_once(
+    sender: CountingSender, store: MemoryStore | None = None
+) -> AsyncIterator[Node]:
+    """A started node (idle poll ``IDLE_POLL_S``) with one endpoint, once its first
+    delivery was sent: the worker has gone quiet since."""
     node, net = worker_node(sender, store, poll_interval_s=IDLE_POLL_S)
     await node.start()
     try:
@@ -41,16 +49,23 @@ async def test_handed_over_deliveries_need_no_store_read() -> None:
         await node.registry_ops.create_endpoint("acme", {"url": "https://ep.example/"})
         await node.ingest.publish("acme", "push", b"{}", None)
         await until(lambda: _sent(sender, 1), "the first delivery")
+        yield node
+    finally:
+        await stop(node, net)
+
+
+async def test_handed_over_deliveries_need_no_store_read() -> None:
+    store, sender = QueryCountingStore(), CountingSender()
+    async with delivered_once(sender, store) as node:
         store.due_reads = store.next_due_reads = 0
         for n in range(2, 102):  # one at a time: each delivery is a claim round of its own
             await node.ingest.publish("acme", "push", b"{}", None)
             await until(lambda n=n: _sent(sender, n), f"delivery {n}")
-        # was 600 and 200: per delivery a due read finding nothing, the idle read of the
-        # earliest schedules behind it, the starvation check, and a next-due query
+        # was 600 and 200: per delivery three claim rounds each read the store (a due
+        # read finding nothing, the idle read of the earliest schedules behind it), and
+        # two waits each asked for the next due time
         assert store.due_reads <= 4 and store.next_due_reads <= 4, (
             store.due_reads, store.next_due_reads)  # fmt: skip
-    finally:
-        await stop(node, net)
 
 
 async def test_a_retry_scheduled_while_quiet_is_attempted_when_due() -> None:
@@ -74,19 +89,11 @@ async def test_deliveries_added_without_hand_over_end_the_quiet() -> None:
     """Publishes while the hand-over is off (as when it is full) reach the worker by a
     store read only: ``DeliveryQueue.add`` ends the quiet."""
     sender = CountingSender()
-    node, net = worker_node(sender, poll_interval_s=IDLE_POLL_S)
-    await node.start()
-    try:
-        await node.registry_ops.create_tenant("acme", "A")
-        await node.registry_ops.create_endpoint("acme", {"url": "https://ep.example/"})
-        await node.ingest.publish("acme", "push", b"{}", None)
-        await until(lambda: _sent(sender, 1), "the first delivery")
+    async with delivered_once(sender) as node:
         node.queue.handoff = False
         for n in range(2, 5):
             await node.ingest.publish("acme", "push", b"{}", None)
             await until(lambda n=n: _sent(sender, n), f"delivery {n}")
-    finally:
-        await stop(node, net)
 
 
 async def _true(v: bool) -> bool:

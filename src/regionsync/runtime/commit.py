@@ -13,9 +13,17 @@ from collections.abc import Callable
 from ..core.model import WriteBatch
 from .ports import Store
 
-__all__ = ["LINGER_BELOW", "GroupCommitter", "merge_batches"]
+__all__ = ["LINGER_BELOW", "GroupCommitter", "lingers", "merge_batches"]
 
 LINGER_BELOW = 8  # a group of fewer lingers (``GroupCommitter``, the outcome recorder)
+
+
+def lingers(linger_s: float, last_group: int, queued: int, below: int = LINGER_BELOW) -> bool:
+    """Should a batching writer wait ``linger_s`` for company before its next group: a
+    linger is set and both the previous group and what is queued hold fewer than
+    ``below``? Under load groups are larger and nobody waits."""
+    return linger_s > 0 and max(last_group, queued) < below
+
 
 log = logging.getLogger("regionsync.commit")
 
@@ -107,9 +115,8 @@ class GroupCommitter:
         try:
             while True:
                 await self._wake.wait()
-                if self.linger_s > 0 and max(self._last_group, len(self._queue)) < min(
-                    self.linger_below, self.max_batches
-                ):
+                below = min(self.linger_below, self.max_batches)
+                if lingers(self.linger_s, self._last_group, len(self._queue), below):
                     await asyncio.sleep(self.linger_s)
                 self._wake.clear()
                 group = self._queue[: self.max_batches]

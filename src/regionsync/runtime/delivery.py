@@ -55,10 +55,10 @@ class DeliveryWorker:
     but not started (a lane that filled meanwhile) are released at once.
 
     Without ``claims`` (one process per region), due deliveries and their events are read
-    ahead into ``ready`` (up to ``READ_AHEAD_ROWS x concurrency`` per read, one read at a
-    time, in the background, while attempts run; dropped after ``READ_AHEAD_S``), so a
-    freed slot starts the next attempt without a query; a publish's pending deliveries
-    join them from its group commit (``DeliveryQueue.hand_over``), not from a read.
+    ahead into ``ready`` (``READ_AHEAD_ROWS x concurrency`` per read, one at a time, in the
+    background; dropped after ``READ_AHEAD_S``), so a freed slot or token starts the next
+    attempt without a query; a publish's deliveries join them by ``DeliveryQueue.hand_over``;
+    a read that found nothing is not repeated while it holds (runtime/ready.py).
 
     Due deliveries are claimed round-robin across endpoints (``core.lanes.fair_order``),
     skipping endpoints whose lane is full (in-flight cap, rate limit, a failing endpoint's
@@ -174,7 +174,7 @@ class DeliveryWorker:
                     log.exception("renewing %d delivery claims failed", len(self.inflight))
 
     async def _next_due_ms(self) -> int | None:
-        if self._quiet(None) and self.reads.quiet is not None:  # the last read found when
+        if self._quiet(None) and self.reads.quiet is not None:  # nothing due before this
             return self.reads.quiet.until_ms
         nxt = None
         for owner in self.custody.claimable():
@@ -472,7 +472,7 @@ class DeliveryWorker:
         step = max_step_ms(self.opts.retry_schedule_s)
         rows = await self.store.due_deliveries(owner, _FAR_MS, limit, self._held(), sorted(skip))
         due = [d for d in rows if due_now(d, now_ms, step, self.clock_tolerance_ms)]
-        return due, min((d.next_attempt_at_ms for d in rows if d.next_attempt_at_ms), default=None)
+        return due, min((t for d in rows if (t := d.next_attempt_at_ms) is not None), default=None)
 
     async def _unclaim(self, rows: list[Delivery]) -> None:
         """Release claims taken but not attempted (else they wait for their lease)."""

@@ -25,7 +25,7 @@ from ..core.health import Health, HealthPolicy, behind
 from ..core.health import step as health_step
 from ..core.model import Attempt, Delivery, DeliveryStatus, WriteBatch, delivery_join
 from ..core.operational import health_transition, operational_event_id
-from .commit import LINGER_BELOW
+from .commit import lingers
 from .health_reports import HealthReports
 from .operational import OperationalEvents
 from .ports import Clock, LocalWriter, Store
@@ -96,7 +96,7 @@ class OutcomeRecorder:
         try:
             while True:
                 await self._wake.wait()
-                if self.linger_s > 0 and max(self._last_group, len(self._pending)) < LINGER_BELOW:
+                if lingers(self.linger_s, self._last_group, len(self._pending)):
                     await asyncio.sleep(self.linger_s)
                 self._wake.clear()
                 while self._pending:

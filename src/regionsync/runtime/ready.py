@@ -35,9 +35,9 @@ class Quiet:
 
 
 class Reads:
-    """The worker's reads ahead: the last that found nothing (``quiet``), the rows held
-    unstarted and let go since (``dropped``), and the earliest retry scheduled while a
-    read ran (its row was held: the read did not see it)."""
+    """The worker's reads ahead: the last that found nothing (``quiet``), how many times
+    rows held unstarted were let go (``dropped``), and the earliest retry scheduled
+    while a read ran (its row was held: the read did not see it)."""
 
     def __init__(self) -> None:
         self.quiet: Quiet | None = None
@@ -50,7 +50,8 @@ class Reads:
         """Is nothing due yet (``now_ms``), with nothing added (``added``: the queue's
         count) or dropped since, and ``max_age_s`` (the idle poll, which bounds what an
         addition without a wake-up waits) not yet passed; and would a read now skip at
-        least the endpoints that one skipped (``blocked``; None: not asked)?"""
+        least the endpoints that one skipped (``blocked``; None: not asked)? A quiet that
+        no longer holds is forgotten."""
         q = self.quiet
         if q is None:
             return False

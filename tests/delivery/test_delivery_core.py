@@ -119,6 +119,48 @@ def test_lane_in_flight_cap() -> None:
     assert lane.admit(100.0, 2, 0.0)
 
 
+@pytest.mark.parametrize("spending", [True, False])
+@pytest.mark.parametrize("tokens", [0.0, 0.5, 1.0, 4.5, 5.0, 500.0])
+def test_lane_waits_for_a_group_once_dry(spending: bool, tokens: float) -> None:
+    # every state (spending or not) by every kind of token level, at 500/s: a group is
+    # 5 tokens (GROUP_S of the rate); a spending lane goes down to its last token
+    lane = Lane(TokenBucket(500.0, 500.0, tokens, 0.0), spending=spending)
+    assert lane.group() == 5.0
+    wait, now_spending = lane.wait_s(0.0), lane.spending
+    if tokens >= 5.0 or (spending and tokens >= 1.0):
+        assert (wait, now_spending) == (0.0, True)
+    else:
+        assert wait == pytest.approx((5.0 - tokens) / 500.0) and not now_spending
+        assert lane.full(64, 0.0) and not lane.admit(500.0, 64, 0.0)
+        assert lane.wait_s(wait) == 0.0 and lane.spending  # the group is there
+
+
+def test_lane_group_is_one_token_below_200_per_s() -> None:
+    for rate, group in ((0.5, 1.0), (10.0, 1.0), (199.0, 1.0), (200.0, 2.0), (5000.0, 50.0)):
+        lane = Lane(TokenBucket.new(rate, 0.0))
+        assert lane.group() == group
+    lane = Lane(TokenBucket(10.0, 10.0, 0.0, 0.0), spending=False)
+    assert lane.wait_s(0.0) == pytest.approx(0.1)  # the plain bucket: one token
+
+
+def test_lane_spends_groups_at_the_rate() -> None:
+    # a backlog drained at 500/s: after the burst, starts come 5 at a time every 10 ms,
+    # and no second holds more than the rate plus the burst
+    lane, now, starts = Lane(TokenBucket.new(500.0, 0.0)), 0.0, []
+    while now < 3.0:
+        while lane.admit(500.0, 10**6, now):
+            starts.append(now)
+            lane.release()
+        now += max(lane.wait_s(now), 0.0005)
+    after = [t for t in starts if t > 0.0]
+    assert len(starts) - len(after) == 500  # the burst at once
+    assert len(after) == pytest.approx(1500, abs=5)
+    groups = sorted({round(t, 6) for t in after})
+    assert len(groups) == pytest.approx(300, abs=2)  # not 1,500 wake-ups
+    for t0 in (0.0, 1.0, 1.5, 2.0):
+        assert len([t for t in after if t0 < t <= t0 + 1.0]) <= 500
+
+
 def _d(gen: int, status: DeliveryStatus, attempts: int = 0) -> Delivery:
     return Delivery("dlv", "evt", "ep", "t", status, attempts, None, "r", 1, 1, gen)
 

@@ -2,7 +2,8 @@
 
 Decides whether one more attempt to an endpoint may start now, and when it could; never
 reads time (``now_s`` is a monotonic reading passed in) and never awaits. Rules: the token
-bucket of RFC 2697 (burst = max(1, rate)), Svix/Hook0-style per-endpoint concurrency caps,
+bucket of RFC 2697 (burst = max(1, rate)), spent in groups once it ran dry (``Lane.wait_s``),
+Svix/Hook0-style per-endpoint concurrency caps,
 so a slow or dead endpoint only ever occupies its own lane; and a cap on the attempts in
 flight per tenant in a region (``TenantSlots``), so one tenant's endpoints together never
 take more than their share of the region's delivery concurrency (issue 14).
@@ -10,13 +11,19 @@ take more than their share of the region's delivery concurrency (issue 14).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .invariants import check
 from .model import Delivery
 
-__all__ = ["Lane", "TenantSlots", "TokenBucket", "fair_order", "tenant_cap"]
+__all__ = ["GROUP_S", "Lane", "TenantSlots", "TokenBucket", "fair_order", "tenant_cap"]
+
+# a lane whose bucket ran dry starts again once it holds this long's tokens (at least one),
+# so a backlog drained at a high rate limit is sent in groups: one wake-up, claim round
+# and outcome commit per group instead of per token (issue 44, bench/README.md)
+GROUP_S = 0.01
 
 
 def fair_order(due: Sequence[Delivery], inflight: Mapping[str, int]) -> list[Delivery]:
@@ -67,10 +74,10 @@ class TokenBucket:
             return True
         return False
 
-    def wait_s(self, now_s: float) -> float:
-        """Seconds until a token is available (0 if one is)."""
+    def wait_s(self, now_s: float, need: float = 1.0) -> float:
+        """Seconds until ``need`` tokens are available (0 if they are)."""
         self._refill(now_s)
-        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate_per_s
+        return 0.0 if self.tokens >= need else (need - self.tokens) / self.rate_per_s
 
     def retune(self, rate_per_s: float, now_s: float) -> None:
         """Apply a changed rate limit from ``now_s`` on, keeping the tokens earned until
@@ -84,19 +91,41 @@ class TokenBucket:
 
 @dataclass(slots=True)
 class Lane:
-    """One endpoint's lane: its bucket and how many attempts are in flight."""
+    """One endpoint's lane: its bucket and how many attempts are in flight.
+
+    ``spending``: the lane may take tokens down to its last. Once its bucket holds less
+    than one it stops until the bucket holds a group again (``GROUP_S`` of its rate, at
+    least one token, at most its burst), then spends the group. The rate over any second
+    is the bucket's; at a rate limit below ``1 / GROUP_S`` per second a group is one token
+    (the plain bucket)."""
 
     bucket: TokenBucket
     inflight: int = 0
+    spending: bool = True
+
+    def group(self) -> float:
+        """Tokens a dry lane waits for before it starts again."""
+        b = self.bucket
+        return min(b.burst, max(1.0, float(math.floor(b.rate_per_s * GROUP_S))))
+
+    def wait_s(self, now_s: float) -> float:
+        """Seconds until the bucket lets an attempt start (0: now); moves ``spending``."""
+        b = self.bucket
+        if self.spending and b.wait_s(now_s) > 0:
+            self.spending = False
+        wait = b.wait_s(now_s, 1.0 if self.spending else self.group())
+        if wait == 0:
+            self.spending = True
+        return wait
 
     def full(self, max_in_flight: int, now_s: float) -> bool:
-        """True if no attempt may start now (cap reached or no token)."""
-        return self.inflight >= max_in_flight or self.bucket.wait_s(now_s) > 0
+        """True if no attempt may start now (cap reached or the bucket waits)."""
+        return self.inflight >= max_in_flight or self.wait_s(now_s) > 0
 
     def admit(self, rate_per_s: float, max_in_flight: int, now_s: float) -> bool:
         """Start an attempt if the lane allows it now (takes a token, counts it in flight)."""
         self.bucket.retune(rate_per_s, now_s)
-        if self.inflight >= max_in_flight or not self.bucket.take(now_s):
+        if self.full(max_in_flight, now_s) or not self.bucket.take(now_s):
             return False
         self.inflight += 1
         return True

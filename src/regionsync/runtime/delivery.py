@@ -206,7 +206,7 @@ class DeliveryWorker:
                 lane.bucket.retune(view.rate_limit_per_s, now_s)
             health = self.queue.health.get(eid)
             failing = health is not None and health.state == "failing"
-            if lane.inflight == 0 and not failing and lane.bucket.wait_s(now_s) == 0:
+            if lane.inflight == 0 and not failing and lane.wait_s(now_s) == 0:
                 # an idle lane with a token blocks nothing; a full bucket is forgettable
                 if lane.bucket.tokens >= lane.bucket.burst:
                     idle.append(eid)
@@ -216,7 +216,7 @@ class DeliveryWorker:
             if lane.inflight >= view.max_in_flight:
                 blocked.add(eid)
                 continue
-            wait = lane.bucket.wait_s(now_s)
+            wait = lane.wait_s(now_s)
             if failing and health is not None:
                 if lane.inflight > 0:
                     blocked.add(eid)  # a failing endpoint gets one probe at a time

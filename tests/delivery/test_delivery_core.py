@@ -145,7 +145,7 @@ def test_lane_group_is_one_token_below_200_per_s() -> None:
 
 def test_lane_spends_groups_at_the_rate() -> None:
     # a backlog drained at 500/s: after the burst, starts come 5 at a time every 10 ms,
-    # and no second holds more than the rate plus the burst
+    # and no second after the burst holds more than the rate
     lane, now, starts = Lane(TokenBucket.new(500.0, 0.0)), 0.0, []
     while now < 3.0:
         while lane.admit(500.0, 10**6, now):

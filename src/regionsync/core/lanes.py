@@ -2,9 +2,9 @@
 
 Decides whether one more attempt to an endpoint may start now, and when it could; never
 reads time (``now_s`` is a monotonic reading passed in) and never awaits. Rules: the token
-bucket of RFC 2697 (burst = max(1, rate)), spent in groups once it ran dry (``Lane.wait_s``),
-Svix/Hook0-style per-endpoint concurrency caps,
-so a slow or dead endpoint only ever occupies its own lane; and a cap on the attempts in
+bucket of RFC 2697 (burst = max(1, rate)), spent in groups once it ran dry (``Lane``),
+Svix/Hook0-style per-endpoint concurrency caps, so a slow or dead endpoint only ever
+occupies its own lane; and a cap on the attempts in
 flight per tenant in a region (``TenantSlots``), so one tenant's endpoints together never
 take more than their share of the region's delivery concurrency (issue 14).
 """
@@ -111,11 +111,10 @@ class Lane:
     def wait_s(self, now_s: float) -> float:
         """Seconds until the bucket lets an attempt start (0: now); moves ``spending``."""
         b = self.bucket
-        if self.spending and b.wait_s(now_s) > 0:
-            self.spending = False
-        wait = b.wait_s(now_s, 1.0 if self.spending else self.group())
-        if wait == 0:
-            self.spending = True
+        wait = b.wait_s(now_s)  # for one token
+        if wait > 0 or not self.spending:
+            wait = b.wait_s(now_s, self.group())
+        self.spending = wait == 0
         return wait
 
     def full(self, max_in_flight: int, now_s: float) -> bool:

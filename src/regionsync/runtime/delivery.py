@@ -206,8 +206,9 @@ class DeliveryWorker:
                 lane.bucket.retune(view.rate_limit_per_s, now_s)
             health = self.queue.health.get(eid)
             failing = health is not None and health.state == "failing"
-            if lane.inflight == 0 and not failing and lane.wait_s(now_s) == 0:
-                # an idle lane with a token blocks nothing; a full bucket is forgettable
+            wait = lane.wait_s(now_s)
+            if lane.inflight == 0 and not failing and wait == 0:
+                # an idle lane its bucket lets start blocks nothing; a full one is forgettable
                 if lane.bucket.tokens >= lane.bucket.burst:
                     idle.append(eid)
                 continue
@@ -216,7 +217,6 @@ class DeliveryWorker:
             if lane.inflight >= view.max_in_flight:
                 blocked.add(eid)
                 continue
-            wait = lane.wait_s(now_s)
             if failing and health is not None:
                 if lane.inflight > 0:
                     blocked.add(eid)  # a failing endpoint gets one probe at a time

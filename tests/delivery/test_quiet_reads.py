@@ -168,3 +168,34 @@ def test_a_drop_during_the_read_leaves_no_quiet() -> None:
     reads.drop(2)  # rows held when the read started (so not read) were let go
     reads.found_nothing(at_s=10.0, later_ms=None, blocked=set(), seen=seen)
     assert not reads.holds(0, 10.1, 0, max_age_s=1.0, blocked=set())
+
+
+async def test_a_round_with_a_rate_limited_lane_passes_over_ready_once() -> None:
+    """Rows held in memory for a lane its rate limit blocks: each claim round passes over
+    them once (a second pass would find the same lanes blocked; the read ahead runs on
+    its own and wakes the loop with its rows). Was four passes per round: bench/cpu.py's
+    replay spent 1.5 passes (``_blocked`` and ``_select`` over every row) per delivery."""
+    sender = CountingSender()
+    async with delivered_once(sender) as node:
+        eid = node.catalog.registry.endpoint_ids("acme")[0]
+        await node.registry_ops.patch_endpoint("acme", eid, {"rate_limit_per_s": 50})
+        worker = node.delivery
+        rounds = passes = 0
+        launch_due, select = worker._launch_due, worker._select
+
+        async def counted_round():  # type: ignore[no-untyped-def]
+            nonlocal rounds
+            rounds += 1
+            return await launch_due()
+
+        def counted_pass(*args):  # type: ignore[no-untyped-def]
+            nonlocal passes
+            passes += 1
+            return select(*args)
+
+        worker._launch_due, worker._select = counted_round, counted_pass  # type: ignore[method-assign]
+        for _ in range(100):  # 50 go at once (the burst), then one per 20 ms
+            await node.ingest.publish("acme", "push", b"{}", None)
+        await until(lambda: _sent(sender, 101), "100 deliveries at 50/s")
+        assert rounds >= 40, rounds  # a round per token, at the least
+        assert passes <= rounds, (passes, rounds)

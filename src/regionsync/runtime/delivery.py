@@ -178,9 +178,8 @@ class DeliveryWorker:
             return self.reads.quiet.until_ms
         nxt = None
         for owner in self.custody.claimable():
-            due_ms = await self.store.next_due_ms(owner)
-            if due_ms is not None and (nxt is None or due_ms < nxt):
-                nxt = due_ms
+            if (due_ms := await self.store.next_due_ms(owner)) is not None:
+                nxt = due_ms if nxt is None else min(nxt, due_ms)
         return nxt
 
     def lane(self, endpoint_id: str, rate_per_s: float) -> Lane:
@@ -236,7 +235,7 @@ class DeliveryWorker:
         """Start what due deliveries the free slots and lanes allow; returns the soonest
         time (seconds) a blocked lane could start one (None: none waits)."""
         soonest = None
-        for _ in range(4):  # re-read while lanes filled up under the rows we got
+        for _ in range(4):  # claims: re-read while lanes filled up under the rows we got
             free = self._free()
             if free <= 0:
                 return soonest
@@ -270,6 +269,7 @@ class DeliveryWorker:
                     others = self.reads.keep_blocked(self.ready, blocked, c)
                     if others < 2 * c and self._may_read(blocked):
                         self._start_read(now_ms, blocked)  # while these attempts run
+                return soonest  # another pass over ``ready`` would find the same lanes
             if not refill:
                 return soonest
         return soonest

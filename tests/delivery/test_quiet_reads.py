@@ -9,6 +9,7 @@ an attempt, rows dropped from memory, deliveries added without a hand-over, time
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -173,8 +174,10 @@ def test_a_drop_during_the_read_leaves_no_quiet() -> None:
 async def test_a_round_with_a_rate_limited_lane_passes_over_ready_once() -> None:
     """Rows held in memory for a lane its rate limit blocks: each claim round passes over
     them once (a second pass would find the same lanes blocked; the read ahead runs on
-    its own and wakes the loop with its rows). Was four passes per round: bench/cpu.py's
-    replay spent 1.5 passes (``_blocked`` and ``_select`` over every row) per delivery."""
+    its own and wakes the loop with its rows), and a success there wakes no round (its
+    freed slot starts nothing before the lane's next token, which the round that spent
+    the last one sleeps until). Was four passes per round, and three rounds per delivery
+    (the answer and the attempt's end each woke one): bench/cpu.py's replay."""
     sender = CountingSender()
     async with delivered_once(sender) as node:
         eid = node.catalog.registry.endpoint_ids("acme")[0]
@@ -196,6 +199,39 @@ async def test_a_round_with_a_rate_limited_lane_passes_over_ready_once() -> None
         worker._launch_due, worker._select = counted_round, counted_pass  # type: ignore[method-assign]
         for _ in range(100):  # 50 go at once (the burst), then one per 20 ms
             await node.ingest.publish("acme", "push", b"{}", None)
-        await until(lambda: _sent(sender, 101), "100 deliveries at 50/s")
-        assert rounds >= 40, rounds  # a round per token, at the least
-        assert passes <= rounds, (passes, rounds)
+        await until(lambda: _sent(sender, 51), "the burst", tries=3000)
+        rounds_then, sent_then = rounds, sum(sender.sent.values())
+        await until(lambda: _sent(sender, 101), "100 deliveries at 50/s", tries=3000)
+        assert passes <= rounds, (passes, rounds)  # was 683 passes in 275 rounds
+        paced = 101 - sent_then  # sent one per token, after the burst
+        assert rounds - rounds_then <= 1.5 * paced + 2, (rounds - rounds_then, paced)  # was 3x
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [{"endpoint": {"max_in_flight": 1}}, {"tenant": {"delivery_max_in_flight": 1}},
+     {"delivery": {"concurrency": 1}}],
+    ids=["endpoint-cap", "tenant-cap", "node-concurrency"],
+)  # fmt: skip
+async def test_a_success_under_a_slot_limit_starts_the_next_at_once(limit) -> None:  # type: ignore[no-untyped-def]
+    """A success frees its slot: where a slot is what held the next delivery back (the
+    endpoint's or the tenant's cap, the node's concurrency), the claim loop is woken
+    (``DeliveryWorker.slot_bound``), not left to its 60 s idle poll."""
+    sender = CountingSender(held=True)
+    node, net = worker_node(sender, poll_interval_s=IDLE_POLL_S, **limit.get("delivery", {}))
+    await node.start()
+    try:
+        await node.registry_ops.create_tenant("acme", "A")
+        body = {"url": "https://ep.example/", **limit.get("endpoint", {})}
+        await node.registry_ops.create_endpoint("acme", body)
+        if "tenant" in limit:
+            await node.registry_ops.patch_tenant("acme", limit["tenant"])
+        for _ in range(3):
+            await node.ingest.publish("acme", "push", b"{}", None)
+        await until(lambda: _sent(sender, 1), "the first attempt", tries=3000)
+        await asyncio.sleep(0.1)
+        assert sum(sender.sent.values()) == 1  # the limit holds the others back
+        sender.gate.set()
+        await until(lambda: _sent(sender, 3), "the others, each once a slot is free", tries=3000)
+    finally:
+        await stop(node, net)

@@ -20,16 +20,16 @@ from collections.abc import Mapping
 from crdt import CRDT
 
 from ..config import Settings
-from ..core.custody import CustodyRecord
 from ..core.health import Health, HealthPolicy, behind
 from ..core.invariants import check
-from ..core.lanes import Lane, TenantSlots, TokenBucket, fair_order
+from ..core.lanes import Lane, TenantSlots, TokenBucket
 from ..core.lanes import tenant_cap as cap_rule
 from ..core.model import Delivery, DeliveryStatus, Event
 from ..core.registry import EndpointView, gen_live
-from ..core.retry import DEADLINE_S, due_now, max_step_ms
+from ..core.retry import DEADLINE_S
 from .attempts import USER_AGENT, send_attempt
 from .cohort import Claims
+from .due import DueReads
 from .operational import OperationalEvents
 from .outcomes import Outcome, OutcomeRecorder
 from .ports import Clock, CustodyView, LocalWriter, Rng, Sender, Store
@@ -43,10 +43,9 @@ log = logging.getLogger("regionsync.delivery")
 _CRASH_BACKOFF_S = 60.0
 RECORDING_FACTOR = 4  # sent attempts awaiting their record per ``concurrency`` (64 x 4 = MAX_BATCH)
 READ_AHEAD_S = 1.0  # rows read ahead are dropped (read again) once this old
-_FAR_MS = 1 << 62  # a due cutoff past every schedule
 
 
-class DeliveryWorker:
+class DeliveryWorker(DueReads):
     """Runs attempts for one node; ``run()`` loops until cancelled.
 
     With ``claims`` (several processes per region), due deliveries are claimed through
@@ -94,6 +93,10 @@ class DeliveryWorker:
         self.inflight: dict[str, str] = {}  # delivery id -> endpoint id
         self.slots: set[str] = set()  # of those, the ones holding a lane and tenant slot
         self.recording = 0  # of those, sent and waiting for their outcome to be durable
+        # may a freed slot start something (else a success wakes no claim round)? From
+        # what a round found: a delivery held back by a slot, the soonest a lane that ran
+        # dry in its pass may go on
+        self.slot_bound, self._slots, self._rate_wait = True, True, None
         self.lanes: dict[str, Lane] = {}
         self.tenants = TenantSlots()  # attempts in flight per tenant (core.lanes)
         self.recorder = OutcomeRecorder(
@@ -195,7 +198,7 @@ class DeliveryWorker:
 
     def _blocked(self, now_s: float, now_ms: int) -> tuple[set[str], float | None]:
         """Endpoints whose lane cannot start an attempt now, and the soonest (seconds) a
-        rate-limited or probing one could."""
+        rate-limited or probing one could; ``_slots`` if a cap holds one back."""
         blocked: set[str] = set()
         soonest: float | None = None
         idle: list[str] = []
@@ -213,15 +216,12 @@ class DeliveryWorker:
                 continue
             if view is None or view.paused or view.disabled:
                 continue  # not sent to: its rows are only recorded, outside any lane
-            if lane.inflight >= view.max_in_flight:
-                blocked.add(eid)
+            if lane.inflight >= view.max_in_flight or (failing and lane.inflight > 0):
+                blocked.add(eid)  # full; a failing endpoint gets one probe at a time
+                self._slots = True
                 continue
-            if failing and health is not None:
-                if lane.inflight > 0:
-                    blocked.add(eid)  # a failing endpoint gets one probe at a time
-                    continue
-                if not health.probe_due(now_ms):
-                    wait = max(wait, (health.next_probe_ms or now_ms) / 1000 - now_ms / 1000)
+            if failing and health is not None and not health.probe_due(now_ms):
+                wait = max(wait, (health.next_probe_ms or now_ms) / 1000 - now_ms / 1000)
             if wait > 0:
                 blocked.add(eid)
                 soonest = wait if soonest is None else min(soonest, wait)
@@ -229,12 +229,14 @@ class DeliveryWorker:
             del self.lanes[eid]
         for tenant in self.tenants.saturated(self.tenant_cap):
             blocked.update(self.catalog.registry.endpoint_ids(tenant))  # others come first
+            self._slots = True
         return blocked, soonest
 
     async def _launch_due(self) -> float | None:
         """Start what due deliveries the free slots and lanes allow; returns the soonest
         time (seconds) a blocked lane could start one (None: none waits)."""
         soonest = None
+        self.slot_bound = True  # till this round ends: an attempt's end wakes the loop
         for _ in range(4):  # claims: re-read while lanes filled up under the rows we got
             free = self._free()
             if free <= 0:
@@ -242,36 +244,48 @@ class DeliveryWorker:
             now_ms, now_s = self.clock.wall_ms(), self.clock.monotonic()
             self._forget_stale_health()
             await self._expire_starved(now_ms)
+            self._slots, self._rate_wait = False, None
             blocked, soonest = self._blocked(now_s, now_ms)
-            if self.claims is not None:
-                # claims are taken for this process alone: no more than it can start
-                due, _ = await self._due(now_ms, free, blocked)
-                launch, refill = self._select(due, free, blocked, now_ms, now_s)
-                if len(launch) < len(due):
-                    await self._unclaim([d for d in due if d.id not in self.inflight])
-                await self._spawn(launch)
-            else:
-                if self.ready and now_s - self._ready_at > READ_AHEAD_S:
-                    self.reads.drop(len(self.ready))  # custody or the registry may have moved
-                    self.ready.clear()
-                    self._epoch += 1  # a read under way is dropped too
-                self._take_fresh(now_s)
-                if not self.ready:
-                    if self._may_read(blocked):
-                        self._start_read(now_ms, blocked)
-                    return soonest  # the read under way wakes the loop with its rows
-                rows = [d for d, _ in self.ready.values()]
-                launch, refill = self._select(rows, free, blocked, now_ms, now_s)
-                for d, _ in launch:  # in the order of ``ready``
-                    self._start(d, self.ready.pop(d.id)[1])
-                c = self.opts.concurrency  # no pass over ``ready`` unless it may drop or read:
-                if len(self.ready) > READ_AHEAD_ROWS * c or self._may_read(blocked):
-                    others = self.reads.keep_blocked(self.ready, blocked, c)
-                    if others < 2 * c and self._may_read(blocked):
-                        self._start_read(now_ms, blocked)  # while these attempts run
-                return soonest  # another pass over ``ready`` would find the same lanes
+            if self.claims is None:
+                return self._launch_ready(free, blocked, soonest, now_ms, now_s)
+            # claims are taken for this process alone: no more than it can start
+            due, _ = await self._due(now_ms, free, blocked)
+            launch, refill = self._select(due, free, blocked, now_ms, now_s)
+            if len(launch) < len(due):
+                await self._unclaim([d for d in due if d.id not in self.inflight])
+            await self._spawn(launch)
             if not refill:
                 return soonest
+        return soonest
+
+    def _launch_ready(
+        self, free: int, blocked: set[str], soonest: float | None, now_ms: int, now_s: float
+    ) -> float | None:
+        """``_launch_due`` without claims: one pass over ``ready`` (another would find the
+        same lanes), then a read ahead if due. Returns the soonest a lane blocked by its
+        rate limit could start one (also one that ran dry in this pass), and notes in
+        ``slot_bound`` whether a freed slot could start one sooner."""
+        if self.ready and now_s - self._ready_at > READ_AHEAD_S:
+            self.reads.drop(len(self.ready))  # custody or the registry may have moved
+            self.ready.clear()
+            self._epoch += 1  # a read under way is dropped too
+        self._take_fresh(now_s)
+        if not self.ready:
+            if self._may_read(blocked):
+                self._start_read(now_ms, blocked)  # it wakes the loop with its rows
+        else:
+            rows = [d for d, _ in self.ready.values()]
+            launch, _ = self._select(rows, free, blocked, now_ms, now_s)
+            for d, _ in launch:  # in the order of ``ready``
+                self._start(d, self.ready.pop(d.id)[1])
+            c = self.opts.concurrency  # no pass over ``ready`` unless it may drop or read:
+            if len(self.ready) > READ_AHEAD_ROWS * c or self._may_read(blocked):
+                others = self.reads.keep_blocked(self.ready, blocked, c)
+                if others < 2 * c and self._may_read(blocked):
+                    self._start_read(now_ms, blocked)  # while these attempts run
+        if (wait := self._rate_wait) is not None:
+            soonest = wait if soonest is None else min(soonest, wait)
+        self.slot_bound = self._slots or self._free() <= 0
         return soonest
 
     def _may_read(self, blocked: set[str]) -> bool:
@@ -310,7 +324,7 @@ class DeliveryWorker:
                 if self.tenants.full(d.tenant, share):
                     # the tenant has its share in flight: skip all its endpoints
                     blocked.update(self.catalog.registry.endpoint_ids(d.tenant))
-                    refill = True
+                    refill = self._slots = True
                     continue
                 health = self.queue.health.get(d.endpoint_id)
                 if health is None and ep.failing_since_ms is not None:
@@ -327,6 +341,11 @@ class DeliveryWorker:
                 ):
                     blocked.add(d.endpoint_id)  # this lane is full; others go on
                     refill = True
+                    wait = 0.0 if probing or lane.inflight >= cap else lane.wait_s(now_s)
+                    if wait > 0:  # ran dry: ``_launch_ready`` sleeps till it may go on
+                        self._rate_wait = min(wait, self._rate_wait or wait)
+                    else:
+                        self._slots = True
                     continue
                 admitted = self.tenants.admit(d.tenant, share)  # not full: checked above
                 check(admitted, "tenant %r over its cap %d in flight", d.tenant, share)
@@ -409,8 +428,9 @@ class DeliveryWorker:
         cap, busy = self.opts.concurrency, len(self.inflight)
         return min(cap - busy + self.recording, (1 + RECORDING_FACTOR) * cap - busy)
 
-    def _free_slot(self, d: Delivery) -> None:
-        """Give back ``d``'s lane and tenant slot (once), and wake the claim loop."""
+    def _free_slot(self, d: Delivery, wake: bool = True) -> None:
+        """Give back ``d``'s lane and tenant slot (once), and wake the claim loop (unless
+        not ``wake`` and no freed slot can start one: ``slot_bound``)."""
         if d.id in self.slots:
             self.slots.discard(d.id)
             self.tenants.release(d.tenant)
@@ -418,99 +438,20 @@ class DeliveryWorker:
             check(lane is not None, "delivery %s held a slot of no lane", d.id)
             if lane is not None:
                 lane.release()
-        self.queue.wake.set()
+        if wake or self.slot_bound:
+            self.queue.wake.set()
 
-    def _release(self, d: Delivery) -> None:
+    def _release(self, d: Delivery, wake: bool = True) -> None:
         self.inflight.pop(d.id, None)
-        self._free_slot(d)
-
-    async def _due(
-        self, now_ms: int, limit: int, blocked: set[str]
-    ) -> tuple[list[Delivery], int | None]:
-        """Due deliveries of every owner custody gives this region, round-robin; an
-        adopted owner's only for the endpoints whose custodian this region is (claimed
-        for this process when ``claims`` is set); and, when none is due, the earliest
-        time (Unix ms) one not held nor skipped is (None: no such row is pending)."""
-        owners = self.custody.claimable()
-        due: list[Delivery] = []
-        later: list[int] = []
-        for owner, rec in owners.items():
-            skip = blocked if rec is None else blocked | self._foreign(owner, rec)
-            if self.claims is not None:
-                lease_ms = int(self.opts.claim_lease_s * 1000)
-                rows = await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
-                if not rows and (skewed := (await self._skewed(owner, now_ms, limit, skip))[0]):
-                    ids = [d.id for d in skewed]
-                    rows = await self.claims.claim_ids(owner, ids, now_ms, lease_ms)
-            else:
-                rows = await self.store.due_deliveries(
-                    owner, now_ms, limit, self._held(), sorted(skip),
-                    per_endpoint=max(1, limit // 2),
-                )  # fmt: skip
-                if not rows:
-                    rows, at_ms = await self._skewed(owner, now_ms, limit, skip)
-                    later += [] if at_ms is None else [at_ms]
-            # custody gives the others to another region (or their lane is full): a row of
-            # them would be sent twice; in production it is left to its custodian
-            due += [d for d in rows if check(d.region == owner and d.endpoint_id not in skip,
-                    "due read of %s returned %s (%s, %s)", owner, d.id, d.region,
-                    d.endpoint_id)]  # fmt: skip
-        busy = {eid: lane.inflight for eid, lane in self.lanes.items() if lane.inflight}
-        due = fair_order(due, busy)
-        if self.claims is not None and len(due) > limit:
-            await self._unclaim(due[limit:])
-        return due[:limit], min(later, default=None)
-
-    async def _skewed(
-        self, owner: str, now_ms: int, limit: int, skip: set[str]
-    ) -> tuple[list[Delivery], int | None]:
-        """With nothing due: the earliest scheduled rows whose schedule a clock that ran
-        ahead wrote, or that lies past the largest retry step (``core.retry.due_now``),
-        due at once. Read only when idle; stored rows stay as they are (the delivery
-        join keeps the later schedule), the attempt writes the next one. Also the
-        earliest schedule of the rows read (None: none is pending)."""
-        step = max_step_ms(self.opts.retry_schedule_s)
-        rows = await self.store.due_deliveries(owner, _FAR_MS, limit, self._held(), sorted(skip))
-        due = [d for d in rows if due_now(d, now_ms, step, self.clock_tolerance_ms)]
-        return due, min((t for d in rows if (t := d.next_attempt_at_ms) is not None), default=None)
-
-    async def _unclaim(self, rows: list[Delivery]) -> None:
-        """Release claims taken but not attempted (else they wait for their lease)."""
-        if self.claims is not None and rows:
-            try:
-                await self.claims.release([d.id for d in rows])
-            except Exception:  # they expire with their lease
-                log.exception("releasing %d delivery claims failed", len(rows))
-
-    def _custodian(self, claim: dict[str, CustodyRecord | None], d: Delivery) -> bool:
-        """Does this region deliver ``d`` under ``claim`` (``custody.claimable()``)? As
-        ``_due`` reads them: its own owner's rows while it keeps them, an adopted owner's
-        for the endpoints rendezvous gives it, and an endpoint no longer in the registry
-        is nobody's, so any custodian of the owner finishes (cancels) its rows."""
-        if d.region not in claim:
-            return False
-        rec = claim[d.region]
-        if rec is None or self.catalog.registry.endpoint(d.endpoint_id, d.tenant) is None:
-            return True
-        return self.custody.delivers(d.region, rec, d.endpoint_id)
-
-    def _foreign(self, owner: str, rec: CustodyRecord) -> set[str]:
-        """Endpoints of the registry whose ``owner`` deliveries another region delivers."""
-        reg = self.catalog.registry
-        return {
-            eid
-            for tenant in sorted(reg.tenant_ids())
-            for eid in reg.endpoint_ids(tenant)
-            if not self.custody.delivers(owner, rec, eid)
-        }
+        self._free_slot(d, wake)
 
     async def _attempt(self, d: Delivery, event: Event | None) -> None:
         out: Outcome | None = None
-        retry_ms = None  # pending again: due then
+        retry_ms, freed = None, False  # pending again: due then; slot freed at the answer
         try:
             ep = self._endpoint_of(d)
             out = await self._outcome(d, event, ep)
-            await self._record(d, ep, out)
+            freed = await self._record(d, ep, out)
             if out.status is DeliveryStatus.PENDING:
                 retry_ms = out.next_at_ms or 0
         except asyncio.CancelledError:
@@ -527,7 +468,7 @@ class DeliveryWorker:
             with contextlib.suppress(Exception):
                 await self.recorder.record(Outcome(d, DeliveryStatus.PENDING, later, n, row, None))
         finally:
-            self._release(d)
+            self._release(d, wake=not freed)  # its end changes nothing else then
             if retry_ms is not None:
                 self.reads.retried(retry_ms)
 
@@ -581,7 +522,9 @@ class DeliveryWorker:
             writer=self.writer, clock=self.clock, rng=self.rng,
         )  # fmt: skip
 
-    async def _record(self, d: Delivery, ep: EndpointView | None, out: Outcome) -> None:
+    async def _record(self, d: Delivery, ep: EndpointView | None, out: Outcome) -> bool:
+        """Record ``out``; True if ``d``'s slot was freed at its answer (a success at a
+        healthy endpoint: no health to change, nothing to retry)."""
         health = self.queue.health.get(d.endpoint_id)
         if ep is None:  # nothing was sent
             healthy = False
@@ -591,10 +534,12 @@ class DeliveryWorker:
             # a success at a healthy endpoint: its lane slot goes to the next attempt
             # while this outcome is recorded (the delivery stays in ``inflight``, so it
             # is not claimed again); other outcomes may change health: held till durable
-            self._free_slot(d)
+            self._free_slot(d, wake=False)
             self.recording += 1
             try:
-                return await self.recorder.record(out)
+                await self.recorder.record(out)
+                return True
             finally:
                 self.recording -= 1
         await self.recorder.record(out)
+        return False

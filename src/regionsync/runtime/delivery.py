@@ -285,7 +285,9 @@ class DeliveryWorker(DueReads):
                     self._start_read(now_ms, blocked)  # while these attempts run
         if (wait := self._rate_wait) is not None:
             soonest = wait if soonest is None else min(soonest, wait)
-        self.slot_bound = self._slots or self._free() <= 0
+        # a read under way skips this round's blocked lanes: a slot freed meanwhile must
+        # wake a round, or the read's quiet answer would hold for lanes no longer full
+        self.slot_bound = self._slots or self._free() <= 0 or self._fetch is not None
         return soonest
 
     def _may_read(self, blocked: set[str]) -> bool:

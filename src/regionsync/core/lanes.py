@@ -2,11 +2,11 @@
 
 Decides whether one more attempt to an endpoint may start now, and when it could; never
 reads time (``now_s`` is a monotonic reading passed in) and never awaits. Rules: the token
-bucket of RFC 2697 (burst = max(1, rate)), spent in groups once it ran dry (``Lane``),
+bucket of RFC 2697 (burst = max(1, rate)), spent in groups once it ran dry (``Lane``);
 Svix/Hook0-style per-endpoint concurrency caps, so a slow or dead endpoint only ever
-occupies its own lane; and a cap on the attempts in
-flight per tenant in a region (``TenantSlots``), so one tenant's endpoints together never
-take more than their share of the region's delivery concurrency (issue 14).
+occupies its own lane; and a cap on the attempts in flight per tenant in a region
+(``TenantSlots``), so one tenant's endpoints together never take more than their share
+of the region's delivery concurrency (issue 14).
 """
 
 from __future__ import annotations

@@ -470,7 +470,7 @@ class DeliveryWorker(DueReads):
             with contextlib.suppress(Exception):
                 await self.recorder.record(Outcome(d, DeliveryStatus.PENDING, later, n, row, None))
         finally:
-            self._release(d, wake=not freed)  # its end changes nothing else then
+            self._release(d, wake=not freed)  # freed at its answer: no news (``slot_bound``)
             if retry_ms is not None:
                 self.reads.retried(retry_ms)
 

@@ -58,6 +58,7 @@ class Custody:
     ):
         self.region, self.opts, self.ops = settings.region, settings.replication, ops
         self._suspected: frozenset[str] = frozenset()  # as of the last step
+        self._claimable: frozenset[str] = frozenset()  # owners claimable at the last step
         self.catalog, self.writer, self.queue = catalog, writer, queue
         self.peers, self.counters, self.store, self.clock = peers, counters, store, clock
         for name in (
@@ -215,8 +216,9 @@ class Custody:
                 self._adopted_seen.pop(next(iter(self._adopted_seen)))
 
     async def step(self) -> int:
-        """Decide once: latch readiness, write the custody records core.custody asks for.
-        Returns how many records were written."""
+        """Decide once: latch readiness, wake the claim loop for an owner claimable since
+        the last step, write the custody records core.custody asks for. Returns how many
+        records were written."""
         suspects = self.suspects()
         if self.ops is not None:  # once per change of this region's suspicion
             for change, region in region_transitions(self._suspected, suspects):
@@ -227,6 +229,10 @@ class Custody:
         if caught_up and not self.ready:
             self.ready = True
             self.queue.add()
+        owners = frozenset(self.claimable())
+        if owners - self._claimable:  # by time: an owner suspected, or taken up after release
+            self.queue.add()
+        self._claimable = owners
         writes = custody_writes(
             self.region, self.peers, suspects, self.records(), caught_up, self.clock.wall_ms()
         )

@@ -24,7 +24,7 @@ from ..core.health import Health, HealthPolicy, behind
 from ..core.invariants import check
 from ..core.lanes import Lane, TenantSlots, TokenBucket
 from ..core.lanes import tenant_cap as cap_rule
-from ..core.model import Delivery, DeliveryStatus, Event
+from ..core.model import Delivery, DeliveryStatus, Event, WriteBatch
 from ..core.registry import EndpointView, gen_live
 from ..core.retry import DEADLINE_S
 from .attempts import USER_AGENT, send_attempt
@@ -108,18 +108,38 @@ class DeliveryWorker(DueReads):
         # without ``claims``: due deliveries read ahead with their events, not yet started
         # (in ``fair_order``), the monotonic s the first of them was read, and the read
         self.ready: Ready = {}
-        self._ready_at, self._epoch = 0.0, 0
+        self._ready_at, self._epoch, self._read_seen = 0.0, 0, 0
         self._fetch: asyncio.Task[None] | None = None
         self._handed: set[str] = set()  # fresh rows taken while ``_fetch`` was reading
         self.reads = Reads()  # when a read found nothing due (runtime/ready.py)
         catalog.watchers.append(self._registry_changed)
+        writer.commit_observers.append(self._committed)
 
     def _registry_changed(self, changed: Mapping[str, CRDT]) -> None:
-        """An endpoint's or a tenant's fields changed (rate, in-flight caps, pause...):
-        claim again now, so the change counts at the next claim, also for a lane that
-        waits on its bucket or cap (``_blocked`` reads the limits afresh)."""
-        if any(key.startswith(("e/", "t/", "tenants")) for key in changed):
+        """An endpoint's or a tenant's fields changed (rate, in-flight caps, pause...), or
+        a custody record (another region's deliveries handed here, or this region's own
+        handed back): claim again now, so the change counts at the next claim, also for a
+        lane that waits on its bucket or cap (``_blocked`` reads the limits afresh)."""
+        if any(key.startswith(("e/", "t/", "tenants", "c/")) for key in changed):
             self.queue.add()  # e.g. an endpoint resumed: its rows are due again
+
+    def _committed(self, batch: WriteBatch) -> None:
+        """Pending deliveries of another region that a custody record hands here arrived
+        (the owner's records, replicated after the record): claim again now. A batch of
+        this node's own records wakes nothing (it started or scheduled those rows)."""
+        actor = self.writer.actor
+        if all(r.origin == actor for r in batch.records):
+            return
+        custody, region = self.catalog.custody, self.region
+        for d in batch.deliveries:
+            rec = custody.get(d.region) if d.region != region else None
+            if (
+                rec is not None
+                and d.status is DeliveryStatus.PENDING
+                and rec.custodian(d.region, d.endpoint_id) == region
+            ):
+                self.queue.add()
+                return
 
     async def run(self) -> None:
         recorder = asyncio.create_task(self.recorder.run())
@@ -381,6 +401,7 @@ class DeliveryWorker(DueReads):
         attempt holds its row until its outcome is durable), unless it was handed over
         since (``_handed``, emptied before each read: left out)."""
         epoch, seen = self._epoch, self.reads.start(self.queue.added)
+        self._read_seen = seen
         due, later_ms = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
         events = await self.store.get_events([d.event_id for d in due]) if due else {}
         if epoch != self._epoch:
@@ -400,8 +421,10 @@ class DeliveryWorker(DueReads):
             return
         if task.exception() is not None:
             log.error("reading due deliveries ahead failed", exc_info=task.exception())
-        elif self.ready:
-            self.queue.wake.set()  # rows to start: claim again
+        elif self.ready or self.queue.added + self.reads.dropped != self._read_seen:
+            # rows to start, or rows added while it read (a wake-up its round spent
+            # waiting for this read, which may not have seen them): claim and read again
+            self.queue.wake.set()
 
     async def _spawn(self, launch: list[tuple[Delivery, bool]]) -> None:
         """Start the attempts of ``launch`` (claimed: in ``inflight``, lanes taken), with

@@ -148,6 +148,7 @@ class LocalWriter(Protocol):
     lock: asyncio.Lock
     telemetry: Telemetry
     unsettled: UnsettledDeliveries  # pin a store read of deliveries made outside ``lock``
+    commit_observers: list[Callable[[WriteBatch], None]]  # called with each durable batch
 
     def stamp(self) -> Timestamp: ...
 

@@ -121,6 +121,31 @@ def test_generated_key_file_is_private_and_stable(tmp_path: Path) -> None:
     assert env.ids == ["e1"]  # the keys setting wins over any file
 
 
+def test_processes_starting_at_once_get_the_ring_the_first_one_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes of a region start on one data directory without a key file: both
+    find it missing, and the other one writes it first. This one then got
+    FileExistsError and died (bench/cpu.py's scale-out, N = 2); it gets that ring now."""
+    path = tmp_path / "data" / "r.key"
+    racing, other = [True], []
+    real_exists = Path.exists
+
+    def exists(self: Path) -> bool:
+        found = real_exists(self)
+        if self == path and racing:
+            racing.clear()
+            other.append(NodeKeys.load(None, None, path))  # the other process, meanwhile
+        return found
+
+    monkeypatch.setattr(Path, "exists", exists)
+    mine = NodeKeys.load(None, None, path)
+    assert other and mine.ids == other[0].ids
+    assert mine.open(other[0].seal(b"x", b"a"), b"a") == b"x"
+    assert [p.name for p in path.parent.iterdir()] == ["r.key"]  # nothing left aside
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
 # -- SQLite store ----------------------------------------------------------------------
 
 

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -121,6 +123,8 @@ class NodeKeys:
     def load(cls, keys: str | None, key_file: Path | None, default_file: Path) -> NodeKeys:
         """The node's ring: ``keys`` text if given, else ``key_file``'s contents, else
         ``default_file``, created with one new key (mode 0600, parent made) if missing.
+        Processes of a region that start at once on one data directory all get the ring
+        the first of them made: the file appears whole (written aside, then linked).
 
         Raises FileNotFoundError for a missing ``key_file`` and ValueError for bad text.
         """
@@ -137,11 +141,16 @@ class NodeKeys:
                 + cls.generate_entry()
                 + "\n"
             )
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+            fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # 0600
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                with contextlib.suppress(FileExistsError):  # another process made it first
+                    os.link(aside, path)
+            finally:
+                os.unlink(aside)
         return cls.parse(path.read_text())
 
     def seal(self, plaintext: bytes, aad: bytes) -> bytes:

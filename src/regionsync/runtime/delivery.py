@@ -108,7 +108,7 @@ class DeliveryWorker(DueReads):
         # without ``claims``: due deliveries read ahead with their events, not yet started
         # (in ``fair_order``), the monotonic s the first of them was read, and the read
         self.ready: Ready = {}
-        self._ready_at, self._epoch, self._read_seen = 0.0, 0, 0
+        self._ready_at, self._epoch = 0.0, 0
         self._fetch: asyncio.Task[None] | None = None
         self._handed: set[str] = set()  # fresh rows taken while ``_fetch`` was reading
         self.reads = Reads()  # when a read found nothing due (runtime/ready.py)
@@ -401,7 +401,6 @@ class DeliveryWorker(DueReads):
         attempt holds its row until its outcome is durable), unless it was handed over
         since (``_handed``, emptied before each read: left out)."""
         epoch, seen = self._epoch, self.reads.start(self.queue.added)
-        self._read_seen = seen
         due, later_ms = await self._due(now_ms, READ_AHEAD_ROWS * self.opts.concurrency, blocked)
         events = await self.store.get_events([d.event_id for d in due]) if due else {}
         if epoch != self._epoch:
@@ -421,7 +420,7 @@ class DeliveryWorker(DueReads):
             return
         if task.exception() is not None:
             log.error("reading due deliveries ahead failed", exc_info=task.exception())
-        elif self.ready or self.queue.added + self.reads.dropped != self._read_seen:
+        elif self.ready or self.reads.moved_since_start(self.queue.added):
             # rows to start, or rows added while it read (a wake-up its round spent
             # waiting for this read, which may not have seen them): claim and read again
             self.queue.wake.set()

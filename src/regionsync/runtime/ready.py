@@ -43,6 +43,7 @@ class Reads:
         self.quiet: Quiet | None = None
         self.dropped = 0
         self._retry_ms: int | None = None
+        self._started = 0  # ``seen`` of the last read started
 
     def holds(
         self, added: int, now_s: float, now_ms: int, max_age_s: float, blocked: set[str] | None
@@ -96,9 +97,14 @@ class Reads:
         return others
 
     def start(self, added: int) -> int:
-        """A read starts; returns its ``seen``."""
+        """A read starts; returns its ``seen`` (also kept: ``moved_since_start``)."""
         self._retry_ms = None
-        return added + self.dropped
+        self._started = added + self.dropped
+        return self._started
+
+    def moved_since_start(self, added: int) -> bool:
+        """Was anything added or dropped since the last read started?"""
+        return added + self.dropped != self._started
 
     def found_nothing(
         self, at_s: float, later_ms: int | None, blocked: set[str], seen: int

@@ -214,6 +214,10 @@ class IngestSettings(_Section):
     # delivery outcome recorder waits the same for outcomes (runtime/outcomes.py)
     commit_linger_ms: float = Field(2.0, ge=0, le=50)
     commit_max_batches: int = Field(512, ge=1)  # group commit: writes per transaction
+    # usage counter moves (publishes, outcomes) go into one own registry record at most
+    # this often (in between they wait in the store, in the transactions of their
+    # events; runtime/writepath.py); 0: with every commit (always so on PostgreSQL)
+    usage_record_ms: float = Field(1000.0, ge=0, le=60_000)
     # publish API: events per second per tenant in this region (token bucket, burst =
     # max(1, rate)); 0 = unlimited. A tenant's publish_rate_per_s overrides it.
     tenant_rate_per_s: float = Field(0.0, ge=0, le=1_000_000)

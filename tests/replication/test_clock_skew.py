@@ -14,6 +14,7 @@ from crdt import LWWRegister
 from regionsync.adapters.memory_store import MemoryStore
 from regionsync.config import load_settings
 from regionsync.core.clock_offset import round_trip_sample
+from regionsync.runtime.state import Catalog
 from regionsync.runtime.writepath import WritePath
 
 TEN_MIN = 600_000
@@ -142,7 +143,7 @@ def _regions(skews: list[int], delays: list[tuple[int, int]], now: list[int]):
     paths = []
     for i, s in enumerate(skews):
         st_ = load_settings(None, region=f"r{i}")
-        w = WritePath(st_, None, _Clock(now, s), None)  # type: ignore[arg-type]
+        w = WritePath(st_, None, _Clock(now, s), Catalog())  # type: ignore[arg-type]
         w.actor = f"r{i}:1"
         paths.append(w)
     for i, w in enumerate(paths):  # each exchanged a Hello with every peer

@@ -269,6 +269,8 @@ async def test_a_registry_reloaded_whole_learns_the_retirement_before_the_counte
     await write_everything(a, c)
     usage = "t/acme/usage/events_published"
     await eventually(lambda: b.catalog.registry.get(usage, PNCounter).value() == 3)
+    c_seq = c.writer.version_vector[c.writer.actor]  # in b's store too, not only applied
+    await eventually(lambda: b.writer.durable_vv.get(c.writer.actor, 0) >= c_seq)
     stale = copy.deepcopy(store_b)  # b's store before the removal: c's plain entry
     c_actor = c.writer.actor
     await c.stop()

@@ -663,3 +663,21 @@ async def test_forget_origins_deletes_their_vector_log_and_floor(store) -> None:
         ("b:1", 1),
         ("b:1", 2),
     ]
+
+
+async def test_usage_carry_adds_moves_and_a_recording_commit_empties_it(store) -> None:
+    """``WriteBatch.usage`` goes into the store's carry in the commit's transaction; a
+    commit that records the carry (``usage_recorded``) empties it. PostgreSQL keeps none
+    (its processes record their moves with every commit)."""
+    key, other = ("acme", "events_published"), ("acme", "backlog")
+    await store.commit(WriteBatch(usage={key: 2, other: 3}))
+    await store.commit(WriteBatch(usage={key: 1, other: -3}))
+    if isinstance(store, PostgresStore):
+        assert await store.load_usage_carry() is None
+        return
+    assert await store.load_usage_carry() == {key: 3}  # a move summing to 0 is not shown
+    await store.close()
+    await store.open(REGION, new_incarnation=99)
+    assert await store.load_usage_carry() == {key: 3}
+    await store.commit(WriteBatch(usage={key: 5}, usage_recorded=True))
+    assert await store.load_usage_carry() == {}

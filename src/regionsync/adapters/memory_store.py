@@ -49,6 +49,7 @@ class MemoryStore:
         self._counts: dict[tuple[str, str, str], int] = {}
         self._attempts: dict[tuple[str, str, int, int], Attempt] = {}
         self._idem: dict[tuple[str, str], tuple[str, str, str, str, int, str]] = {}
+        self._usage_carry: dict[tuple[str, str], int] = {}  # (WriteBatch.usage)
         self._audit: dict[tuple[str, int], AuditEntry] = {}
         self._open = False
 
@@ -113,6 +114,15 @@ class MemoryStore:
             known = self._idem.get((row[0], row[1]))
             if known is None or (row[4], row[2]) < (known[4], known[2]):
                 self._idem[(row[0], row[1])] = row  # the earliest acceptance wins
+        if batch.usage_recorded:
+            self._usage_carry.clear()
+        else:
+            for key, n in batch.usage.items():
+                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+
+    async def load_usage_carry(self) -> dict[tuple[str, str], int]:
+        self._check()
+        return {k: n for k, n in self._usage_carry.items() if n}
 
     async def load_registry(self) -> dict[str, bytes]:
         self._check()

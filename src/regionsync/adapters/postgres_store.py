@@ -346,6 +346,11 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
     async def load_version_vector(self) -> dict[str, int]:
         return dict(await self._fetch(Q.version_vector))  # type: ignore[arg-type]
 
+    async def load_usage_carry(self) -> None:
+        """None: a region's processes each record their own moves with every commit (a
+        carry kept here would need an owner once its process is gone)."""
+        return None
+
     async def version_vector_at(self) -> tuple[dict[str, int], float]:
         """The version vector and the database's clock (epoch s) when it was read."""
         rows = await self._fetch(_VV_AT, ())

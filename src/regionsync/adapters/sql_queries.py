@@ -122,6 +122,7 @@ class Queries:
         self.registry = "SELECT key, state FROM registry"
         self.version_vector = "SELECT origin, seq FROM version_vector"
         self.log_floor = "SELECT origin, seq FROM log_floor"
+        self.usage_carry = "SELECT tenant, counter, n FROM usage_carry"  # SQLite only
 
     def _done(self, s: _Select) -> Query:
         return self.d.sql(s.text), s.args

@@ -134,8 +134,12 @@ DELIVERIES = Part("d", "d", _attrs("d", DELIVERY_COLS))
 ATTEMPTS = Part("a", "a", _attrs("a", ATTEMPT_COLS))
 AUDIT = Part("u", "a", _attrs("a", AUDIT_COLS, hlc_wall="hlc_wall_ms"))
 IDEMPOTENCY = Part("i", IDEMPOTENCY_COLS, _same(IDEMPOTENCY_COLS))
-PARTS = (REGISTRY, LOG, LOG_CUT, VERSIONS, EVENTS, DELIVERIES, ATTEMPTS, AUDIT, IDEMPOTENCY)
-COMMIT_IN = f"INSERT INTO commit_in VALUES ({', '.join('?' * (len(PARTS) + 1))})"
+# usage counter moves added to the carry (WriteBatch.usage), unless the commit records it
+CARRY = Part("g", "key, n", [("tenant", "key[0]"), ("counter", "key[1]"), ("n", "n")])
+PARTS = (REGISTRY, LOG, LOG_CUT, VERSIONS, EVENTS, DELIVERIES, ATTEMPTS, AUDIT, IDEMPOTENCY,
+         CARRY)  # fmt: skip
+# the parts, then whether the commit records the whole carry (it is emptied), then blobs
+COMMIT_IN = f"INSERT INTO commit_in VALUES ({', '.join('?' * (len(PARTS) + 2))})"
 
 # A delivery's later state over its stored row, in place. Only the columns a state change
 # moves are set (SQLite rewrites every index holding a SET column, equal value or not; a
@@ -160,8 +164,8 @@ _WHOLE_AGAIN = (
 # records go first: of two records of one (origin, seq) in a batch the first is kept,
 # and only the first of them can be cut (log_cut.find_cuts).
 COMMIT_TRIGGER = f"""
-CREATE TEMP VIEW commit_in({", ".join(p.name for p in PARTS)}, blobs)
-  AS SELECT {"NULL, " * len(PARTS)}NULL;
+CREATE TEMP VIEW commit_in({", ".join(p.name for p in PARTS)}, recorded, blobs)
+  AS SELECT {"NULL, " * len(PARTS)}NULL, NULL;
 CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
   INSERT INTO registry({REGISTRY.columns}) {REGISTRY.select()}
     ON CONFLICT(key) DO UPDATE SET state = excluded.state;
@@ -186,6 +190,9 @@ CREATE TEMP TRIGGER commit_in INSTEAD OF INSERT ON commit_in BEGIN
     body_sha256 = excluded.body_sha256, created_at_ms = excluded.created_at_ms,
     region = excluded.region WHERE (excluded.created_at_ms, excluded.event_id)
     < (created_at_ms, event_id);
+  DELETE FROM usage_carry WHERE NEW.recorded;
+  INSERT INTO usage_carry({CARRY.columns}) {CARRY.select()}
+    ON CONFLICT(tenant, counter) DO UPDATE SET n = n + excluded.n;
 END;
 """
 
@@ -247,10 +254,14 @@ def commit_args(batch: WriteBatch, seal: AtRest) -> tuple[list[Any], int] | None
         rows[AUDIT] = AUDIT.rows(batch.audit)
     if batch.idempotency:
         rows[IDEMPOTENCY] = batch.idempotency  # the earliest acceptance of a key wins
-    if not rows:
+    recorded = batch.usage_recorded
+    if batch.usage and not recorded:
+        rows[CARRY] = CARRY.rows(batch.usage.items())
+    if not rows and not recorded:
         return None
     parts = [p.json(r) if (r := rows.get(p)) else None for p in PARTS]
-    return [*parts, b"".join(blobs.parts)], blobs.at + sum(len(p) for p in parts if p)
+    size = blobs.at + sum(len(p) for p in parts if p)
+    return [*parts, int(recorded), b"".join(blobs.parts)], size
 
 
 async def forget_origins(store: Any, origins: Iterable[str]) -> None:

@@ -76,6 +76,10 @@ CREATE TABLE IF NOT EXISTS idempotency(
 );
 CREATE INDEX IF NOT EXISTS idempotency_event ON idempotency(event_id);
 CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency(created_at_ms);
+-- usage counter moves committed and not yet in a registry record (runtime/writepath.py)
+CREATE TABLE IF NOT EXISTS usage_carry(
+  tenant TEXT NOT NULL, counter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY(tenant, counter)
+) WITHOUT ROWID;
 """
 
 # row counts kept by commits (counts() reads a few rows, never scans events or

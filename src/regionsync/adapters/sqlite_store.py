@@ -278,6 +278,10 @@ class SqliteStore(SqlitePurge):
     async def load_version_vector(self) -> dict[str, int]:
         return dict(await self.rdb.execute_fetchall(Q.version_vector))
 
+    async def load_usage_carry(self) -> dict[tuple[str, str], int]:
+        rows = await self.rdb.execute_fetchall(Q.usage_carry)
+        return {(t, c): n for t, c, n in rows if n}
+
     async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
         out: list[Record] = []
         for origin in sorted(self._origins):

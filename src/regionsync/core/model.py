@@ -256,9 +256,12 @@ class WriteBatch:
     events, deliveries (upserted by id), attempts (appended)
     idempotency: (tenant, key, event_id, body_sha256, created_at_ms, region) rows
     audit: audit log entries (inserted once per origin and seq)
-    usage: (tenant, usage counter) -> amount to add (may be negative); not written by
-    stores: the write path turns a group commit's sum into one own registry record
-    (runtime.writepath), so a publish costs no CRDT delta of its own
+    usage: (tenant, usage counter) -> amount to add (may be negative): the write path
+    turns the moves of several group commits into one own registry record
+    (runtime.writepath), so a publish costs no CRDT delta of its own. A store that keeps
+    a usage carry (``Store.load_usage_carry`` not None) adds them to it in the same
+    transaction, or, when ``usage_recorded`` (this commit holds the record of the whole
+    carry and of these moves), empties it
     """
 
     registry: dict[str, bytes] = field(default_factory=dict)
@@ -270,6 +273,7 @@ class WriteBatch:
     idempotency: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     usage: dict[tuple[str, str], int] = field(default_factory=dict)
+    usage_recorded: bool = False
 
     def __bool__(self) -> bool:
         return bool(

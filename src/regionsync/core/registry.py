@@ -111,9 +111,7 @@ class Registry(RegistryState):
             created_at_ms=self._get(p + "created_at", LWWRegister).value() or 0,
             # never below 0: two regions recording one delivery's outcome concurrently
             # (a custody change) each count it, so the sum can undershoot (README)
-            usage={
-                c: max(0, self._get(f"{p}usage/{c}", PNCounter).value()) for c in USAGE_COUNTERS
-            },
+            usage={c: max(0, self.usage(tenant_id, c)) for c in USAGE_COUNTERS},
             ack_policy=self._get(p + "ack_policy", LWWRegister).value() or "local",
             publish_rate_per_s=self.publish_rate(tenant_id),
             strict_event_types=self.strict_event_types(tenant_id),
@@ -448,8 +446,10 @@ class Registry(RegistryState):
         return {"sources": self._get("sources", ORSet).remove(source_id)}
 
     def usage(self, tenant_id: str, counter: str) -> int:
-        """The converged value of one usage counter of a tenant (0 if never moved)."""
-        return self._get(f"t/{tenant_id}/usage/{counter}", PNCounter).value()
+        """One usage counter of a tenant (0 if never moved): its converged value and this
+        node's moves not yet recorded (``pending_usage``)."""
+        pending = self.pending_usage.get((tenant_id, counter), 0)
+        return self._get(f"t/{tenant_id}/usage/{counter}", PNCounter).value() + pending
 
     def count(self, tenant_id: str, counter: str, n: int, actor: str) -> Deltas:
         """Delta adding ``n`` (may be negative) to a usage counter of a tenant."""

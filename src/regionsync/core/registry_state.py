@@ -154,6 +154,9 @@ class RegistryState:
         # oldest go first); ``apply`` drops the views a change can affect
         # (``_forget_views``; delivery reads the view per attempt, ingest per match)
         self._views: dict[str, EndpointView] = {}
+        # this node's usage counter moves committed and not yet in a record, by (tenant,
+        # counter) (runtime/writepath.py): ``usage`` and ``tenant`` count them
+        self.pending_usage: Mapping[tuple[str, str], int] = {}
 
     @classmethod
     def from_bytes(cls, rows: Mapping[str, bytes], *, decoded_keys: int | None = None) -> Self:

@@ -268,7 +268,10 @@ class Node:
         if self.health_reports is not None:
             self.health_reports.load()
         self.view.registry_hash.read()  # a large registry's hash: in slices from now on
-        writer.open(self.region, incarnation, await store.load_version_vector())
+        writer.open(
+            self.region, incarnation, await store.load_version_vector(),
+            await store.load_usage_carry(),
+        )  # fmt: skip
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()
         # the total is a kept count (no scan); per tenant one read of the pending index
@@ -276,6 +279,8 @@ class Node:
             await store.pending_count(self.region), await store.pending_by_tenant(self.region)
         )
         self._spawn(writer.start_committer(self._on_commit_failure).run(), "committer")
+        if writer.carry_kept and self.settings.ingest.usage_record_ms > 0:
+            self._spawn(writer.run_usage_records(), "usage-records")
         await writer.resume_hlc()
         self.custody.start()
         log.info(
@@ -353,7 +358,13 @@ class Node:
             status.connected = False
 
     async def stop(self) -> None:
-        """Stop background tasks and the transport, then close the store."""
+        """Record the carried usage moves (else the next start does), stop background
+        tasks and the transport, then close the store."""
+        if self.started and self.writer.carry_kept:
+            try:
+                await asyncio.wait_for(self.writer.record_usage(), STOP_TIMEOUT_S)
+            except Exception as exc:
+                log.warning("usage moves not recorded at stop (the next start will): %r", exc)
         self.started = False
         for t in self._tasks:
             t.cancel()

@@ -159,7 +159,7 @@ class OutcomeRecorder:
         """``_write``'s part under the write lock: ``current`` holds each delivery's
         latest state (stored or submitted), ``taken`` attempt numbers this region has
         recorded (``_taken``)."""
-        reg, now = self.catalog.registry, self.clock.wall_ms()
+        now = self.clock.wall_ms()
         emits: list[_Emit] = []
         batch = WriteBatch()
         moves: dict[tuple[str, str], int] = {}
@@ -220,12 +220,8 @@ class OutcomeRecorder:
             self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
                                      delivery=new, attempt=attempt)  # fmt: skip
             wrote = True
-        counters: dict[str, CRDT] = {}
-        for (tenant, counter), n in sorted(moves.items()):
-            if n:
-                counters.update(reg.count(tenant, counter, n, self.writer.actor))
-        if counters:  # one counter delta per (tenant, counter) and batch
-            self.writer.record_local("registry", self.writer.stamp(), counters, batch)
+        # recorded by the write path with other commits' moves (WritePath._before_commit)
+        batch.usage.update((key, n) for key, n in moves.items() if n)
         return (self.writer.submit(batch) if wrote else None), emits
 
     async def _settle(

@@ -58,6 +58,9 @@ class Catalog:
     def __init__(self, registry: Registry | None = None, *, decoded_keys: int | None = None):
         self.decoded_keys = decoded_keys
         self.registry = registry or Registry()
+        # the write path's usage carry (runtime/writepath.py), shown by every registry
+        self.pending_usage: dict[tuple[str, str], int] = {}
+        self.registry.pending_usage = self.pending_usage
         self.decode_errors = 0  # registry rows found not to decode (logged once each)
         self._watch_decoding(self.registry)
         self.index = SubscriptionIndex(loader=self._load_tenant)
@@ -78,6 +81,7 @@ class Catalog:
         """Replace the registry with ``states`` (key -> encoded CRDT, decoded when first
         read) and re-index. Raises crdt.DecodeError for a row not framed as a state."""
         self.registry = Registry.from_bytes(states, decoded_keys=self.decoded_keys)
+        self.registry.pending_usage = self.pending_usage
         self._watch_decoding(self.registry)
         self.rebuild_index()
         self._reindex_tokens()

@@ -66,10 +66,17 @@ class WritePath:
         self.renewals = 0  # incarnations taken because a peer had seen more of the actor
         self.commits = 0  # group commits so far (keys caches of derived state)
         self.telemetry = Telemetry()  # the node's histograms and tracer (runtime/telemetry)
-        # usage moves of durable events not yet in a record, and those of the commit in
-        # flight with whether it records them (see _before_commit)
-        self._usage_carry: dict[tuple[str, str], int] = {}
-        self._in_flight: tuple[dict[tuple[str, str], int], bool] = ({}, False)
+        # usage counter moves committed and not yet in a record (the registry shows them:
+        # Catalog.pending_usage, changed in place only), whether the store keeps them
+        # too (``carry_kept``: then they are recorded at most every usage_record_ms),
+        # when they were last recorded, and the moves of the commit in flight with the
+        # carry it records, or None (see _before_commit)
+        self._usage_carry = catalog.pending_usage
+        self._carry_actor = ""  # whose moves the carry holds (see _record_usage)
+        self.carry_kept = False
+        self._recorded_at = float("-inf")
+        self._in_flight: tuple[dict[tuple[str, str], int], dict[tuple[str, str], int] | None]
+        self._in_flight = ({}, None)
         # called with every committed batch, after durable_vv moved (antientropy's tree)
         self.commit_observers: list[Callable[[WriteBatch], None]] = []
         self.unsettled = UnsettledDeliveries()
@@ -81,12 +88,23 @@ class WritePath:
         self.hlc_rebases = 0  # times the HLC was found past the bound and restarted
         self.stamps_ahead: dict[str, int] = {}  # origin region -> ms its last far stamp led
 
-    def open(self, region: str, incarnation: int, version_vector: Mapping[str, int]) -> None:
-        """Take the actor ``region:incarnation`` and the stored version vector."""
+    def open(
+        self,
+        region: str,
+        incarnation: int,
+        version_vector: Mapping[str, int],
+        usage_carry: Mapping[tuple[str, str], int] | None = None,
+    ) -> None:
+        """Take the actor ``region:incarnation``, the stored version vector and the
+        store's usage carry (``Store.load_usage_carry``; None: the store keeps none)."""
         self.incarnation = incarnation
         self.actor = f"{region}:{incarnation}"
         self.version_vector = dict(version_vector)
         self.durable_vv = dict(version_vector)
+        self.carry_kept = usage_carry is not None
+        self._carry_actor = self.actor
+        self._usage_carry.clear()
+        self._usage_carry.update(usage_carry or {})
 
     def expect_peers(self, peers: Iterable[str], fresh: bool) -> None:
         """Start the actor check: local writes are held until every one of ``peers`` sent
@@ -171,39 +189,101 @@ class WritePath:
                 self.hlc = HLC(self.hlc_bound_ms, Timestamp(*last[0].hlc))
 
     def _before_commit(self, merged: WriteBatch, whole_queue: bool) -> None:
-        """Turn the group's usage counter moves (``WriteBatch.usage``, summed) into one own
-        ``registry`` record in the same transaction: one CRDT delta per (tenant, counter)
-        and commit instead of one per publish (issue 17).
+        """Turn the usage counter moves carried and the group's (``WriteBatch.usage``,
+        summed) into one own ``registry`` record in the same transaction: one CRDT delta
+        per (tenant, counter) instead of one per publish (issue 17), and, where the
+        store keeps the carry, at most every ``ingest.usage_record_ms`` (issue 44: a
+        record per commit was an eighth of a publish's CPU). In between, the store adds
+        each commit's moves to its carry with its events, so a crash loses none, and the
+        registry shows them here (``Catalog.pending_usage``).
 
-        Only when no one holds ``lock`` (a holder between taking a seq and submitting
-        would otherwise commit after this record's higher seq) and the group took the
-        whole queue (records queued behind it have lower seqs); else the moves wait for
-        the next group (the counters then lag their events by one commit). Moves of a
-        failed commit's events are dropped with them; carried moves of earlier, durable
-        events stay carried (``_commit_outcome``)."""
-        usage = dict(self._usage_carry)
-        for key, n in merged.usage.items():
-            usage[key] = usage.get(key, 0) + n
-        flush = bool(usage) and whole_queue and not self.lock.locked()
-        self._in_flight = (merged.usage, flush)
-        if not flush:
+        Only after the actor check (a record under a reused actor is what it prevents),
+        when no one holds ``lock`` (a holder between taking a seq and submitting would
+        otherwise commit after this record's higher seq) and the group took the whole
+        queue (records queued behind it have lower seqs); else the moves wait for a later
+        group. Moves of a failed commit's events are dropped with them; moves carried
+        before it stay carried (``_commit_outcome``)."""
+        group, carry = merged.usage, self._usage_carry
+        record = whole_queue and not self.lock.locked() and self.actor_checked.is_set()
+        record = record and (any(carry.values()) or any(group.values()))
+        record = record and (not self.carry_kept or self._record_due())
+        self._in_flight = (group, dict(carry) if record else None)
+        if not record:
             return
+        if self._carry_actor == self.actor:
+            deltas = self._counts({**carry}, self.actor, group)
+        else:  # two actors' increments of a counter: one delta holding both
+            deltas = self._counts(carry, self._carry_actor)
+            for key, delta in self._counts({}, self.actor, group).items():
+                deltas[key] = deltas[key].merge(delta) if key in deltas else delta
+        carry.clear()  # in the record now: shown once
+        self._carry_actor = self.actor
+        self.record_local("registry", self.stamp(), deltas, merged)
+        merged.usage_recorded = True
+        self._recorded_at = self.clock.monotonic()
+
+    def _counts(
+        self,
+        moves: dict[tuple[str, str], int],
+        actor: str,
+        more: Mapping[tuple[str, str], int] | None = None,
+    ) -> dict[str, CRDT]:
+        """The counter deltas of ``moves`` plus ``more`` (summed into ``moves``) as
+        ``actor``'s increments. The carry a store was opened with counts as the actor
+        that made it, also after the actor was renewed (a store restored from an older
+        copy): an actor's entry is a total, so if it recorded these moves after the copy
+        was taken, that record (from a peer) and this one agree instead of adding up. A
+        carry that took the new actor's moves before it was recorded counts as the new
+        actor's (``_commit_outcome``)."""
+        for key, n in (more or {}).items():
+            moves[key] = moves.get(key, 0) + n
         reg, deltas = self.catalog.registry, {}
-        for (tenant, counter), n in sorted(usage.items()):
-            deltas.update(reg.count(tenant, counter, n, self.actor))
-        if deltas:
-            self.record_local("registry", self.stamp(), deltas, merged)
+        for (tenant, counter), n in sorted(moves.items()):
+            deltas.update(reg.count(tenant, counter, n, actor))
+        return deltas
 
     def _commit_outcome(self, durable: bool) -> None:
-        """After the commit ``_before_commit`` saw: its moves are recorded (flushed and
-        durable), carried (durable, not flushed), or dropped with its events (failed)."""
-        own, flushed = self._in_flight
-        self._in_flight = ({}, False)
-        if durable and flushed:
-            self._usage_carry = {}
-        elif durable:
-            for key, n in own.items():
-                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+        """After the commit ``_before_commit`` saw: its moves are recorded (with the
+        carry), carried (durable, not recorded), or dropped with its events (failed; a
+        carry it was to record is carried again)."""
+        own, recorded = self._in_flight
+        self._in_flight = ({}, None)
+        if recorded is None and durable:  # committed, not recorded: carried
+            moves = own
+            if any(own.values()) and self._carry_actor != self.actor:
+                self._carry_actor = self.actor  # one actor's moves (see _counts)
+        elif recorded is not None and not durable:  # the record is lost: carried again
+            moves = recorded
+        else:
+            return
+        for key, n in moves.items():
+            self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+
+    def _record_due(self) -> bool:
+        """Has ``usage_record_ms`` passed since the last usage record?"""
+        every_s = self.settings.ingest.usage_record_ms / 1000
+        return self.clock.monotonic() - self._recorded_at >= every_s
+
+    async def record_usage(self) -> None:
+        """Commit the carried usage moves into a record, unless someone holds ``lock`` or
+        a commit is queued (they then go with a later commit). Raises what the commit
+        raises."""
+        if self.committer is not None and any(self._usage_carry.values()):
+            self._recorded_at = float("-inf")
+            await self.submit(WriteBatch())
+
+    async def run_usage_records(self) -> None:
+        """Record carried usage moves that no commit took within ``usage_record_ms``
+        (a quiet node's last moves). Runs while the node runs, on a store that keeps a
+        carry only."""
+        every_s = max(self.settings.ingest.usage_record_ms / 4000, 0.05)
+        while True:
+            await self.clock.sleep(every_s)
+            if any(self._usage_carry.values()) and self._record_due():
+                try:
+                    await self.record_usage()
+                except Exception as exc:  # the commit's failure is handled by the committer
+                    log.debug("usage record not committed: %r", exc)
 
     def _on_commit(self, batch: WriteBatch) -> None:
         self._commit_outcome(True)

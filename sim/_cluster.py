@@ -172,7 +172,7 @@ class SimCluster:
         self.harvest(r)
         node, r.node = r.node, None
         if node is not None and node.started:
-            await node.stop()
+            await node.stop(crash=True)
         if wipe:
             r.wipes += 1
             r.store.wipe()

@@ -279,7 +279,7 @@ class Node:
             await store.pending_count(self.region), await store.pending_by_tenant(self.region)
         )
         self._spawn(writer.start_committer(self._on_commit_failure).run(), "committer")
-        if writer.carry_kept and self.settings.ingest.usage_record_ms > 0:
+        if self.settings.ingest.usage_record_ms > 0:
             self._spawn(writer.run_usage_records(), "usage-records")
         await writer.resume_hlc()
         self.custody.start()
@@ -357,10 +357,11 @@ class Node:
         for status in self.peers.values():
             status.connected = False
 
-    async def stop(self) -> None:
-        """Record the carried usage moves (else the next start does), stop background
-        tasks and the transport, then close the store."""
-        if self.started and self.writer.carry_kept:
+    async def stop(self, crash: bool = False) -> None:
+        """Record the carried usage moves (else the next start does; not if ``crash``:
+        the simulator's crash writes nothing more), stop background tasks and the
+        transport, then close the store."""
+        if self.started and not crash:
             try:
                 await asyncio.wait_for(self.writer.record_usage(), STOP_TIMEOUT_S)
             except Exception as exc:
@@ -408,6 +409,7 @@ class Node:
             self.catalog.load(await self.store.load_registry())
             vv = await self.store.load_version_vector()
             self.writer.version_vector, self.writer.durable_vv = dict(vv), dict(vv)
+            self.writer.reload_usage(await self.store.load_usage_carry())
             self.keys.reset()
             self.replica.held.clear()
             log.warning("state reloaded from the store after a failed commit")

@@ -72,8 +72,12 @@ class WritePath:
         # when they were last recorded, and the moves of the commit in flight with the
         # carry it records, or None (see _before_commit)
         self._usage_carry = catalog.pending_usage
-        self._carry_actor = ""  # whose moves the carry holds (see _record_usage)
         self.carry_kept = False
+        # after a failed commit, no usage record until the node reloaded its state
+        # (``reload_usage``), and the moves the failed record held, if the store keeps
+        # no carry
+        self._usage_held = False
+        self._unrecorded: dict[tuple[str, str], int] = {}
         self._recorded_at = float("-inf")
         self._in_flight: tuple[dict[tuple[str, str], int], dict[tuple[str, str], int] | None]
         self._in_flight = ({}, None)
@@ -102,7 +106,6 @@ class WritePath:
         self.version_vector = dict(version_vector)
         self.durable_vv = dict(version_vector)
         self.carry_kept = usage_carry is not None
-        self._carry_actor = self.actor
         self._usage_carry.clear()
         self._usage_carry.update(usage_carry or {})
 
@@ -198,66 +201,62 @@ class WritePath:
         registry shows them here (``Catalog.pending_usage``).
 
         Only after the actor check (a record under a reused actor is what it prevents),
-        when no one holds ``lock`` (a holder between taking a seq and submitting would
-        otherwise commit after this record's higher seq) and the group took the whole
-        queue (records queued behind it have lower seqs); else the moves wait for a later
-        group. Moves of a failed commit's events are dropped with them; moves carried
-        before it stay carried (``_commit_outcome``)."""
+        not between a failed commit and the reload of the state it left (the registry
+        in memory holds that commit's record), when no one holds ``lock`` (a holder
+        between taking a seq and submitting would otherwise commit after this record's
+        higher seq) and the group took the whole queue (records queued behind it have
+        lower seqs); else the moves wait for a later group. Moves of a failed commit's
+        events are dropped with them; moves carried before it stay carried."""
         group, carry = merged.usage, self._usage_carry
         record = whole_queue and not self.lock.locked() and self.actor_checked.is_set()
+        record = record and not self._usage_held
         record = record and (any(carry.values()) or any(group.values()))
         record = record and (not self.carry_kept or self._record_due())
         self._in_flight = (group, dict(carry) if record else None)
         if not record:
             return
-        if self._carry_actor == self.actor:
-            deltas = self._counts({**carry}, self.actor, group)
-        else:  # two actors' increments of a counter: one delta holding both
-            deltas = self._counts(carry, self._carry_actor)
-            for key, delta in self._counts({}, self.actor, group).items():
-                deltas[key] = deltas[key].merge(delta) if key in deltas else delta
+        moves = dict(carry)
+        for key, n in group.items():
+            moves[key] = moves.get(key, 0) + n
         carry.clear()  # in the record now: shown once
-        self._carry_actor = self.actor
-        self.record_local("registry", self.stamp(), deltas, merged)
+        self.record_local("registry", self.stamp(), self.usage_deltas(moves), merged)
         merged.usage_recorded = True
         self._recorded_at = self.clock.monotonic()
 
-    def _counts(
-        self,
-        moves: dict[tuple[str, str], int],
-        actor: str,
-        more: Mapping[tuple[str, str], int] | None = None,
-    ) -> dict[str, CRDT]:
-        """The counter deltas of ``moves`` plus ``more`` (summed into ``moves``) as
-        ``actor``'s increments. The carry a store was opened with counts as the actor
-        that made it, also after the actor was renewed (a store restored from an older
-        copy): an actor's entry is a total, so if it recorded these moves after the copy
-        was taken, that record (from a peer) and this one agree instead of adding up. A
-        carry that took the new actor's moves before it was recorded counts as the new
-        actor's (``_commit_outcome``)."""
-        for key, n in (more or {}).items():
-            moves[key] = moves.get(key, 0) + n
+    def usage_deltas(self, moves: Mapping[tuple[str, str], int]) -> dict[str, CRDT]:
+        """The counter deltas of ``moves`` (by tenant and counter) as this actor's."""
         reg, deltas = self.catalog.registry, {}
         for (tenant, counter), n in sorted(moves.items()):
-            deltas.update(reg.count(tenant, counter, n, actor))
+            deltas.update(reg.count(tenant, counter, n, self.actor))
         return deltas
 
     def _commit_outcome(self, durable: bool) -> None:
         """After the commit ``_before_commit`` saw: its moves are recorded (with the
-        carry), carried (durable, not recorded), or dropped with its events (failed; a
-        carry it was to record is carried again)."""
+        carry), carried (durable, not recorded), or dropped with its events (failed).
+        A failed commit's record of the carry is undone by ``reload_usage``: until then
+        the registry in memory still shows it."""
         own, recorded = self._in_flight
         self._in_flight = ({}, None)
-        if recorded is None and durable:  # committed, not recorded: carried
-            moves = own
-            if any(own.values()) and self._carry_actor != self.actor:
-                self._carry_actor = self.actor  # one actor's moves (see _counts)
-        elif recorded is not None and not durable:  # the record is lost: carried again
-            moves = recorded
-        else:
-            return
-        for key, n in moves.items():
-            self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+        if not durable:
+            self._usage_held = True
+            for key, n in (recorded or {}).items():
+                self._unrecorded[key] = self._unrecorded.get(key, 0) + n
+        elif recorded is None:  # committed, not recorded: carried
+            for key, n in own.items():
+                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+
+    def reload_usage(self, stored: Mapping[tuple[str, str], int] | None) -> None:
+        """The registry was reloaded from the store after a failed commit (call with
+        ``lock`` held): the carry is the store's (``Store.load_usage_carry``), or, where
+        the store keeps none, what is carried plus what the failed record held."""
+        moves = dict(stored) if stored is not None else dict(self._usage_carry)
+        if stored is None:
+            for key, n in self._unrecorded.items():
+                moves[key] = moves.get(key, 0) + n
+        self._usage_carry.clear()
+        self._usage_carry.update(moves)
+        self._unrecorded.clear()
+        self._usage_held = False
 
     def _record_due(self) -> bool:
         """Has ``usage_record_ms`` passed since the last usage record?"""
@@ -265,17 +264,17 @@ class WritePath:
         return self.clock.monotonic() - self._recorded_at >= every_s
 
     async def record_usage(self) -> None:
-        """Commit the carried usage moves into a record, unless someone holds ``lock`` or
-        a commit is queued (they then go with a later commit). Raises what the commit
-        raises."""
+        """Commit the carried usage moves into a record, unless someone holds ``lock``,
+        a commit is queued or the node reloads after a failed commit (they then go with
+        a later commit). Raises what the commit raises."""
         if self.committer is not None and any(self._usage_carry.values()):
             self._recorded_at = float("-inf")
             await self.submit(WriteBatch())
 
     async def run_usage_records(self) -> None:
         """Record carried usage moves that no commit took within ``usage_record_ms``
-        (a quiet node's last moves). Runs while the node runs, on a store that keeps a
-        carry only."""
+        (a quiet node's last moves, or moves a held lock kept out of their commit's
+        record on a store that keeps no carry). Runs while the node runs."""
         every_s = max(self.settings.ingest.usage_record_ms / 4000, 0.05)
         while True:
             await self.clock.sleep(every_s)

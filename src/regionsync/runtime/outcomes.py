@@ -220,10 +220,7 @@ class OutcomeRecorder:
             self.writer.record_local("delivery", self.writer.stamp(), deltas, batch,
                                      delivery=new, attempt=attempt)  # fmt: skip
             wrote = True
-        if self.writer.carry_kept:  # recorded with other commits' (WritePath._before_commit)
-            batch.usage.update((key, n) for key, n in moves.items() if n)
-        elif counters := self.writer.usage_deltas(moves):  # no carry: in this transaction
-            self.writer.record_local("registry", self.writer.stamp(), counters, batch)
+        self.writer.add_usage(batch, moves)
         return (self.writer.submit(batch) if wrote else None), emits
 
     async def _settle(

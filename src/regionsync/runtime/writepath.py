@@ -230,6 +230,16 @@ class WritePath:
             deltas.update(reg.count(tenant, counter, n, self.actor))
         return deltas
 
+    def add_usage(self, batch: WriteBatch, moves: Mapping[tuple[str, str], int]) -> None:
+        """Add usage ``moves`` to ``batch`` (lock held, before its submit): carried and
+        recorded with other commits' (``_before_commit``) where the store keeps a carry,
+        else recorded in this batch's own transaction (a held lock would otherwise keep
+        them in memory only, as it does a publish's)."""
+        if self.carry_kept:
+            batch.usage.update((key, n) for key, n in moves.items() if n)
+        elif deltas := self.usage_deltas(moves):
+            self.record_local("registry", self.stamp(), deltas, batch)
+
     def _commit_outcome(self, durable: bool) -> None:
         """After the commit ``_before_commit`` saw: its moves are recorded (with the
         carry), carried (durable, not recorded), or dropped with its events (failed).

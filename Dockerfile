@@ -11,7 +11,9 @@ COPY crdt ./crdt
 COPY sim ./sim
 # the Python SDK: `regionsync outbox-relay` publishes through it
 COPY clients/python ./clients/python
-RUN pip install . ./clients/python && rm -rf /build
+# at the versions the repository's tests ran with (README "make test")
+COPY constraints ./constraints
+RUN pip install -c constraints/dev.txt . ./clients/python && rm -rf /build
 
 # an unprivileged user owns the data directory (named volumes inherit the ownership)
 RUN useradd --system --uid 10001 --home-dir /var/lib/regionsync --shell /usr/sbin/nologin \

@@ -3,14 +3,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto clean checkov tf-test sim-hashes sim-hashes-write system-deps sdk-ts
+.PHONY: venv demo test lint lock proto clean checkov tf-test sim-hashes sim-hashes-write system-deps sdk-ts
 
 # the Python SDK (clients/python) goes into the same virtualenv: the outbox relay and
 # the SDK's tests (pytest testpaths) use it
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+# at the versions of constraints/dev.txt (`make lock` moves them)
+$(STAMP): pyproject.toml clients/python/pyproject.toml constraints/dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -e clients/python
+	$(BIN)/python -m pip install --quiet -c constraints/dev.txt --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints/dev.txt -e '.[dev]' -e clients/python
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -61,11 +62,12 @@ sdk-ts:
 # policy download, no module download, no platform calls; inline skips carry their reasons.
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+CHECKOV_REQ := 'checkov>=3.2,<4'
 
-$(CHECKOV_STAMP):
+$(CHECKOV_STAMP): constraints/checkov.txt
 	test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov>=3.2,<4'
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c constraints/checkov.txt --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c constraints/checkov.txt $(CHECKOV_REQ)
 	touch $(CHECKOV_STAMP)
 
 checkov: $(CHECKOV_STAMP)
@@ -94,6 +96,20 @@ lint: $(STAMP)
 
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --grpc_python_out=src --pyi_out=src proto/regionsync/v1/replication.proto
+
+# move constraints/*.txt to the newest releases pyproject.toml's ranges admit: fresh
+# scratch virtualenvs, no constraints, then their freeze (grpcio-tools stays where it is:
+# its version is written into the committed generated code). Then `make test`.
+LOCK_DIR := build/lock
+lock:
+	rm -rf $(LOCK_DIR) && $(PY) -m venv $(LOCK_DIR)/dev && $(PY) -m venv $(LOCK_DIR)/checkov
+	$(LOCK_DIR)/dev/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_DIR)/dev/bin/python -m pip install --quiet -e '.[dev]' -e clients/python \
+		"grpcio-tools==$$(sed -n 's/^grpcio-tools==//p' constraints/dev.txt)"
+	$(LOCK_DIR)/checkov/bin/python -m pip install --quiet --upgrade pip $(CHECKOV_REQ)
+	{ sed -n '/^#/p' constraints/dev.txt; $(LOCK_DIR)/dev/bin/pip freeze --all --exclude-editable; } > $(LOCK_DIR)/dev.txt
+	{ sed -n '/^#/p' constraints/checkov.txt; $(LOCK_DIR)/checkov/bin/pip freeze --all; } > $(LOCK_DIR)/checkov.txt
+	mv $(LOCK_DIR)/dev.txt $(LOCK_DIR)/checkov.txt constraints/ && rm -rf $(LOCK_DIR)
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) build dist clients/typescript/node_modules clients/typescript/dist

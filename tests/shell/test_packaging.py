@@ -44,6 +44,8 @@ def test_dockerfile_slim_non_root_with_healthcheck() -> None:
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0")
     assert re.search(r"^HEALTHCHECK .*", text, re.M) and "/healthz" in text
+    # the image installs the versions the tests ran with
+    assert re.search(r"^RUN pip install -c constraints/dev\.txt ", text, re.M)
     # every path the image copies exists
     for line in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
         for path in line.split():

@@ -106,12 +106,30 @@ async def clusters(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str,
     return {r: (await client.get(f"{base}/v1/cluster")).json() for r, base in http.items()}
 
 
-async def converged(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str, Any] | None:
-    """Every region's cluster view if registry hashes and version vectors are all equal."""
+class Diverged(dict[str, Any]):
+    """What ``converged`` answers while regions differ: false, and its repr (which
+    ``eventually`` prints at its deadline) shows each region's hash and version vector."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return (
+            "Diverged("
+            + "; ".join(
+                f"{r}: hash {c['registry_hash']}, vv {c['version_vector']}" for r, c in self.items()
+            )
+            + ")"
+        )
+
+
+async def converged(client: httpx.AsyncClient, http: dict[str, str]) -> dict[str, Any]:
+    """Every region's cluster view if registry hashes and version vectors are all equal,
+    else a false ``Diverged`` of them."""
     cs = await clusters(client, http)
     hashes = {c["registry_hash"] for c in cs.values()}
     vvs = {json.dumps(c["version_vector"], sort_keys=True) for c in cs.values()}
-    return cs if len(hashes) == 1 and len(vvs) == 1 else None
+    return cs if len(hashes) == 1 and len(vvs) == 1 else Diverged(cs)
 
 
 def process_config(region_config: Path, path: Path) -> tuple[Path, str]:

@@ -2,13 +2,14 @@
 16), real processes on loopback with a SQLite region as their peer:
 
 - a registry change made through one process is seen by the others (matching included);
-- 10,000 events published across three processes are each delivered exactly once (the
+- 4,000 events published across three processes are each delivered exactly once (the
   receiver sees every webhook-id once: no delivery was claimed twice);
 - SIGKILL of the replication holder mid-run loses no acknowledged event: every one is
   delivered (only those in flight in the killed process may arrive twice) and reaches
   the peer region through the process that takes the role over.
 
-``MP_EVENTS`` sets the first count (10,000 by default; bench/postgres.py measures rates).
+``MP_EVENTS`` sets the first count (4,000 by default: 10,000 took 90 s of the suite;
+bench/postgres.py measures rates).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from cluster_support import (
 from regionsync import demo
 
 PG, PEER = "pg-east", "sq-west"
-N = int(os.environ.get("MP_EVENTS", "10000"))
+N = int(os.environ.get("MP_EVENTS", "4000"))
 N_KILL = 2000  # published in the SIGKILL phase
 CONCURRENCY = 16  # delivery.concurrency of every process
 

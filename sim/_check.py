@@ -9,7 +9,10 @@ At the end (``check_final``): every region's registry hash and version vector ar
 acknowledged changes are visible under add-wins / LWW semantics; every acknowledged
 event is held by its origin region and by every other; per-origin log records carry
 strictly increasing HLC stamps (but across a rebase); with ``lww_bound_s``, no LWW winner
-beat a concurrent acknowledged write made more than that later. Operations whose outcome
+beat a concurrent acknowledged write made more than that later; every tenant's
+``events_published`` counter, recorded or still carried (README "Usage counters"), equals
+the events of the tenant every region holds, unless a disk was lost or restored (which the
+README says may lose or repeat up to ``usage_record_ms`` of moves). Operations whose outcome
 is unknown, and acknowledged ones whose only copy went with a lost disk, may or may not
 count (Maelstrom's indeterminate operations), so they can justify a state but are never
 demanded.
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crdt import LWWRegister, ORSet, decode
-from regionsync.core.model import DeliveryStatus
+from regionsync.core.model import DeliveryStatus, EventQuery
 
 from ._cluster import SimCluster
 from ._workload import History, Op
@@ -496,6 +499,9 @@ async def check_final(
                 )
             last[rec.origin] = rec.hlc
 
+    if regions and len(regions) == len(cluster.regions):
+        out += await _usage_violations(cluster, ops)
+
     # a delivery recorded as delivered was answered 2xx at some receiver
     answered = {x.webhook_id for x in cluster.receivers.receipts if x.status and x.status < 300}
     for r in regions:
@@ -508,4 +514,38 @@ async def check_final(
                             "delivery", f"{r.name}: {d.id} delivered but no receiver answered 2xx"
                         )
                     )
+    return out
+
+
+async def _usage_violations(cluster: SimCluster, ops: list[Op]) -> list[Violation]:
+    """Each event accepted moved its tenant's ``events_published`` by one, exactly once:
+    at every region, the counter (``Registry.usage``: recorded, plus its own carry) plus
+    every other region's carry equals the tenant's events. Skipped after a lost or
+    restored disk (README "Usage counters": those lose or repeat a carry)."""
+    regions = cluster.up()
+    if any(r.wipes or r.restores for r in regions):
+        return []
+    tenants = sorted({str(op.args["tenant"]) for op in ops if "tenant" in op.args})
+    counter = "events_published"
+    held = {
+        t: len(await regions[0].store.list_events(EventQuery(t), None, 1 << 30)) for t in tenants
+    }
+    out: list[Violation] = []
+    for r in regions:
+        assert r.node is not None
+        for t in tenants:
+            carried = sum(
+                q.node.catalog.pending_usage.get((t, counter), 0)
+                for q in regions
+                if q is not r and q.node is not None
+            )
+            seen = r.node.catalog.registry.usage(t, counter) + carried
+            if seen != held[t]:
+                out.append(
+                    Violation(
+                        "usage",
+                        f"{r.name}: tenant {t} events_published {seen} "
+                        f"(carried elsewhere {carried}) for {held[t]} events held",
+                    )
+                )
     return out

@@ -62,6 +62,7 @@ class SimRegion:
     node: Node | None = None
     boots: int = 0
     wipes: int = 0
+    restores: int = 0  # older copies of the store put back (``crash(restore=...)``)
     incarnations: list[int] = field(default_factory=list)
     reads: frozenset[str] = ALL  # the features its next boot reads (a rolling upgrade)
     # origin region -> its records this region refused, over every boot (check_refusals)
@@ -177,6 +178,7 @@ class SimCluster:
             r.wipes += 1
             r.store.wipe()
         if restore is not None:
+            r.restores += 1
             r.store.inner = copy.deepcopy(restore)
 
     async def stop_all(self) -> None:

@@ -231,3 +231,30 @@ def test_a_lapse_counted_from_the_last_message_heard_is_in_the_window() -> None:
     assert check_duplicate_window(twice, duplicate_windows([(170.8, 260.2)], repl, 10.0, 1.0)) == []
     short = duplicate_windows([(170.8, 230.0)], repl, 10.0, 1.0)  # healed before any lapse
     assert [v.kind for v in check_duplicate_window(twice, short)] == ["duplicate_window"]
+
+
+class DoubleCountNode(Node):
+    """Counts each event it accepts twice in its tenant's ``events_published``."""
+
+    async def start(self) -> None:
+        await super().start()
+        commit = self.writer.commit_local
+
+        def doubled(kind: str, stamp: Timestamp, deltas: Mapping[str, CRDT], batch: WriteBatch,
+                    **kw: object):  # fmt: skip
+            for key in batch.usage:
+                if key[1] == "events_published":
+                    batch.usage[key] *= 2
+            return commit(kind, stamp, deltas, batch, **kw)  # type: ignore[arg-type]
+
+        self.writer.commit_local = doubled  # type: ignore[method-assign]
+
+
+def test_wrong_usage_counter_is_reported() -> None:
+    opts = load_scenario(SCENARIOS / "partition-heal.toml", seed=1)
+    assert not [v for v in run(opts).violations if v.kind == "usage"]
+    res = run(opts, node_classes={"us-east": DoubleCountNode})
+    usage = [v for v in res.violations if v.kind == "usage"]
+    assert usage and not res.ok
+    # every region sees the doubled count, recorded by us-east and replicated
+    assert len({v.detail.split(":")[0] for v in usage}) == opts.regions

@@ -20,6 +20,7 @@ from ..core.model import (
     EventQuery,
     Record,
     WriteBatch,
+    add_moves,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
 
@@ -117,8 +118,7 @@ class MemoryStore:
         if batch.usage_recorded:
             self._usage_carry.clear()
         else:
-            for key, n in batch.usage.items():
-                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+            add_moves(self._usage_carry, batch.usage)
 
     async def load_usage_carry(self) -> dict[tuple[str, str], int]:
         self._check()

@@ -7,6 +7,7 @@ are integer milliseconds since the Unix epoch (``*_ms``); ids are prefixed strin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -21,6 +22,7 @@ __all__ = [
     "EventQuery",
     "Record",
     "WriteBatch",
+    "add_moves",
     "delivery_join",
     "status_join",
     "storable_text",
@@ -247,6 +249,16 @@ class AuditEntry:
         return f"{self.origin}/{self.seq}"
 
 
+UsageMoves = dict[tuple[str, str], int]  # (tenant, usage counter) -> amount to add
+
+
+def add_moves(into: UsageMoves, moves: Mapping[tuple[str, str], int]) -> UsageMoves:
+    """Add usage ``moves`` to ``into`` (in place, key by key); returns ``into``."""
+    for key, n in moves.items():
+        into[key] = into.get(key, 0) + n
+    return into
+
+
 @dataclass(slots=True)
 class WriteBatch:
     """Everything one atomic Store commit writes (one transaction in every store).
@@ -272,7 +284,7 @@ class WriteBatch:
     attempts: list[Attempt] = field(default_factory=list)
     idempotency: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
-    usage: dict[tuple[str, str], int] = field(default_factory=dict)
+    usage: UsageMoves = field(default_factory=dict)
     usage_recorded: bool = False
 
     def __bool__(self) -> bool:

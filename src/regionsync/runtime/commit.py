@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from ..core.model import WriteBatch
+from ..core.model import WriteBatch, add_moves
 from .ports import Store
 
 __all__ = ["LINGER_BELOW", "GroupCommitter", "lingers", "merge_batches"]
@@ -45,8 +45,7 @@ def merge_batches(batches: list[WriteBatch]) -> WriteBatch:
         out.attempts.extend(b.attempts)
         out.idempotency.extend(b.idempotency)
         out.audit.extend(b.audit)
-        for key, n in b.usage.items():
-            out.usage[key] = out.usage.get(key, 0) + n
+        add_moves(out.usage, b.usage)
     deliveries = {}
     for b in batches:
         for d in b.deliveries:

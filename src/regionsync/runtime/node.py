@@ -358,9 +358,9 @@ class Node:
             status.connected = False
 
     async def stop(self, crash: bool = False) -> None:
-        """Record the carried usage moves (else the next start does; not if ``crash``:
-        the simulator's crash writes nothing more), stop background tasks and the
-        transport, then close the store."""
+        """Record the carried usage moves (not if ``crash``: the simulator's crash writes
+        nothing more; a store that keeps a carry has them for the next start anyway),
+        stop background tasks and the transport, then close the store."""
         if self.started and not crash:
             try:
                 await asyncio.wait_for(self.writer.record_usage(), STOP_TIMEOUT_S)

@@ -19,7 +19,7 @@ from ..config import Settings
 from ..core.capabilities import ALL, RELEASE, Negotiation
 from ..core.clock_offset import ClockView, Sample, assess, keep_best
 from ..core.invariants import check
-from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch
+from ..core.model import Attempt, AuditEntry, Delivery, Event, Record, WriteBatch, add_moves
 from ..core.peering import actor_reused, next_incarnation
 from ..core.records import decode_body, encode_body
 from ..core.removal import removed_by
@@ -215,9 +215,7 @@ class WritePath:
         self._in_flight = (group, dict(carry) if record else None)
         if not record:
             return
-        moves = dict(carry)
-        for key, n in group.items():
-            moves[key] = moves.get(key, 0) + n
+        moves = add_moves(dict(carry), group)
         carry.clear()  # in the record now: shown once
         self.record_local("registry", self.stamp(), self.usage_deltas(moves), merged)
         merged.usage_recorded = True
@@ -249,20 +247,18 @@ class WritePath:
         self._in_flight = ({}, None)
         if not durable:
             self._usage_held = True
-            for key, n in (recorded or {}).items():
-                self._unrecorded[key] = self._unrecorded.get(key, 0) + n
+            add_moves(self._unrecorded, recorded or {})
         elif recorded is None:  # committed, not recorded: carried
-            for key, n in own.items():
-                self._usage_carry[key] = self._usage_carry.get(key, 0) + n
+            add_moves(self._usage_carry, own)
 
     def reload_usage(self, stored: Mapping[tuple[str, str], int] | None) -> None:
         """The registry was reloaded from the store after a failed commit (call with
         ``lock`` held): the carry is the store's (``Store.load_usage_carry``), or, where
         the store keeps none, what is carried plus what the failed record held."""
-        moves = dict(stored) if stored is not None else dict(self._usage_carry)
-        if stored is None:
-            for key, n in self._unrecorded.items():
-                moves[key] = moves.get(key, 0) + n
+        if stored is not None:
+            moves = dict(stored)
+        else:
+            moves = add_moves(dict(self._usage_carry), self._unrecorded)
         self._usage_carry.clear()
         self._usage_carry.update(moves)
         self._unrecorded.clear()

@@ -89,6 +89,9 @@ class Load:
     tenants: set[str] = field(default_factory=set)
     refused: int = 0  # requests to a target going down (not acknowledged, not counted)
     acked_by: dict[str, int] = field(default_factory=dict)  # target -> events acknowledged
+    # held while no registry change may be made (publishes go on): while a process of
+    # the previous release starts (test_postgres_rolling_upgrade.Region.replace)
+    registry_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def run(self, pause_s: float) -> None:
         for i in itertools.count():
@@ -100,14 +103,17 @@ class Load:
     async def _one(self, i: int, target: str) -> None:
         base = self.base[target]
         try:
-            if i % self.registry_every == 0:
-                tid = f"reg-{i}"
-                resp = await self.client.post(f"{base}/v1/tenants", json={"id": tid, "name": tid})
-                if resp.status_code == 201:
-                    self.tenants.add(tid)
-                    resp = await self.client.patch(
-                        f"{base}/v1/tenants/{tid}", json={"name": f"{tid} renamed"}
+            if i % self.registry_every == 0 and not self.registry_gate.locked():
+                async with self.registry_gate:
+                    tid = f"reg-{i}"
+                    resp = await self.client.post(
+                        f"{base}/v1/tenants", json={"id": tid, "name": tid}
                     )
+                    if resp.status_code == 201:
+                        self.tenants.add(tid)
+                        resp = await self.client.patch(
+                            f"{base}/v1/tenants/{tid}", json={"name": f"{tid} renamed"}
+                        )
             else:
                 resp = await self.client.post(
                     f"{base}/v1/tenants/{self.tenant}/events",

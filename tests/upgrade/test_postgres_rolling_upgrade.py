@@ -70,13 +70,23 @@ class Region:
         await demo.wait_ready(self.client, self.http[name], time.monotonic() + 60)
 
     async def replace(self, name: str, release: OldRelease | None, load: Load) -> None:
-        """Stop process ``name`` (out of the load first), start ``release`` in its place."""
+        """Stop process ``name`` (out of the load first), start ``release`` in its place.
+
+        The previous release is started while no registry change is made (publishes go
+        on): a 0.1.0 process reads the registry before the version vector, so a change
+        another process commits between the two reads is missing from its memory until
+        its key is written again (README "Upgrading", the roll-back note). This code
+        reads them the other way round and starts under the whole load."""
         load.up.discard(name)
         proc = self.procs[name]
         proc.terminate()
         assert proc.wait(timeout=30) in (0, -15)
         self.retired.append(proc)
-        await self.start(name, release)
+        if release is None:
+            await self.start(name, release)
+        else:
+            async with load.registry_gate:
+                await self.start(name, release)
         load.up.add(name)
 
 

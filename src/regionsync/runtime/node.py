@@ -263,15 +263,15 @@ class Node:
         self.removals.pruner.born_ms = info.born_ms  # which retired actors it held
         if self.coordinator is not None:  # an actor of its own, never used before
             incarnation, fresh = await self.coordinator.allocate_actor(self.clock.wall_ms()), True
+        # the version vector first: the registry read after it holds every record it
+        # counts, even when another process of the region commits between the two reads
+        vv = await store.load_version_vector()
         self.catalog.load(await store.load_registry())
         heap.settle(len(self.catalog.registry))  # not walked by every full collection
         if self.health_reports is not None:
             self.health_reports.load()
         self.view.registry_hash.read()  # a large registry's hash: in slices from now on
-        writer.open(
-            self.region, incarnation, await store.load_version_vector(),
-            await store.load_usage_carry(),
-        )  # fmt: skip
+        writer.open(self.region, incarnation, vv, await store.load_usage_carry())
         writer.expect_peers([p.region for p in self.settings.peers], fresh)
         self.replica.log_floor = await store.load_log_floor()
         # the total is a kept count (no scan); per tenant one read of the pending index
@@ -406,8 +406,8 @@ class Node:
 
     async def _reload(self) -> None:
         async with self.writer.lock:
+            vv = await self.store.load_version_vector()  # first: as in start
             self.catalog.load(await self.store.load_registry())
-            vv = await self.store.load_version_vector()
             self.writer.version_vector, self.writer.durable_vv = dict(vv), dict(vv)
             self.writer.reload_usage(await self.store.load_usage_carry())
             self.keys.reset()

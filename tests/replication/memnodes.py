@@ -13,9 +13,34 @@ from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.config import load_settings
+from regionsync.core.model import WriteBatch
 from regionsync.core.retry import AttemptOutcome, OutcomeKind
 from regionsync.runtime.node import Node
 from regionsync.runtime.ports import OutboundRequest, Sender
+
+
+class FailOnce(MemoryStore):
+    """A memory store that fails its next commit when ``fail_next`` is set (after
+    ``fail_after_s``); with ``slow``, its registry read takes 20 ms (a large registry)."""
+
+    def __init__(self, fail_after_s: float = 0.0) -> None:
+        super().__init__()
+        self.fail_next = False
+        self.slow = False
+        self.fail_after_s = fail_after_s
+
+    async def commit(self, batch: WriteBatch) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            if self.fail_after_s:
+                await asyncio.sleep(self.fail_after_s)
+            raise OSError("disk full")
+        await super().commit(batch)
+
+    async def load_registry(self) -> dict[str, bytes]:
+        if self.slow:
+            await asyncio.sleep(0.02)
+        return await super().load_registry()
 
 
 class RecordingSender:

@@ -6,6 +6,8 @@ the role taken over when the holder stops."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.adapters.wiring import build_store
 from regionsync.config import load_settings
+from regionsync.core.records import decode_body
 from regionsync.demo import free_port
 from regionsync.runtime.node import Node
 
@@ -50,6 +53,27 @@ def node(tmp: Path, region: str, port: int, peer: str, peer_port: int, store: st
         resolver=StaticResolver(),
         coordinator=coordinator,
     )
+
+
+@contextlib.asynccontextmanager
+async def region_of_two(tmp_path: Path, pg_url: str) -> AsyncIterator[tuple[Node, Node, Node]]:
+    """Processes ``a`` (the replication holder) and ``b`` of region pg and the SQLite
+    region lite, started; stopped at the end."""
+    pg_port, lite_port = free_port(), free_port()
+    a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
+    b = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "b")
+    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+    started: list[Node] = []
+    try:
+        for n in (a, b, lite):
+            await n.start()
+            started.append(n)
+        assert a.cohort is not None and a.cohort.leading
+        yield a, b, lite
+    finally:
+        for n in started:
+            await n.stop()
+        await asyncio.sleep(0)
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(
@@ -192,3 +216,55 @@ async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
         for n in running:
             await n.stop()
         await asyncio.sleep(0)
+
+
+async def test_the_tree_holds_what_a_reload_merged(tmp_path: Path, pg_url: str) -> None:
+    """A reload (after a failed commit) merges the store's registry, and with it another
+    process's change this one had not followed yet, which no commit observer sees: the
+    replication holder's anti-entropy tree is built again, so it equals the store's and
+    repair compares like with like."""
+    async with region_of_two(tmp_path, pg_url) as (a, b, _lite):
+        await eventually(lambda: a.anti_entropy.tree is not None)
+        (follow,) = [t for t in a._tasks if t.get_name() == "follow"]
+        follow.cancel()  # a has not read b's record when it reloads
+        await b.registry_ops.create_tenant("made-in-b", "B")
+        await a._reload()
+        assert a.catalog.registry.has_tenant("made-in-b")
+        kept = await a.anti_entropy.state_tree()
+
+        async def kept_equals_built() -> bool:
+            built = await a.anti_entropy._build()
+            return kept.hash("") == built.hash("")
+
+        await eventually(kept_equals_built)
+
+
+async def test_the_holder_counts_a_followed_record_only_with_its_tree_items(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The follow reads the rows it needs before it moves a version vector, and tells the
+    anti-entropy tree in the same step: a digest or repair pass of the replication
+    holder never sees a version vector counting a record whose event the tree lacks."""
+    async with region_of_two(tmp_path, pg_url) as (a, b, _lite):
+        await b.registry_ops.create_tenant("t", "T")
+        await b.registry_ops.create_endpoint("t", {"url": "https://example.com/h"})
+        await eventually(lambda: a.anti_entropy.tree is not None)
+        actor = b.writer.actor
+        lacking: list[tuple[int, str]] = []  # (counted seq, event id) missing from the tree
+        real_get, real_records = a.store.get_deliveries, a.store.records_of
+
+        async def watched(ids: Any) -> Any:
+            counted = a.writer.durable_vv.get(actor, 0)  # both read before any await
+            tree = a.anti_entropy.tree
+            held = set() if tree is None else {i for v in tree._leaves.values() for i in v}
+            for r in await real_records({actor: 0}, 10_000):
+                event = decode_body(r.kind, r.body).event
+                if r.seq <= counted and event is not None and "e/" + event.id not in held:
+                    lacking.append((r.seq, event.id))
+            return await real_get(ids)
+
+        a.store.get_deliveries = watched  # type: ignore[method-assign]
+        for i in range(5):
+            await b.ingest.publish("t", "x", b'{"i":%d}' % i, None)
+        await eventually(lambda: a.writer.durable_vv.get(actor) == b.writer.version_vector[actor])
+        assert lacking == []

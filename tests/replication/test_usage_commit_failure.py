@@ -4,24 +4,11 @@ events' moves with them but keeps the moves of earlier, durable events still car
 from __future__ import annotations
 
 import pytest
-from memnodes import make_node
+from memnodes import FailOnce, make_node
 
-from regionsync.adapters.memory_store import MemoryStore
 from regionsync.adapters.memory_transport import MemoryNetwork
 from regionsync.core.model import WriteBatch
 from regionsync.runtime.node import Node
-
-
-class FailOnce(MemoryStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fail_next = False
-
-    async def commit(self, batch: WriteBatch) -> None:
-        if self.fail_next:
-            self.fail_next = False
-            raise OSError("disk full")
-        await super().commit(batch)
 
 
 async def test_failed_commit_drops_its_moves_and_keeps_carried_ones(

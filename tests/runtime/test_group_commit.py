@@ -71,6 +71,9 @@ async def test_failure_fails_the_group_and_the_queue_behind_it(store: CountingSt
     runner = asyncio.create_task(gc.run())
     results = await asyncio.gather(*futs, return_exceptions=True)
     assert all(isinstance(r, OSError) for r in results) and len(failures) == 1
+    with pytest.raises(OSError):  # refused, built on the failed state, until resume
+        await gc.submit(_event(4))
+    gc.resume()  # the owner reloaded its state
     await gc.submit(_event(1))  # the committer keeps working afterwards
     runner.cancel()
     assert [e.id for b in store.commits for e in b.events] == ["evt_1"]

@@ -148,6 +148,12 @@ class AntiEntropy:
         finally:
             self._caught_up.set()
 
+    def drop_tree(self) -> None:
+        """Drop the kept tree, built again from the store when next asked (state was
+        reloaded from the store, which tells no commit observer what changed)."""
+        self.tree = None
+        self._behind.clear()
+
     async def _current(self, tree: StateTree) -> StateTree:
         """``tree`` once every committed batch is in it (``_catch_up``)."""
         while self._behind:

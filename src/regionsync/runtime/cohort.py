@@ -40,7 +40,7 @@ from crdt import CRDT, decode
 
 from ..config import Settings
 from ..core.model import Delivery, Record, WriteBatch
-from ..core.records import decode_body
+from ..core.records import Decoded, decode_body
 from .ports import Clock, Store
 from .state import Catalog, IdempotencyKeys
 from .writepath import WritePath
@@ -135,10 +135,12 @@ class Cohort:
         clock: Clock,
         start_role: Callable[[], Awaitable[None]],
         stop_role: Callable[[], Awaitable[None]],
+        tree_stale: Callable[[], None],
     ):
         self.settings, self.coordinator, self.writer = settings, coordinator, writer
         self.catalog, self.keys, self.store, self.clock = catalog, keys, store, clock
         self._start_role, self._stop_role = start_role, stop_role
+        self._tree_stale = tree_stale  # state merged that no commit observer saw
         self.leading = False
         self.followed = 0  # records of other actors merged into memory
         self.reloads = 0  # registry reloads (records gone before they were read)
@@ -165,10 +167,15 @@ class Cohort:
         for r in records:
             by_origin.setdefault(r.origin, []).append(r)
         complete = len(records) < _FOLLOW_BATCH  # every wanted origin was read
+        decoded = {(r.origin, r.seq): self._decode(r) for r in records}
+        # the rows of the deliveries they touch, read before the lock: the commit
+        # observers (the anti-entropy tree) learn a record in the step that counts it
+        ids = {i for d in decoded.values() if d is not None for i in _delivery_ids(d)}
+        stored_rows = await self.store.get_deliveries(sorted(ids)) if ids else {}
         gaps: set[str] = set()
         merged = 0
         seen = WriteBatch()  # what the merged records changed: for the commit observers
-        delivery_ids: list[str] = []
+        touched: set[str] = set()
         async with writer.lock:
             for origin in sorted(want):
                 rows = by_origin.get(origin, [])
@@ -181,27 +188,33 @@ class Cohort:
                     if r.seq != have + 1:
                         gaps.add(origin)
                         break
-                    self._merge(r, seen, delivery_ids)
+                    self._merge(r, decoded[r.origin, r.seq], seen, touched)
                     merged += 1
+            if merged:
+                seen.deliveries = [stored_rows[i] for i in sorted(touched) if i in stored_rows]
+                self._observe(seen)
         if gaps:
-            await self._reload_registry({o: stored[o] for o in gaps}, seen)
-        if merged or gaps:
-            await self._observe(seen, delivery_ids)
+            await self._reload_registry({o: stored[o] for o in gaps})
         if merged or gaps:
             self.followed += merged
             writer.notify_log()  # the replication holder ships them
         return merged
 
-    def _merge(self, r: Record, seen: WriteBatch, delivery_ids: list[str]) -> None:
+    def _decode(self, r: Record) -> Decoded | None:
+        try:
+            return decode_body(r.kind, r.body, self.writer.capabilities.reads)
+        except ValueError as exc:  # a peer's the holder refused and moved past, or a bug
+            log.warning("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
+            return None
+
+    def _merge(
+        self, r: Record, decoded: Decoded | None, seen: WriteBatch, touched: set[str]
+    ) -> None:
         """Merge one record of another actor into memory (write lock held): registry,
         Idempotency-Key, HLC, version vectors. Its rows are in the store already; what it
         touched is added to ``seen`` (registry states, event, Idempotency-Key) and
-        ``delivery_ids``."""
-        try:
-            decoded = decode_body(r.kind, r.body, self.writer.capabilities.reads)
-        except ValueError as exc:  # a peer's the holder refused and moved past, or a bug
-            log.warning("record %s#%s of the shared log does not decode: %s", r.origin, r.seq, exc)
-        else:
+        ``touched`` (delivery ids)."""
+        if decoded is not None:
             for key, state in self.catalog.apply(decoded.registry).items():
                 seen.registry[key] = state.to_bytes()
             if decoded.idempotency is not None:
@@ -209,9 +222,7 @@ class Cohort:
                 seen.idempotency.append(decoded.idempotency)
             if decoded.event is not None:
                 seen.events.append(decoded.event)
-            delivery_ids += [d.id for d in decoded.deliveries]
-            if decoded.delivery is not None:
-                delivery_ids.append(decoded.delivery.id)
+            touched.update(_delivery_ids(decoded))
         with contextlib.suppress(ValueError):  # far ahead: clamped, as by the replica
             self.writer.hlc.observe_parts(*r.hlc, self.writer.physical_ms(), clamp=True)
         self._advance(r.origin, r.seq)
@@ -221,21 +232,20 @@ class Cohort:
         w.version_vector[origin] = max(w.version_vector.get(origin, 0), seq)
         w.durable_vv[origin] = max(w.durable_vv.get(origin, 0), seq)
 
-    async def _observe(self, seen: WriteBatch, delivery_ids: list[str]) -> None:
+    def _observe(self, seen: WriteBatch) -> None:
         """Tell the write path's commit observers (the anti-entropy tree, the
-        Idempotency-Key cache) what the other processes committed, as one batch: the
-        stored rows of the deliveries they touched (the store's join of every process's
-        writes), the merged registry states, their events and keys."""
-        if delivery_ids:
-            rows = await self.store.get_deliveries(sorted(set(delivery_ids)))
-            seen.deliveries = [rows[i] for i in sorted(rows)]
+        Idempotency-Key cache) what the other processes committed, as one batch (write
+        lock held, in the step that moved the version vectors): the stored rows of the
+        deliveries they touched (the store's join of every process's writes), the merged
+        registry states, their events and keys."""
         for observe in self.writer.commit_observers:
             observe(seen)
 
-    async def _reload_registry(self, upto: Mapping[str, int], seen: WriteBatch) -> None:
+    async def _reload_registry(self, upto: Mapping[str, int]) -> None:
         """Merge every stored registry row into memory (a join: nothing of memory is
-        lost; changed states into ``seen``), then count the origins of ``upto`` as held up
-        to their seq."""
+        lost; changed states to the commit observers), then count the origins of
+        ``upto`` as held up to their seq. The events and deliveries of the records gone
+        reach no observer: the anti-entropy tree is built again (``tree_stale``)."""
         states = await self.store.load_registry()
         deltas: dict[str, CRDT] = {}
         for key, data in states.items():
@@ -243,6 +253,7 @@ class Cohort:
                 deltas[key] = decode(data)
             except Exception as exc:  # noqa: BLE001 (crdt raises several types)
                 log.error("registry row %s does not decode: %s", key, exc)
+        seen = WriteBatch()
         async with self.writer.lock:
             try:
                 for key, state in self.catalog.apply(deltas).items():
@@ -251,6 +262,8 @@ class Cohort:
                 log.error("registry rows not merged: %s", exc)
             for origin, seq in upto.items():
                 self._advance(origin, seq)
+            self._observe(seen)
+            self._tree_stale()
         self.reloads += 1
         log.info("registry merged from the store (records of %s gone)", sorted(upto))
 
@@ -339,3 +352,11 @@ class Cohort:
                 if failing:
                     log.warning("replication role step succeeded again")
                 failing = False
+
+
+def _delivery_ids(decoded: Decoded) -> list[str]:
+    """The deliveries a record touches: its fan-out snapshot and its delivery."""
+    ids = [d.id for d in decoded.deliveries]
+    if decoded.delivery is not None:
+        ids.append(decoded.delivery.id)
+    return ids

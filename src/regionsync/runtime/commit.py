@@ -57,20 +57,23 @@ def merge_batches(batches: list[WriteBatch]) -> WriteBatch:
 class GroupCommitter:
     """Single writer over ``store``.
 
-    ``submit(batch)`` returns a future that resolves once the batch is durable, or raises
-    the commit's exception. Up to ``max_batches`` queued submissions share a commit; after
-    the first arrives the writer waits ``linger_s`` (seconds; 0 = just what queued while
-    the previous commit ran) while commits are small: when the previous group and the
-    queue both hold fewer than ``linger_below`` submissions. Under load the groups are
-    larger and nobody waits (throughput as without a linger); at a light load a commit's
-    fixed CPU (the transaction, its fsync, the writer's thread hop) is shared by the few
-    submissions the linger gathers (issue 44, bench/README.md "cpu.py"). If a commit
-    fails, it and every submission queued behind it fail (they were built on state that
-    is now not durable) and ``on_failure`` is called so the owner can reload its state
-    from the store. ``observe`` gets each successful commit's duration in seconds on the
-    ``monotonic`` clock. ``before_commit(merged, whole_queue)`` is called with each
-    group's merged batch just before it is written (``whole_queue``: nothing was left
-    queued behind the group) and may add to it.
+    ``submit(batch)`` returns a future that resolves once the batch is durable, or
+    raises the commit's exception. Up to ``max_batches`` queued submissions share a
+    commit; after the first arrives the writer waits ``linger_s`` (seconds; 0 = just
+    what queued while the previous commit ran) while commits are small: when the
+    previous group and the queue both hold fewer than ``linger_below`` submissions.
+    Under load the groups are larger and nobody waits (throughput as without a linger);
+    at a light load a commit's fixed CPU (the transaction, its fsync, the writer's
+    thread hop) is shared by the few submissions the linger gathers (issue 44,
+    bench/README.md "cpu.py"). If a commit fails, it and every submission queued behind
+    it fail (they were built on state that is now not durable) and ``on_failure`` is
+    called so the owner can reload its state from the store; every submission after it
+    fails at once with the same exception until the owner calls ``resume`` (its state
+    reloaded), so nothing built on the failed state commits, and nothing commits while
+    the state is being reloaded. ``observe`` gets each successful commit's duration in
+    seconds on the ``monotonic`` clock. ``before_commit(merged, whole_queue)`` is called
+    with each group's merged batch just before it is written (``whole_queue``: nothing
+    was left queued behind the group) and may add to it.
     """
 
     def __init__(
@@ -96,6 +99,7 @@ class GroupCommitter:
         self.before_commit = before_commit
         self._queue: list[tuple[WriteBatch, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
+        self.halted: BaseException | None = None  # the failure submissions get until resume
         self.commits = 0
         self.batches = 0
 
@@ -106,6 +110,9 @@ class GroupCommitter:
 
     def submit(self, batch: WriteBatch) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.halted is not None:
+            fut.set_exception(self.halted)
+            return fut
         self._queue.append((batch, fut))
         self._wake.set()
         return fut
@@ -145,6 +152,7 @@ class GroupCommitter:
             raise
         except Exception as exc:
             log.error("commit of %d batches failed: %r", len(group), exc)
+            self.halted = exc
             for _, fut in group:
                 if not fut.done():
                     fut.set_exception(exc)
@@ -161,6 +169,10 @@ class GroupCommitter:
         for _, fut in group:
             if not fut.done():
                 fut.set_result(None)
+
+    def resume(self) -> None:
+        """Accept submissions again (the owner reloaded its state after a failure)."""
+        self.halted = None
 
     def _fail_all(self, exc: BaseException) -> None:
         queued, self._queue = self._queue, []

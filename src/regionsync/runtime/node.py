@@ -118,6 +118,7 @@ class Node:
             self.cohort = Cohort(
                 settings, coordinator, self.writer, self.catalog, self.keys, store=store,
                 clock=self.cluster_clock, start_role=self._start_role, stop_role=self._stop_role,
+                tree_stale=self.anti_entropy.drop_tree,
             )  # fmt: skip
             self.view.cohort = self.cohort
             self.removals.processes = self._processes
@@ -405,6 +406,16 @@ class Node:
         self._spawn(self._reload(), "reload")
 
     async def _reload(self) -> None:
+        """Go back to the store's state, trying again every second until it can (the
+        committer refuses every batch meanwhile: GroupCommitter.resume)."""
+        while True:
+            try:
+                return await self._reload_once()
+            except Exception:
+                log.exception("reloading state from the store failed; trying again in 1 s")
+                await self.clock.sleep(1.0)
+
+    async def _reload_once(self) -> None:
         async with self.writer.lock:
             vv = await self.store.load_version_vector()  # first: as in start
             self.catalog.load(await self.store.load_registry())
@@ -412,6 +423,10 @@ class Node:
             self.writer.reload_usage(await self.store.load_usage_carry())
             self.keys.reset()
             self.replica.held.clear()
+            # what this reload merged reached no commit observer: the tree is built again
+            self.anti_entropy.drop_tree()
+            if self.writer.committer is not None:  # refused every batch since the failure
+                self.writer.committer.resume()
             log.warning("state reloaded from the store after a failed commit")
 
     async def _local_reads(self) -> None:

@@ -55,8 +55,9 @@ def _major(d: str) -> int:
 class PgServer:
     """One running server; ``url(dbname)`` is a libpq URL for superuser ``postgres``."""
 
-    def __init__(self, durable: bool = False) -> None:
+    def __init__(self, durable: bool = False, settings: dict[str, str] | None = None) -> None:
         self.durable = durable
+        self.settings = dict(settings or {})  # more server settings (``-c name=value``)
         self.bindir = find_bindir()
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="regionsync-pg-"))
@@ -101,7 +102,8 @@ class PgServer:
         self._proc = subprocess.Popen(
             [str(self.bindir / "postgres"), "-D", str(data),
              "-h", "127.0.0.1", "-p", str(self.port), "-k", str(self.dir),
-             "-c", "max_connections=200", *fast],
+             "-c", "max_connections=200", *fast,
+             *(a for k, v in self.settings.items() for a in ("-c", f"{k}={v}"))],
             stdout=logf, stderr=subprocess.STDOUT, **self._as,
         )  # fmt: skip
         logf.close()

@@ -20,6 +20,7 @@ from regionsync.core.model import (
     DeliveryStatus,
     Event,
     EventQuery,
+    Record,
     WriteBatch,
 )
 from regionsync.errors import Unavailable
@@ -44,6 +45,37 @@ async def test_commit_is_atomic(pg_url: str) -> None:
         assert await s.get_event("evt_1") is None
         await s.commit(WriteBatch(registry={"tenants": b"y"}))  # usable afterwards
         assert await s.load_registry() == {"tenants": b"y"}
+    finally:
+        await s.close()
+
+
+async def test_records_of_reads_every_origin_in_one_round_trip(pg_url: str) -> None:
+    # a follow round asks for the records of every other process (and a link's read for
+    # every origin): one query, whatever the number of origins (issue 44), with the
+    # contract's order (origins sorted, seq order in each) and limit over all of them
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    origins = ["B:2", "a:1", "a:10", "z:3"]  # upper case and digits: Python's order
+    recs = [Record(o, n, "registry", o.encode(), (n, 0)) for o in origins for n in (1, 2, 3)]
+    await s.commit(WriteBatch(records=recs))
+    calls: list[str] = []
+    real = s._fetch
+
+    async def counted(sql, args=()):
+        calls.append(sql)
+        return await real(sql, args)
+
+    s._fetch = counted  # type: ignore[method-assign]
+    try:
+        got = await s.records_of({"z:3": 1, "a:10": 0, "B:2": 2, "a:1": 3}, 100)
+        assert [(r.origin, r.seq) for r in got] == [
+            ("B:2", 3), ("a:10", 1), ("a:10", 2), ("a:10", 3), ("z:3", 2), ("z:3", 3)
+        ]  # fmt: skip
+        assert all(r.body == r.origin.encode() for r in got)
+        assert len(calls) == 1
+        got = await s.records_of({"z:3": 0, "a:10": 1, "B:2": 0}, 4)
+        assert [(r.origin, r.seq) for r in got] == [("B:2", 1), ("B:2", 2), ("B:2", 3), ("a:10", 2)]
+        assert await s.records_of({}, 10) == [] and len(calls) == 2
     finally:
         await s.close()
 

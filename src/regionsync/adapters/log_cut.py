@@ -21,7 +21,7 @@ from ..core.model import Record
 from ..core.registry import may_hold_secret
 from .secretbox import AtRest
 
-__all__ = ["CUT_MIN_BYTES", "body_of", "find_cuts", "records_sql"]
+__all__ = ["CUT_MIN_BYTES", "PAYLOAD_JOIN", "RECORD_COLS", "body_of", "find_cuts", "records_sql"]
 
 # payloads shorter than this stay in their record: too little to save (bench/README.md,
 # ingest.py's "Event records without their payload")
@@ -60,14 +60,18 @@ def find_cuts(
     return out
 
 
+# what ``body_of`` reads of a log row ``l`` joined with ``PAYLOAD_JOIN``
+RECORD_COLS = "l.origin, l.seq, l.kind, l.body, l.hlc_wall, l.hlc_logical, l.event_at, e.payload"
+PAYLOAD_JOIN = "LEFT JOIN events e ON l.event_at IS NOT NULL AND e.id = l.event_id"
+
+
 def records_sql(p: str) -> str:
     """A store's read of one origin's log records after a seq, ``LIMIT``ed, with what
     ``body_of`` needs: columns origin, seq, kind, body, hlc_wall, hlc_logical, event_at and
     the payload of the events row a body was cut for. ``p``: the driver's placeholder."""
     return (
-        "SELECT l.origin, l.seq, l.kind, l.body, l.hlc_wall, l.hlc_logical, l.event_at, "
-        "e.payload FROM log l LEFT JOIN events e ON l.event_at IS NOT NULL "
-        f"AND e.id = l.event_id WHERE l.origin = {p} AND l.seq > {p} ORDER BY l.seq LIMIT {p}"
+        f"SELECT {RECORD_COLS} FROM log l {PAYLOAD_JOIN} "
+        f"WHERE l.origin = {p} AND l.seq > {p} ORDER BY l.seq LIMIT {p}"
     )
 
 

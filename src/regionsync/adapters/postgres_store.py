@@ -52,7 +52,7 @@ from ..core.model import (
     WriteBatch,
 )  # fmt: skip
 from ..runtime.ports import StoreInfo
-from .log_cut import body_of, records_sql
+from .log_cut import PAYLOAD_JOIN, RECORD_COLS, body_of
 from .postgres_claims import DeliveryClaims
 from .postgres_commit import Fence, write_batch
 from .postgres_schema import APP_PREFIX, LEVEL, ROLE_APP, SCHEMA_LOCK, migrate
@@ -74,7 +74,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Q = Queries(POSTGRES)
-_RECORDS_OF = records_sql("%s")
+# every wanted origin's records in one round trip (a follow round or a link's read asks
+# for several): each origin's, in seq order, after its own seq (one index range scan
+# each), origins in the order given, at most the last LIMIT in all
+_RECORDS_OF = (
+    f"SELECT {RECORD_COLS} FROM (SELECT g.* FROM unnest(%s::text[], %s::bigint[]) "
+    "WITH ORDINALITY AS w(origin, after, i) CROSS JOIN LATERAL (SELECT origin, seq, kind, "
+    "body, hlc_wall, hlc_logical, event_at, event_id, w.i FROM log WHERE origin = w.origin "
+    "AND seq > w.after ORDER BY seq LIMIT %s) g ORDER BY g.i, g.seq LIMIT %s) l "
+    f"{PAYLOAD_JOIN} ORDER BY l.i, l.seq"
+)
 _VV_AT = (
     "SELECT extract(epoch FROM clock_timestamp())::float8, "
     "coalesce((SELECT json_object_agg(origin, seq) FROM version_vector), '{}'::json)"
@@ -309,17 +318,15 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
     async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
         """Log records of the origins in ``after`` with ``seq > after[origin]``, in seq
         order per origin, at most ``limit`` in all (other origins are not read)."""
-        out: list[Record] = []
-        for origin, seq in sorted(after.items()):
-            if len(out) >= limit:
-                break
-            rows = await self._fetch(_RECORDS_OF, (origin, seq, limit - len(out)))
-            # a cut record whose events row is gone raises psycopg.DataError
-            out.extend(
-                Record(r[0], r[1], r[2], body_of(r, self.at_rest, psycopg.DataError), (r[4], r[5]))
-                for r in rows
-            )
-        return out
+        if not after or limit <= 0:
+            return []
+        origins = sorted(after)
+        rows = await self._fetch(_RECORDS_OF, (origins, [after[o] for o in origins], limit, limit))
+        # a cut record whose events row is gone raises psycopg.DataError
+        return [
+            Record(r[0], r[1], r[2], body_of(r, self.at_rest, psycopg.DataError), (r[4], r[5]))
+            for r in rows
+        ]
 
     async def renew_incarnation(self, incarnation: int) -> None:
         await self._write(

@@ -75,14 +75,15 @@ T = TypeVar("T")
 
 Q = Queries(POSTGRES)
 # every wanted origin's records in one round trip (a follow round or a link's read asks
-# for several): each origin's, in seq order, after its own seq (one index range scan
-# each), origins in the order given, at most the last LIMIT in all
+# for several): each origin's, in seq order, after its own seq, origins in the order
+# given, at most the last LIMIT in all. The keys are chosen first (a range of the
+# primary key per origin), so only the bodies of the records returned are read
 _RECORDS_OF = (
-    f"SELECT {RECORD_COLS} FROM (SELECT g.* FROM unnest(%s::text[], %s::bigint[]) "
-    "WITH ORDINALITY AS w(origin, after, i) CROSS JOIN LATERAL (SELECT origin, seq, kind, "
-    "body, hlc_wall, hlc_logical, event_at, event_id, w.i FROM log WHERE origin = w.origin "
-    "AND seq > w.after ORDER BY seq LIMIT %s) g ORDER BY g.i, g.seq LIMIT %s) l "
-    f"{PAYLOAD_JOIN} ORDER BY l.i, l.seq"
+    f"SELECT {RECORD_COLS} FROM (SELECT w.i, w.origin, g.seq FROM unnest(%s::text[], "
+    "%s::bigint[]) WITH ORDINALITY AS w(origin, after, i) CROSS JOIN LATERAL (SELECT seq "
+    "FROM log WHERE origin = w.origin AND seq > w.after ORDER BY seq LIMIT %s) g "
+    "ORDER BY w.i, g.seq LIMIT %s) k JOIN log l ON l.origin = k.origin AND l.seq = k.seq "
+    f"{PAYLOAD_JOIN} ORDER BY k.i, k.seq"
 )
 _VV_AT = (
     "SELECT extract(epoch FROM clock_timestamp())::float8, "

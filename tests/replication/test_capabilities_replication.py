@@ -87,3 +87,48 @@ async def test_a_region_holding_the_set_back_is_reported_once(net, started, capl
     assert payload["regions"] == ["c"] and payload["missing"] == {"c": NEW}
     assert payload["effective"] == [] and payload["region"] == "a"
     assert "held back" in caplog.text
+
+
+async def _retire_processes(node: Node, retired: dict[str, int]) -> None:
+    """Write ``node``'s ``p/<region>`` marker, a key kind of ``region-removal``."""
+    async with node.writer.local_lock():
+        stamp, actor = node.writer.stamp(), node.writer.actor
+        deltas = node.catalog.registry.set_process_retirements(node.region, retired, actor, stamp)
+        durable = node.writer.commit_local("registry", stamp, deltas)
+    await durable
+
+
+async def test_a_region_rolled_back_gets_no_key_kind_it_cannot_read(net, started) -> None:
+    """Keys of a kind newer than the baseline (here ``p/<region>``, feature
+    ``region-removal``) written while every region read them: the records that carry one
+    reach a region rolled back since without it (0.1.0 refuses such a record and stops
+    applying its origin's later ones), and anti-entropy sends it no state of such a key
+    (0.1.0 rejects the whole chunk). Repair gives it the key once it reads it again."""
+    c_store = MemoryStore()
+    fast = {"digest_interval_s": 0.2}
+    a = make_node(net, "a", ["c"], **fast)
+    c = make_node(net, "c", ["a"], store=c_store, **fast)
+    for n in (a, c):
+        await n.start()
+        started.append(n)
+    await eventually(lambda: a.capabilities.enabled("region-removal"))
+    await _retire_processes(a, {"a:90": 1})
+    await eventually(lambda: c.catalog.registry.state("p/a") is not None)
+
+    await c.stop()  # rolled back: what a writes meanwhile still uses the new kinds
+    c = make_node(net, "c", ["a"], store=c_store, reads=BASELINE, **fast)
+    await _retire_processes(a, {"a:90": 1, "a:91": 2})
+    await a.registry_ops.create_tenant("initech", "Initech")  # after it, same origin
+    await c.start()
+    started.append(c)
+    await eventually(lambda: c.catalog.registry.has_tenant("initech"))
+    await eventually(lambda: a.counters["anti_entropy_passes"] >= 2)  # the states differ
+    assert a.catalog.registry.state("p/a") != c.catalog.registry.state("p/a")
+    assert not c.replica.refusals and c.counters["records_rejected"] == 0
+    assert c.counters["state_rejected"] == 0
+
+    await c.stop()  # upgraded again: repair brings the key
+    c = make_node(net, "c", ["a"], store=c_store, **fast)
+    await c.start()
+    started.append(c)
+    await eventually(lambda: a.catalog.registry.state("p/a") == c.catalog.registry.state("p/a"))

@@ -166,35 +166,6 @@ def test_downgrade_strips_optional_parts_for_a_baseline_reader_only() -> None:
     assert downgrade(plain, BASELINE) is plain  # nothing optional: the same bytes
 
 
-def test_downgrade_drops_registry_keys_of_kinds_the_reader_does_not_read() -> None:
-    """A record written while every region read ``region-removal`` and
-    ``broker-destinations``, sent to a region rolled back to the baseline: it gets the
-    keys it reads, and the same bytes where there is nothing to drop."""
-    from regionsync.core.records import downgrade
-
-    state = LWWRegister().set("x", actor="eu:1", stamp=Timestamp(1, 0))
-    keys = ["e/ep_1/secret_destination", "p/eu", "t/acme/name", "x/us"]
-    audit = {"who": "node", "op": "region.retire", "object": "processes", "tenant": "",
-             "detail": ""}  # fmt: skip
-    body = encode_body(registry=dict.fromkeys(keys, state), audit=audit)
-    with pytest.raises(ValueError, match="unknown key"):
-        decode_body("registry", body, BASELINE)
-    old = downgrade(body, BASELINE)
-    got = decode_body("registry", old, BASELINE)
-    assert (
-        list(got.registry) == ["t/acme/name"] and got.audit == decode_body("registry", body).audit
-    )
-    no_brokers = ALL - {"broker-destinations"}
-    assert list(decode_body("registry", downgrade(body, no_brokers), no_brokers).registry) == [
-        "p/eu", "t/acme/name", "x/us"
-    ]  # fmt: skip
-    assert downgrade(body, ALL) is body
-    plain = encode_body(registry={"t/acme/name": state})
-    assert downgrade(plain, BASELINE) is plain  # nothing to drop: the same bytes
-    only = encode_body(registry={"p/eu": state})
-    assert decode_body("registry", downgrade(only, BASELINE), BASELINE).registry == {}
-
-
 def test_status_prints_versions_and_the_features_in_use() -> None:
     from regionsync.manage.status import features_line, status_rows
 

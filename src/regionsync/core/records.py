@@ -38,10 +38,10 @@ from .capabilities import ALL
 from .envelope import REQUEST_HEADERS_MAX_BYTES
 from .model import Attempt, Delivery, DeliveryStatus, Event, storable_text
 from .registry import key_type
-from .registry_keys import KEY_FEATURE_NAMES, key_feature
+from .registry_keys import key_feature
 
 __all__ = [
-    "AUDIT_FIELDS", "AUDIT_MAX_CHARS", "DOWNGRADED", "KINDS", "Decoded", "decode_body", "downgrade",
+    "AUDIT_FIELDS", "AUDIT_MAX_CHARS", "KINDS", "Decoded", "decode_body", "downgrade",
     "encode_body",
 ]  # fmt: skip
 
@@ -178,21 +178,12 @@ def _state_bytes(state: CRDT | bytes) -> bytes:
 _OPTIONAL_NAME = re.compile(rb"[\xa1-\xbf]_")
 
 
-# what ``downgrade`` takes out for a reader that lacks it
-DOWNGRADED = frozenset({"optional-fields", *KEY_FEATURE_NAMES})
-
-
 def downgrade(body: bytes, reads: frozenset[str]) -> bytes:
-    """``body`` as a reader of ``reads`` accepts it (a record written while every region
-    read its form, sent to a region rolled back since): without its optional (``_``)
-    sections and fields when the reader lacks ``optional-fields``, and without the
-    registry keys of a kind it does not read (``core.registry_keys.KEY_FEATURES``: it
-    gets no state of theirs until it reads them again, then from anti-entropy). Bytes
-    that may hold neither come back as they are; so does a body that is not a map of
-    sections."""
-    optional = "optional-fields" not in reads and _OPTIONAL_NAME.search(body) is not None
-    keys = not KEY_FEATURE_NAMES <= reads and b"registry" in body
-    if not (optional or keys):
+    """``body`` as a reader of ``reads`` accepts it: without its optional (``_``)
+    sections and fields when the reader lacks ``optional-fields`` (a record written while
+    every region read them, sent to a region rolled back since). Bytes that may hold no
+    such name come back as they are; so does a body that is not a map of sections."""
+    if "optional-fields" in reads or _OPTIONAL_NAME.search(body) is None:
         return body
     try:
         obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
@@ -201,24 +192,17 @@ def downgrade(body: bytes, reads: frozenset[str]) -> bytes:
     if type(obj) is not dict:
         return body
 
-    def readable(key: str) -> bool:
-        return key_feature(key) in reads
-
     def strip(m: dict[str, Any]) -> dict[str, Any]:
-        if not optional:
-            return m
         return {k: v for k, v in m.items() if not (type(k) is str and k[:1] == "_")}
 
     out: dict[str, Any] = {}
     for k, v in strip(obj).items():
-        if k == "registry" and type(v) is dict:  # registry keys are never optional
-            v = {key: s for key, s in v.items() if type(key) is not str or readable(key)}
-        elif type(v) is dict:
+        if type(v) is dict and k != "registry":  # registry keys are never optional
             v = strip(v)
         elif type(v) is list:
             v = [strip(x) if type(x) is dict else x for x in v]
         out[k] = v
-    return body if out == obj else msgpack.packb(out, use_bin_type=True)
+    return msgpack.packb(out, use_bin_type=True)
 
 
 _KEYS: dict[int, tuple[str, ...]] = {}

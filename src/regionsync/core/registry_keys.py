@@ -116,10 +116,6 @@ KEY_FEATURES: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-# the features of those key kinds: a reader that lacks one refuses such a key
-KEY_FEATURE_NAMES = frozenset(feature for _, feature in KEY_FEATURES)
-
-
 def key_feature(key: str) -> str:
     """The feature a registry key kind needs (``registry-keys``: the baseline's)."""
     for pattern, feature in KEY_FEATURES:

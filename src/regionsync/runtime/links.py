@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import ReplicationSettings
-from ..core.capabilities import ALL, BASELINE, RELEASE, Announcement, announced
+from ..core.capabilities import BASELINE, RELEASE, Announcement, announced
 from ..core.model import Record
-from ..core.records import DOWNGRADED, downgrade
+from ..core.records import downgrade
 from ..v1 import replication_pb2 as pb
 from .ports import (
     Clock,
@@ -50,19 +50,13 @@ def to_pb(r: Record) -> pb.DeltaRecord:
     )
 
 
-def peer_reads(links: Links, region: str) -> frozenset[str]:
-    """What the peer ``region`` reads, by its last Hello (everything while a test pins
-    the feature set: the forced new form)."""
-    caps = links.log.capabilities
-    return ALL if caps.pinned is not None else caps.heard.get(region, Announcement()).reads
-
-
 def batch_for(links: Links, region: str, records: Iterable[Record]) -> pb.Batch:
     """``records`` as the peer ``region`` reads them: a record written in a form its last
     Hello does not read (it was rolled back since) goes out in the older form
     (``core.records.downgrade``)."""
-    reads = peer_reads(links, region)
-    if DOWNGRADED <= reads:
+    caps = links.log.capabilities
+    reads = caps.heard.get(region, Announcement()).reads
+    if "optional-fields" in reads or caps.pinned is not None:  # pinned: forced new form
         return pb.Batch(records=map(to_pb, records))
     return pb.Batch(records=[to_pb(r._replace(body=downgrade(r.body, reads))) for r in records])
 

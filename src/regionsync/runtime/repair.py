@@ -13,10 +13,9 @@ from collections.abc import Iterator, Mapping
 
 from ..core.hashtree import HashTree, children
 from ..core.peering import digest_verdict, stream_pace
-from ..core.records import DOWNGRADED, downgrade
 from ..core.wire import message_budget, state_item_wire_size
 from ..v1 import replication_pb2 as pb
-from .links import Links, peer_reads, recv
+from .links import Links, recv
 from .ports import PeerStream
 from .slicing import Slicer
 from .state import PeerStatus
@@ -139,11 +138,8 @@ class AntiEntropyPass:
         budget = min(opts.state_chunk_bytes, message_budget(opts.max_message_bytes))
         started = links.clock.monotonic()
         slicer = Slicer(pause_ratio=0.0)  # the walk returns to the loop every 10 ms
-        reads = peer_reads(links, self.status.region)
-        older = not DOWNGRADED <= reads  # a peer rolled back since: in the form it reads
         while batch := await self._next_batch(idents, slicer):
-            for kind, whole in await links.state.state_items(batch):
-                body = downgrade(whole, reads) if older else whole
+            for kind, body in await links.state.state_items(batch):
                 item = state_item_wire_size(kind, body)
                 if chunk and size + item > budget:  # cut before it would overflow
                     await self._send_chunk(chunk, None)

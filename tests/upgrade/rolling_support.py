@@ -21,15 +21,19 @@ class StallMeter:
     once src holds it, takes to reach dst, counted only while both run (a restart is not a
     stall; the clock of a waiting record starts again when both are up). ``observe``
     takes one sample of every running region's ``/v1/cluster`` (its ``actor`` and
-    ``version_vector``); ``worst`` is the longest wait so far, records still missing
-    included. A peer that refuses src's records never catches up: the wait grows until
-    the test's end."""
+    ``version_vector``); ``worst`` is the longest wait so far, from the first sample that
+    saw a record at src and not at dst (a shorter wait than the sampling's counts as 0),
+    records still missing included. A peer that refuses src's records never catches up:
+    the wait grows until the test's end. A process of a PostgreSQL region is an entry of
+    its own, and each start is a new actor: its waits start again with it."""
 
     up_since: dict[str, float] = field(default_factory=dict)  # region -> monotonic s
     waiting: dict[tuple[str, str], list[tuple[int, float]]] = field(default_factory=dict)
     worst_s: float = 0.0
     worst_pair: tuple[str, str] | None = None
     samples: int = 0  # pair comparisons made (the test checks the meter looked)
+    seen_waiting: int = 0  # records seen at their source and not yet at a peer
+    actor_of: dict[str, str] = field(default_factory=dict)  # region -> its actor last seen
 
     def up(self, region: str, now: float) -> None:
         self.up_since[region] = now
@@ -44,11 +48,16 @@ class StallMeter:
                 continue
             self.samples += 1
             actor = views[src]["actor"]
+            if self.actor_of.setdefault(src, actor) != actor:  # a new incarnation
+                self.actor_of[src] = actor
+                for pair in [p for p in self.waiting if p[0] == src]:
+                    del self.waiting[pair]
             have = views[src]["version_vector"].get(actor, 0)
             got = views[dst]["version_vector"].get(actor, 0)
             queue = self.waiting.setdefault((src, dst), [])
             if have > got and (not queue or queue[-1][0] < have):
                 queue.append((have, now))
+                self.seen_waiting += 1
             while queue and queue[0][0] <= got:
                 queue.pop(0)
             if queue:

@@ -6,9 +6,11 @@ The first process of the current code applies the expand steps (postgres_schema.
 while the other, older one keeps serving on the same database; then the second is
 upgraded; then one is rolled back to the previous release, which starts on the expanded
 database and serves again. Throughout, a publish to a process that stays up never
-answers 5xx; at the end every acknowledged event reached the receiver, both regions
-agree, ``schema_version`` is still the previous release's and each current process is
-recorded in ``processes`` with this code's schema level.
+answers 5xx, and no record of a process or of the peer waits to reach another running
+one longer than the longest restart plus a margin (``StallMeter``); at the end every
+acknowledged event reached the receiver, both regions agree, ``schema_version`` is still
+the previous release's and each current process is recorded in ``processes`` with this
+code's schema level.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import httpx
 import psycopg
 import pytest
 from old_release import OldRelease, spawn
-from rolling_support import Load
+from rolling_support import Load, StallMeter
 
 from regionsync import demo
 from regionsync.adapters.postgres_schema import LEVEL, MIGRATIONS
@@ -45,6 +47,9 @@ from cluster_support import (  # noqa: E402
 
 PG, PEER = "pg-east", "sq-west"
 TENANT = "t-pg-up"
+# a restart ends when the process answers /readyz; the replication role then moves within
+# leader_poll_s and links redial within reconnect_max_s (test_rolling_upgrade.MARGIN_S)
+MARGIN_S = 10.0
 
 
 class Region:
@@ -64,10 +69,13 @@ class Region:
             self.configs[f"p{n}"], self.http[f"p{n}"] = cfg, base
         self.procs: dict[str, Popen[Any]] = {}
         self.retired: list[Popen[Any]] = []
+        self.meter = StallMeter()
+        self.restarts_s: list[float] = []
 
     async def start(self, name: str, release: OldRelease | None) -> None:
         self.procs[name] = spawn(self.root, name, self.configs[name], release)
         await demo.wait_ready(self.client, self.http[name], time.monotonic() + 60)
+        self.meter.up(name, time.monotonic())
 
     async def replace(self, name: str, release: OldRelease | None, load: Load) -> None:
         """Stop process ``name`` (out of the load first), start ``release`` in its place.
@@ -77,7 +85,9 @@ class Region:
         another process commits between the two reads is missing from its memory until
         its key is written again (README "Upgrading", the roll-back note). This code
         reads them the other way round and starts under the whole load."""
+        began = time.monotonic()
         load.up.discard(name)
+        self.meter.down(name)
         proc = self.procs[name]
         proc.terminate()
         assert proc.wait(timeout=30) in (0, -15)
@@ -87,6 +97,7 @@ class Region:
         else:
             async with load.registry_gate:
                 await self.start(name, release)
+        self.restarts_s.append(time.monotonic() - began)
         load.up.add(name)
 
 
@@ -114,7 +125,8 @@ async def test_a_postgres_region_upgrades_one_process_at_a_time(
                 await region.start(name, old_release)
             await set_up(region, receiver)
             load = Load(client, region.http, TENANT, up={"p0", "p1"})
-            task = asyncio.create_task(load.run(0.01))
+            tasks = [asyncio.create_task(load.run(0.01)),
+                     asyncio.create_task(region.meter.run(client, region.http, 0.1))]  # fmt: skip
             try:
                 await asyncio.sleep(2)
                 await region.replace("p1", None, load)  # applies the expand steps
@@ -124,12 +136,20 @@ async def test_a_postgres_region_upgrades_one_process_at_a_time(
                 await region.replace("p1", old_release, load)  # roll back one process
                 await asyncio.sleep(2)
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                for t in tasks:
+                    t.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await t
             print(f"{len(load.acked)} events, {len(load.tenants)} tenants acknowledged; "
-                  f"{load.refused} requests to a stopping process")  # fmt: skip
+                  f"{load.refused} requests to a stopping process; restarts "
+                  f"{[round(s, 1) for s in region.restarts_s]} s; worst stall "
+                  f"{region.meter.worst_s:.1f} s {region.meter.worst_pair}, "
+                  f"{region.meter.seen_waiting} records seen in flight")  # fmt: skip
             assert not load.server_errors, load.server_errors
+            # it measured every pair throughout, and saw records on their way
+            assert region.meter.samples > 100 and region.meter.seen_waiting > 0
+            bound = max(region.restarts_s) + MARGIN_S
+            assert region.meter.worst_s <= bound, (region.meter.worst_s, region.meter.worst_pair)
             assert len(load.acked) > 50, len(load.acked)  # the load ran throughout
             await all_delivered(load.acked, receiver, "pg")
             assert receiver.failed == 0

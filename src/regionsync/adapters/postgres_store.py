@@ -76,7 +76,7 @@ T = TypeVar("T")
 Q = Queries(POSTGRES)
 # every wanted origin's records in one round trip (a follow round or a link's read asks
 # for several): each origin's, in seq order, after its own seq, origins in the order
-# given, at most the last LIMIT in all. The keys are chosen first (a range of the
+# given, at most the outer LIMIT in all. The keys are chosen first (a range of the
 # primary key per origin), so only the bodies of the records returned are read
 _RECORDS_OF = (
     f"SELECT {RECORD_COLS} FROM (SELECT w.i, w.origin, g.seq FROM unnest(%s::text[], "

@@ -1,5 +1,6 @@
 """Upgrade in place (issue 40): the current code opens the store every earlier release
-wrote, serves it, delivers what it left pending and replicates it to a fresh node.
+wrote, serves it, delivers what it left pending and replicates it to a fresh node, of
+the current code or a ``regionsync serve`` process of the previous release.
 
 Each directory of tests/fixtures/stores/ holds a release's stores (make_fixture.py): the
 SQLite file and a PostgreSQL dump, ``manifest.json`` (ids, counts, the fixture key ring)
@@ -9,21 +10,26 @@ was written (the upgrade happens while its pending delivery and keys are current
 check that every object the old release served is served alike (a newer release may add
 members), that tokens, the Idempotency-Key, the source secret and the sealed endpoint
 secrets still work, that the pending delivery reaches a local receiver signed with the
-old secrets, and that a fresh node converges with it (the log's two origins included).
+old secrets, and that a fresh node converges with it (the log's two origins included):
+one of this code, and one still on the previous release (a region not yet upgraded).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import hmac
 import json
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from old_release import OldRelease, spawn
 from pgserver import PgServer
 from upgrade_support import (
     FIXTURES,
@@ -42,6 +48,7 @@ from upgrade_support import (
     until,
 )
 
+from regionsync import demo
 from regionsync.demo import free_port
 
 RELEASES = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
@@ -60,25 +67,35 @@ def test_every_release_keeps_both_stores() -> None:
             assert (release / store["file"]).is_file(), (release, store["file"])
 
 
+PEERS = ("current", "previous release")  # the release of the fresh node
+
+
+@pytest.fixture(params=PEERS)
+def peer_release(request: pytest.FixtureRequest) -> OldRelease | None:
+    """None (this code) or the previous release's build (skipped in a shallow clone)."""
+    return None if request.param == "current" else request.getfixturevalue("old_release")
+
+
 @pytest.mark.parametrize("release", RELEASES, ids=lambda p: p.name)
 async def test_sqlite_store_opens_serves_delivers_and_replicates(
-    release: Path, tmp_path: Path
+    release: Path, tmp_path: Path, peer_release: OldRelease | None
 ) -> None:
     manifest = json.loads((release / "manifest.json").read_text())
     data = tmp_path / REGION
     data.mkdir()
     packed = release / manifest["stores"]["sqlite"]["file"]
     (data / f"{REGION}.db").write_bytes(gzip.decompress(packed.read_bytes()))
-    await upgrade(release, manifest, "sqlite", "sqlite", tmp_path)
+    await upgrade(release, manifest, "sqlite", "sqlite", tmp_path, peer_release)
 
 
 @pytest.mark.parametrize("release", RELEASES, ids=lambda p: p.name)
 async def test_postgresql_store_opens_serves_delivers_and_replicates(
-    release: Path, tmp_path: Path, pg_server: PgServer, pg_url: str
-) -> None:
+    release: Path, tmp_path: Path, pg_server: PgServer, pg_url: str,
+    peer_release: OldRelease | None,
+) -> None:  # fmt: skip
     manifest = json.loads((release / "manifest.json").read_text())
     restore(pg_server, pg_url, release / manifest["stores"]["postgresql"]["file"])
-    await upgrade(release, manifest, "postgresql", pg_url, tmp_path)
+    await upgrade(release, manifest, "postgresql", pg_url, tmp_path, peer_release)
 
 
 def restore(pg_server: PgServer, url: str, dump: Path) -> None:
@@ -92,9 +109,11 @@ def restore(pg_server: PgServer, url: str, dump: Path) -> None:
 
 
 async def upgrade(
-    release: Path, manifest: dict[str, Any], kind: str, store: str, tmp: Path
-) -> None:
-    """Open ``store`` (the fixture ``kind`` restored) beside a fresh node and check it."""
+    release: Path, manifest: dict[str, Any], kind: str, store: str, tmp: Path,
+    peer_release: OldRelease | None = None,
+) -> None:  # fmt: skip
+    """Open ``store`` (the fixture ``kind`` restored) beside a fresh node (of this code,
+    or a process of ``peer_release``) and check it."""
     fixture = manifest["stores"][kind]
     served = json.loads((release / "served.json").read_text())[kind]
     clock = ShiftedClock(fixture["written_at_ms"] + 1000 - time.time_ns() // 1_000_000)
@@ -104,7 +123,7 @@ async def upgrade(
     nodes = {}
     for region, peer, where, keys in (
         (REGION, FRESH, store, manifest["secrets_keys"]),
-        (FRESH, REGION, "sqlite", None),
+        *([(FRESH, REGION, "sqlite", None)] if peer_release is None else []),
     ):
         settings = fixture_settings(
             region,
@@ -121,11 +140,12 @@ async def upgrade(
         )
     sender = nodes[REGION].sender
     sender.gate.clear()  # no attempt until what was stored has been compared
-    async with (
-        rcv.running(),
-        running(nodes[FRESH], token) as fresh,
-        running(nodes[REGION], token) as a,
-    ):
+    fresh_node = (
+        running(nodes[FRESH], token)
+        if peer_release is None
+        else previous_release_node(tmp, peer_release, ports)
+    )
+    async with rcv.running(), fresh_node as fresh, running(nodes[REGION], token) as a:
         snap = await api_snapshot(a)
         assert summary(snap) == fixture["counts"]
         assert_subset(served, snap)
@@ -136,6 +156,37 @@ async def upgrade(
         sender.gate.set()
         await pending_delivered(a, rcv, fixture)
         await converges(a, fresh, fixture, sorted(t["id"] for t in served["tenants"]))
+
+
+@contextlib.asynccontextmanager
+async def previous_release_node(
+    tmp: Path, release: OldRelease, ports: dict[str, tuple[int, int]]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """``FRESH`` as a ``regionsync serve`` process of ``release`` (a region not upgraded
+    yet), peered with ``REGION``, on an empty store; a client of its API (loopback, no
+    tokens)."""
+    http, grpc = ports[FRESH]
+    config = tmp / f"{FRESH}.toml"
+    config.write_text(
+        f'region = "{FRESH}"\ndata_dir = "{tmp / FRESH}"\n'
+        f'http_listen = "127.0.0.1:{http}"\ngrpc_listen = "127.0.0.1:{grpc}"\n'
+        'log_level = "warning"\n'
+        f'[[peers]]\nregion = "{REGION}"\naddress = "127.0.0.1:{ports[REGION][1]}"\n'
+        "[replication]\nreconnect_min_s = 0.05\nreconnect_max_s = 0.5\n"
+    )
+    proc = spawn(tmp, FRESH, config, release)
+    base = f"http://127.0.0.1:{http}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as client:
+            await demo.wait_ready(client, base, time.monotonic() + 60)
+            yield client
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        print((tmp / f"{FRESH}.log").read_text(errors="replace")[-2000:])
 
 
 def covers(vv: dict[str, int], old: dict[str, int]) -> bool:

@@ -19,6 +19,7 @@ from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.adapters.wiring import build_store
 from regionsync.config import load_settings
+from regionsync.core.capabilities import ALL
 from regionsync.core.records import decode_body
 from regionsync.demo import free_port
 from regionsync.runtime.node import Node
@@ -74,6 +75,39 @@ async def region_of_two(tmp_path: Path, pg_url: str) -> AsyncIterator[tuple[Node
         for n in started:
             await n.stop()
         await asyncio.sleep(0)
+
+
+async def test_a_holder_announces_what_its_region_reads_from_its_first_hello(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A PostgreSQL process may take the replication role as it starts, and its peers keep
+    what a Hello announced for the whole session. Before, it announced the baseline until
+    its first look at the database's sessions (``older_sessions``, here slow), so the
+    cluster's feature set stayed down for as long as those sessions lasted."""
+    pg_port, lite_port = free_port(), free_port()
+    a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
+    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+    assert a.coordinator is not None
+    real = a.coordinator.older_sessions
+
+    async def slow() -> list[str]:
+        await asyncio.sleep(1.0)
+        return await real()
+
+    a.coordinator.older_sessions = slow  # type: ignore[method-assign]
+    running: list[Node] = []
+    try:
+        for n in (a, lite):
+            await n.start()
+            running.append(n)
+        assert a.cohort is not None and a.cohort.leading
+        await eventually(lambda: "pg" in lite.capabilities.heard and lite.peers["pg"].connected)
+        assert lite.capabilities.heard["pg"].reads == ALL
+        await asyncio.sleep(1.5)  # a's next checks change nothing
+        assert lite.capabilities.heard["pg"].reads == ALL and lite.capabilities.effective == ALL
+    finally:
+        for n in running:
+            await n.stop()
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(

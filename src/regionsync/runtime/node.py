@@ -298,6 +298,8 @@ class Node:
             # its processes do not all hear the peers: no lease fence (README, failover)
             self.custody.fencing = False
             self._spawn(self.cohort.run_follow(), "follow")
+            # what the region reads, before a Hello of the role it may take says it
+            await self._check_local_reads()
             await self.cohort.step_leader()
             self._spawn(self.cohort.run_leader(), "replication-role")
             for coro, name in self._parts(role=False):
@@ -433,20 +435,25 @@ class Node:
         """What the region's other processes read: the baseline while a session of an
         older release (or one that does not say) is on the store, else what this one
         reads (a newer release reads at least as much); re-checked every custody step."""
+        while True:
+            await self.clock.sleep(self.settings.replication.custody_interval_s)
+            await self._check_local_reads()
+
+    async def _check_local_reads(self) -> None:
+        """One step of ``_local_reads`` (also at start, before the role: peers keep the
+        features a Hello announced for the whole session)."""
         assert self.coordinator is not None
         caps = self.capabilities
-        while True:
-            try:
-                older = await self.coordinator.older_sessions()
-            except Exception as exc:  # the store unreachable: keep what was decided
-                log.warning("cannot list the region's sessions: %s", exc)
-            else:
-                local = BASELINE if older else caps.reads
-                if local != caps.local:
-                    log.warning("this region's processes read %s (older sessions: %s)",
-                                sorted(local - BASELINE) or "the baseline", older[:5])  # fmt: skip
-                    caps.set_local(local)
-            await self.clock.sleep(self.settings.replication.custody_interval_s)
+        try:
+            older = await self.coordinator.older_sessions()
+        except Exception as exc:  # the store unreachable: keep what was decided
+            log.warning("cannot list the region's sessions: %s", exc)
+            return
+        local = BASELINE if older else caps.reads
+        if local != caps.local:
+            log.warning("this region's processes read %s (older sessions: %s)",
+                        sorted(local - BASELINE) or "the baseline", older[:5])  # fmt: skip
+            caps.set_local(local)
 
     async def _upgrade_watch(self) -> None:
         """Report, once per episode, a cluster feature set held below what this node

@@ -56,25 +56,38 @@ def node(tmp: Path, region: str, port: int, peer: str, peer_port: int, store: st
     )
 
 
-@contextlib.asynccontextmanager
-async def region_of_two(tmp_path: Path, pg_url: str) -> AsyncIterator[tuple[Node, Node, Node]]:
-    """Processes ``a`` (the replication holder) and ``b`` of region pg and the SQLite
-    region lite, started; stopped at the end."""
+def pg_and_lite(tmp_path: Path, pg_url: str) -> tuple[Node, Node, Node]:
+    """Processes ``a`` and ``b`` of region pg and the SQLite region lite, peered, not
+    started."""
     pg_port, lite_port = free_port(), free_port()
     a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
     b = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "b")
-    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
-    started: list[Node] = []
+    return a, b, node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+
+
+@contextlib.asynccontextmanager
+async def running(*nodes: Node) -> AsyncIterator[list[Node]]:
+    """``nodes`` started in order; those in the yielded list at the end are stopped (a
+    test may stop one itself and take it out, or start another and add it)."""
+    live: list[Node] = []
     try:
-        for n in (a, b, lite):
+        for n in nodes:
             await n.start()
-            started.append(n)
-        assert a.cohort is not None and a.cohort.leading
-        yield a, b, lite
+            live.append(n)
+        yield live
     finally:
-        for n in started:
+        for n in live:
             await n.stop()
         await asyncio.sleep(0)
+
+
+@contextlib.asynccontextmanager
+async def region_of_two(tmp_path: Path, pg_url: str) -> AsyncIterator[tuple[Node, Node, Node]]:
+    """``pg_and_lite``, started (``a`` first: the replication holder); stopped at the end."""
+    a, b, lite = pg_and_lite(tmp_path, pg_url)
+    async with running(a, b, lite):
+        assert a.cohort is not None and a.cohort.leading
+        yield a, b, lite
 
 
 async def test_a_holder_announces_what_its_region_reads_from_its_first_hello(
@@ -84,9 +97,7 @@ async def test_a_holder_announces_what_its_region_reads_from_its_first_hello(
     what a Hello announced for the whole session. Before, it announced the baseline until
     its first look at the database's sessions (``older_sessions``, here slow), so the
     cluster's feature set stayed down for as long as those sessions lasted."""
-    pg_port, lite_port = free_port(), free_port()
-    a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
-    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+    a, _, lite = pg_and_lite(tmp_path, pg_url)
     assert a.coordinator is not None
     real = a.coordinator.older_sessions
 
@@ -95,33 +106,19 @@ async def test_a_holder_announces_what_its_region_reads_from_its_first_hello(
         return await real()
 
     a.coordinator.older_sessions = slow  # type: ignore[method-assign]
-    running: list[Node] = []
-    try:
-        for n in (a, lite):
-            await n.start()
-            running.append(n)
+    async with running(a, lite):
         assert a.cohort is not None and a.cohort.leading
         await eventually(lambda: "pg" in lite.capabilities.heard and lite.peers["pg"].connected)
         assert lite.capabilities.heard["pg"].reads == ALL
         await asyncio.sleep(1.5)  # a's next checks change nothing
         assert lite.capabilities.heard["pg"].reads == ALL and lite.capabilities.effective == ALL
-    finally:
-        for n in running:
-            await n.stop()
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(
     tmp_path: Path, pg_url: str
 ) -> None:
-    pg_port, lite_port = free_port(), free_port()
-    a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
-    b = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "b")
-    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
-    running = [a, b, lite]
-    try:
-        await a.start()
-        await b.start()
-        await lite.start()
+    a, b, lite = pg_and_lite(tmp_path, pg_url)
+    async with running(a, b, lite) as live:
         assert a.cohort is not None and b.cohort is not None
         assert a.cohort.leading and not b.cohort.leading  # the first one took the role
         assert a.writer.actor != b.writer.actor  # one actor per process
@@ -187,7 +184,7 @@ async def test_two_processes_follow_each_other_and_hand_over_the_role(
 
         # the holder stops: b takes the role, binds the gRPC port and ships its records
         await a.stop()
-        running.remove(a)
+        live.remove(a)
         await eventually(lambda: b.cohort is not None and b.cohort.leading)
         await b.registry_ops.create_tenant("after-handover", "C")
         await eventually(lambda: lite.catalog.registry.has_tenant("after-handover"))
@@ -196,10 +193,6 @@ async def test_two_processes_follow_each_other_and_hand_over_the_role(
         await eventually(
             lambda: b.catalog.registry.state_hash() == lite.catalog.registry.state_hash()
         )
-    finally:
-        for n in running:
-            await n.stop()
-        await asyncio.sleep(0)
 
 
 async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
@@ -209,14 +202,8 @@ async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
     committing between them must not leave it counting a record whose change it lacks
     (the follow reads only records past the version vector, and repair compares only
     the replication holder). At start and at a reload after a failed commit."""
-    pg_port, lite_port = free_port(), free_port()
-    a = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "a")
-    b = node(tmp_path, "pg", pg_port, "lite", lite_port, pg_url, "b")
-    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
-    running = [a, lite]
-    try:
-        await a.start()
-        await lite.start()
+    a, b, lite = pg_and_lite(tmp_path, pg_url)
+    async with running(a, lite) as live:
         await a.registry_ops.create_tenant("t-load", "before")
         between: list[str] = []  # the tenant a commits after b's first of the two reads
         real = {n: getattr(b.store, n) for n in ("load_registry", "load_version_vector")}
@@ -236,7 +223,7 @@ async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
             setattr(b.store, name, hooked(name))
         between.append("armed")
         await b.start()
-        running.append(b)
+        live.append(b)
         assert b.catalog.registry.has_tenant(between[1])
         assert b.writer.version_vector[a.writer.actor] == a.writer.version_vector[a.writer.actor]
 
@@ -246,10 +233,6 @@ async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
         # and nothing later mends a process that missed one: both stay equal after a follow
         await b.cohort.follow_once()  # type: ignore[union-attr]
         assert b.catalog.registry.state_hash() == a.catalog.registry.state_hash()
-    finally:
-        for n in running:
-            await n.stop()
-        await asyncio.sleep(0)
 
 
 async def test_the_tree_holds_what_a_reload_merged(tmp_path: Path, pg_url: str) -> None:

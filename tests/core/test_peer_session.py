@@ -90,7 +90,8 @@ VARIANTS: list[dict[str, Any]] = [
 SAMPLES: dict[type, list[Any]] = {
     PeerHello: [PeerHello("b", 7, {"a": 3}), PeerHello("c", 7), PeerHello(None)],
     Ready: [Ready(), Ready(repair_wanted=True), Ready(behind=("a",)),
-            Ready(repair_wanted=True, futile_repairs=2, last_repair_at=90.0)],
+            Ready(repair_wanted=True, futile_repairs=2, last_repair_at=90.0),
+            Ready(reannounce=True)],
     Repaired: [Repaired({"a": 9})],
     Records: [Records(()), Records((rec("a", 4),)), Records(tuple(map(rec, "aaaa", range(4, 8))))],
     LocalDigest: [LocalDigest({"a": 3}, b"root"), LocalDigest({"a": 3}, b"")],
@@ -268,6 +269,25 @@ def test_a_differing_digest_or_the_floor_ends_an_idle_session() -> None:
     assert actions == [Close("peer fell behind the log floor")]
     s, actions = step(pushing(inflight=1, sent_at=(99.0,)), Ready(repair_wanted=True), 100.0)
     assert s.phase is Phase.READING  # not while a batch is unacked
+
+
+def test_a_change_of_what_the_region_reads_ends_the_session_at_its_top() -> None:
+    """A peer keeps a Hello's features for the whole session: when the region's reads
+    change (an older process joined or left it), the session ends and the next Hello says
+    so, with batches in flight too (the next session resends from the peer's ack)."""
+    note = ShowError("this region's features changed: a new Hello announces them")
+    for s in (pushing(Phase.IDLE), pushing(Phase.LINGERING, inflight=1, sent_at=(99.0,)),
+              pushing(Phase.WINDOW_FULL, inflight=2, sent_at=(95.0, 99.0))):  # fmt: skip
+        after, actions = step(s, Ready(reannounce=True), 100.0)
+        assert (after.phase, actions) == (Phase.CLOSED, [note, Close()]), s.phase
+    # right after the Hello too (it may have said the old set); a repair goes first
+    assert step(session(Phase.ESTABLISHED), Ready(reannounce=True), 100.0)[1][-1] == Close()
+    ready = Ready(behind=("a",), reannounce=True)
+    assert step(session(Phase.ESTABLISHED), ready, 100.0)[1] == [StartRepair()]
+    # elsewhere it waits for the top of the loop: after the pause, the send
+    assert step(pushing(Phase.PAUSED), Ready(reannounce=True), 100.0)[0].phase is Phase.READING
+    assert step(pushing(Phase.SENDING, sending=(("a", 4),)), Ready(reannounce=True),
+                100.0)[0].phase is Phase.STREAMING  # fmt: skip
 
 
 def test_an_idle_link_sends_a_digest_then_a_heartbeat_then_waits() -> None:

@@ -19,7 +19,7 @@ from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.adapters.system import SystemClock, UlidSource, system_rng
 from regionsync.adapters.wiring import build_store
 from regionsync.config import load_settings
-from regionsync.core.capabilities import ALL
+from regionsync.core.capabilities import ALL, BASELINE
 from regionsync.core.records import decode_body
 from regionsync.demo import free_port
 from regionsync.runtime.node import Node
@@ -112,6 +112,34 @@ async def test_a_holder_announces_what_its_region_reads_from_its_first_hello(
         assert lite.capabilities.heard["pg"].reads == ALL
         await asyncio.sleep(1.5)  # a's next checks change nothing
         assert lite.capabilities.heard["pg"].reads == ALL and lite.capabilities.effective == ALL
+
+
+async def test_a_change_of_what_its_region_reads_reaches_the_peers_in_session(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A process of an older release on the region's database (here a stand-in session)
+    holds its Hello to the baseline. Peers keep a Hello's features for the whole session;
+    before, once that process stopped, they heard of it only at the holder's next
+    session (never, while the link stayed up), and when one started they went on writing
+    features it cannot read. Now the holder's sessions end and its next Hello says it,
+    both ways, within a check and a heartbeat."""
+    a, _, lite = pg_and_lite(tmp_path, pg_url)
+    assert a.coordinator is not None
+    older = ["regionsync-0.1.0"]
+
+    async def sessions() -> list[str]:
+        return list(older)
+
+    a.coordinator.older_sessions = sessions  # type: ignore[method-assign]
+    caps = lite.capabilities
+    async with running(a, lite):
+        await eventually(lambda: "pg" in caps.heard and lite.peers["pg"].connected)
+        assert caps.heard["pg"].reads == BASELINE and caps.effective == BASELINE
+        older.clear()  # the older process stopped
+        await eventually(lambda: caps.heard["pg"].reads == ALL and caps.effective == ALL)
+        older.append("regionsync-0.1.0")  # one started again
+        await eventually(lambda: caps.effective == BASELINE)
+        await eventually(lambda: lite.peers["pg"].connected)  # the link is up again
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(

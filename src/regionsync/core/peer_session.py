@@ -154,6 +154,9 @@ class Ready:
     behind: tuple[str, ...] = ()  # origins the peer at ``acked`` lacks below the log floor
     futile_repairs: int = 0  # passes in a row after which the digests still differed
     last_repair_at: float | None = None  # monotonic start of the last pass to the peer
+    # what the region reads is no longer what this session's Hello announced (a process
+    # of an older release joined or left a region on PostgreSQL): a new session says it
+    reannounce: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +422,10 @@ def _top(s: Session, r: Ready, now: float) -> Out:
             timed_out=True,
         )
         return s, [Count("ack_timeouts"), *actions]
+    if r.reannounce:  # the peer keeps a Hello's features for the whole session
+        s, actions = _close(s, None)
+        return s, [ShowError("this region's features changed: a new Hello announces them"),
+                   *actions]  # fmt: skip
     if s.inflight >= p.window_batches:
         until = (s.sent_at[0] if s.sent_at else now) + p.ack_timeout_s
         return replace(s, phase=Phase.WINDOW_FULL), [AwaitAck(until)]

@@ -275,6 +275,7 @@ class _Dialer:
         self.progress = asyncio.Event()  # the peer answered (or the reader ended)
         self.wake: asyncio.Event | None = None  # new log records
         self.reader: asyncio.Task[None] | None = None
+        self.announced: frozenset[str] | None = None  # what our Hello said the region reads
 
     def _step(self, inp: ps.Input) -> list[ps.Action]:
         self.state, actions = ps.step(self.state, inp, self.links.clock.monotonic())
@@ -282,7 +283,9 @@ class _Dialer:
 
     def _ready(self) -> ps.Ready:
         behind, st = self.links.replica.behind_floor(self.state.acked), self.status
-        return ps.Ready(st.repair_wanted, tuple(behind), st.futile_repairs, st.last_repair_at)
+        reannounce = self.links.log.capabilities.region_reads != self.announced
+        return ps.Ready(st.repair_wanted, tuple(behind), st.futile_repairs, st.last_repair_at,
+                        reannounce)  # fmt: skip
 
     async def run(self) -> None:
         actions: list[ps.Action] = [ps.SendHello()]
@@ -411,6 +414,7 @@ class _Dialer:
 
     async def _hello(self) -> ps.PeerHello:
         sent = self.links.clock.wall_ms()
+        self.announced = self.links.log.capabilities.region_reads
         await self.stream.send(hello(self.links))
         first = await recv(self.stream, self.opts.call_timeout_s)
         if first is None or first.WhichOneof("kind") != "hello":

@@ -139,7 +139,10 @@ async def test_a_change_of_what_its_region_reads_reaches_the_peers_in_session(
         await eventually(lambda: caps.heard["pg"].reads == ALL and caps.effective == ALL)
         older.append("regionsync-0.1.0")  # one started again
         await eventually(lambda: caps.effective == BASELINE)
-        await eventually(lambda: lite.peers["pg"].connected)  # the link is up again
+        # the holder's link is up again and carries what it writes
+        await a.registry_ops.create_tenant("after-both", "A")
+        await eventually(lambda: lite.catalog.registry.has_tenant("after-both"))
+        assert a.peers["lite"].connected
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(

@@ -20,7 +20,9 @@ most ``window_batches`` unacked, each acked within ``ack_timeout_s``; a record r
 for now (``refusal_passes``) pauses the link (``refusal_pause``); one the peer moved past
 is noted and digests are compared at once (a difference: anti-entropy, not repeated
 before ``repair_backoff`` if futile); an idle link sends a digest every
-``digest_interval_s`` and an empty batch (a heartbeat) every ``heartbeat_s``.
+``digest_interval_s`` and an empty batch (a heartbeat) every ``heartbeat_s``. A session
+whose Hello no longer says what the region reads (``Ready.reannounce``) ends after the
+Hello, a pause or at the top of the push loop, so the next Hello says it.
 """
 
 from __future__ import annotations
@@ -376,7 +378,17 @@ def _repair_due(s: Session, r: Ready, now: float) -> bool:
     return r.repair_wanted and (last is None or now >= last + wait)
 
 
+def _reannounce(s: Session) -> Out:
+    """End the session: the peer keeps a Hello's features for the whole session, and
+    what the region reads changed since ours; the next session's Hello says it."""
+    s, actions = _close(s, None)
+    return s, [ShowError("this region's features changed: a new Hello announces them"),
+               *actions]  # fmt: skip
+
+
 def _established(s: Session, r: Ready, now: float) -> Out:
+    if r.reannounce:  # before a repair, which may run for minutes
+        return _reannounce(s)
     # records it lacks were truncated, or a digest differed (and no backoff): repair first
     if r.behind or _repair_due(s, r, now):
         return replace(s, phase=Phase.REPAIRING), [StartRepair()]
@@ -422,10 +434,8 @@ def _top(s: Session, r: Ready, now: float) -> Out:
             timed_out=True,
         )
         return s, [Count("ack_timeouts"), *actions]
-    if r.reannounce:  # the peer keeps a Hello's features for the whole session
-        s, actions = _close(s, None)
-        return s, [ShowError("this region's features changed: a new Hello announces them"),
-                   *actions]  # fmt: skip
+    if r.reannounce:
+        return _reannounce(s)
     if s.inflight >= p.window_batches:
         until = (s.sent_at[0] if s.sent_at else now) + p.ack_timeout_s
         return replace(s, phase=Phase.WINDOW_FULL), [AwaitAck(until)]
@@ -440,6 +450,8 @@ def _top(s: Session, r: Ready, now: float) -> Out:
 
 
 def _paused(s: Session, r: Ready, now: float) -> Out:
+    if r.reannounce:
+        return _reannounce(s)
     return _read(replace(s, refused=False), r)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from regionsync.adapters.postgres_cluster import AdvisoryLeader, RegistryListener, lock_key
 from regionsync.adapters.postgres_store import PostgresStore
-from regionsync.core.model import Delivery, DeliveryStatus, Event, WriteBatch
+from regionsync.core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch
 
 REGION = "eu-central-1"
 ROLE = f"{REGION}/replication"
@@ -119,6 +119,11 @@ async def test_registry_commits_are_notified_to_other_processes(pg_url: str) -> 
         assert await asyncio.wait_for(anext(it), 10) == {"b:1": 3}
         await a.commit(WriteBatch(registry={"tenants": b"z"}, version_vector={"eu-central-1:1": 4}))
         assert await asyncio.wait_for(anext(it), 10) == {"eu-central-1:1": 4}
+        # a log record without a registry change too (a peer's event the replication
+        # holder applied): the followers' poll is only a safety net (runtime/cohort.py)
+        rec = Record("eu-central-1:1", 5, "event", b"\x80", (5, 0))
+        await a.commit(WriteBatch(records=[rec], version_vector={"eu-central-1:1": 5}))
+        assert await asyncio.wait_for(anext(it), 10) == {"eu-central-1:1": 5}
     finally:
         await listener.close()
         await a.close()

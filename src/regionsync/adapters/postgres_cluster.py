@@ -50,7 +50,7 @@ __all__ = ["REGISTRY_CHANNEL", "AdvisoryLeader", "RegistryListener", "lock_key"]
 
 log = logging.getLogger(__name__)
 
-# NOTIFY channel of commits that changed the registry (PostgresStore.commit sends it)
+# NOTIFY channel of commits that wrote the log or the registry (postgres_commit sends it)
 REGISTRY_CHANNEL = "regionsync_registry"
 
 # the server drops the session of a holder it no longer hears from after about
@@ -136,11 +136,12 @@ class AdvisoryLeader:
 
 
 class RegistryListener:
-    """Notifications of registry commits by any process on the database at ``url``:
-    iterate to get, per commit, its version vector ``{origin actor: seq}`` (``{}`` when
-    it did not fit a notification). Only registry changes are notified: ``NOTIFY`` makes
-    committing transactions take one database-wide lock, which the publish path (many
-    commits per second) must not pay; registry changes are rare.
+    """Notifications of the commits that write the log or the registry, by any process on
+    the database at ``url``: iterate to get, per commit, its version vector ``{origin
+    actor: seq}`` (``{}`` when it did not fit a notification). ``NOTIFY`` makes committing
+    transactions take one database-wide lock; a region's publish commits paid it already
+    (their usage counters are registry keys), and the others' polls cost more
+    (bench/README.md "idle.py").
 
     ``start`` before committing what must be seen (LISTEN takes effect at once); a
     notification is delivered only after the notifying transaction committed.

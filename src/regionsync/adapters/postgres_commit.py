@@ -275,9 +275,9 @@ async def write_batch(
             "< (idempotency.created_at_ms, idempotency.event_id)",
             sorted(b.idempotency),
         )
-    if b.registry:
-        # other processes on this database re-read the registry (delivered at commit;
-        # postgres_cluster.RegistryListener)
+    if b.registry or b.records:
+        # the other processes on this database follow the log (delivered at commit;
+        # postgres_cluster.RegistryListener): their poll is only a safety net
         payload = json.dumps(b.version_vector, separators=(",", ":"))
         await cur.execute(
             "SELECT pg_notify(%s, %s)", (REGISTRY_CHANNEL, payload if len(payload) < 7900 else "{}")

@@ -1,7 +1,7 @@
 """The coordinator of one node process among several on one PostgreSQL database (issue
 16): what runtime/cohort.py asks of the database, over PostgresStore and the two
 dedicated sessions of postgres_cluster (the replication role's advisory lock and the
-LISTEN of registry commits)."""
+LISTEN of commits that write the log)."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ class PostgresCoordinator:
         return await self._leader.poll()
 
     async def changes(self) -> AsyncIterator[None]:
-        """Yields once per registry commit of any process (NOTIFY), reconnecting after a
-        lost session (a second later); never ends."""
+        """Yields once per commit that writes the log, of any process (NOTIFY),
+        reconnecting after a lost session (a second later); never ends."""
         while True:
             listener = RegistryListener(self.store.url)
             self._listener = listener

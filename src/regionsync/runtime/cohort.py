@@ -9,12 +9,13 @@ step with the others:
 - **follow** (every process): the region's log is shared, so records committed by the
   other processes (their own writes, and peer regions' records the replication holder
   applied) are read from it and merged into this process's memory (registry, so matching
-  and lanes see them; Idempotency-Keys; HLC; version vectors), never written again. A
-  NOTIFY of a registry commit wakes it at once; otherwise it reads every
-  ``replication.follow_interval_ms``. Records truncated before they were read (or state
-  an anti-entropy pass merged without records) are made up by merging the stored
-  registry rows. A process that cannot read them (the database away, a record its key
-  ring cannot open: any failed round) has a stale view of its region, so it stops
+  and lanes see them; Idempotency-Keys; HLC; version vectors), never written again. The
+  NOTIFY every commit that writes the log sends wakes it at once; as a safety net it also
+  reads every ``replication.follow_interval_ms`` (at most ``retired_compact_s`` / 8).
+  Records truncated before they were read (or state an anti-entropy pass merged without
+  records) are made up by merging the stored registry rows. A process that cannot read
+  them (the database away, a record its key ring cannot open: any failed round) has a
+  stale view of its region, so it stops
   acknowledging (``following`` false: publish and inbound answer 503, ``/readyz`` is
   unready) until a round succeeds again; it logs each change of that state once, and
   after a failed round waits ``follow_interval_ms`` whatever NOTIFYs arrive.
@@ -268,10 +269,13 @@ class Cohort:
         log.info("registry merged from the store (records of %s gone)", sorted(upto))
 
     async def run_follow(self) -> None:
-        """Follow until cancelled: at a registry NOTIFY (those within 10 ms in one
+        """Follow until cancelled: at a NOTIFY of a commit (those within 10 ms in one
         round), else every ``follow_interval_ms``."""
         listener = asyncio.create_task(self._listen())
-        interval = self.settings.replication.follow_interval_ms / 1000
+        r = self.settings.replication
+        interval = r.follow_interval_ms / 1000
+        if r.retired_compact_s > 0:  # a round at least this often keeps the store's fence
+            interval = min(interval, r.retired_compact_s / 8)
         try:
             while True:
                 self._wake.clear()
@@ -286,7 +290,7 @@ class Cohort:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(interval):
                         await self._wake.wait()
-                # every publish commit notifies (usage counters are registry keys): read
+                # every commit that writes the log notifies: read
                 # once per _COALESCE_S at most, not once per notification
                 await self.clock.sleep(min(_COALESCE_S, interval))
         finally:

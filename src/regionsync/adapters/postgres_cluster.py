@@ -139,9 +139,9 @@ class RegistryListener:
     """Notifications of the commits that write the log or the registry, by any process on
     the database at ``url``: iterate to get, per commit, its version vector ``{origin
     actor: seq}`` (``{}`` when it did not fit a notification). ``NOTIFY`` makes committing
-    transactions take one database-wide lock; a region's publish commits paid it already
-    (their usage counters are registry keys), and the others' polls cost more
-    (bench/README.md "idle.py").
+    transactions take one server-wide lock through their WAL flush; most of a region's
+    publish commits paid it already (their usage counters are registry keys), and the
+    other processes' polls cost more (bench/README.md "idle.py").
 
     ``start`` before committing what must be seen (LISTEN takes effect at once); a
     notification is delivered only after the notifying transaction committed.

@@ -18,7 +18,8 @@ step with the others:
   stale view of its region, so it stops
   acknowledging (``following`` false: publish and inbound answer 503, ``/readyz`` is
   unready) until a round succeeds again; it logs each change of that state once, and
-  after a failed round waits ``follow_interval_ms`` whatever NOTIFYs arrive.
+  after a failed round waits 50 ms (at most ``follow_interval_ms``) whatever NOTIFYs
+  arrive.
 - **the replication role** (one process per region): the holder of the region's
   advisory lock (``Coordinator.is_leader``, polled every ``replication.leader_poll_s``)
   serves gRPC, dials the peers, runs anti-entropy, custody and truncation
@@ -52,6 +53,7 @@ log = logging.getLogger("regionsync.cohort")
 
 _FOLLOW_BATCH = 2000  # records read per follow round
 _COALESCE_S = 0.01  # notifications within this are read in one round
+_RETRY_S = 0.05  # after a failed round (a process that cannot follow answers 503)
 
 
 class Claims(Protocol):
@@ -273,9 +275,10 @@ class Cohort:
         round), else every ``follow_interval_ms``."""
         listener = asyncio.create_task(self._listen())
         r = self.settings.replication
+        retry = min(r.follow_interval_ms / 1000, _RETRY_S)
         interval = r.follow_interval_ms / 1000
         if r.retired_compact_s > 0:  # a round at least this often keeps the store's fence
-            interval = min(interval, r.retired_compact_s / 8)
+            interval = max(min(interval, r.retired_compact_s / 8), retry)
         try:
             while True:
                 self._wake.clear()
@@ -284,7 +287,7 @@ class Cohort:
                         pass
                 except Exception as exc:  # try again at the next round
                     self._round_failed(exc)
-                    await self.clock.sleep(interval)  # not woken by every commit's NOTIFY
+                    await self.clock.sleep(retry)  # not woken by every commit's NOTIFY
                     continue
                 self._round_succeeded()
                 with contextlib.suppress(TimeoutError):

@@ -114,16 +114,11 @@ async def test_a_holder_announces_what_its_region_reads_from_its_first_hello(
         assert lite.capabilities.heard["pg"].reads == ALL and lite.capabilities.effective == ALL
 
 
-async def test_a_change_of_what_its_region_reads_reaches_the_peers_in_session(
-    tmp_path: Path, pg_url: str
-) -> None:
-    """A process of an older release on the region's database (here a stand-in session)
-    holds its Hello to the baseline. Peers keep a Hello's features for the whole session;
-    before, once that process stopped, they heard of it only at the holder's next
-    session (never, while the link stayed up), and when one started they went on writing
-    features it cannot read. Now the holder's sessions end and its next Hello says it,
-    both ways, within a check and a heartbeat."""
-    a, _, lite = pg_and_lite(tmp_path, pg_url)
+async def older_release_comes_and_goes(a: Node, lite: Node, dials: bool) -> None:
+    """A process of an older release on the region's database (a stand-in session) holds
+    ``a``'s Hello to the baseline; it stops, then one starts again: ``lite`` hears the
+    region's features rise and fall within a check and a heartbeat each. ``dials``: ``a``
+    reaches ``lite`` (else only ``lite`` dials ``a``)."""
     assert a.coordinator is not None
     older = ["regionsync-0.1.0"]
 
@@ -139,10 +134,34 @@ async def test_a_change_of_what_its_region_reads_reaches_the_peers_in_session(
         await eventually(lambda: caps.heard["pg"].reads == ALL and caps.effective == ALL)
         older.append("regionsync-0.1.0")  # one started again
         await eventually(lambda: caps.effective == BASELINE)
-        # the holder's link is up again and carries what it writes
-        await a.registry_ops.create_tenant("after-both", "A")
-        await eventually(lambda: lite.catalog.registry.has_tenant("after-both"))
-        assert a.peers["lite"].connected
+        # the link that carried the change is up again and carries its dialer's writes
+        writer, reader = (a, lite) if dials else (lite, a)
+        await writer.registry_ops.create_tenant("after-both", "W")
+        await eventually(lambda: reader.catalog.registry.has_tenant("after-both"))
+        assert a.peers["lite"].connected == dials
+
+
+async def test_a_change_of_what_its_region_reads_reaches_the_peers_in_session(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Peers keep a Hello's features for the whole session; before, once the older
+    process stopped, they heard of it only at the holder's next session (never, while
+    the link stayed up), and when one started they went on writing features it cannot
+    read. Now the holder's sessions end and its next Hello says it, both ways."""
+    a, _, lite = pg_and_lite(tmp_path, pg_url)
+    await older_release_comes_and_goes(a, lite, dials=True)
+
+
+async def test_a_peer_that_only_dials_in_hears_a_change_of_what_the_region_reads(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The same, heard over the peer's own link: the holder cannot dial the peer (its
+    address is wrong), so the peer learns the region's features only from the answers
+    to its Hellos. Before, it kept the first answer's for the whole session."""
+    pg_port, lite_port = free_port(), free_port()
+    a = node(tmp_path, "pg", pg_port, "lite", free_port(), pg_url, "a")  # nobody listens
+    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+    await older_release_comes_and_goes(a, lite, dials=False)
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(
@@ -261,9 +280,15 @@ async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
         between.append("armed")
         await b._reload()
         assert b.catalog.registry.has_tenant(between[3])
-        # and nothing later mends a process that missed one: both stay equal after a follow
-        await b.cohort.follow_once()  # type: ignore[union-attr]
-        assert b.catalog.registry.state_hash() == a.catalog.registry.state_hash()
+
+        # and nothing later mends a process that missed one, so the two agree once each has
+        # followed the other (both go on committing: custody, heartbeats, process markers)
+        async def followed_alike() -> bool:
+            await b.cohort.follow_once()  # type: ignore[union-attr]
+            await a.cohort.follow_once()  # type: ignore[union-attr]
+            return b.catalog.registry.state_hash() == a.catalog.registry.state_hash()
+
+        await eventually(followed_alike)
 
 
 async def test_the_tree_holds_what_a_reload_merged(tmp_path: Path, pg_url: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from memnodes import eventually, make_node
+
 from regionsync.adapters.memory_transport import MemoryNetwork
 
 
@@ -29,3 +31,19 @@ async def test_stopping_cancels_served_streams_and_keeps_the_successor() -> None
     assert len(net.streams) == 2
     await new.stop()
     assert "pg" not in net.handlers
+
+
+async def test_the_accepting_side_ends_a_stream_its_peer_ended() -> None:
+    """A stream the dialing node ended (end-of-stream, not a cancel) sends its last acks
+    and ends on the accepting side; before, its handler waited on its reply queue until
+    the accepting node's transport stopped."""
+    net = MemoryNetwork()
+    a, b = make_node(net, "a", ["b"]), make_node(net, "b", ["a"])
+    await a.start()
+    await b.start()
+    try:
+        await eventually(lambda: a.peers["b"].connected and bool(net.servers["b"].served))
+        await a.stop()  # a's streams end; b keeps running
+        await eventually(lambda: not net.servers["b"].served)
+    finally:
+        await b.stop()

@@ -41,6 +41,7 @@ import logging
 from collections.abc import Callable
 
 from ..core import peer_session as ps
+from ..core.capabilities import announced as announced_features
 from ..core.clock_offset import one_way_sample, round_trip_sample
 from ..core.hashtree import HashTree
 from ..core.peering import check_read
@@ -81,13 +82,15 @@ async def serve_stream(links: Links, stream: PeerStream) -> None:
         await links.log.peer_hello(peer, first.hello.version_vector)
         links.peers[peer].redial.set()  # it is up: our link to it need not back off
         await links.log.actor_checked.wait()  # our Hello must carry the checked actor
-        await stream.send(hello(links))
+        answer, announced = hello(links), links.log.capabilities.region_reads
+        await stream.send(answer)
         replies: asyncio.Queue[_Reply] = asyncio.Queue()
         sender = asyncio.create_task(_send_replies(links, stream, replies))
-        receiver = asyncio.create_task(_receive(links, stream, peer, replies))
+        receiver = asyncio.create_task(_receive(links, stream, peer, replies, announced))
         try:
-            done, _ = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_EXCEPTION)
-            # the receiver ends when the peer closes; either fails on an error (raised here)
+            done, _ = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+            # the receiver ends when the peer closes or our answer's features went stale
+            # (the sender only on an error); either fails on an error (raised here)
             for task in done:
                 task.result()
             replies.put_nowait(None)  # the peer closed: send the acks still due, then stop
@@ -109,11 +112,19 @@ _Reply = pb.SyncMessage | tuple[asyncio.Future[None] | None, list[pb.Rejected]] 
 
 
 async def _receive(
-    links: Links, stream: PeerStream, peer: str, replies: asyncio.Queue[_Reply]
+    links: Links,
+    stream: PeerStream,
+    peer: str,
+    replies: asyncio.Queue[_Reply],
+    announced: frozenset[str],
 ) -> None:
     """Read the peer's messages and apply them; replies go to ``replies`` in order. A
     batch's ack is queued with its commit's future, not awaited here, so the next batch
-    is read and applied while it commits (batches of one stream share group commits)."""
+    is read and applied while it commits (batches of one stream share group commits).
+    Ends, so the session does, once the region reads other than ``announced`` (what our
+    answer said): the peer redials and hears it, as our dialer's ``Ready.reannounce``
+    does the other way (a peer we cannot dial learns it too). The dialing side sends at
+    least a heartbeat every ``heartbeat_s``, so this is seen within one."""
     tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
     pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
     while (msg := await stream.recv()) is not None:
@@ -145,6 +156,13 @@ async def _receive(
             replies.put_nowait((durable, rejected))
         else:
             log.warning("unexpected %s from %s; ignored", kind, peer)
+        if (reads := links.log.capabilities.region_reads) != announced:
+            log.warning(
+                "sync stream from %s ended: this region's features changed (%s -> %s); "
+                "its next Hello hears them", peer, announced_features(announced),
+                announced_features(reads),
+            )  # fmt: skip
+            return
 
 
 async def _send_replies(links: Links, stream: PeerStream, replies: asyncio.Queue[_Reply]) -> None:

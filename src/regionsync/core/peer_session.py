@@ -69,7 +69,7 @@ from .session_messages import (
     StartRepair,
     StartStreaming,
     Wake,
-)  # fmt: skip
+)
 from .wire import fit_batch, oversize_note
 
 __all__ = [

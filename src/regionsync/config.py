@@ -433,6 +433,27 @@ def _lease_problems(s: Settings) -> list[Problem]:
     return []
 
 
+# on PostgreSQL, the least replication.retired_compact_s: its half is how long a process
+# may go without a follow round before its registry writes are refused (the store's
+# fence, adapters/postgres_commit.py), and rounds come every retired_compact_s / 8 at most
+MIN_PG_COMPACT_S = 1.0
+
+
+def _compaction_problems(s: Settings) -> list[Problem]:
+    """On PostgreSQL the store's fence (half of retired_compact_s) outlasts follow rounds."""
+    r = s.replication
+    if s.store != "sqlite" and r.retired_compact_s < MIN_PG_COMPACT_S:
+        return [
+            (
+                ("replication", "retired_compact_s"),
+                f"{r.retired_compact_s} must be at least {MIN_PG_COMPACT_S} on PostgreSQL (a "
+                "process that has not read its region's records for half of it has its "
+                "registry writes refused)",
+            )
+        ]
+    return []
+
+
 def _retention_problems(s: Settings) -> list[Problem]:
     """Events outlive their Idempotency-Keys (a key names its event)."""
     ttl = s.ingest.idempotency_ttl_s
@@ -504,6 +525,7 @@ _CROSS_CHECKS = (
     (("tokens",), _token_problems),
     (("region", "peers"), _peer_problems),
     (("store", "delivery"), _lease_problems),
+    (("store", "replication"), _compaction_problems),
     (("ingest", "replication"), _message_problems),
     (("delivery", "ingest"), _retention_problems),
     (("replication",), _contact_problems),

@@ -284,6 +284,9 @@ _TOK = 'token = "admin-token-0123456789"\n'
         ('http_listen = "nope"\n', "node.toml: http_listen: must be host:port"),
         ('store = "postgresql://db/r"\n[delivery]\ntimeout_s = 15\nclaim_lease_s = 10\n',
          "node.toml: delivery.claim_lease_s: 10.0 must exceed delivery.timeout_s 15.0"),
+        # the store's fence would refuse every registry write of every process
+        ('store = "postgresql://db/r"\n[replication]\nretired_compact_s = 0\n',
+         "node.toml: replication.retired_compact_s: 0.0 must be at least 1.0 on PostgreSQL"),
     ],
 )  # fmt: skip
 def test_config_contradictions_refused_in_plain_words(tmp_path: Path, toml: str, line: str) -> None:
@@ -308,6 +311,10 @@ def test_config_accepts_distinct_tokens_and_peers(tmp_path: Path) -> None:
     )
     s = load_settings(cfg)
     assert [p.region for p in s.peers] == ["x2", "x3"] and s.delivery.retry_schedule_s == [0.5]
+    # one process, no fence: compacting at once is allowed on SQLite
+    assert (
+        load_settings(None, replication={"retired_compact_s": 0}).replication.retired_compact_s == 0
+    )
 
 
 def test_every_config_error_is_reported_in_one_pass(tmp_path: Path) -> None:

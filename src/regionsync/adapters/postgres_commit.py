@@ -92,8 +92,8 @@ class Fence:
         behind = db_now - self.followed_at
         if behind > self.bound_s:
             raise Unavailable(
-                f"this process has not read its region's records for {behind:.0f} s "
-                f"(more than {self.bound_s:.0f} s): its state is reloaded from the store; "
+                f"this process has not read its region's records for {behind:.1f} s "
+                f"(more than {self.bound_s:g} s): its state is reloaded from the store; "
                 "retry", retry_after_s=1, code="not_following",
             )  # fmt: skip
 

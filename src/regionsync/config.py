@@ -135,7 +135,8 @@ class ReplicationSettings(_Section):
     heartbeat_s: float = Field(10.0, gt=0, le=3600)
     # a pruned actor's retired counter entries (~retired:<actor>) are compacted into the
     # shared sink this long after it was pruned here: every process of the region has
-    # read the pruned rows by then (runtime/pruning.py; Akka's pruning marker TTL)
+    # read the pruned rows by then (runtime/pruning.py; Akka's pruning marker TTL); on
+    # PostgreSQL at least MIN_PG_COMPACT_S (its half is the store's fence)
     retired_compact_s: float = Field(600.0, ge=0)
     # every sent Batch must be acked this soon, else the link is torn down and redialed
     ack_timeout_s: float = Field(10.0, gt=0)
@@ -176,8 +177,8 @@ class ReplicationSettings(_Section):
     # several processes on one PostgreSQL database (issue 16): how often a process tries
     # for (or confirms) the region's replication role, and how often it reads the log
     # records of the region's other processes when no NOTIFY (sent by every commit that
-    # writes the log) woke it: a safety net, at most retired_compact_s / 8 and at least
-    # 50 ms (runtime/cohort)
+    # writes the log) woke it: a safety net, at most retired_compact_s / 8 (a cap that
+    # never takes it under 50 ms; runtime/cohort)
     leader_poll_s: float = Field(1.0, gt=0, le=60)
     follow_interval_ms: float = Field(1000.0, gt=0, le=10_000)
     # the cluster's feature set held below what this node reads (core.capabilities) this

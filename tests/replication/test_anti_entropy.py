@@ -234,6 +234,29 @@ async def test_rejected_chunk_over_the_wire_stops_the_pass(net, started) -> None
     assert serve_stream is not None
 
 
+async def test_a_change_of_what_the_region_reads_ends_the_stream_after_a_pass(net, started) -> None:
+    """The accepting side ends a stream whose answering Hello no longer says what its
+    region reads (runtime/replication.py ``_receive``), but not in the middle of an
+    anti-entropy pass: a cut pass counts as futile at the dialer and is done again."""
+    from regionsync.core.capabilities import BASELINE
+    from regionsync.v1 import replication_pb2 as pb
+
+    (b,) = await start(started, make_node(net, "b", ["x"]))  # x: a peer that is not up
+    await b.registry_ops.create_tenant("acme", "Acme")
+    client = await net.transport("x").connect("b", 1.0)
+    await client.send(pb.SyncMessage(hello=pb.Hello(region="x", incarnation=1, protocol=1)))
+    assert (await client.recv()).WhichOneof("kind") == "hello"
+    await client.send(pb.SyncMessage(tree=pb.TreeLevel(buckets=children(""))))  # a pass
+    assert (await client.recv()).WhichOneof("kind") == "tree"
+    b.capabilities.set_local(BASELINE)  # an older process joined b's region
+    await client.send(pb.SyncMessage(state=pb.StateChunk()))  # the pass goes on
+    assert (await client.recv()).WhichOneof("kind") == "ack"
+    await client.send(pb.SyncMessage(state=pb.StateChunk(last=True)))  # and ends whole
+    assert (await client.recv()).WhichOneof("kind") == "ack"
+    assert await client.recv() is None  # then the stream ends
+    await client.close()
+
+
 def test_hash_tree_is_order_free_and_incremental() -> None:
     items = {f"r/k{i}": b"v%d" % i for i in range(500)}
     t1, t2 = HashTree(3), HashTree(3)

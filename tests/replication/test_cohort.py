@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -158,10 +159,12 @@ async def test_a_peer_that_only_dials_in_hears_a_change_of_what_the_region_reads
     """The same, heard over the peer's own link: the holder cannot dial the peer (its
     address is wrong), so the peer learns the region's features only from the answers
     to its Hellos. Before, it kept the first answer's for the whole session."""
-    pg_port, lite_port = free_port(), free_port()
-    a = node(tmp_path, "pg", pg_port, "lite", free_port(), pg_url, "a")  # nobody listens
-    lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
-    await older_release_comes_and_goes(a, lite, dials=False)
+    with socket.socket() as bound:  # a port held, never listening: dials are refused
+        bound.bind(("127.0.0.1", 0))
+        pg_port, lite_port = free_port(), free_port()
+        a = node(tmp_path, "pg", pg_port, "lite", bound.getsockname()[1], pg_url, "a")
+        lite = node(tmp_path, "lite", lite_port, "pg", pg_port, "sqlite")
+        await older_release_comes_and_goes(a, lite, dials=False)
 
 
 async def test_two_processes_follow_each_other_and_hand_over_the_role(
@@ -283,12 +286,17 @@ async def test_a_change_committed_while_a_process_loads_is_never_lost_to_it(
 
         # and nothing later mends a process that missed one, so the two agree once each has
         # followed the other (both go on committing: custody, heartbeats, process markers)
+        # with no reload of the registry meanwhile (one would merge a missed change)
+        assert b.cohort is not None and a.cohort is not None
+        reloads = b.cohort.reloads
+
         async def followed_alike() -> bool:
             await b.cohort.follow_once()  # type: ignore[union-attr]
             await a.cohort.follow_once()  # type: ignore[union-attr]
             return b.catalog.registry.state_hash() == a.catalog.registry.state_hash()
 
         await eventually(followed_alike)
+        assert b.cohort.reloads == reloads
 
 
 async def test_the_tree_holds_what_a_reload_merged(tmp_path: Path, pg_url: str) -> None:

@@ -10,15 +10,16 @@ step with the others:
   other processes (their own writes, and peer regions' records the replication holder
   applied) are read from it and merged into this process's memory (registry, so matching
   and lanes see them; Idempotency-Keys; HLC; version vectors), never written again. The
-  NOTIFY every commit that writes the log sends wakes it at once; as a safety net it also
-  reads every ``replication.follow_interval_ms`` (at most ``retired_compact_s`` / 8, at
-  least 50 ms). Records truncated before they were read (or state an anti-entropy pass
-  merged without records) are made up by merging the stored registry rows. A process
-  that cannot read them (the database away, a record its key ring cannot open: any
-  failed round) has a stale view of its region, so it stops acknowledging
-  (``following`` false: publish and inbound answer 503, ``/readyz`` is unready) until a
-  round succeeds again; it logs each change of that state once, and after a failed
-  round waits 50 ms (at most ``follow_interval_ms``) whatever NOTIFYs arrive.
+  NOTIFY every commit that writes the log sends wakes it at once; as a safety net it
+  also reads every ``replication.follow_interval_ms`` (at most ``retired_compact_s`` /
+  8, a cap that never takes it under 50 ms). Records truncated before they were read (or
+  state an anti-entropy pass merged without records) are made up by merging the stored
+  registry rows. A process that cannot read them (the database away, a record its key
+  ring cannot open: any failed round) has a stale view of its region, so it stops
+  acknowledging (``following`` false: publish and inbound answer 503, ``/readyz`` is
+  unready) until a round succeeds again; it logs each change of that state once, and
+  after a failed round waits 50 ms (at most ``follow_interval_ms``) whatever NOTIFYs
+  arrive.
 - **the replication role** (one process per region): the holder of the region's
   advisory lock (``Coordinator.is_leader``, polled every ``replication.leader_poll_s``)
   serves gRPC, dials the peers, runs anti-entropy, custody and truncation

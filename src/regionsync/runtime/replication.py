@@ -122,9 +122,11 @@ async def _receive(
     batch's ack is queued with its commit's future, not awaited here, so the next batch
     is read and applied while it commits (batches of one stream share group commits).
     Ends, so the session does, once the region reads other than ``announced`` (what our
-    answer said): the peer redials and hears it, as our dialer's ``Ready.reannounce``
-    does the other way (a peer we cannot dial learns it too). The dialing side sends at
-    least a heartbeat every ``heartbeat_s``, so this is seen within one."""
+    answer said), between anti-entropy passes (a cut pass would count as futile and be
+    redone): the peer redials and hears it, as our dialer's ``Ready.reannounce`` does
+    the other way (a peer we cannot dial learns it too). An idle peer sends a heartbeat
+    every ``heartbeat_s`` (its own), so this is seen at the latest one after that unless
+    a pass, a refusal pause or a full window holds its messages."""
     tree: HashTree | None = None  # this pass's tree, built on its first TreeLevel
     pass_ok = True  # no StateChunk of this anti-entropy pass was rejected
     while (msg := await stream.recv()) is not None:
@@ -156,7 +158,7 @@ async def _receive(
             replies.put_nowait((durable, rejected))
         else:
             log.warning("unexpected %s from %s; ignored", kind, peer)
-        if (reads := links.log.capabilities.region_reads) != announced:
+        if tree is None and (reads := links.log.capabilities.region_reads) != announced:
             log.warning(
                 "sync stream from %s ended: this region's features changed (%s -> %s); "
                 "its next Hello hears them", peer, announced_features(announced),

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from .bodies import EventTypeIn, EventTypePatch
-from .common import ApiContext, event_type_json, read_object
+from .common import ApiContext, event_type_json, read_no_body, read_object
 
 __all__ = ["build"]
 
@@ -49,7 +49,9 @@ def build(ctx: ApiContext) -> APIRouter:
 
     @router.delete(base + "/{name}", status_code=204)
     async def delete_event_type(request: Request, tenant: str, name: str) -> Response:
+        """Delete an event type. No body (or ``{}``)."""
         ctx.auth.check(request, tenant)
+        await read_no_body(request, ctx.max_body)
         await node.event_types.delete(tenant, name)
         return Response(status_code=204)
 

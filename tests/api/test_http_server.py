@@ -274,6 +274,43 @@ async def test_malformed_request_gets_json_400(
     assert problem["detail"] != "Invalid HTTP request received."  # the parser's reason
 
 
+CHUNKED = (
+    b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)  # the app waits for the body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"zz\r\n", b"ffffffffffffffffffff\r\n", b"5\r\nabcdeXX\r\n", b"2\r\n{}\r\nq\r\n"],
+    ids=["size-not-hex", "size-overflows", "data-not-ended-by-crlf", "second-size-bad"],
+)
+async def test_a_chunked_body_the_parser_refuses_gets_json_400_at_once(
+    served: Served, body: bytes
+) -> None:
+    """The body's framing refused after the head was parsed (trial of 2026-12-06: the
+    problem waited for the request's app, which waited for the body: no answer and the
+    connection held open past the read timeout)."""
+    answer = await exchange(served.port, CHUNKED + body)
+    assert answer.status == 400, answer  # not the read timeout's 408 (nor no answer)
+    assert answer.headers.get("connection") == "close"
+    assert answer.problem()["error"] == "bad_request"
+
+
+async def test_a_refused_chunked_body_after_a_request_is_answered_after_it(
+    served: Served,
+) -> None:
+    """Pipelined behind a whole request: that one gets its answer, then the problem."""
+    reader, writer = await connect(served.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + CHUNKED + b"zz\r\n")
+        await writer.drain()
+        raw = await read_to_eof(reader)
+    finally:
+        writer.close()
+    assert [a[:3] for a in raw.split(b"HTTP/1.1 ")[1:]] == [b"200", b"400"]
+
+
 @pytest.mark.parametrize("codings", [b"gzip, chunked", b"GZIP", b"deflate"])
 async def test_a_transfer_coding_other_than_chunked_gets_json_501(
     served: Served, codings: bytes

@@ -162,6 +162,7 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         # section 9.3.2)
         self._parsed = self._answered = 0
         self._deferred: tuple[int, str, str, str | None] | None = None
+        self._head_refused = False  # the current request is answered by a problem app
 
     # -- the read deadline ---------------------------------------------------------------
 
@@ -260,6 +261,9 @@ class ProblemHttpProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except httptools.HttpParserError`` block only
+        if self._begun and self._head_done and not self._head_refused:
+            if not self._body_refused():
+                return
         exc = sys.exc_info()[1]
         detail = msg
         if isinstance(exc, httptools.HttpParserError) and not isinstance(
@@ -274,9 +278,32 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             return
         self._reject(400, "bad_request", detail, _parser_field(detail))
 
+    def _body_refused(self) -> bool:
+        """The parser refused the body (its framing: a chunk size, a chunk's end) of the
+        request whose head it parsed, whose app now waits for the rest for ever (before:
+        the problem waited for that app's answer, with no deadline, so the connection
+        hung). That app reads ``http.disconnect`` and its answer is dropped; the problem
+        answers the request (True). If the app had begun its answer, nothing can follow
+        it on this connection: it closes once that answer is written (False)."""
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started:
+            self._disarm()
+            self._lingering = True  # the rest is dropped
+            if cycle.response_complete:
+                self.transport.close()
+            else:
+                cycle.keep_alive = False
+            return False
+        if cycle is not None:
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._parsed -= 1  # answered by the problem, not by its app
+        return True
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._begun, self._head_done, self._head_bytes = True, False, 0
+        self._head_refused = False
         if self._deadline is None:
             self._arm()  # later requests of a keep-alive connection: from their first byte
 
@@ -309,6 +336,9 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             super().on_headers_complete()
             return
         # uvicorn starts the request's task with self.app: swap it for this one request
+        # (which answers without reading the body, so a body the parser refuses later
+        # waits for that answer, as a later pipelined request's problem does)
+        self._head_refused = True
         own, self.app = self.app, app
         try:
             super().on_headers_complete()

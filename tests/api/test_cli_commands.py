@@ -61,9 +61,16 @@ async def test_publish_from_argument_file_and_stdin(api: Api, tenant: str, tmp_p
     assert len(listed) == 4
 
 
-async def test_publish_bad_input(api: Api, tenant: str) -> None:
+async def test_publish_bad_input(api: Api, tenant: str, tmp_path: Path) -> None:
     res = await cli(api, "publish", "--tenant", tenant, "--type", "bad type!", "--payload", "{}")
     refused(res, 422, "event_type")
+    (tmp_path / "latin1.json").write_bytes(b'{"a":"\xff"}')
+    for payload in (f"@{tmp_path / 'latin1.json'}", '{"a": NaN}', "Infinity"):
+        res = await cli(api, "publish", "--tenant", tenant, "--type", "t", "--payload", payload)
+        assert res.exit_code == 2 and "--payload" in res.output, res.output  # not a traceback
+    for value in ("nan", "inf", "-inf"):  # JSON has no such numbers
+        res = await cli(api, "tenants", "create", "--name", "x", "--publish-rate", value)
+        assert res.exit_code == 2 and "not a finite number" in res.output, res.output
     res = await cli(api, "publish", "--tenant", tenant, "--type", "t", "--payload", "{nope")
     assert res.exit_code == 2 and "--payload" in res.output and "not JSON" in res.output
     res = await cli(api, "publish", "--tenant", tenant, "--type", "t", "--payload", "@/no/such")

@@ -183,6 +183,37 @@ async def test_unreachable_node_exits_2_without_traceback() -> None:
     assert "Traceback" not in res.output
 
 
+async def test_a_url_that_is_not_a_node_exits_2_without_traceback() -> None:
+    """--url at a web server that is not a node (trial of 2026-12-06: a 204 with no body
+    gave a TypeError traceback on a list, and ``null``, exit 0, on a create)."""
+    from aiohttp import web
+
+    async def answer(request: web.Request) -> web.Response:
+        if request.path.startswith("/v1/tenants"):
+            return web.Response(status=204)
+        return web.Response(status=404, text="<html><h1>Not Found</h1></html>",
+                            content_type="text/html")  # fmt: skip
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for args in (("tenants", "list"), ("tenants", "create", "--name", "x"),
+                     ("sources", "list")):  # fmt: skip
+            res = await cli(url, *args)
+            assert res.exit_code == 2, (args, res.exit_code, res.output)
+            assert "not as a regionsync node does" in res.output, res.output
+            assert "Traceback" not in res.output and "null" not in res.output
+        res = await cli(url, "tenants", "delete", "t1")  # a DELETE's 204 is an answer
+        assert res.exit_code == 0, res.output
+    finally:
+        await runner.cleanup()
+
+
 async def test_status_peer_url_that_cannot_be_asked_shows_a_row_and_exits_3(api: Api) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     for url in ("notaurl", dead, "http://[::1"):

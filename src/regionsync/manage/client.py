@@ -114,9 +114,18 @@ class ApiClient:
             body = resp.json() if resp.status_code != 204 else None
         except ValueError:
             body = None
-        if resp.is_success:
+        if resp.is_success and (body is not None or method == "DELETE"):
             return Response(resp.text, body)
-        problem = body if isinstance(body, dict) else {}
+        if resp.is_success or not (isinstance(body, dict) and "error" in body):
+            # every answer of the API but a DELETE's is JSON, every refusal a problem body
+            text = " ".join(resp.text.split())[:120]
+            raise ManageError(
+                f"{self.url} answered {resp.status_code} {resp.reason_phrase}"
+                f"{' without a JSON body' if resp.is_success else ''}, not as a regionsync "
+                f"node does: is --url a node's HTTP address?{f' ({text!r})' if text else ''}",
+                exit_code=2,
+            )
+        problem = body
         detail = problem.get("detail") or resp.text[:200] or resp.reason_phrase
         where = f" (field: {problem['field']})" if problem.get("field") else ""
         if resp.status_code in (401, 403):

@@ -13,6 +13,7 @@ checks every member and choice here against those models.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ def read_arg(text: str, name: str) -> str:
     except OSError as exc:
         msg = f"cannot read {text[1:]}: {exc.strerror}"
         raise click.BadParameter(msg, param_hint=name) from None
+    except UnicodeDecodeError as exc:
+        msg = f"{'stdin' if text == '-' else text[1:]} is not UTF-8 text (byte {exc.start})"
+        raise click.BadParameter(msg, param_hint=name) from None
     return text
 
 
@@ -58,9 +62,29 @@ def json_arg(text: str, name: str) -> Any:
 
 def _json(text: str, name: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint=name) from None
+
+
+def _no_constant(word: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's json reads them, JSON has none."""
+    raise ValueError(f"{word} is not a JSON number")
+
+
+class _Finite(click.ParamType):
+    """A float option: a finite number (``nan`` and ``inf`` are not JSON numbers)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+FINITE = _Finite()
 
 
 def _headers(values: tuple[str, ...], name: str) -> dict[str, str]:
@@ -104,7 +128,7 @@ class Member:
         elif self.kind in ("list", "headers"):
             kw.update(multiple=True, default=())
         elif self.kind in ("int", "float"):
-            kw["type"] = int if self.kind == "int" else float
+            kw["type"] = int if self.kind == "int" else FINITE
         if self.choices:
             kw["type"] = click.Choice(self.choices)
         return click.option(*decls, **kw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -20,6 +21,9 @@ from regionsync.errors import BadRequest, ClientError, Unprocessable
         ("[1e400]", Unprocessable, "number_range"),
         ("[-1e309]", Unprocessable, "number_range"),
         ("[" + "9" * 5000 + "]", Unprocessable, "number_range"),
+        # an integer beyond a double (trial of 2026-12-06: 401 digits were accepted)
+        ("[1" + "0" * 400 + "]", Unprocessable, "number_range"),
+        ("[-" + str(int(sys.float_info.max) + 1) + "]", Unprocessable, "number_range"),
         ('{"a": 1, "a": 1}', Unprocessable, "duplicate_key"),
         ('[{"a": {"b": 1, "b": 2}}]', Unprocessable, "duplicate_key"),
         ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), Unprocessable, "too_deep"),
@@ -69,6 +73,7 @@ def test_member_texts_are_exact() -> None:
         ('{"a": 1, "p": {"x": 1e400}}', Unprocessable, "p"),
         ('{"a": 1, "p": NaN}', BadRequest, "body"),
         ('{"a": 1, "p": [' + "9" * 5000 + "]}", Unprocessable, "p"),  # the strict rescan
+        ('{"a": 1, "p": 1' + "0" * 309 + "}", Unprocessable, "p"),
         ('{"a": 1, "p": [' + "9" * 5000 + ",]}", Unprocessable, "p"),  # range before syntax
         ('{"a": 1, "p": [1,, ' + "9" * 5000 + "]}", BadRequest, "body"),  # syntax first
         ('{"a": [1], "p": ' + "[" * 65 + "]" * 65 + "}", Unprocessable, "p"),
@@ -88,10 +93,14 @@ def test_loads_members_names_the_member(text: str, error: type[ClientError], fie
 
 
 def test_integers_read_by_the_scanner_are_the_same_as_int() -> None:
-    # integers are read by the C scanner first, the strict decoder only after a refusal
-    text = "[-0, 0, 12345678901234567890, -98765432109876543210, " + "9" * 4300 + "]"
-    assert loads(text) == json.loads(text)
-    assert loads_members('{"n": ' + text + "}")[0]["n"] == json.loads(text)
+    # integers are read by the C scanner first, the strict decoder after a refusal or
+    # when one may exceed a double; the largest such integer is accepted, and so are long
+    # digit runs inside strings
+    top = str(int(sys.float_info.max))
+    for text in ("[-0, 0, 12345678901234567890, -98765432109876543210, 9" + "9" * 300 + "]",
+                 f"[{top}, -{top}]", '["' + "9" * 5000 + '", 1]'):  # fmt: skip
+        assert loads(text) == json.loads(text)
+        assert loads_members('{"n": ' + text + "}")[0]["n"] == json.loads(text)
 
 
 def test_embed_keeps_the_text_and_is_json() -> None:

@@ -7,8 +7,8 @@ digits). Rules, after RFC 8259:
 
 - the text is UTF-8 (section 8.1) and JSON (no ``NaN``/``Infinity``, section 6): else 400
   ``bad_json`` (``bad_encoding`` for bytes that are not UTF-8);
-- numbers must fit a finite double (section 6 lets implementations set the range; the
-  receivers' parsers mostly use doubles), integers at most 4300 digits: else 422;
+- numbers, integers too, must fit a finite double (section 6 lets implementations set
+  the range; the receivers' parsers mostly use doubles): else 422 ``number_range``;
 - member names of an object are unique (section 4 says SHOULD; a repeated name is read
   differently by different parsers): else 422 ``duplicate_key``;
 - nesting at most ``MAX_DEPTH`` arrays/objects deep: else 422 ``too_deep``;
@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
@@ -64,9 +65,15 @@ def _float(text: str) -> float:
 
 def _int(text: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:  # more digits than sys.get_int_max_str_digits()
         raise _Refused(Unprocessable, "integer has too many digits", "number_range") from None
+    if abs(value) > sys.float_info.max:  # exact: an int compares with a float exactly
+        raise _Refused(
+            Unprocessable, f"number {text[:40]}... is out of the range of a double",
+            "number_range",
+        )  # fmt: skip
+    return value
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -86,17 +93,21 @@ _DECODER = json.JSONDecoder(
 # The same without the integer hook, tried first: the C scanner then reads integers
 # itself. The one integer it refuses (more digits than sys.get_int_max_str_digits())
 # raises ValueError like a syntax error; the text is then scanned again by _DECODER,
-# which tells the two apart.
+# which tells the two apart. A text with an integer that may exceed a double (a run of
+# _LONG digits, maybe inside a string) is scanned by _DECODER alone.
 _FAST = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_constant=_constant)
+_LONG = re.compile(f"[0-9]{{{len(str(int(sys.float_info.max)))}}}")
 
 
-def _parse(how: str, *args: Any) -> Any:
+def _parse(how: str, exact: bool, *args: Any) -> Any:
     """``_FAST.<how>(*args)`` (``decode`` or ``scan_once``), or ``_DECODER``'s after a
-    ValueError; raises what ``_DECODER`` raises."""
-    try:
-        return getattr(_FAST, how)(*args)
-    except ValueError:
-        return getattr(_DECODER, how)(*args)
+    ValueError or when ``exact``; raises what ``_DECODER`` raises."""
+    if not exact:
+        try:
+            return getattr(_FAST, how)(*args)
+        except ValueError:
+            pass
+    return getattr(_DECODER, how)(*args)
 
 
 def decode_utf8(raw: bytes, field: str = "body") -> str:
@@ -171,7 +182,7 @@ def loads(
         raise Unprocessable(f"nests deeper than {max_depth} levels", field=field,
                             code="too_deep")  # fmt: skip
     try:
-        value = _parse("decode", text)
+        value = _parse("decode", _LONG.search(text) is not None, text)
     except _Refused as exc:
         raise _refusal(exc, field) from None
     except (ValueError, RecursionError) as exc:
@@ -204,6 +215,7 @@ def loads_members(
         loads(text, field=field, surrogates=surrogates, max_depth=max_depth)
         raise Unprocessable("body must be a JSON object", field=field)
     deep_at = _too_deep_at(text, max_depth + 1)
+    exact = _LONG.search(text) is not None
     values: dict[str, Any] = {}
     texts: dict[str, str] = {}
     i = _ws(text, i + 1)
@@ -222,7 +234,7 @@ def loads_members(
                 raise _bad_json(f"expected ':' at char {i}")
             start = _ws(text, i + 1)
             try:
-                value, end = _parse("scan_once", text, start)
+                value, end = _parse("scan_once", exact, text, start)
             except StopIteration:
                 raise _bad_json(f"expected a value at char {start}") from None
             except _Refused as exc:

@@ -78,6 +78,8 @@ async def test_idempotency_key_with_another_id_is_409(api: Api, tenant: str) -> 
         "evt_01JEV7Q0T4G5Z8C3M9WBX2N6H",  # 25 digits
         "evt_01JEV7Q0T4G5Z8C3M9WBX2N6HRR",  # 27
         "evt_01JEV7Q0T4G5Z8C3M9WBX2N6HI",  # I is not Crockford
+        "evt_8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # over 128 bits (trial of 2026-12-06: accepted)
+        "evt_ZZZZZZZZZZZZZZZZZZZZZZZZZZ",
         "dlv_01JEV7Q0T4G5Z8C3M9WBX2N6HR",
         "01JEV7Q0T4G5Z8C3M9WBX2N6HR",
         "",

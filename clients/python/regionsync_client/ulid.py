@@ -10,7 +10,7 @@ import time
 __all__ = ["EVENT_ID_RE", "new_event_id"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-EVENT_ID_RE = re.compile(r"evt_[0-9A-HJKMNP-TV-Z]{26}")  # the node's check (publish body id)
+EVENT_ID_RE = re.compile(r"evt_[0-7][0-9A-HJKMNP-TV-Z]{25}")  # the node's check (publish body id)
 
 
 def new_event_id(now_ms: int | None = None, rand: int | None = None) -> str:

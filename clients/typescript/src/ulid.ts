@@ -8,7 +8,7 @@
 import { randomFillSync } from "node:crypto";
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-export const EVENT_ID_PATTERN = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
+export const EVENT_ID_PATTERN = /^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$/;
 
 /** A ULID of `timeMs` (0 <= timeMs < 2^48) and 10 random bytes (`random` when given). */
 export function ulid(timeMs: number, random?: Uint8Array): string {

@@ -40,8 +40,8 @@ __all__ = [
 
 EVENT_TYPE_RE = NAME_RE  # an event type as published: a catalog type's name
 # an event id a client may choose: the node's own form, evt_ + a ULID's 26 Crockford
-# base32 digits (adapters/system.py UlidSource)
-EVENT_ID_RE = re.compile(r"evt_[0-9A-HJKMNP-TV-Z]{26}")
+# base32 digits (adapters/system.py UlidSource), 128 bits: the first at most 7
+EVENT_ID_RE = re.compile(r"evt_[0-7][0-9A-HJKMNP-TV-Z]{25}")
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")  # an RFC 9110 token
 HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
 ACK_POLICIES = ("local", "one-remote")  # of a tenant and of a source
@@ -119,8 +119,8 @@ def check_event_type(value: Any, field: str = "event_type") -> str:
 def check_event_id(value: Any, field: str = "id") -> str:
     """A client-chosen event id: ``evt_`` + 26 Crockford base32 digits (upper case)."""
     if not isinstance(value, str) or not EVENT_ID_RE.fullmatch(value):
-        raise Unprocessable("must be evt_ followed by a ULID (26 Crockford base32 characters)",
-                            field=field)  # fmt: skip
+        raise Unprocessable("must be evt_ followed by a ULID (26 Crockford base32 characters, "
+                            "the first 0-7)", field=field)  # fmt: skip
     return value
 
 

@@ -144,6 +144,10 @@ async def test_who_may_create_and_bad_bodies(api: Api) -> None:
         ({"allowed_origins": ["https://ok.example", "https://a.example; script-src *"]},
          "allowed_origins[1]"),
         ({"allowed_origins": ["*"]}, "allowed_origins[0]"),
+        # no such port (trial of 2026-12-06: went into frame-ancestors)
+        ({"allowed_origins": ["https://a.example:99999"]}, "allowed_origins[0]"),
+        ({"allowed_origins": ["https://a.example:443", "http://b.example:0"]},
+         "allowed_origins[1]"),
         ({"allowed_origins": [f"https://a{i}.example" for i in range(11)]}, "allowed_origins"),
         ({"scope": "admin"}, "scope"),
     ):  # fmt: skip

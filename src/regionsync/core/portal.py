@@ -113,11 +113,12 @@ def check_origins(origins: object) -> tuple[str, ...]:
         raise Unprocessable(f"must be a list of at most {MAX_ORIGINS} origins",
                             field="allowed_origins")  # fmt: skip
     for i, o in enumerate(origins):
-        if not isinstance(o, str) or not ORIGIN_RE.fullmatch(o):
+        m = ORIGIN_RE.fullmatch(o) if isinstance(o, str) else None
+        if m is None or (m.group(3) is not None and not 1 <= int(m.group(3)[1:]) <= 65535):
             raise Unprocessable("must be an origin such as https://app.example.com (scheme, "
-                                "lower-case host, optional port; no path)",
+                                "lower-case host, optional port 1-65535; no path)",
                                 field=f"allowed_origins[{i}]")  # fmt: skip
-    return tuple(dict.fromkeys(origins))
+    return tuple(dict.fromkeys(origins))  # a repeated one once
 
 
 def key_name(region: str) -> str:

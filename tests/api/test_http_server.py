@@ -254,6 +254,22 @@ MALFORMED = {
     "two-hosts": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "Host"),
     "two-hosts-http-1.0": (b"GET /healthz HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n", "Host"),
     "no-version": (b"GET /healthz\r\nHost: x\r\n\r\n", "version"),  # HTTP/0.9
+    # which of two would count is up to each reader (trial of 2026-12-06: the first did)
+    "two-authorizations": (
+        b"GET /v1/tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+        b"authorization: Bearer b\r\n\r\n",
+        "Authorization",
+    ),
+    "two-idempotency-keys": (
+        b"POST /v1/tenants/t/events HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\r\n"
+        b"Idempotency-Key: b\r\nContent-Length: 0\r\n\r\n",
+        "Idempotency-Key",
+    ),
+    "two-content-types": (
+        b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+        "Content-Type",
+    ),
     "chunked-not-last": (  # RFC 9112, section 6.3
         b"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, x\r\n\r\n",
         "transfer-encoding",

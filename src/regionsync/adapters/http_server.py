@@ -107,6 +107,13 @@ _OVERLOADED = _problem_app(503, "unavailable", "too many open connections; retry
 _BAD_HOST = _problem_app(
     400, "bad_request", "needs exactly one Host header (RFC 9112, section 3.2)", field="Host"
 )
+# headers a request carries at most once: which of two would count is up to each reader
+# (a proxy may check one and the node read the other), so two are refused, naming it
+_SINGLE = {n.lower().encode(): n for n in ("Authorization", "Idempotency-Key", "Content-Type")}
+_TWICE = {
+    name: _problem_app(400, "bad_request", f"{title} is given more than once", field=title)
+    for name, title in _SINGLE.items()
+}
 _CODING = _problem_app(
     501,
     "transfer_coding_not_implemented",
@@ -311,12 +318,18 @@ class ProblemHttpProtocol(HttpToolsProtocol):
         self._head_done = True
         self._parsed += 1
         head, hosts, codings = len(self.url), 0, b""
+        seen: set[bytes] = set()
+        twice: bytes | None = None
         for n, v in self.headers:  # names lower-cased by uvicorn
             head += len(n) + len(v) + 4
             if n == b"host":
                 hosts += 1
             elif n == b"transfer-encoding":
                 codings += b"," + v
+            elif n in _SINGLE:
+                if n in seen:
+                    twice = twice or n
+                seen.add(n)
         limit = self.max_connections
         if head > self.max_header_bytes:
             detail = f"request line and headers exceed {self.max_header_bytes} bytes"
@@ -325,6 +338,8 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             app = _NO_VERSION  # a request line without one: HTTP/0.9, not served
         elif hosts > 1 or (hosts == 0 and version == "1.1"):
             app = _BAD_HOST
+        elif twice is not None:
+            app = _TWICE[twice]
         elif codings and any(
             c.strip().lower() not in (b"", b"chunked") for c in codings.split(b",")
         ):

@@ -471,6 +471,15 @@ async def test_unknown_route_and_wrong_method_name_the_field(served: Served) -> 
     answer = await exchange(served.port, raw)
     assert answer.status == 405 and answer.problem()["field"] == "method", answer
     assert set(answer.headers["allow"].replace(" ", "").split(",")) == {"GET", "POST"}
+    # an encoded '/' is no path separator (trial of 2026-12-06: /v1/tenants/acme%2Fendpoints
+    # listed acme's endpoints), whatever the method
+    for line in (b"GET /v1/tenants/acme%2Fendpoints", b"POST /v1/tenants/t%2fevents",
+                 b"HEAD /v1/tenants/acme%2F"):  # fmt: skip
+        raw = line + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        answer = await exchange(served.port, raw)
+        assert answer.status == 404, answer
+        if not line.startswith(b"HEAD"):
+            assert answer.problem()["field"] == "path", answer
     # a trailing slash is another path: 404, not a 307 whose Location comes from Host
     for path in (b"/healthz/", b"/v1/tenants/"):
         raw = b"GET %s HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n" % path

@@ -160,6 +160,15 @@ class _FastLane:
         self.state = app.state
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and b"%2f" in scope.get("raw_path", b"").lower():
+            # routed on the decoded path, an encoded '/' would make one segment two and
+            # name another route (a proxy judging the raw path sees one); ids hold none
+            detail = "no route: a path segment holds an encoded '/' (%2F)"
+            head = scope["method"] == "HEAD"
+            await _answer(
+                _without_body(send) if head else send, problem(404, "not_found", detail, "path")
+            )
+            return
         if scope["type"] == "http" and scope["method"] == "HEAD":
             await self.app({**scope, "method": "GET"}, receive, _html_headers(_without_body(send)))
             return
@@ -178,16 +187,17 @@ class _FastLane:
                     except Exception:
                         log.exception("internal error on POST %s", scope["path"])
                         response = problem(500, "internal", "internal error; see the node's log")
-                    await send(
-                        {
-                            "type": "http.response.start",
-                            "status": response.status_code,
-                            "headers": response.raw_headers,
-                        }
-                    )
-                    await send({"type": "http.response.body", "body": response.body})
+                    await _answer(send, response)
                     return
         await self.app(scope, receive, _html_headers(send) if scope["type"] == "http" else send)
+
+
+async def _answer(send: Any, response: Any) -> None:
+    """Send ``response`` (a Starlette Response with its body) as the request's answer."""
+    start = {"type": "http.response.start", "status": response.status_code,
+             "headers": response.raw_headers}  # fmt: skip
+    await send(start)
+    await send({"type": "http.response.body", "body": response.body})
 
 
 def _html_headers(send: Any) -> Any:

@@ -116,3 +116,17 @@ async def test_job_since_is_checked(api: Api, kind: str, body: dict, detail: str
     problem = assert_problem(resp, 422, "since")
     assert problem["detail"].startswith(detail), problem
     assert (await api.client.get("/v1/tenants/acme/jobs")).json()["items"] == []
+
+
+async def test_an_empty_patch_changes_nothing(api: Api) -> None:
+    """``{}`` on a PATCH route answers the object as it is: nothing written, nothing
+    audited (trial of 2026-12-06: an event type's ``updated_at`` moved)."""
+    ids = await _setup(api)
+    c = api.client
+    audited = len((await c.get("/v1/audit", params={"limit": 1000})).json()["items"])
+    for path in (ids["ep"], "/v1/tenants/acme/event-types/t.made", "/v1/tenants/acme"):
+        before = (await c.get(path)).json()
+        resp = await c.patch(path, json={})
+        assert resp.status_code == 200 and resp.json() == before, (path, resp.text)
+        assert (await c.get(path)).json() == before
+    assert len((await c.get("/v1/audit", params={"limit": 1000})).json()["items"]) == audited

@@ -69,6 +69,8 @@ class EventTypeOps:
     async def update(self, tenant_id: str, name: str, body: Mapping[str, Any]) -> EventTypeView:
         """Change ``description``, ``schema`` (null: none) or ``deprecated``."""
         fields = await self._checked(tenant_id, body, False)
+        if not fields:  # nothing to change: nothing written, nothing audited
+            return self.catalog.event_type(tenant_id, name)
         async with self.writer.local_lock():
             self.catalog.event_type(tenant_id, name)
             stamp = self.writer.stamp()

@@ -100,6 +100,8 @@ class RegistryOps:
         ``strict_event_types`` of a tenant (the caller checks who may set which); 422
         naming the field. Turning strict mode on leaves existing subscriptions as they are."""
         check_tenant_fields(fields)
+        if not fields:  # nothing to change: nothing written, nothing audited
+            return self.catalog.tenant(tenant_id)
         async with self.writer.local_lock():
             self.catalog.tenant(tenant_id)
             stamp = self.writer.stamp()
@@ -224,6 +226,8 @@ class RegistryOps:
         (or ``null`` for a generated one) rotates: the old one keeps signing for
         ``delivery.secret_overlap_s``.
         """
+        if not body:  # nothing to change: nothing written, nothing audited
+            return self.catalog.endpoint(tenant_id, endpoint_id)
         if "secret" in body and body["secret"] is None:
             body = {**body, "secret": make_secret(self.rng.randbytes(32))}
         broker = await self._destination(body, self.catalog.endpoint(tenant_id, endpoint_id))

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from ..core.capabilities import RELEASE
 from ..errors import ClientError, Unprocessable
 from ..runtime.node import Node
 from .openapi_docs import PROBLEM_RESPONSES, install_docs
@@ -81,7 +82,7 @@ def create_app(node: Node, manage_node: bool = False) -> Any:
 
     app = FastAPI(
         title="regionsync",
-        version="0.1.0",
+        version=RELEASE,  # the release (= pyproject.toml's version)
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,

@@ -66,7 +66,11 @@ _PROBLEM = {"content": {"application/json": {"schema": Problem.model_json_schema
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": text, **_PROBLEM}
     for code, text in (
-        (400, "malformed JSON"),
+        (
+            400,
+            "malformed JSON, a body that is not UTF-8 or does not decode (gzip, "
+            "deflate), or a request the HTTP parser refuses (framing, headers)",
+        ),
         (401, "missing or bad credentials or signature"),
         (403, "the token's scope does not allow this route"),
         (404, "not found"),
@@ -75,6 +79,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (415, "not JSON, or a content coding other than gzip or deflate (Accept-Encoding)"),
         (422, "a field is invalid (named in `field`; a schema violation adds `path`)"),
         (429, "shedding load, or the tenant over its rate or backlog share (Retry-After)"),
+        (501, "a request method or transfer coding the server does not implement"),
         (
             503,
             "overloaded, not replicated in time, or this process cannot read its region "

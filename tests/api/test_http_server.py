@@ -327,6 +327,36 @@ async def test_a_refused_chunked_body_after_a_request_is_answered_after_it(
     assert [a[:3] for a in raw.split(b"HTTP/1.1 ")[1:]] == [b"200", b"400"]
 
 
+@pytest.mark.parametrize("target", [b"http://x:99999/", b"http://x:/a", b"http:///x"])
+async def test_a_target_uvicorn_cannot_parse_is_answered_400_after_the_ones_before_it(
+    served: Served, target: bytes
+) -> None:
+    """A request target the parser takes and uvicorn's URL parse refuses, after a whole
+    request in the same write and alone on a keep-alive connection (review of 2026-12-06:
+    it was taken for the earlier request's body error, dropping that request's answer,
+    and the problem waited for ever)."""
+    bad = b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    reader, writer = await connect(served.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + bad)
+        await writer.drain()
+        raw = await read_to_eof(reader)
+    finally:
+        writer.close()
+    assert [a[:3] for a in raw.split(b"HTTP/1.1 ")[1:]] == [b"200", b"400"]
+    reader, writer = await connect(served.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        assert (await read_one(reader)).status == 200
+        writer.write(bad)
+        await writer.drain()
+        raw = await read_to_eof(reader)
+    finally:
+        writer.close()
+    assert raw.startswith(b"HTTP/1.1 400"), raw
+
+
 @pytest.mark.parametrize("codings", [b"gzip, chunked", b"GZIP", b"deflate"])
 async def test_a_transfer_coding_other_than_chunked_gets_json_501(
     served: Served, codings: bytes
@@ -438,8 +468,11 @@ def test_uvicorn_internals_still_there() -> None:
         assert callable(getattr(base, name, None)), name
         assert name in ProblemHttpProtocol.__dict__, name
     init = inspect.getsource(base.__init__)
-    for attr in ("self.app", "self.loop", "self.limit_concurrency", "self.cycle", "self.flow"):
+    for attr in ("self.app", "self.loop", "self.limit_concurrency", "self.cycle", "self.flow",
+                 "self.scope"):  # fmt: skip
         assert attr in init, attr
+    # each request's scope is new at its first byte: a cycle is this request's if it has it
+    assert "self.scope = {" in inspect.getsource(base.on_message_begin)
     # the parser error reaches send_400_response inside its except block (sys.exc_info)
     received = inspect.getsource(base.data_received)
     assert "except httptools.HttpParserError" in received
@@ -448,7 +481,8 @@ def test_uvicorn_internals_still_there() -> None:
     headers = inspect.getsource(base.on_headers_complete)
     assert "self.limit_concurrency" in headers and "app = self.app" in headers
     cycle = inspect.getsource(httptools_impl.RequestResponseCycle.__init__)
-    for attr in ("response_started", "response_complete", "disconnected", "message_event"):
+    for attr in ("response_started", "response_complete", "disconnected", "message_event",
+                 "scope", "keep_alive"):  # fmt: skip
         assert f"self.{attr}" in cycle, attr
     assert "read_paused" in inspect.getsource(httptools_impl.FlowControl.__init__)
     assert callable(getattr(httptools_impl.FlowControl, "pause_reading", None))

@@ -92,10 +92,9 @@ def test_loads_members_names_the_member(text: str, error: type[ClientError], fie
     assert exc.value.field == field
 
 
-def test_integers_read_by_the_scanner_are_the_same_as_int() -> None:
-    # integers are read by the C scanner first, the strict decoder after a refusal or
-    # when one may exceed a double; the largest such integer is accepted, and so are long
-    # digit runs inside strings
+def test_integers_read_are_the_same_as_int() -> None:
+    # every integer is checked for its range: the largest a double holds is accepted, and
+    # so are long digit runs inside strings
     top = str(int(sys.float_info.max))
     for text in ("[-0, 0, 12345678901234567890, -98765432109876543210, 9" + "9" * 300 + "]",
                  f"[{top}, -{top}]", '["' + "9" * 5000 + '", 1]'):  # fmt: skip

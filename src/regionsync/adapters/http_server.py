@@ -232,6 +232,10 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             return
         headers = self.server_state.default_headers
         self.transport.write(problem_bytes(status, code, detail, field, headers))
+        self._linger_close()
+
+    def _linger_close(self) -> None:
+        """Shut the write side and close after ``LINGER_S`` (see ``_reject``)."""
         if not self.transport.can_write_eof():
             self.transport.close()
             return
@@ -268,8 +272,9 @@ class ProblemHttpProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except httptools.HttpParserError`` block only
-        if self._begun and self._head_done and not self._head_refused:
-            if not self._body_refused():
+        cycle = self.cycle
+        if self._head_done and not self._head_refused and cycle and cycle.scope is self.scope:
+            if not self._body_refused(cycle):
                 return
         exc = sys.exc_info()[1]
         detail = msg
@@ -285,25 +290,23 @@ class ProblemHttpProtocol(HttpToolsProtocol):
             return
         self._reject(400, "bad_request", detail, _parser_field(detail))
 
-    def _body_refused(self) -> bool:
+    def _body_refused(self, cycle: Any) -> bool:
         """The parser refused the body (its framing: a chunk size, a chunk's end) of the
-        request whose head it parsed, whose app now waits for the rest for ever (before:
-        the problem waited for that app's answer, with no deadline, so the connection
-        hung). That app reads ``http.disconnect`` and its answer is dropped; the problem
-        answers the request (True). If the app had begun its answer, nothing can follow
-        it on this connection: it closes once that answer is written (False)."""
-        cycle = self.cycle
-        if cycle is not None and cycle.response_started:
+        request whose head it parsed (``cycle``'s), whose app now waits for the rest for
+        ever (before: the problem waited for that app's answer, with no deadline, so the
+        connection hung). That app reads ``http.disconnect`` and its answer is dropped;
+        the problem answers the request (True). If the app had begun its answer, nothing
+        can follow it on this connection: it closes once that answer is written (False)."""
+        if cycle.response_started:
             self._disarm()
             self._lingering = True  # the rest is dropped
             if cycle.response_complete:
-                self.transport.close()
+                self._linger_close()
             else:
                 cycle.keep_alive = False
             return False
-        if cycle is not None:
-            cycle.disconnected = True
-            cycle.message_event.set()
+        cycle.disconnected = True
+        cycle.message_event.set()
         self._parsed -= 1  # answered by the problem, not by its app
         return True
 
@@ -317,6 +320,14 @@ class ProblemHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_done = True
         self._parsed += 1
+        try:
+            self._headers_complete()
+        except BaseException:  # uvicorn's URL parse refused it: a head error, no request
+            self._head_done = False
+            self._parsed -= 1
+            raise
+
+    def _headers_complete(self) -> None:
         head, hosts, codings = len(self.url), 0, b""
         seen: set[bytes] = set()
         twice: bytes | None = None

@@ -87,27 +87,11 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# every integer goes through _int, which checks its range (the C scanner reading them
+# itself would need a search for long digit runs, which costs more than the hook saves)
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_object, parse_float=_float, parse_int=_int, parse_constant=_constant
 )
-# The same without the integer hook, tried first: the C scanner then reads integers
-# itself. The one integer it refuses (more digits than sys.get_int_max_str_digits())
-# raises ValueError like a syntax error; the text is then scanned again by _DECODER,
-# which tells the two apart. A text with an integer that may exceed a double (a run of
-# _LONG digits, maybe inside a string) is scanned by _DECODER alone.
-_FAST = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_constant=_constant)
-_LONG = re.compile(f"[0-9]{{{len(str(int(sys.float_info.max)))}}}")
-
-
-def _parse(how: str, exact: bool, *args: Any) -> Any:
-    """``_FAST.<how>(*args)`` (``decode`` or ``scan_once``), or ``_DECODER``'s after a
-    ValueError or when ``exact``; raises what ``_DECODER`` raises."""
-    if not exact:
-        try:
-            return getattr(_FAST, how)(*args)
-        except ValueError:
-            pass
-    return getattr(_DECODER, how)(*args)
 
 
 def decode_utf8(raw: bytes, field: str = "body") -> str:
@@ -182,7 +166,7 @@ def loads(
         raise Unprocessable(f"nests deeper than {max_depth} levels", field=field,
                             code="too_deep")  # fmt: skip
     try:
-        value = _parse("decode", _LONG.search(text) is not None, text)
+        value = _DECODER.decode(text)
     except _Refused as exc:
         raise _refusal(exc, field) from None
     except (ValueError, RecursionError) as exc:
@@ -215,7 +199,6 @@ def loads_members(
         loads(text, field=field, surrogates=surrogates, max_depth=max_depth)
         raise Unprocessable("body must be a JSON object", field=field)
     deep_at = _too_deep_at(text, max_depth + 1)
-    exact = _LONG.search(text) is not None
     values: dict[str, Any] = {}
     texts: dict[str, str] = {}
     i = _ws(text, i + 1)
@@ -234,7 +217,7 @@ def loads_members(
                 raise _bad_json(f"expected ':' at char {i}")
             start = _ws(text, i + 1)
             try:
-                value, end = _parse("scan_once", exact, text, start)
+                value, end = _DECODER.scan_once(text, start)
             except StopIteration:
                 raise _bad_json(f"expected a value at char {start}") from None
             except _Refused as exc:

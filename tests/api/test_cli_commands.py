@@ -68,6 +68,11 @@ async def test_publish_bad_input(api: Api, tenant: str, tmp_path: Path) -> None:
     for payload in (f"@{tmp_path / 'latin1.json'}", '{"a": NaN}', "Infinity"):
         res = await cli(api, "publish", "--tenant", tenant, "--type", "t", "--payload", payload)
         assert res.exit_code == 2 and "--payload" in res.output, res.output  # not a traceback
+    res = await asyncio.to_thread(
+        CliRunner().invoke, main, ["publish", "--tenant", tenant, "--type", "t", "--payload", "-"],
+        input=b'{"a":"\xff"}', env={"REGIONSYNC_URL": api.base, "REGIONSYNC_TOKEN": None},
+    )  # fmt: skip
+    assert res.exit_code == 2 and "stdin is not UTF-8" in res.output, res.output
     for value in ("nan", "inf", "-inf"):  # JSON has no such numbers
         res = await cli(api, "tenants", "create", "--name", "x", "--publish-rate", value)
         assert res.exit_code == 2 and "not a finite number" in res.output, res.output

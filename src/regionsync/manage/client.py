@@ -114,17 +114,12 @@ class ApiClient:
             body = resp.json() if resp.status_code != 204 else None
         except ValueError:
             body = None
-        if resp.is_success and (body is not None or method == "DELETE"):
+        # the API answers a DELETE 204, anything else it does with JSON, a refusal with a
+        # problem body: another answer is not a node's
+        if resp.status_code == 204 if method == "DELETE" else resp.is_success and body is not None:
             return Response(resp.text, body)
         if resp.is_success or not (isinstance(body, dict) and "error" in body):
-            # every answer of the API but a DELETE's is JSON, every refusal a problem body
-            text = " ".join(resp.text.split())[:120]
-            raise ManageError(
-                f"{self.url} answered {resp.status_code} {resp.reason_phrase}"
-                f"{' without a JSON body' if resp.is_success else ''}, not as a regionsync "
-                f"node does: is --url a node's HTTP address?{f' ({text!r})' if text else ''}",
-                exit_code=2,
-            )
+            raise self.not_a_node(f"{resp.status_code} {resp.reason_phrase}", resp.text)
         problem = body
         detail = problem.get("detail") or resp.text[:200] or resp.reason_phrase
         where = f" (field: {problem['field']})" if problem.get("field") else ""
@@ -136,6 +131,15 @@ class ApiClient:
             )
         raise ManageError(f"{resp.status_code} {problem.get('error', 'error')}: {detail}{where}")
 
+    def not_a_node(self, answer: str, text: str = "") -> ManageError:
+        """The error (exit 2) for an answer no regionsync node gives."""
+        text = " ".join(text.split())[:120]
+        return ManageError(
+            f"{self.url} answered {answer}, not as a regionsync node does: not a node's "
+            f"HTTP address?{f' ({text!r})' if text else ''}",
+            exit_code=2,
+        )
+
     def pages(self, path: str, params: dict | None = None, limit: int | None = None) -> list:
         """Every item of a list route (following ``next``), at most ``limit`` items."""
         items: list = []
@@ -144,6 +148,8 @@ class ApiClient:
             page = self.call("GET", path, params={**(params or {}), "cursor": cursor,
                                                   "limit": 1000 if limit is None else
                                                   min(limit - len(items), 1000)})  # fmt: skip
+            if not (isinstance(page, dict) and isinstance(page.get("items"), list)):
+                raise self.not_a_node("a list without items")
             items.extend(page["items"])
             cursor = page["next"]
             if cursor is None or (limit is not None and len(items) >= limit):

@@ -41,8 +41,8 @@ def read_arg(text: str, name: str) -> str:
     """``text``, or a file's text for ``@path``, or stdin's for ``-``; a
     ``click.BadParameter`` naming ``name`` for a file that cannot be read (exit 2)."""
     try:
-        if text == "-":
-            return sys.stdin.read()
+        if text == "-":  # bytes: a text stdin may read them with surrogateescape
+            return sys.stdin.buffer.read().decode("utf-8")
         if text.startswith("@"):
             return Path(text[1:]).read_text(encoding="utf-8")
     except OSError as exc:

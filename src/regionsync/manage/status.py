@@ -150,6 +150,14 @@ def _last_digest(peer: dict) -> str:
     return f"{'agreed' if verdict else 'DIFFERED'} (digest{when})"
 
 
+def cluster_of(client: ApiClient) -> dict:
+    """A node's ``/v1/cluster``; ManageError (exit 2) for an answer no node gives."""
+    body = client.call("GET", "/v1/cluster")
+    if not (isinstance(body, dict) and isinstance(body.get("region"), str)):
+        raise client.not_a_node("a cluster view without a region")
+    return body
+
+
 def peer_clusters(client: ApiClient, cluster: dict, extra_urls: tuple[str, ...]) -> dict:
     """Every peer's own ``/v1/cluster`` (region -> body), or why it could not be had
     (region -> message): asked at its ``http_url`` from the cluster view, or at one of
@@ -164,7 +172,7 @@ def peer_clusters(client: ApiClient, cluster: dict, extra_urls: tuple[str, ...])
             out_[url] = exc.message
             continue
         try:
-            body = peer.call("GET", "/v1/cluster")
+            body = cluster_of(peer)
             out_[body["region"]] = body
         except ManageError as exc:
             region = next((p["region"] for p in cluster.get("peers", [])
@@ -194,7 +202,7 @@ def status(ctx: click.Context, peer_urls: tuple[str, ...]) -> None:
     after printing when a region asked over HTTP (an ``http_url`` or a ``--peer-url``)
     could not be asked (its row says why)."""
     client = client_of(ctx)
-    cluster = client.call("GET", "/v1/cluster")
+    cluster = cluster_of(client)
     others = peer_clusters(client, cluster, peer_urls)
     if json_mode(ctx):
         out(ctx, {**cluster, "regions": {cluster["region"]: cluster, **others}})

@@ -10,7 +10,9 @@ import time
 __all__ = ["EVENT_ID_RE", "new_event_id"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-EVENT_ID_RE = re.compile(r"evt_[0-7][0-9A-HJKMNP-TV-Z]{25}")  # the node's check (publish body id)
+# what the node takes as a publish body's id (a ULID); not every event id matches it (an
+# inbound source's event ids are hashes in the same alphabet, any first digit)
+EVENT_ID_RE = re.compile(r"evt_[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
 
 def new_event_id(now_ms: int | None = None, rand: int | None = None) -> str:

@@ -8,6 +8,10 @@
 import { randomFillSync } from "node:crypto";
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+/**
+ * What the node takes as a publish body's id (a ULID). Not every event id matches it: an
+ * inbound source's event ids are hashes in the same alphabet, with any first digit.
+ */
 export const EVENT_ID_PATTERN = /^evt_[0-7][0-9A-HJKMNP-TV-Z]{25}$/;
 
 /** A ULID of `timeMs` (0 <= timeMs < 2^48) and 10 random bytes (`random` when given). */

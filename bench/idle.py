@@ -55,15 +55,20 @@ async def main() -> None:
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:
             await wait_ready(s, rcv.url + "/count")
-        print("| processes | nodes, CPU s/s | PostgreSQL, CPU s/s | region, CPU s/s |")
-        print("|---|---|---|---|")
+        first = args.processes[0]
+        print(f"| processes | nodes, CPU s/s | PostgreSQL, CPU s/s | region, CPU s/s | "
+              f"region vs N={first} |")  # fmt: skip
+        print("|---|---|---|---|---|")
+        base = None
         for n in args.processes:
             runs = [await idle_once(server, rcv, n, args.seconds, i) for i in range(args.runs)]
             total = [a + b for a, b in runs]
             med = statistics.median_low(total)
+            base = med if base is None else base
             i = total.index(med)
             print(f"| {n} | {runs[i][0]:.4f} | {runs[i][1]:.4f} | {med:.4f} "
-                  f"({', '.join(f'{t:.4f}' for t in total)}) |", flush=True)  # fmt: skip
+                  f"({', '.join(f'{t:.4f}' for t in total)}) | {med / base:.2f}x |",
+                  flush=True)  # fmt: skip
     finally:
         server.stop()
         rcv.close()

@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from regionsync.adapters.postgres_cluster import AdvisoryLeader, RegistryListener, lock_key
+from regionsync.adapters.postgres_cluster import AdvisoryLeader, CommitListener, lock_key
 from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch
 
@@ -104,7 +104,7 @@ async def test_registry_commits_are_notified_to_other_processes(pg_url: str) -> 
     a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     await a.open(REGION, 1)
     await b.open(REGION, 1)
-    listener = RegistryListener(pg_url)
+    listener = CommitListener(pg_url)
     await listener.start()
     it = aiter(listener)
     try:

@@ -31,7 +31,7 @@ several processes replicate as any regions do.
 
 Both keep a dedicated connection outside the store's pool (a session advisory lock and
 ``LISTEN`` belong to one session). Neither decides anything about the node: the runtime
-asks ``AdvisoryLeader.poll`` and reads ``RegistryListener``.
+asks ``AdvisoryLeader.poll`` and reads ``CommitListener``.
 """
 
 from __future__ import annotations
@@ -46,12 +46,13 @@ import psycopg
 
 from .postgres_schema import APP_PREFIX, LEVEL
 
-__all__ = ["REGISTRY_CHANNEL", "AdvisoryLeader", "RegistryListener", "lock_key"]
+__all__ = ["COMMIT_CHANNEL", "AdvisoryLeader", "CommitListener", "lock_key"]
 
 log = logging.getLogger(__name__)
 
-# NOTIFY channel of commits that wrote the log or the registry (postgres_commit sends it)
-REGISTRY_CHANNEL = "regionsync_registry"
+# NOTIFY channel of commits that wrote the log or the registry (postgres_commit sends it;
+# named when only registry commits were sent, and the previous release listens on it)
+COMMIT_CHANNEL = "regionsync_registry"
 
 # the server drops the session of a holder it no longer hears from after about
 # idle + interval * count seconds (a crashed host, a partition); a killed process's
@@ -135,7 +136,7 @@ class AdvisoryLeader:
         await self._drop()
 
 
-class RegistryListener:
+class CommitListener:
     """Notifications of the commits that write the log or the registry, by any process on
     the database at ``url``: iterate to get, per commit, its version vector ``{origin
     actor: seq}`` (``{}`` when it did not fit a notification). ``NOTIFY`` makes committing
@@ -157,7 +158,7 @@ class RegistryListener:
         self._conn = await psycopg.AsyncConnection.connect(
             self.url, autocommit=True, application_name=f"{APP_PREFIX}{LEVEL}"
         )
-        await self._conn.execute(f"LISTEN {REGISTRY_CHANNEL}")
+        await self._conn.execute(f"LISTEN {COMMIT_CHANNEL}")
 
     async def __aiter__(self) -> AsyncIterator[dict[str, int]]:
         if self._conn is None:

@@ -22,7 +22,7 @@ from crdt import decode as crdt_decode
 from ..core.model import _RANK, Event, WriteBatch
 from ..errors import Unavailable
 from .log_cut import CUT_MIN_BYTES, find_cuts
-from .postgres_cluster import REGISTRY_CHANNEL
+from .postgres_cluster import COMMIT_CHANNEL
 from .secretbox import AtRest
 from .sql_queries import (
     ATTEMPT_COLS,
@@ -277,8 +277,8 @@ async def write_batch(
         )
     if b.registry or b.records:
         # the other processes on this database follow the log (delivered at commit;
-        # postgres_cluster.RegistryListener): their poll is only a safety net
+        # postgres_cluster.CommitListener): their poll is only a safety net
         payload = json.dumps(b.version_vector, separators=(",", ":"))
         await cur.execute(
-            "SELECT pg_notify(%s, %s)", (REGISTRY_CHANNEL, payload if len(payload) < 7900 else "{}")
+            "SELECT pg_notify(%s, %s)", (COMMIT_CHANNEL, payload if len(payload) < 7900 else "{}")
         )

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import psycopg
 
 from ..core.model import Delivery, Record
-from .postgres_cluster import AdvisoryLeader, RegistryListener
+from .postgres_cluster import AdvisoryLeader, CommitListener
 from .postgres_schema import LEVEL, ROLE_APP, older_sessions
 from .postgres_store import PostgresStore
 
@@ -36,7 +36,7 @@ class PostgresCoordinator:
         self._leader = AdvisoryLeader(
             store.url, f"regionsync/replication/{region}", application_name=ROLE_APP + holder
         )
-        self._listener: RegistryListener | None = None
+        self._listener: CommitListener | None = None
         self._read_at: float | None = None  # database clock of the last version vector read
 
     async def allocate_actor(self, wall_ms: int) -> int:
@@ -52,7 +52,7 @@ class PostgresCoordinator:
         """Yields once per commit that writes the log, of any process (NOTIFY),
         reconnecting after a lost session (a second later); never ends."""
         while True:
-            listener = RegistryListener(self.store.url)
+            listener = CommitListener(self.store.url)
             self._listener = listener
             try:
                 await listener.start()

@@ -276,9 +276,9 @@ class Cohort:
         listener = asyncio.create_task(self._listen())
         r = self.settings.replication
         retry = min(r.follow_interval_ms / 1000, _RETRY_S)
-        interval = r.follow_interval_ms / 1000
-        if r.retired_compact_s > 0:  # a round at least this often keeps the store's fence
-            interval = max(min(interval, r.retired_compact_s / 8), retry)
+        # a round at least this often keeps the store's fence (half of retired_compact_s,
+        # which config keeps at 1 s or more on PostgreSQL: so never under 125 ms)
+        interval = min(r.follow_interval_ms / 1000, r.retired_compact_s / 8)
         try:
             while True:
                 self._wake.clear()

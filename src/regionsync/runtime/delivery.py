@@ -105,6 +105,7 @@ class DeliveryWorker(DueReads):
         )  # fmt: skip
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered: deterministic cancel
         self._expired_at: float | None = None  # monotonic s of the last starvation check
+        self._skew_read_at: dict[str, float] = {}  # DueReads._claimable_ahead's
         # without ``claims``: due deliveries read ahead with their events, not yet started
         # (in ``fair_order``), the monotonic s the first of them was read, and the read
         self.ready: Ready = {}

@@ -19,14 +19,15 @@ from ..core.retry import due_now, max_step_ms
 if TYPE_CHECKING:
     from ..config import DeliverySettings
     from .cohort import Claims
-    from .ports import CustodyView, Store
+    from .ports import Clock, CustodyView, Store
     from .state import Catalog
 
-__all__ = ["DueReads"]
+__all__ = ["SKEW_READ_S", "DueReads"]
 
 log = logging.getLogger("regionsync.delivery")
 
 _FAR_MS = 1 << 62  # a due cutoff past every schedule
+SKEW_READ_S = 1.0  # with claims: the read for schedules written ahead, per owner, at most
 
 
 class DueReads:
@@ -39,6 +40,8 @@ class DueReads:
     opts: DeliverySettings
     clock_tolerance_ms: int
     lanes: dict[str, Lane]
+    clock: Clock
+    _skew_read_at: dict[str, float]  # owner -> monotonic s of its last read (claims)
 
     def _held(self) -> list[str]:
         """Deliveries a due read must not return (the worker's: in flight or read ahead)."""
@@ -59,8 +62,7 @@ class DueReads:
             if self.claims is not None:
                 lease_ms = int(self.opts.claim_lease_s * 1000)
                 rows = await self.claims.claim_due(owner, now_ms, limit, lease_ms, sorted(skip))
-                if not rows and (skewed := (await self._skewed(owner, now_ms, limit, skip))[0]):
-                    ids = [d.id for d in skewed]
+                if not rows and (ids := await self._claimable_ahead(owner, now_ms, limit, skip)):
                     rows = await self.claims.claim_ids(owner, ids, now_ms, lease_ms)
             else:
                 rows = await self.store.due_deliveries(
@@ -93,6 +95,21 @@ class DueReads:
         rows = await self.store.due_deliveries(owner, _FAR_MS, limit, self._held(), sorted(skip))
         due = [d for d in rows if due_now(d, now_ms, step, self.clock_tolerance_ms)]
         return due, min((t for d in rows if (t := d.next_attempt_at_ms) is not None), default=None)
+
+    async def _claimable_ahead(
+        self, owner: str, now_ms: int, limit: int, skip: set[str]
+    ) -> list[str]:
+        """With claims, after a claim round found nothing: the ids of rows written ahead
+        (``_skewed``), read at most every ``SKEW_READ_S`` per owner (a schedule written
+        ahead waits a second, not the skew; the read cost a statement and ``limit`` rows
+        each empty round). A row due by its schedule that claim_due passed over is
+        another process's claim (or being claimed): claim_ids would pass it over too."""
+        now_s = self.clock.monotonic()
+        if now_s - self._skew_read_at.get(owner, -SKEW_READ_S) < SKEW_READ_S:
+            return []
+        self._skew_read_at[owner] = now_s
+        rows, _ = await self._skewed(owner, now_ms, limit, skip)
+        return [d.id for d in rows if (d.next_attempt_at_ms or 0) > now_ms]
 
     async def _unclaim(self, rows: list[Delivery]) -> None:
         """Release claims taken but not attempted (else they wait for their lease)."""

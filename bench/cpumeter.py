@@ -11,6 +11,11 @@ system CPU seconds of a process tree from /proc, every thread, children included
 - ``per_1000(cpu_s, units)``: CPU milliseconds per unit = CPU seconds per 1,000 units.
 - ``median_run``: the run whose ``key`` is the median of several (figures of one run are
   kept together, not medians of unrelated runs).
+- ``Split(groups)``: per named group of process trees, between ``start`` and ``stop``:
+  CPU seconds of each tree's root and of its descendants apart, and the context switches
+  of their threads (voluntary: the thread slept and was woken; involuntary: preempted
+  while it could run), with the machine's busy cores from ``/proc/stat``; ``report``
+  prints them per unit (bench/pg_statements.py).
 - ``RECEIVER_APP``: bench/delivery_rate.py's bare receiver, which also keeps, per arrival,
   the lag (ms) from the Standard Webhooks body's ``timestamp`` (the event's acceptance) to
   its arrival; ``GET /lags`` returns them. Same answers to ``/count``, ``/stats``,
@@ -75,6 +80,76 @@ class Meter:
     def stop(self) -> float:
         self.cpu_s = self.now() - self.begin
         return self.cpu_s
+
+
+def _threads(pid: int) -> tuple[float, int, int]:
+    """CPU seconds (``/proc/<pid>/stat``, reaped children included) and the voluntary and
+    involuntary context switches of every thread of ``pid``."""
+    cpu, vol, invol = _stat_cpu(pid), 0, 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    invol += int(line.split()[1])
+    return cpu, vol, invol
+
+
+def _busy() -> tuple[int, int]:
+    """Busy and total jiffies of every CPU so far (``/proc/stat``: idle and iowait idle)."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)
+
+
+class Split:
+    """CPU and context switches of named process trees, root and descendants apart."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+        self.begin: dict[tuple[str, str], list[float]] = {}
+        self.got: dict[tuple[str, str], list[float]] = {}
+        self.busy_cores = 0.0
+
+    def _now(self) -> dict[tuple[str, str], list[float]]:
+        out: dict[tuple[str, str], list[float]] = {}
+        for name, roots in self.groups.items():
+            for i, root in enumerate(roots):
+                todo, seen = [root], set()
+                while todo:
+                    p = todo.pop()
+                    if p in seen:
+                        continue
+                    seen.add(p)
+                    part = "children" if p != root else f"{i}" if len(roots) > 1 else "main"
+                    with contextlib.suppress(OSError):
+                        got = out.setdefault((name, part), [0.0, 0, 0])
+                        for k, v in enumerate(_threads(p)):
+                            got[k] += v
+                    todo.extend(_children(p))
+        return out
+
+    def start(self) -> Split:
+        self.begin, self._busy0 = self._now(), _busy()
+        return self
+
+    def stop(self) -> Split:
+        now, busy = self._now(), _busy()
+        zero = [0.0, 0, 0]
+        self.got = {k: [a - b for a, b in zip(v, self.begin.get(k, zero), strict=True)]
+                    for k, v in now.items()}  # fmt: skip
+        self.busy_cores = (busy[0] - self._busy0[0]) / max(1, busy[1] - self._busy0[1])
+        self.busy_cores *= os.cpu_count() or 1
+        return self
+
+    def report(self, units: int, unit: str) -> None:
+        print(f"  machine busy {self.busy_cores:.2f} of {os.cpu_count()} cores; per {unit}: "
+              "CPU ms, voluntary / involuntary context switches")  # fmt: skip
+        for (name, part), (cpu, vol, invol) in sorted(self.got.items()):
+            print(
+                f"  {name + ' ' + part:24s} {per_1000(cpu, units):7.3f} "
+                f"{vol / units:7.2f} {invol / units:7.2f}"
+            )
 
 
 def per_1000(cpu_s: float, units: int) -> float:

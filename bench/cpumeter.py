@@ -5,7 +5,8 @@ system CPU seconds of a process tree from /proc, every thread, children included
   descendant (found through ``/proc/<pid>/task/*/children``), in seconds. ``/proc/<pid>/stat``
   sums a process's threads; ``cutime``/``cstime`` hold the children it already reaped.
   A descendant that exits between two readings and is not reaped by then loses what it
-  used since the first: none of the measured servers starts short-lived processes.
+  used since the first: PostgreSQL's postmaster reaps its backends and autovacuum
+  workers at once, and the nodes start no short-lived processes.
 - ``Meter(pids)``: the sum of ``tree_cpu`` over several trees between ``start`` and
   ``stop`` (a region of several node processes and its PostgreSQL server).
 - ``per_1000(cpu_s, units)``: CPU milliseconds per unit = CPU seconds per 1,000 units.
@@ -14,8 +15,9 @@ system CPU seconds of a process tree from /proc, every thread, children included
 - ``Split(groups)``: per named group of process trees, between ``start`` and ``stop``:
   CPU seconds of each tree's root and of its descendants apart, and the context switches
   of their threads (voluntary: the thread slept and was woken; involuntary: preempted
-  while it could run), with the machine's busy cores from ``/proc/stat``; ``report``
-  prints them per unit (bench/pg_statements.py).
+  while it could run), with the machine's busy CPUs from ``/proc/stat``; ``report``
+  prints them per unit (bench/pg_statements.py). PostgreSQL's backends come and go with
+  connections, so its postmaster's reaped children count with its other children.
 - ``RECEIVER_APP``: bench/delivery_rate.py's bare receiver, which also keeps, per arrival,
   the lag (ms) from the Standard Webhooks body's ``timestamp`` (the event's acceptance) to
   its arrival; ``GET /lags`` returns them. Same answers to ``/count``, ``/stats``,
@@ -82,50 +84,62 @@ class Meter:
         return self.cpu_s
 
 
-def _threads(pid: int) -> tuple[float, int, int]:
-    """CPU seconds (``/proc/<pid>/stat``, reaped children included) and the voluntary and
-    involuntary context switches of every thread of ``pid``."""
-    cpu, vol, invol = _stat_cpu(pid), 0, 0
+def _process(pid: int) -> dict[str, tuple[float, int, int]]:
+    """Of ``pid``: ``"own"``: its CPU seconds (utime + stime); ``"reaped"``: those of the
+    children it reaped (cutime + cstime); and per thread id, its voluntary and
+    involuntary context switches."""
+    f = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    out = {"own": ((int(f[11]) + int(f[12])) / _TICK, 0, 0),
+           "reaped": ((int(f[13]) + int(f[14])) / _TICK, 0, 0)}  # fmt: skip
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
-            for line in (task / "status").read_text().splitlines():
-                if line.startswith("voluntary_ctxt_switches:"):
-                    vol += int(line.split()[1])
-                elif line.startswith("nonvoluntary_ctxt_switches:"):
-                    invol += int(line.split()[1])
-    return cpu, vol, invol
+            counts = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines())
+            out[task.name] = (0.0, int(counts["voluntary_ctxt_switches"]),
+                              int(counts["nonvoluntary_ctxt_switches"]))  # fmt: skip
+    return out
 
 
-def _busy() -> tuple[int, int]:
-    """Busy and total jiffies of every CPU so far (``/proc/stat``: idle and iowait idle)."""
-    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(f) - f[3] - f[4], sum(f)
+def _busy() -> tuple[int, int, int]:
+    """Busy and total jiffies of all CPUs so far, and the number of CPUs (``/proc/stat``:
+    user, nice, system, idle, iowait, irq, softirq, steal; idle, iowait and steal are not
+    busy; guest time is already in user)."""
+    lines = Path("/proc/stat").read_text().splitlines()
+    f = [int(x) for x in lines[0].split()[1:9]]
+    cpus = sum(1 for line in lines if line.startswith("cpu") and line[3].isdigit())
+    return sum(f) - f[3] - f[4] - f[7], sum(f), cpus
 
 
 class Split:
-    """CPU and context switches of named process trees, root and descendants apart."""
+    """CPU and context switches of named groups of process trees: each root apart (its
+    index, or "main" for a group of one) and all their descendants together
+    ("children", with what the roots reaped). Counted over the processes and threads
+    seen at ``stop``, from zero for those started since ``start``; a thread that ended
+    meanwhile is not counted, nor a descendant's CPU after ``start`` if it ended and its
+    parent has not reaped it."""
 
     def __init__(self, groups: dict[str, list[int]]) -> None:
         self.groups = groups
-        self.begin: dict[tuple[str, str], list[float]] = {}
+        self.begin: dict[tuple, tuple[float, int, int]] = {}
         self.got: dict[tuple[str, str], list[float]] = {}
-        self.busy_cores = 0.0
+        self.busy_cores, self.cpus = 0.0, 0
+        self._busy0 = (0, 0, 0)
 
-    def _now(self) -> dict[tuple[str, str], list[float]]:
-        out: dict[tuple[str, str], list[float]] = {}
+    def _now(self) -> dict[tuple, tuple[float, int, int]]:
+        """(group, part, pid, "own" | "reaped" | thread id) -> (CPU s, switches)."""
+        out: dict[tuple, tuple[float, int, int]] = {}
         for name, roots in self.groups.items():
             for i, root in enumerate(roots):
+                label = str(i) if len(roots) > 1 else "main"
                 todo, seen = [root], set()
                 while todo:
                     p = todo.pop()
                     if p in seen:
                         continue
                     seen.add(p)
-                    part = "children" if p != root else f"{i}" if len(roots) > 1 else "main"
                     with contextlib.suppress(OSError):
-                        got = out.setdefault((name, part), [0.0, 0, 0])
-                        for k, v in enumerate(_threads(p)):
-                            got[k] += v
+                        for key, v in _process(p).items():
+                            part = label if p == root and key != "reaped" else "children"
+                            out[name, part, p, key] = v
                     todo.extend(_children(p))
         return out
 
@@ -135,15 +149,18 @@ class Split:
 
     def stop(self) -> Split:
         now, busy = self._now(), _busy()
-        zero = [0.0, 0, 0]
-        self.got = {k: [a - b for a, b in zip(v, self.begin.get(k, zero), strict=True)]
-                    for k, v in now.items()}  # fmt: skip
-        self.busy_cores = (busy[0] - self._busy0[0]) / max(1, busy[1] - self._busy0[1])
-        self.busy_cores *= os.cpu_count() or 1
+        self.got = {}
+        for key, v in now.items():
+            was = self.begin.get(key, (0.0, 0, 0))
+            got = self.got.setdefault(key[:2], [0.0, 0, 0])
+            for k in range(3):
+                got[k] += v[k] - was[k]
+        self.cpus = busy[2]
+        self.busy_cores = self.cpus * (busy[0] - self._busy0[0]) / max(1, busy[1] - self._busy0[1])
         return self
 
     def report(self, units: int, unit: str) -> None:
-        print(f"  machine busy {self.busy_cores:.2f} of {os.cpu_count()} cores; per {unit}: "
+        print(f"  machine busy {self.busy_cores:.2f} of {self.cpus} CPUs; per {unit}: "
               "CPU ms, voluntary / involuntary context switches")  # fmt: skip
         for (name, part), (cpu, vol, invol) in sorted(self.got.items()):
             print(

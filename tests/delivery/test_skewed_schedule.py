@@ -138,7 +138,8 @@ async def test_a_row_another_process_holds_is_not_claimed_by_id(ahead: bool) -> 
     (0.8 statements per event at 4 processes, bench/README.md). Only rows written ahead
     are asked for; and that read is made at most every ``SKEW_READ_S`` (it cost a
     statement and up to ``limit`` rows in every empty round)."""
-    clock = ShiftedClock()
+    clock, mono = ShiftedClock(), [100.0]
+    clock.monotonic = lambda: mono[0]  # type: ignore[method-assign]
     node, _ = worker_node(FlakySender(), clock=clock, retry_schedule_s=[30, 30, 30])
     worker = node.delivery
     now = clock.wall_ms()
@@ -151,8 +152,10 @@ async def test_a_row_another_process_holds_is_not_claimed_by_id(ahead: bool) -> 
     assert got == []
     assert claims.asked == ([["dlv_2"]] if ahead else [])
     assert store.reads == 1
+    mono[0] += SKEW_READ_S / 2
     await worker._due(now, 10, set())  # the next empty round, within the second
     assert store.reads == 1
-    worker._skew_read_at["a"] -= SKEW_READ_S  # a second later
+    mono[0] += SKEW_READ_S / 2
     await worker._due(now, 10, set())
     assert store.reads == 2
+    assert claims.asked == ([["dlv_2"]] * 2 if ahead else [])

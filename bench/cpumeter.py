@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -48,19 +49,23 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and its descendants so far (0.0 for a process gone)."""
-    total, todo, seen = 0.0, [pid], set()
+def _tree(root: int) -> Iterator[int]:
+    """``root`` and its running descendants (each once)."""
+    todo, seen = [root], set()
     while todo:
         p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
+        if p not in seen:
+            seen.add(p)
+            yield p
+            todo.extend(_children(p))
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants so far (0.0 for a process gone)."""
+    total = 0.0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
             total += _stat_cpu(p)
-        except OSError:
-            continue
-        todo.extend(_children(p))
     return total
 
 
@@ -130,17 +135,11 @@ class Split:
         for name, roots in self.groups.items():
             for i, root in enumerate(roots):
                 label = str(i) if len(roots) > 1 else "main"
-                todo, seen = [root], set()
-                while todo:
-                    p = todo.pop()
-                    if p in seen:
-                        continue
-                    seen.add(p)
+                for p in _tree(root):
                     with contextlib.suppress(OSError):
                         for key, v in _process(p).items():
                             part = label if p == root and key != "reaped" else "children"
                             out[name, part, p, key] = v
-                    todo.extend(_children(p))
         return out
 
     def start(self) -> Split:

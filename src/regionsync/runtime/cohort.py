@@ -12,7 +12,7 @@ step with the others:
   and lanes see them; Idempotency-Keys; HLC; version vectors), never written again. The
   NOTIFY every commit that writes the log sends wakes it at once; as a safety net it
   also reads every ``replication.follow_interval_ms`` (at most ``retired_compact_s`` /
-  8, a cap that never takes it under 50 ms). Records truncated before they were read (or
+  8, never under 125 ms). Records truncated before they were read (or
   state an anti-entropy pass merged without records) are made up by merging the stored
   registry rows. A process that cannot read them (the database away, a record its key
   ring cannot open: any failed round) has a stale view of its region, so it stops

@@ -177,8 +177,8 @@ class ReplicationSettings(_Section):
     # several processes on one PostgreSQL database (issue 16): how often a process tries
     # for (or confirms) the region's replication role, and how often it reads the log
     # records of the region's other processes when no NOTIFY (sent by every commit that
-    # writes the log) woke it: a safety net, at most retired_compact_s / 8 (never under
-    # 125 ms: retired_compact_s is at least MIN_PG_COMPACT_S there; runtime/cohort)
+    # writes the log) woke it: a safety net, capped at retired_compact_s / 8 (a cap of
+    # 125 ms or more: retired_compact_s is at least MIN_PG_COMPACT_S there; runtime/cohort)
     leader_poll_s: float = Field(1.0, gt=0, le=60)
     follow_interval_ms: float = Field(1000.0, gt=0, le=10_000)
     # the cluster's feature set held below what this node reads (core.capabilities) this

@@ -349,3 +349,92 @@ async def test_the_holder_counts_a_followed_record_only_with_its_tree_items(
             await b.ingest.publish("t", "x", b'{"i":%d}' % i, None)
         await eventually(lambda: a.writer.durable_vv.get(actor) == b.writer.version_vector[actor])
         assert lacking == []
+
+
+class _RowReads:
+    """A store whose ``get_deliveries`` calls are counted (the rest passes through)."""
+
+    def __init__(self, store: Any):
+        self._store, self.calls = store, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get_deliveries(self, ids: Any) -> Any:
+        self.calls += 1
+        return await self._store.get_deliveries(ids)
+
+
+async def test_only_a_process_that_keeps_the_tree_reads_followed_delivery_rows(
+    tmp_path: Path, pg_url: str, monkeypatch: Any
+) -> None:
+    """A follower reads the rows of the deliveries another process committed only for
+    the anti-entropy tree, which only the replication holder keeps: the others skip
+    that read (issue 44), a holder that gives up the role drops its tree, and one that
+    takes the role builds it from the store, equal to a tree built afresh."""
+    async with region_of_two(tmp_path, pg_url) as (a, b, lite):
+        assert a.cohort is not None and b.cohort is not None
+        await a.registry_ops.create_tenant("t", "T")
+        await a.registry_ops.create_endpoint("t", {"url": "https://example.com/h"})
+        await eventually(lambda: a.anti_entropy.tree is not None)
+        # each follows and steps the role only in the explicit rounds below, and a
+        # truncates nothing (b would find a's records gone and reload the registry)
+        for t in [*a._tasks, *b._tasks]:
+            if t.get_name() in ("follow", "replication-role"):
+                t.cancel()
+        monkeypatch.setattr(a.replica, "truncation_point", dict)
+        reloads = (a.cohort.reloads, b.cohort.reloads)
+        reads = {n: _RowReads(n.cohort.store) for n in (a, b)}  # type: ignore[union-attr]
+        for n, r in reads.items():
+            n.cohort.store = r  # type: ignore[union-attr]
+
+        async def publish_and_follow(by: Node, follower: Node) -> None:
+            for i in range(3):
+                await by.ingest.publish("t", "x", b'{"i":%d}' % i, None)
+            assert follower.cohort is not None
+            assert await follower.cohort.follow_once() > 0
+
+        await publish_and_follow(a, b)
+        assert reads[b].calls == 0 and b.anti_entropy.tree is None  # no tree: no rows
+        await publish_and_follow(b, a)
+        assert reads[a].calls > 0  # the holder's tree learns them from the rows
+
+        # a gives up the role (its lock session lost): its tree goes, its rounds skip rows
+        held = a.coordinator.is_leader  # type: ignore[union-attr]
+
+        async def lost() -> bool:
+            return False
+
+        a.coordinator.is_leader = lost  # type: ignore[union-attr,method-assign]
+        await a.cohort.step_leader()
+        assert not a.cohort.leading and not a.anti_entropy.kept()
+        calls = reads[a].calls
+        await publish_and_follow(b, a)
+        assert reads[a].calls == calls
+
+        # it takes the role again: a tree built from the store, kept by its next rounds
+        a.coordinator.is_leader = held  # type: ignore[union-attr,method-assign]
+        await a.cohort.step_leader()
+        assert a.cohort.leading
+        kept = await a.anti_entropy.state_tree()
+        await publish_and_follow(b, a)
+        assert reads[a].calls > calls
+
+        async def kept_equals_built() -> bool:
+            await a.cohort.follow_once()  # type: ignore[union-attr]
+            built = await a.anti_entropy._build()
+            return (kept.hash(""), kept.replicated_root()) == (
+                built.hash(""),
+                built.replicated_root(),
+            )
+
+        await eventually(kept_equals_built)
+        assert a.anti_entropy.tree is kept
+
+        async def roots_agree() -> bool:
+            await a.cohort.follow_once()  # type: ignore[union-attr]
+            da, dl = await a.anti_entropy.digest(), await lite.anti_entropy.digest()
+            return da == dl and da[1] != b""
+
+        await eventually(roots_agree)
+        assert (a.cohort.reloads, b.cohort.reloads) == reloads

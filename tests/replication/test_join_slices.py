@@ -79,3 +79,31 @@ async def test_a_large_commit_goes_into_the_tree_in_slices(net, started, monkeyp
     assert not a.anti_entropy._behind and len(tree) >= 600
     assert (await a.anti_entropy.digest())[1] not in (b"", b"\0")
     assert await tree_is_current(a)
+
+
+async def test_a_dropped_tree_stops_its_catch_up(net, started, monkeypatch) -> None:
+    """The tree is dropped (the role went to another process, or a reload) while a large
+    commit goes into it in slices: the catch-up stops cleanly (it applied the next slice
+    to no tree and died before), and a tree built again takes a later large commit in
+    full."""
+    (a,) = await start(started, make_node(net, "a", []))
+    await a.anti_entropy.warm()
+    every_tick(monkeypatch)
+    monkeypatch.setattr(antientropy, "_SYNC_ITEMS", 50)
+
+    async def large_commit(tag: str) -> None:
+        deltas = {f"e/ep{tag}{i:04d}/url": lww(f"https://x/{tag}{i}") for i in range(600)}
+        changed = a.catalog.apply(deltas)
+        await a.writer.submit(WriteBatch(registry={k: v.to_bytes() for k, v in changed.items()}))
+
+    await large_commit("a")
+    catching_up = a.anti_entropy._catching_up
+    assert catching_up is not None and a.anti_entropy._behind
+    a.anti_entropy.drop_tree()
+    await asyncio.gather(catching_up, return_exceptions=True)
+    assert catching_up.cancelled()  # not AttributeError: 'NoneType' object has no 'apply'
+    await a.anti_entropy.warm()
+    await large_commit("b")
+    tree = await a.anti_entropy.state_tree()
+    assert not a.anti_entropy._behind and len(tree) >= 1_200
+    assert await tree_is_current(a)

@@ -148,11 +148,20 @@ class AntiEntropy:
         finally:
             self._caught_up.set()
 
+    def kept(self) -> bool:
+        """Whether commits reach a tree (built, or being built): only then do the rows of
+        the deliveries another process committed need reading (runtime/cohort.py)."""
+        return self.tree is not None or bool(self._pending)
+
     def drop_tree(self) -> None:
         """Drop the kept tree, built again from the store when next asked (state was
-        reloaded from the store, which tells no commit observer what changed)."""
+        reloaded from the store, or the replication role went to another process). A
+        catch-up under way stops: its batches were the dropped tree's."""
         self.tree = None
         self._behind.clear()
+        if self._catching_up is not None:
+            self._catching_up.cancel()
+            self._catching_up = None
 
     async def _current(self, tree: StateTree) -> StateTree:
         """``tree`` once every committed batch is in it (``_catch_up``)."""

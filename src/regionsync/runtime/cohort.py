@@ -9,13 +9,16 @@ step with the others:
 - **follow** (every process): the region's log is shared, so records committed by the
   other processes (their own writes, and peer regions' records the replication holder
   applied) are read from it and merged into this process's memory (registry, so matching
-  and lanes see them; Idempotency-Keys; HLC; version vectors), never written again. The
+  and lanes see them; Idempotency-Keys; HLC; version vectors), never written again; the
+  replication holder, which alone keeps the anti-entropy tree, also reads the stored
+  rows of the deliveries they touch (the others skip that read: issue 44). The
   NOTIFY every commit that writes the log sends wakes it at once; as a safety net it
-  also reads every ``replication.follow_interval_ms`` (at most ``retired_compact_s`` /
-  8, never under 125 ms). Records truncated before they were read (or
-  state an anti-entropy pass merged without records) are made up by merging the stored
-  registry rows. A process that cannot read them (the database away, a record its key
-  ring cannot open: any failed round) has a stale view of its region, so it stops
+  also reads every ``replication.follow_interval_ms``, capped at ``retired_compact_s`` /
+  8 (config keeps that cap at 125 ms or more on PostgreSQL). Records truncated before
+  they were read (or state an anti-entropy pass merged without records) are made up by
+  merging the stored registry rows. A process that cannot read them (the database away,
+  a record its key ring cannot open: any failed round) has a stale view of its region,
+  so it stops
   acknowledging (``following`` false: publish and inbound answer 503, ``/readyz`` is
   unready) until a round succeeds again; it logs each change of that state once, and
   after a failed round waits 50 ms (at most ``follow_interval_ms``) whatever NOTIFYs
@@ -139,11 +142,13 @@ class Cohort:
         start_role: Callable[[], Awaitable[None]],
         stop_role: Callable[[], Awaitable[None]],
         tree_stale: Callable[[], None],
+        tree_kept: Callable[[], bool],
     ):
         self.settings, self.coordinator, self.writer = settings, coordinator, writer
         self.catalog, self.keys, self.store, self.clock = catalog, keys, store, clock
         self._start_role, self._stop_role = start_role, stop_role
         self._tree_stale = tree_stale  # state merged that no commit observer saw
+        self._tree_kept = tree_kept  # whether the anti-entropy tree wants delivery rows
         self.leading = False
         self.followed = 0  # records of other actors merged into memory
         self.reloads = 0  # registry reloads (records gone before they were read)
@@ -171,10 +176,13 @@ class Cohort:
             by_origin.setdefault(r.origin, []).append(r)
         complete = len(records) < _FOLLOW_BATCH  # every wanted origin was read
         decoded = {(r.origin, r.seq): self._decode(r) for r in records}
-        # the rows of the deliveries they touch, read before the lock: the commit
-        # observers (the anti-entropy tree) learn a record in the step that counts it
+        # the rows of the deliveries they touch, read before the lock: the anti-entropy
+        # tree learns a record in the step that counts it. Only the replication holder
+        # keeps a tree; a build that starts after this check reads the store, which has
+        # these rows already (they were committed with the records read above)
         ids = {i for d in decoded.values() if d is not None for i in _delivery_ids(d)}
-        stored_rows = await self.store.get_deliveries(sorted(ids)) if ids else {}
+        want_rows = ids and self._tree_kept()
+        stored_rows = await self.store.get_deliveries(sorted(ids)) if want_rows else {}
         gaps: set[str] = set()
         merged = 0
         seen = WriteBatch()  # what the merged records changed: for the commit observers

@@ -118,7 +118,7 @@ class Node:
             self.cohort = Cohort(
                 settings, coordinator, self.writer, self.catalog, self.keys, store=store,
                 clock=self.cluster_clock, start_role=self._start_role, stop_role=self._stop_role,
-                tree_stale=self.anti_entropy.drop_tree,
+                tree_stale=self.anti_entropy.drop_tree, tree_kept=self.anti_entropy.kept,
             )  # fmt: skip
             self.view.cohort = self.cohort
             self.removals.processes = self._processes
@@ -359,6 +359,9 @@ class Node:
         await self.transport.stop()
         for status in self.peers.values():
             status.connected = False
+        # only the holder keeps the anti-entropy tree (its followers then skip the rows
+        # it needs); built again from the store if the role comes back
+        self.anti_entropy.drop_tree()
 
     async def stop(self, crash: bool = False) -> None:
         """Record the carried usage moves (not if ``crash``: the simulator's crash writes

@@ -5,6 +5,7 @@ setting. Runs on the throwaway server of tests/pgserver.py (never skipped)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import psycopg
 import pytest
@@ -49,15 +50,8 @@ async def test_commit_is_atomic(pg_url: str) -> None:
         await s.close()
 
 
-async def test_records_of_reads_every_origin_in_one_round_trip(pg_url: str) -> None:
-    # a follow round asks for the records of every other process (and a link's read for
-    # every origin): one query, whatever the number of origins (issue 44), with the
-    # contract's order (origins sorted, seq order in each) and limit over all of them
-    s = PostgresStore(pg_url)
-    await s.open(REGION, 1)
-    origins = ["B:2", "a:1", "a:10", "z:3"]  # upper case and digits: Python's order
-    recs = [Record(o, n, "registry", o.encode(), (n, 0)) for o in origins for n in (1, 2, 3)]
-    await s.commit(WriteBatch(records=recs))
+def statements_of(s: PostgresStore) -> list[str]:
+    """The statements ``s`` sends from now on."""
     calls: list[str] = []
     real = s._fetch
 
@@ -66,6 +60,19 @@ async def test_records_of_reads_every_origin_in_one_round_trip(pg_url: str) -> N
         return await real(sql, args)
 
     s._fetch = counted  # type: ignore[method-assign]
+    return calls
+
+
+async def test_records_of_reads_every_origin_in_one_round_trip(pg_url: str) -> None:
+    # a link's read asks for the records of every origin: one query, whatever the number
+    # of origins (issue 44), with the contract's order (origins sorted, seq order in
+    # each) and limit over all of them
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    origins = ["B:2", "a:1", "a:10", "z:3"]  # upper case and digits: Python's order
+    recs = [Record(o, n, "registry", o.encode(), (n, 0)) for o in origins for n in (1, 2, 3)]
+    await s.commit(WriteBatch(records=recs))
+    calls = statements_of(s)
     try:
         got = await s.records_of({"z:3": 1, "a:10": 0, "B:2": 2, "a:1": 3}, 100)
         assert [(r.origin, r.seq) for r in got] == [
@@ -77,6 +84,40 @@ async def test_records_of_reads_every_origin_in_one_round_trip(pg_url: str) -> N
         assert [(r.origin, r.seq) for r in got] == [("B:2", 1), ("B:2", 2), ("B:2", 3), ("a:10", 2)]
         assert await s.records_of({}, 10) == [] and len(calls) == 2
     finally:
+        await s.close()
+
+
+async def test_a_follow_round_reads_the_version_vector_and_records_in_one_statement(
+    pg_url: str,
+) -> None:
+    """``PostgresCoordinator.follow_read``: the stored version vector, the database's
+    clock (kept for the fence) and the records of every origin but the reader's own past
+    what it holds (an origin it never heard of from seq 1), in one statement (issue 44:
+    one round trip a round, not two), in the order and limit of ``records_of``."""
+    s = PostgresStore(pg_url)
+    await s.open(REGION, 1)
+    coordinator = PostgresCoordinator(s, REGION, "p9")
+    origins = ["B:2", "a:1", "a:10", "z:3", "p:9"]  # p:9 reads
+    recs = [Record(o, n, "registry", o.encode(), (n, 0)) for o in origins for n in (1, 2, 3)]
+    await s.commit(WriteBatch(records=recs, version_vector=dict.fromkeys(origins, 3)))
+    calls = statements_of(s)
+    try:
+        before = time.time()
+        have = {"z:3": 1, "a:10": 0, "B:2": 2, "a:1": 3}
+        vv, got = await coordinator.follow_read(have, "p:9", 100)
+        assert vv == dict.fromkeys(origins, 3)
+        assert coordinator._read_at is not None and abs(coordinator._read_at - before) < 5
+        assert [(r.origin, r.seq) for r in got] == [
+            ("B:2", 3), ("a:10", 1), ("a:10", 2), ("a:10", 3), ("z:3", 2), ("z:3", 3)
+        ]  # fmt: skip
+        assert all(r.body == r.origin.encode() and r.hlc == (r.seq, 0) for r in got)
+        assert len(calls) == 1
+        _, got = await coordinator.follow_read({"a:10": 1}, "p:9", 4)  # the rest from 1
+        assert [(r.origin, r.seq) for r in got] == [("B:2", 1), ("B:2", 2), ("B:2", 3), ("a:1", 1)]
+        _, got = await coordinator.follow_read(dict.fromkeys(origins, 3), "p:9", 10)
+        assert got == [] and len(calls) == 3
+    finally:
+        await coordinator.close()
         await s.close()
 
 
@@ -201,7 +242,7 @@ async def test_a_process_that_stopped_following_writes_no_registry_state(pg_url:
     await s.open(REGION, 1)
     coordinator = PostgresCoordinator(s, REGION, "p1", fence_s=50.0)
     try:
-        await coordinator.load_version_vector()
+        await coordinator.follow_read({}, "", 10)
         coordinator.followed()  # a follow round that read every record
         assert s.fence.followed_at is not None
         await s.commit(WriteBatch(registry={"k": b"fresh"}))
@@ -213,7 +254,7 @@ async def test_a_process_that_stopped_following_writes_no_registry_state(pg_url:
         assert (await s.load_registry())["k"] == b"fresh"  # nothing of the batch written
         assert await s.get_event("evt_1") is None
         await s.commit(WriteBatch(events=[Event("evt_2", "acme", "a", b"{}", REGION, 1)]))
-        await coordinator.load_version_vector()  # the next round
+        await coordinator.follow_read({}, "", 10)  # the next round
         coordinator.followed()
         await s.commit(WriteBatch(registry={"k": b"later"}))
         assert (await s.load_registry())["k"] == b"later"

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import psycopg
 
 from ..core.model import Delivery, Record
+from .log_cut import RECORD_COLS, body_of
 from .postgres_cluster import AdvisoryLeader, CommitListener
 from .postgres_schema import LEVEL, ROLE_APP, older_sessions
 from .postgres_store import PostgresStore
@@ -19,6 +20,31 @@ from .postgres_store import PostgresStore
 __all__ = ["PostgresCoordinator"]
 
 log = logging.getLogger(__name__)
+
+# one follow round in one statement (one snapshot): a first row of the database's clock
+# (when the statement began: no later than its snapshot) and the stored version vector,
+# then the records of every origin but %s (the reader's own) past the seqs given (0 for
+# an origin not given), in seq order per origin, origins in Python's order (bytes: "C"),
+# at most %s per origin and %s in all. The log row and the payload (``PAYLOAD_JOIN``'s)
+# are looked up per key by LATERAL ... LIMIT 1: joined plainly, the version vector's row
+# estimate made the planner hash-join the whole log and events tables (2.4 ms a round
+# against 0.2)
+_FOLLOW = (
+    "WITH v AS (SELECT origin, seq FROM version_vector), "
+    "w AS (SELECT v.origin, coalesce(h.seq, 0) AS after FROM v LEFT JOIN "
+    "unnest(%s::text[], %s::bigint[]) AS h(origin, seq) ON h.origin = v.origin "
+    "WHERE v.origin <> %s AND v.seq > coalesce(h.seq, 0)), "
+    "k AS (SELECT w.origin, g.seq FROM w CROSS JOIN LATERAL (SELECT seq FROM log "
+    "WHERE origin = w.origin AND seq > w.after ORDER BY seq LIMIT %s) g "
+    'ORDER BY w.origin COLLATE "C", g.seq LIMIT %s) '
+    "SELECT * FROM (SELECT NULL AS origin, NULL AS seq, NULL, NULL, NULL, NULL, NULL, NULL, "
+    "extract(epoch FROM statement_timestamp())::float8, "
+    "coalesce((SELECT json_object_agg(origin, seq) FROM v), '{}'::json) "
+    f"UNION ALL SELECT {RECORD_COLS}, NULL, NULL FROM k CROSS JOIN LATERAL (SELECT * "
+    "FROM log WHERE origin = k.origin AND seq = k.seq LIMIT 1) l LEFT JOIN LATERAL (SELECT "
+    "payload FROM events WHERE l.event_at IS NOT NULL AND id = l.event_id LIMIT 1) e ON true) r "
+    'ORDER BY r.origin COLLATE "C" NULLS FIRST, r.seq'
+)
 
 
 class PostgresCoordinator:
@@ -48,17 +74,18 @@ class PostgresCoordinator:
         when another process holds it or the database cannot confirm."""
         return await self._leader.poll()
 
-    async def changes(self) -> AsyncIterator[None]:
-        """Yields once per commit that writes the log, of any process (NOTIFY),
-        reconnecting after a lost session (a second later); never ends."""
+    async def changes(self) -> AsyncIterator[dict[str, int]]:
+        """Yields once per commit that writes the log, of any process (NOTIFY), the
+        commit's version vector (``{}``: unknown), reconnecting after a lost session (a
+        second later); never ends."""
         while True:
             listener = CommitListener(self.store.url)
             self._listener = listener
             try:
                 await listener.start()
-                yield None  # (re)connected: whatever was missed meanwhile is read now
-                async for _ in listener:
-                    yield None
+                yield {}  # (re)connected: whatever was missed meanwhile is read now
+                async for vv in listener:
+                    yield vv
             except (psycopg.Error, OSError) as exc:
                 log.warning("registry notifications lost (%s); reconnecting", exc)
             finally:
@@ -95,18 +122,28 @@ class PostgresCoordinator:
         )
         return [(str(h), bool(r)) for h, r in rows]
 
-    async def load_version_vector(self) -> dict[str, int]:
-        vv, self._read_at = await self.store.version_vector_at()
-        return vv
+    async def follow_read(
+        self, have: Mapping[str, int], own: str, limit: int
+    ) -> tuple[dict[str, int], list[Record]]:
+        """One follow round's read (``_FOLLOW``); the database's clock then is kept for
+        ``followed``."""
+        origins = sorted(have)
+        args = (origins, [have[o] for o in origins], own, limit, limit)
+        rows = await self.store._fetch(_FOLLOW, args)
+        self._read_at = float(rows[0][8])
+        # a cut record whose events row is gone raises psycopg.DataError
+        at_rest = self.store.at_rest
+        records = [
+            Record(r[0], r[1], r[2], body_of(r[:8], at_rest, psycopg.DataError), (r[4], r[5]))
+            for r in rows[1:]
+        ]
+        return {str(o): int(n) for o, n in rows[0][9].items()}, records
 
     def followed(self) -> None:
-        """The follow round that began with the last ``load_version_vector`` succeeded:
-        this process's registry writes are fresh from then (``postgres_commit.Fence``)."""
+        """The follow round that began with the last ``follow_read`` succeeded: this
+        process's registry writes are fresh from then (``postgres_commit.Fence``)."""
         if self._read_at is not None:
             self.store.fence.followed(self._read_at)
-
-    async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]:
-        return await self.store.records_of(after, limit)
 
     async def claim_due(
         self,

@@ -85,10 +85,6 @@ _RECORDS_OF = (
     "ORDER BY w.i, g.seq LIMIT %s) k JOIN log l ON l.origin = k.origin AND l.seq = k.seq "
     f"{PAYLOAD_JOIN} ORDER BY k.i, k.seq"
 )
-_VV_AT = (
-    "SELECT extract(epoch FROM clock_timestamp())::float8, "
-    "coalesce((SELECT json_object_agg(origin, seq) FROM version_vector), '{}'::json)"
-)
 # the ``processes`` rows of the previous release's processes (no incarnation recorded)
 # whose holder ran a retired actor and has no session now: stopped for good (a holder
 # reused by a live process has its role session, ``ROLE_APP`` + holder)
@@ -358,11 +354,6 @@ class PostgresStore(DeliveryClaims, PostgresPurge):
         """None: a region's processes each record their own moves with every commit (a
         carry kept here would need an owner once its process is gone)."""
         return None
-
-    async def version_vector_at(self) -> tuple[dict[str, int], float]:
-        """The version vector and the database's clock (epoch s) when it was read."""
-        rows = await self._fetch(_VV_AT, ())
-        return {str(o): int(n) for o, n in rows[0][1].items()}, float(rows[0][0])
 
     async def records_after(self, after: Mapping[str, int], limit: int) -> list[Record]:
         # the distinct origins by a skip scan of the primary key (one probe per origin)

@@ -11,8 +11,10 @@ step with the others:
   applied) are read from it and merged into this process's memory (registry, so matching
   and lanes see them; Idempotency-Keys; HLC; version vectors), never written again; the
   replication holder, which alone keeps the anti-entropy tree, also reads the stored
-  rows of the deliveries they touch (the others skip that read: issue 44). The
-  NOTIFY every commit that writes the log sends wakes it at once; as a safety net it
+  rows of the deliveries they touch (the others skip that read: issue 44). A round is
+  one statement (the stored version vector and the records past this process's, in one
+  snapshot). The NOTIFY every commit that writes the log sends wakes it at once, unless
+  this process holds that commit's records already (its own); as a safety net it
   also reads every ``replication.follow_interval_ms``, capped at ``retired_compact_s`` /
   8 (config keeps that cap at 125 ms or more on PostgreSQL). Records truncated before
   they were read (or state an anti-entropy pass merged without records) are made up by
@@ -95,7 +97,10 @@ class Coordinator(Claims, Protocol):
 
     async def is_leader(self) -> bool: ...
 
-    def changes(self) -> AsyncIterator[None]: ...
+    def changes(self) -> AsyncIterator[dict[str, int]]:
+        """Per commit that writes the region's log, its version vector (``{}``: read
+        anyway)."""
+        ...
 
     async def processes(self) -> list[tuple[str, bool]]:
         """``(holder, holds the replication role)`` of the region's connected processes."""
@@ -110,14 +115,18 @@ class Coordinator(Claims, Protocol):
         not say which), which may read fewer features than this process."""
         ...
 
-    async def load_version_vector(self) -> dict[str, int]: ...
+    async def follow_read(
+        self, have: Mapping[str, int], own: str, limit: int
+    ) -> tuple[dict[str, int], list[Record]]:
+        """The region's stored version vector and, read with it (one snapshot), the log
+        records of every origin but ``own`` past ``have`` (0 for an origin it lacks), in
+        seq order per origin, at most ``limit`` in all."""
+        ...
 
     def followed(self) -> None:
-        """The round that began with the last ``load_version_vector`` read every record
-        (the store then refuses registry writes of a process that stops following for
-        longer than half of ``replication.retired_compact_s``)."""
-
-    async def records_of(self, after: Mapping[str, int], limit: int) -> list[Record]: ...
+        """The round that began with the last ``follow_read`` read every record (the
+        store then refuses registry writes of a process that stops following for longer
+        than half of ``replication.retired_compact_s``)."""
 
     async def close(self) -> None: ...
 
@@ -162,7 +171,9 @@ class Cohort:
         """Merge into memory what the other actors committed since the last call (up to
         ``_FOLLOW_BATCH`` records); returns how many records were merged."""
         writer = self.writer
-        stored = await self.coordinator.load_version_vector()
+        stored, records = await self.coordinator.follow_read(
+            writer.version_vector, writer.actor, _FOLLOW_BATCH
+        )
         want = {
             o: writer.version_vector.get(o, 0)
             for o, s in stored.items()
@@ -170,7 +181,6 @@ class Cohort:
         }
         if not want:
             return 0
-        records = await self.coordinator.records_of(want, _FOLLOW_BATCH)
         by_origin: dict[str, list[Record]] = {}
         for r in records:
             by_origin.setdefault(r.origin, []).append(r)
@@ -326,8 +336,12 @@ class Cohort:
         self.following, self._failed_rounds = True, 0
 
     async def _listen(self) -> None:
-        async for _ in self.coordinator.changes():
-            self._wake.set()
+        async for seen in self.coordinator.changes():
+            # a commit this process holds already (its own; records the holder applied
+            # itself) wakes no round: at N processes, 1/N of the notifications
+            vv = self.writer.version_vector
+            if not seen or any(s > vv.get(o, 0) for o, s in seen.items()):
+                self._wake.set()
 
     # -- the replication role ---------------------------------------------------------------
 

@@ -1,0 +1,49 @@
+"""Which commit notifications wake a follow round (runtime/cohort.py ``Cohort._listen``):
+one that carries a record this process does not hold, or one whose version vector is
+unknown; never a commit it holds already (its own, or records the replication holder
+applied itself), which woke a round that read the version vector for nothing (issue 44:
+at one process, every commit)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+from regionsync.runtime.cohort import Cohort
+
+OWN, OTHER, PEER = "pg:1", "pg:2", "us:1"
+
+
+async def test_only_a_commit_with_a_record_not_held_wakes_a_round() -> None:
+    writer = SimpleNamespace(version_vector={OWN: 5, OTHER: 3, PEER: 7})
+    cases: list[tuple[dict[str, int], bool]] = [
+        ({}, True),  # (re)connected, or a payload too large: read
+        ({OWN: 5}, False),  # this process's commit
+        ({PEER: 7, OWN: 4}, False),  # records the holder applied itself
+        ({OTHER: 4}, True),  # another process's
+        ({PEER: 8}, True),  # another process applied a peer's record
+        ({"pg:3": 1}, True),  # a process never heard of
+        ({OWN: 5, OTHER: 4}, True),
+    ]
+    woke: list[bool] = []
+    cohort: Any = None
+
+    class Coordinator:
+        async def changes(self) -> AsyncIterator[dict[str, int]]:
+            for vv, _ in cases:
+                cohort._wake.clear()
+                yield vv
+                woke.append(cohort._wake.is_set())
+            writer.version_vector = {OWN: 5}  # replaced by a reload: the current one counts
+            cohort._wake.clear()
+            yield {OTHER: 1}
+            woke.append(cohort._wake.is_set())
+
+    none: Any = None
+    cohort = Cohort(
+        none, Coordinator(), writer, none, none, store=none, clock=none,  # type: ignore[arg-type]
+        start_role=none, stop_role=none, tree_stale=none, tree_kept=none,
+    )  # fmt: skip
+    await cohort._listen()
+    assert woke == [want for _, want in cases] + [True]

@@ -107,3 +107,22 @@ async def test_a_dropped_tree_stops_its_catch_up(net, started, monkeypatch) -> N
     tree = await a.anti_entropy.state_tree()
     assert not a.anti_entropy._behind and len(tree) >= 1_200
     assert await tree_is_current(a)
+
+
+async def test_a_tree_dropped_while_it_is_built_is_built_again(net, started, monkeypatch) -> None:
+    """``drop_tree`` (a reload merged what no commit observer saw) while the tree is
+    being built: the build under way may have read the registry before that merge, so
+    its tree is not kept (it was, until the next drop) and is built again."""
+    (a,) = await start(started, make_node(net, "a", []))
+    a.catalog.apply({f"e/ep{i:04d}/url": lww(f"https://x/{i}") for i in range(1_000)})
+    every_tick(monkeypatch)
+    building = asyncio.get_running_loop().create_task(a.anti_entropy.state_tree())
+    for _ in range(100):  # until the build has started reading
+        if a.anti_entropy._pending:
+            break
+        await asyncio.sleep(0)
+    assert a.anti_entropy._pending and a.anti_entropy.tree is None
+    a.anti_entropy.drop_tree()
+    tree = await building
+    assert a.anti_entropy.builds == 2 and a.anti_entropy.tree is tree
+    assert await tree_is_current(a)

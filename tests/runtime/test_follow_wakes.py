@@ -1,8 +1,9 @@
-"""Which commit notifications wake a follow round (runtime/cohort.py ``Cohort._listen``):
-one that carries a record this process does not hold, or one whose version vector is
-unknown; never a commit it holds already (its own, or records the replication holder
-applied itself), which woke a round that read the version vector for nothing (issue 44:
-at one process, every commit)."""
+"""Follow rounds (runtime/cohort.py), without a database. Which commit notifications
+wake a round (``Cohort._listen``): one that carries a record this process does not
+hold, or one whose version vector is unknown; never a commit it holds already (its own,
+or records the replication holder applied itself), which woke a round that read the
+version vector for nothing (issue 44: at one process, every commit). And a round whose
+version vector moved back while it read reads again instead of seeing a gap."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
+from regionsync.core.model import Record
 from regionsync.runtime.cohort import Cohort
 
 OWN, OTHER, PEER = "pg:1", "pg:2", "us:1"
@@ -47,3 +49,26 @@ async def test_only_a_commit_with_a_record_not_held_wakes_a_round() -> None:
     )  # fmt: skip
     await cohort._listen()
     assert woke == [want for _, want in cases] + [True]
+
+
+async def test_a_round_whose_version_vector_moved_back_meanwhile_reads_again() -> None:
+    """The records are read past the version vector as it was when the round began; a
+    reload (or a pruned origin) that moves it back meanwhile would make them look like a
+    gap (a registry reload, their events and keys never merged): the round merges
+    nothing and wakes the next, which reads from where the version vector is now."""
+    writer = SimpleNamespace(actor=OWN, version_vector={OWN: 5, OTHER: 3})
+
+    class Coordinator:
+        async def follow_read(self, have: Any, own: str, limit: int) -> Any:
+            assert dict(have) == {OWN: 5, OTHER: 3} and own == OWN
+            writer.version_vector = {OWN: 5, OTHER: 2}  # a reload, during the read
+            records = [Record(OTHER, n, "registry", b"", (n, 0)) for n in (4, 5)]
+            return {OWN: 5, OTHER: 5}, records
+
+    none: Any = None
+    cohort = Cohort(
+        none, Coordinator(), writer, none, none, store=none, clock=none,  # type: ignore[arg-type]
+        start_role=none, stop_role=none, tree_stale=none, tree_kept=none,
+    )  # fmt: skip
+    assert await cohort.follow_once() == 0
+    assert cohort._wake.is_set() and cohort.reloads == 0

@@ -12,7 +12,12 @@ import time
 import psycopg
 import pytest
 
-from regionsync.adapters.postgres_cluster import AdvisoryLeader, CommitListener, lock_key
+from regionsync.adapters.postgres_cluster import (
+    COMMIT_CHANNEL,
+    AdvisoryLeader,
+    CommitListener,
+    lock_key,
+)
 from regionsync.adapters.postgres_store import PostgresStore
 from regionsync.core.model import Delivery, DeliveryStatus, Event, Record, WriteBatch
 
@@ -124,6 +129,14 @@ async def test_registry_commits_are_notified_to_other_processes(pg_url: str) -> 
         rec = Record("eu-central-1:1", 5, "event", b"\x80", (5, 0))
         await a.commit(WriteBatch(records=[rec], version_vector={"eu-central-1:1": 5}))
         assert await asyncio.wait_for(anext(it), 10) == {"eu-central-1:1": 5}
+        # anything else on the channel is "unknown: read" ({}), and the listener goes on
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            for junk in ('{"a":"x"}', '{"a":null}', "[1]", "not json"):
+                await conn.execute("SELECT pg_notify(%s, %s)", (COMMIT_CHANNEL, junk))
+        for _ in range(4):
+            assert await asyncio.wait_for(anext(it), 10) == {}
+        await b.commit(WriteBatch(registry={"tenants": b"w"}, version_vector={"b:1": 6}))
+        assert await asyncio.wait_for(anext(it), 10) == {"b:1": 6}
     finally:
         await listener.close()
         await a.close()

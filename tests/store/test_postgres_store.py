@@ -116,6 +116,18 @@ async def test_a_follow_round_reads_the_version_vector_and_records_in_one_statem
         assert [(r.origin, r.seq) for r in got] == [("B:2", 1), ("B:2", 2), ("B:2", 3), ("a:1", 1)]
         _, got = await coordinator.follow_read(dict.fromkeys(origins, 3), "p:9", 10)
         assert got == [] and len(calls) == 3
+        # an event record stored without its payload (adapters/log_cut.py) reads whole;
+        # one whose events row is gone is an error, not a record without its payload
+        payload = b'{"p":"' + b"x" * 400 + b'"}'
+        body = b"<" + payload + b">"
+        event = Event("evt_1", "acme", "a", payload, REGION, 1)
+        cut = Record("B:2", 4, "event", body, (4, 0))
+        await s.commit(WriteBatch(records=[cut], events=[event], version_vector={"B:2": 4}))
+        _, got = await coordinator.follow_read(dict.fromkeys(origins, 3), "p:9", 10)
+        assert [(r.seq, r.body) for r in got] == [(4, body)]
+        await s._write("DELETE FROM events WHERE id = %s", ("evt_1",))
+        with pytest.raises(psycopg.DataError):
+            await coordinator.follow_read(dict.fromkeys(origins, 3), "p:9", 10)
     finally:
         await coordinator.close()
         await s.close()

@@ -164,11 +164,11 @@ class CommitListener:
         if self._conn is None:
             raise RuntimeError("listener is not started")
         async for n in self._conn.notifies():
-            try:
+            try:  # anything else on the channel: unknown, so read
                 vv = json.loads(n.payload)
-            except ValueError:
-                vv = {}
-            yield {str(k): int(v) for k, v in vv.items()} if isinstance(vv, dict) else {}
+                yield {str(k): int(v) for k, v in vv.items()} if isinstance(vv, dict) else {}
+            except (ValueError, TypeError):
+                yield {}
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

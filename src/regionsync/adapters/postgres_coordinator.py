@@ -22,13 +22,13 @@ __all__ = ["PostgresCoordinator"]
 log = logging.getLogger(__name__)
 
 # one follow round in one statement (one snapshot): a first row of the database's clock
-# (when the statement began: no later than its snapshot) and the stored version vector,
+# (when its transaction began: before the snapshot) and the stored version vector,
 # then the records of every origin but %s (the reader's own) past the seqs given (0 for
 # an origin not given), in seq order per origin, origins in Python's order (bytes: "C"),
 # at most %s per origin and %s in all. The log row and the payload (``PAYLOAD_JOIN``'s)
 # are looked up per key by LATERAL ... LIMIT 1: joined plainly, the version vector's row
 # estimate made the planner hash-join the whole log and events tables (2.4 ms a round
-# against 0.2)
+# against 0.2 in EXPLAIN ANALYZE; bench/README.md "Scale-out")
 _FOLLOW = (
     "WITH v AS (SELECT origin, seq FROM version_vector), "
     "w AS (SELECT v.origin, coalesce(h.seq, 0) AS after FROM v LEFT JOIN "
@@ -38,7 +38,7 @@ _FOLLOW = (
     "WHERE origin = w.origin AND seq > w.after ORDER BY seq LIMIT %s) g "
     'ORDER BY w.origin COLLATE "C", g.seq LIMIT %s) '
     "SELECT * FROM (SELECT NULL AS origin, NULL AS seq, NULL, NULL, NULL, NULL, NULL, NULL, "
-    "extract(epoch FROM statement_timestamp())::float8, "
+    "extract(epoch FROM transaction_timestamp())::float8, "
     "coalesce((SELECT json_object_agg(origin, seq) FROM v), '{}'::json) "
     f"UNION ALL SELECT {RECORD_COLS}, NULL, NULL FROM k CROSS JOIN LATERAL (SELECT * "
     "FROM log WHERE origin = k.origin AND seq = k.seq LIMIT 1) l LEFT JOIN LATERAL (SELECT "

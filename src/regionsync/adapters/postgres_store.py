@@ -74,10 +74,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Q = Queries(POSTGRES)
-# every wanted origin's records in one round trip (a follow round or a link's read asks
-# for several): each origin's, in seq order, after its own seq, origins in the order
-# given, at most the outer LIMIT in all. The keys are chosen first (a range of the
-# primary key per origin), so only the bodies of the records returned are read
+# every wanted origin's records in one round trip (a link's read asks for several):
+# each origin's, in seq order, after its own seq, origins in the order given, at most
+# the outer LIMIT in all. The keys are chosen first (a range of the primary key per
+# origin), so only the bodies of the records returned are read
 _RECORDS_OF = (
     f"SELECT {RECORD_COLS} FROM (SELECT w.i, w.origin, g.seq FROM unnest(%s::text[], "
     "%s::bigint[]) WITH ORDINALITY AS w(origin, after, i) CROSS JOIN LATERAL (SELECT seq "

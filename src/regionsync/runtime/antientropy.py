@@ -96,7 +96,8 @@ class AntiEntropy:
         self._pending: list[list[WriteBatch]] = []  # per build running: commits since
         self._building = asyncio.Lock()
         self._empty: dict[type, bytes] = {}  # CRDT class -> bytes of its empty state
-        self.builds = 0  # trees built from the store (1 per node lifetime, bench/tests)
+        self.builds = 0  # trees built from the store (bench, tests)
+        self._drops = 0  # drop_tree calls: a tree built across one is not kept
         self._behind: list[WriteBatch] = []  # committed, not yet in the tree (_catch_up)
         self._catching_up: asyncio.Task[None] | None = None
         self._caught_up = asyncio.Event()
@@ -158,6 +159,7 @@ class AntiEntropy:
         reloaded from the store, or the replication role went to another process). A
         catch-up under way stops: its batches were the dropped tree's."""
         self.tree = None
+        self._drops += 1
         self._behind.clear()
         if self._catching_up is not None:
             self._catching_up.cancel()
@@ -197,8 +199,11 @@ class AntiEntropy:
         The tree is live: a pass that awaits between reads may see later commits (their
         records replicate anyway)."""
         async with self._building:
-            if self.tree is None:
-                self.tree = await self._build()
+            while self.tree is None:
+                drops = self._drops
+                tree = await self._build()
+                if drops == self._drops:  # else dropped while built: built again
+                    self.tree = tree
         return await self._current(self.tree)
 
     async def warm(self) -> None:

@@ -11,8 +11,8 @@ step with the others:
   applied) are read from it and merged into this process's memory (registry, so matching
   and lanes see them; Idempotency-Keys; HLC; version vectors), never written again; the
   replication holder, which alone keeps the anti-entropy tree, also reads the stored
-  rows of the deliveries they touch (the others skip that read: issue 44). A round is
-  one statement (the stored version vector and the records past this process's, in one
+  rows of the deliveries they touch (the others skip that read: issue 44). The stored
+  version vector and the records past this process's are read in one statement (one
   snapshot). The NOTIFY every commit that writes the log sends wakes it at once, unless
   this process holds that commit's records already (its own); as a safety net it
   also reads every ``replication.follow_interval_ms``, capped at ``retired_compact_s`` /
@@ -20,11 +20,10 @@ step with the others:
   they were read (or state an anti-entropy pass merged without records) are made up by
   merging the stored registry rows. A process that cannot read them (the database away,
   a record its key ring cannot open: any failed round) has a stale view of its region,
-  so it stops
-  acknowledging (``following`` false: publish and inbound answer 503, ``/readyz`` is
-  unready) until a round succeeds again; it logs each change of that state once, and
-  after a failed round waits 50 ms (at most ``follow_interval_ms``) whatever NOTIFYs
-  arrive.
+  so it stops acknowledging (``following`` false: publish and inbound answer 503,
+  ``/readyz`` is unready) until a round succeeds again; it logs each change of that
+  state once, and after a failed round waits 50 ms (at most ``follow_interval_ms``)
+  whatever NOTIFYs arrive.
 - **the replication role** (one process per region): the holder of the region's
   advisory lock (``Coordinator.is_leader``, polled every ``replication.leader_poll_s``)
   serves gRPC, dials the peers, runs anti-entropy, custody and truncation
@@ -87,9 +86,9 @@ class Claims(Protocol):
 class Coordinator(Claims, Protocol):
     """What a process asks of the database it shares (adapters/postgres_coordinator.py).
 
-    ``holder`` names the process. ``changes`` yields whenever any process committed a
-    registry change (and once after each (re)connection). Its ``Claims`` are those of
-    ``holder``."""
+    ``holder`` names the process. ``changes`` yields whenever any process committed
+    records or registry states (and once after each (re)connection). Its ``Claims`` are
+    those of ``holder``."""
 
     holder: str
 
@@ -171,9 +170,13 @@ class Cohort:
         """Merge into memory what the other actors committed since the last call (up to
         ``_FOLLOW_BATCH`` records); returns how many records were merged."""
         writer = self.writer
-        stored, records = await self.coordinator.follow_read(
-            writer.version_vector, writer.actor, _FOLLOW_BATCH
-        )
+        have = dict(writer.version_vector)
+        stored, records = await self.coordinator.follow_read(have, writer.actor, _FOLLOW_BATCH)
+        if any(writer.version_vector.get(o, 0) < s for o, s in have.items()):
+            # moved back meanwhile (a reload, a pruned origin): the records read from
+            # ``have`` would look like a gap; read again from where it is now
+            self._wake.set()
+            return 0
         want = {
             o: writer.version_vector.get(o, 0)
             for o, s in stored.items()

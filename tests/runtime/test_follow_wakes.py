@@ -17,6 +17,14 @@ from regionsync.runtime.cohort import Cohort
 OWN, OTHER, PEER = "pg:1", "pg:2", "us:1"
 
 
+def cohort_of(coordinator: Any, writer: Any) -> Cohort:
+    """A Cohort of ``coordinator`` and ``writer`` alone (the rounds here touch nothing
+    else)."""
+    none: Any = None
+    return Cohort(none, coordinator, writer, none, none, store=none, clock=none,
+                  start_role=none, stop_role=none, tree_stale=none, tree_kept=none)  # fmt: skip
+
+
 async def test_only_a_commit_with_a_record_not_held_wakes_a_round() -> None:
     writer = SimpleNamespace(version_vector={OWN: 5, OTHER: 3, PEER: 7})
     cases: list[tuple[dict[str, int], bool]] = [
@@ -42,11 +50,7 @@ async def test_only_a_commit_with_a_record_not_held_wakes_a_round() -> None:
             yield {OTHER: 1}
             woke.append(cohort._wake.is_set())
 
-    none: Any = None
-    cohort = Cohort(
-        none, Coordinator(), writer, none, none, store=none, clock=none,  # type: ignore[arg-type]
-        start_role=none, stop_role=none, tree_stale=none, tree_kept=none,
-    )  # fmt: skip
+    cohort = cohort_of(Coordinator(), writer)
     await cohort._listen()
     assert woke == [want for _, want in cases] + [True]
 
@@ -65,10 +69,6 @@ async def test_a_round_whose_version_vector_moved_back_meanwhile_reads_again() -
             records = [Record(OTHER, n, "registry", b"", (n, 0)) for n in (4, 5)]
             return {OWN: 5, OTHER: 5}, records
 
-    none: Any = None
-    cohort = Cohort(
-        none, Coordinator(), writer, none, none, store=none, clock=none,  # type: ignore[arg-type]
-        start_role=none, stop_role=none, tree_stale=none, tree_kept=none,
-    )  # fmt: skip
+    cohort = cohort_of(Coordinator(), writer)
     assert await cohort.follow_once() == 0
     assert cohort._wake.is_set() and cohort.reloads == 0

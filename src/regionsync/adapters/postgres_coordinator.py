@@ -25,10 +25,10 @@ log = logging.getLogger(__name__)
 # (when its transaction began: before the snapshot) and the stored version vector,
 # then the records of every origin but %s (the reader's own) past the seqs given (0 for
 # an origin not given), in seq order per origin, origins in Python's order (bytes: "C"),
-# at most %s per origin and %s in all. The log row and the payload (``PAYLOAD_JOIN``'s)
-# are looked up per key by LATERAL ... LIMIT 1: joined plainly, the version vector's row
-# estimate made the planner hash-join the whole log and events tables (2.4 ms a round
-# against 0.2 in EXPLAIN ANALYZE; bench/README.md "Scale-out")
+# at most %s per origin and %s in all. The log row and the payload (log_cut's
+# ``PAYLOAD_JOIN``) are looked up per key by LATERAL ... LIMIT 1: joined plainly, the
+# version vector's row estimate made the planner hash-join the whole log and events
+# tables (2.4 ms a round against 0.2 in EXPLAIN ANALYZE; bench/README.md "Scale-out")
 _FOLLOW = (
     "WITH v AS (SELECT origin, seq FROM version_vector), "
     "w AS (SELECT v.origin, coalesce(h.seq, 0) AS after FROM v LEFT JOIN "

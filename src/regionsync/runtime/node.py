@@ -359,8 +359,8 @@ class Node:
         await self.transport.stop()
         for status in self.peers.values():
             status.connected = False
-        # only the holder keeps the anti-entropy tree (its followers then skip the rows
-        # it needs); built again from the store if the role comes back
+        # only the holder keeps the anti-entropy tree: without it this process's follow
+        # rounds skip the delivery rows; built again from the store if the role comes back
         self.anti_entropy.drop_tree()
 
     async def stop(self, crash: bool = False) -> None:

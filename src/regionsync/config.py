@@ -224,6 +224,10 @@ class IngestSettings(_Section):
     # publish API: events per second per tenant in this region (token bucket, burst =
     # max(1, rate)); 0 = unlimited. A tenant's publish_rate_per_s overrides it.
     tenant_rate_per_s: float = Field(0.0, ge=0, le=1_000_000)
+    # while other tenants publish on this node, one tenant's publishes between admission
+    # and durability (its share of the group commits); more wait for one of its own to
+    # finish (core/ingest_share.py; a tenant alone is not held back); 0: no share
+    tenant_publishes_in_flight: int = Field(4, ge=0, le=100_000)
     # a payload's validation against its event type's schema takes at most this many
     # steps (core.event_types.validate_payload; about 0.1 s to 1 s of one core), else 422
     schema_max_steps: int = Field(100_000, ge=100, le=100_000_000)

@@ -24,9 +24,10 @@ from ..core.filters import Predicate
 from ..core.lanes import TokenBucket
 from ..core.model import Delivery, DeliveryStatus, Event, WriteBatch
 from ..core.operational import pressure_transition
-from ..core.sources import SourceConfig, event_id_for, verify
+from ..core.sources import Inbound, SourceConfig, event_id_for, verify
 from ..core.validate import check_event_type
 from ..errors import Conflict, NotFound, TooManyRequests, Unavailable, Unprocessable
+from .ingest_share import ShareGate, ShareSlot
 from .offload import Offload
 from .operational import OperationalEvents
 from .ports import Clock, IdSource, Rng, Store
@@ -105,6 +106,8 @@ class Ingest:
         # set by the Node): its view is stale, so it acknowledges nothing
         self.following: Callable[[], bool] = lambda: True
         self.offload = offload  # runs the schema validations
+        # a tenant's share of the write path while others publish (core.ingest_share)
+        self.share = ShareGate(settings.ingest.tenant_publishes_in_flight, clock.monotonic)
         self._validators = ValidatorCache()  # compiled schemas, used on offload threads
         self._validators_lock = threading.Lock()
 
@@ -238,6 +241,22 @@ class Ingest:
         self._tenant_rate_or_raise(tenant_id)
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
         self._admit_or_raise(priority, tenant_id)
+        async with self.share.slot(tenant_id) as slot:  # the tenant's share of the commits
+            return await self._publish_new(
+                slot, tenant_id, event_type, payload, idempotency_key, payload_obj, event_id
+            )
+
+    async def _publish_new(
+        self,
+        slot: ShareSlot,
+        tenant_id: str,
+        event_type: str,
+        payload: bytes,
+        idempotency_key: str | None,
+        payload_obj: Any,
+        event_id: str | None,
+    ) -> tuple[Event, bool]:
+        """``_publish`` once admitted, holding a slot of the tenant's share."""
         digest = ""  # only an Idempotency-Key needs the body's digest
         if idempotency_key is not None:
             digest = hashlib.sha256(event_type.encode() + b"\0" + payload).hexdigest()
@@ -287,7 +306,8 @@ class Ingest:
             if durable is not None:  # the original is not durable yet: answer when it is
                 await asyncio.shield(durable)
             return original, False
-        await self._settle(accepted, self.catalog.registry.ack_policy(tenant_id) == "one-remote")
+        one_remote = self.catalog.registry.ack_policy(tenant_id) == "one-remote"
+        await self._settle(accepted, one_remote, slot)
         return accepted.event, True
 
     async def publish_internal(
@@ -374,6 +394,13 @@ class Ingest:
         if existing is not None:
             return existing, False
         self._admit_or_raise(src.priority, src.tenant)
+        async with self.share.slot(src.tenant) as slot:  # the tenant's share of the commits
+            return await self._ingest_new(slot, src, inbound, event_id)
+
+    async def _ingest_new(
+        self, slot: ShareSlot, src: SourceConfig, inbound: Inbound, event_id: str
+    ) -> tuple[Event, bool]:
+        """``_ingest`` once admitted, holding a slot of the tenant's share."""
         payload = inbound.text  # delivered as the sender wrote it (core.jsontext)
         digest = hashlib.sha256(inbound.event_type.encode() + b"\0" + payload.encode()).hexdigest()
         # a schema judges inbound payloads too; strict mode does not refuse an unknown
@@ -398,7 +425,7 @@ class Ingest:
             assert stored is not None
             return stored, False
         one_remote = "one-remote" in (src.ack_policy, self.catalog.registry.ack_policy(src.tenant))
-        await self._settle(accepted, one_remote)
+        await self._settle(accepted, one_remote, slot)
         return accepted.event, True
 
     async def _judge(
@@ -433,12 +460,19 @@ class Ingest:
             validator = self._validators.get(schema)
         validate_payload(validator, payload, self.settings.ingest.schema_max_steps)
 
-    async def _settle(self, accepted: _Accepted, one_remote: bool) -> None:
+    async def _settle(
+        self, accepted: _Accepted, one_remote: bool, slot: ShareSlot | None = None
+    ) -> None:
         """After ``_accept``: wait until durable (which hands its pending deliveries to
-        the worker), and for ``one-remote`` until a peer holds it."""
+        the worker; then ``slot`` is given back), and for ``one-remote`` until a peer
+        holds it."""
         tel = self.writer.telemetry
+        if slot is not None:
+            slot.hold_until(accepted.durable)
         with tel.span("regionsync.commit", **{"regionsync.event_id": accepted.event.id}):
             await asyncio.shield(accepted.durable)  # the group commit holding the event
+        if slot is not None:
+            slot.release()
         if one_remote:
             await self._wait_remote(accepted.seq)
 

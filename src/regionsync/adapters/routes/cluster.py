@@ -331,6 +331,18 @@ class _Snapshot:
         for (decision, priority), n in sorted(node.ingest.ingest_counts.items()):
             c.add_metric([decision, priority], n)
         yield c
+        share = node.ingest.share
+        yield CounterMetricFamily(
+            "regionsync_ingest_share_waits",
+            "Publishes that waited for their tenant's share of the write path "
+            "(ingest.tenant_publishes_in_flight, while other tenants publish)",
+            value=share.waited,
+        )
+        yield GaugeMetricFamily(
+            "regionsync_ingest_share_waiting",
+            "Publishes waiting for their tenant's share of the write path now",
+            share.waiting,
+        )
         yield CounterMetricFamily(
             "regionsync_actor_renewals",
             "New incarnations taken because a peer had seen more of this node's actor",

@@ -13,9 +13,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from api_support import Api, eventually, running_node
+from api_support import Api, RecordingReceiver, eventually, running_node
 
 SECRET = "noisy-github-secret"
+EVENT = {"event_type": "a.b", "payload": {"n": 1}}
 
 
 def slow_commits(api: Api, delay_s: float) -> list[Counter]:
@@ -72,6 +73,7 @@ async def test_while_another_tenant_publishes_a_tenant_has_its_share_of_each_com
         src = {"tenant": "noisy", "kind": "github", "secret": SECRET}
         source = (await api.client.post("/v1/sources", json=src)).json()["id"]
         commits = slow_commits(api, 0.05)
+        api.node.ingest.share.monotonic = lambda: 0.0  # "quiet" stays recent, however slow
         done = asyncio.Event()
 
         async def quiet() -> list[int]:  # publishes one after another until the end
@@ -108,3 +110,27 @@ async def test_a_tenant_alone_on_the_node_is_not_held_back(tmp_path: Path) -> No
         assert codes == [202] * 12
         assert api.node.ingest.share.waited == 0
         assert max(c["noisy"] for c in commits) > 2  # a commit took more than the share
+
+
+async def test_a_publish_that_waited_is_admitted_again_when_it_starts(
+    tmp_path: Path, receiver: RecordingReceiver
+) -> None:
+    ingest = {"tenant_publishes_in_flight": 1, "backlog_capacity": 10}  # a tenant's share: 5
+    async with running_node(tmp_path, ingest=ingest) as api:
+        await tenants(api, "noisy", "quiet")
+        url = receiver.url("noisy")
+        ep = {"url": url, "rate_limit_per_s": 0.01}  # one delivery, then the rest wait
+        assert (await api.client.post("/v1/tenants/noisy/endpoints", json=ep)).is_success
+        api.node.ingest.share.monotonic = lambda: 0.0  # "quiet" stays recent
+        assert await publish(api, "quiet") == 202
+        resps = await asyncio.gather(
+            *(api.client.post("/v1/tenants/noisy/events", json=EVENT) for _ in range(10))
+        )
+        codes = [r.status_code for r in resps]
+        # all ten passed admission at once; each waited for the one before it to be durable,
+        # and those that started after the tenant's backlog reached its share were refused
+        assert 5 <= codes.count(202) <= 6 and codes.count(429) == 10 - codes.count(202)
+        for r in resps:
+            if r.status_code == 429:
+                assert r.json()["error"] == "tenant_backlog_full"
+        assert api.node.ingest.share.waited >= 9

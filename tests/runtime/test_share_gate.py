@@ -55,23 +55,27 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
 
 async def test_a_waiter_let_in_as_it_is_cancelled_gives_its_slot_back() -> None:
     g = gate()
-    other, first = asyncio.Event(), asyncio.Event()
-    tasks = [asyncio.create_task(hold(g, t, e)) for t, e in (("b", other), ("a", first))]
+    other = asyncio.Event()
+    holder = asyncio.create_task(hold(g, "b", other))
     await asyncio.sleep(0)
+    cm = g.slot("a")
+    mine = await cm.__aenter__()
     waiters = [asyncio.create_task(hold(g, "a", asyncio.Event())) for _ in range(2)]
     await asyncio.sleep(0)
+    assert g.waiting == 2
     waiters[0].cancel()  # its future is cancelled now; the task sees it on its next step
-    first.set()
-    await tasks[1]  # a's end lets in the cancelled waiter, which gives it to the next
-    await asyncio.sleep(0)
+    mine.release()  # lets in the cancelled waiter first, which hands the slot on at once
+    assert g.share.inflight == {"a": 1, "b": 1} and not g.share.waiting
     with pytest.raises(asyncio.CancelledError):
         await waiters[0]
-    assert g.share.inflight == {"a": 1, "b": 1} and g.waiting == 0
+    await asyncio.sleep(0)
+    assert g.share.inflight == {"a": 1, "b": 1} and g.waiting == 0  # waiters[1] holds it
     waiters[1].cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiters[1]
+    await cm.__aexit__(None, None, None)
     other.set()
-    await tasks[0]
+    await holder
     assert g.share.inflight == {} and not g.share.waiting
 
 

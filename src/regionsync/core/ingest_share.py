@@ -2,12 +2,14 @@
 
 Every publish of a node shares its group commits: one tenant with many publishes in
 flight fills every commit, and another tenant's publish waits for those long commits.
-So while other tenants publish on the node, one tenant has at most ``cap`` publishes
-between admission and durability; the others wait, in arrival order, for one of its own
-to finish. A tenant alone on the node (no other tenant's publish in flight, started or
-finished within ``CONTENDED_S``) is not held back: the share costs nothing when there is
-nobody to share with. Pure: the caller passes ``now`` (seconds, monotonic) and tickets
-(its own ids for waiters), and gets back the tickets that may start.
+So while other tenants publish on the node, a publish of one tenant starts (from
+admission to durability) only while that tenant has fewer than ``cap`` in flight; the
+others wait, in arrival order, for one of its own to finish (publishes it started while
+it was alone finish as they are). A tenant alone on the node (no other tenant's publish
+in flight, arrived or finished within ``CONTENDED_S``) is not held back: the share
+costs nothing when there is nobody to share with. Pure: the caller passes ``now``
+(seconds, monotonic) and tickets (its own ids for waiters), and gets back the tickets
+that may start.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ class IngestShare:
     cap: int
     inflight: dict[str, int] = field(default_factory=dict)
     waiting: dict[str, deque[int]] = field(default_factory=dict)  # tenant -> tickets
-    seen: dict[str, float] = field(default_factory=dict)  # tenant -> last start or end
+    seen: dict[str, float] = field(default_factory=dict)  # tenant -> last arrival or end
 
     def contended(self, tenant: str, now: float) -> bool:
-        """Does another tenant publish on this node: one in flight, or one that started
+        """Does another tenant publish on this node: one in flight, or one that arrived
         or ended within ``CONTENDED_S``?"""
         self._forget(now)
         return len(self.inflight) > (tenant in self.inflight) or len(self.seen) > (

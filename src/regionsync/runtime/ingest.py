@@ -122,13 +122,14 @@ class Ingest:
                 code="not_following",
             )  # fmt: skip
 
-    def admission(self, priority: str) -> Admission:
-        """Backpressure decision for one ingest of ``priority`` (core.backpressure)."""
+    def admission(self, priority: str, again: bool = False) -> Admission:
+        """Backpressure decision for one ingest of ``priority`` (core.backpressure);
+        ``again``: a second decision for an ingest admitted before (counted if shed)."""
         opts, before = self.settings.ingest, self.pressure
         self.pressure = observe(
             self.pressure,
             self.queue.backlog,
-            self.writer.queued,
+            self.writer.queued + self.share.waiting,  # waiting for their tenant's share too
             opts.backlog_capacity,
             self.clock.monotonic(),
             opts.pressure_tau_s,
@@ -140,7 +141,8 @@ class Ingest:
                 self.ops.emit(change, {"state": p.state, "saturation": round(p.smoothed, 4)})
         decision = admit(self.pressure, priority, self.rng.uniform(-1.0, 1.0))
         key = "admitted" if decision.admitted else "shed"
-        self.ingest_counts[(key, priority)] = self.ingest_counts.get((key, priority), 0) + 1
+        if not (again and decision.admitted):
+            self.ingest_counts[(key, priority)] = self.ingest_counts.get((key, priority), 0) + 1
         self.last_retry_after_s = decision.retry_after_s or 0
         return decision
 
@@ -173,9 +175,10 @@ class Ingest:
         self.ingest_counts[("shed", priority)] = self.ingest_counts.get(("shed", priority), 0) + 1
         raise tenant_backlog_full(self.queue, tenant_id, self.rng.uniform(-1.0, 1.0))
 
-    def _admit_or_raise(self, priority: str, tenant_id: str) -> None:
+    def _admit_or_raise(self, priority: str, tenant_id: str, again: bool = False) -> None:
+        """Backlog share, then backpressure (``again``: after a wait for the tenant's share)."""
         self._tenant_share_or_raise(tenant_id, priority)
-        decision = self.admission(priority)
+        decision = self.admission(priority, again)
         if decision.status == 429:
             raise TooManyRequests(
                 f"region is shedding {priority} traffic ({decision.state})",
@@ -242,20 +245,16 @@ class Ingest:
         priority = priority_for(event_type, self.settings.ingest.event_type_priorities)
         self._admit_or_raise(priority, tenant_id)
         async with self.share.slot(tenant_id) as slot:  # the tenant's share of the commits
+            if slot.waited:
+                self._admit_or_raise(priority, tenant_id, again=True)
             return await self._publish_new(
                 slot, tenant_id, event_type, payload, idempotency_key, payload_obj, event_id
             )
 
     async def _publish_new(
-        self,
-        slot: ShareSlot,
-        tenant_id: str,
-        event_type: str,
-        payload: bytes,
-        idempotency_key: str | None,
-        payload_obj: Any,
-        event_id: str | None,
-    ) -> tuple[Event, bool]:
+        self, slot: ShareSlot, tenant_id: str, event_type: str, payload: bytes,
+        idempotency_key: str | None, payload_obj: Any, event_id: str | None,
+    ) -> tuple[Event, bool]:  # fmt: skip
         """``_publish`` once admitted, holding a slot of the tenant's share."""
         digest = ""  # only an Idempotency-Key needs the body's digest
         if idempotency_key is not None:
@@ -395,6 +394,8 @@ class Ingest:
             return existing, False
         self._admit_or_raise(src.priority, src.tenant)
         async with self.share.slot(src.tenant) as slot:  # the tenant's share of the commits
+            if slot.waited:
+                self._admit_or_raise(src.priority, src.tenant, again=True)
             return await self._ingest_new(slot, src, inbound, event_id)
 
     async def _ingest_new(

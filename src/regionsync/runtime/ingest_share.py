@@ -17,11 +17,12 @@ class ShareSlot:
     """One publish's place in its tenant's share; ``release`` (idempotent) gives it back,
     or once the commit it waits for (``hold_until``) is done."""
 
-    __slots__ = ("_gate", "_tenant", "_until")
+    __slots__ = ("_gate", "_tenant", "_until", "waited")
 
-    def __init__(self, gate: ShareGate | None, tenant: str):
+    def __init__(self, gate: ShareGate | None, tenant: str, waited: bool = False):
         self._gate, self._tenant = gate, tenant
         self._until: asyncio.Future[None] | None = None
+        self.waited = waited  # it waited for its tenant's share (admission is checked again)
 
     def hold_until(self, commit: asyncio.Future[None]) -> None:
         """Keep the slot until ``commit`` is done, even if its publish is cancelled first
@@ -84,7 +85,7 @@ class ShareGate:
             raise
         finally:
             self._waiters.pop(ticket, None)
-        return ShareSlot(self, tenant)
+        return ShareSlot(self, tenant, waited=True)
 
     def _done(self, tenant: str) -> None:
         ended = [tenant]

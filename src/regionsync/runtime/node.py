@@ -353,9 +353,7 @@ class Node:
     async def _stop_role(self) -> None:
         """Stop what ``_start_role`` started (the role went to another process)."""
         role, self._role = self._role, []
-        for t in role:
-            t.cancel()
-        await asyncio.gather(*role, return_exceptions=True)
+        await _cancelled(role, "giving up the replication role")
         await self.transport.stop()
         for status in self.peers.values():
             status.connected = False
@@ -373,18 +371,7 @@ class Node:
             except Exception as exc:
                 log.warning("usage moves not recorded at stop (the next start will): %r", exc)
         self.started = False
-        for t in self._tasks:
-            t.cancel()
-        if self._tasks:
-            # bounded: a task that ignores its cancellation must not hold the stop (and
-            # the store) forever; it is named so that the bug can be found
-            done, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_S)
-            for t in done:  # retrieved, as gather(return_exceptions=True) did
-                if not t.cancelled():
-                    t.exception()
-            if stuck:
-                names = sorted(t.get_name() for t in stuck)
-                log.error("stopping: tasks %s did not end within %ss", names, STOP_TIMEOUT_S)
+        await _cancelled(self._tasks, "stopping")
         self._tasks.clear()
         self.offload.close()
         await self._stop_role()
@@ -497,3 +484,20 @@ class Node:
                     await self.retention.run()
             except Exception:
                 log.exception("purge (keys, attempts or events) failed; retrying later")
+
+
+async def _cancelled(tasks: list[asyncio.Task[None]], doing: str) -> None:
+    """Cancel ``tasks`` and wait for them, at most ``STOP_TIMEOUT_S``: a task that ignores
+    its cancellation must not hold a stop (and the store) or a role change forever; it
+    is named in the log so that the bug can be found."""
+    for t in tasks:
+        t.cancel()
+    if not tasks:
+        return
+    done, stuck = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
+    for t in done:  # retrieved, as gather(return_exceptions=True) did
+        if not t.cancelled():
+            t.exception()
+    if stuck:
+        names = sorted(t.get_name() for t in stuck)
+        log.error("%s: tasks %s did not end within %ss", doing, names, STOP_TIMEOUT_S)

@@ -19,6 +19,14 @@ async def hold(g: ShareGate, tenant: str, release: asyncio.Event) -> None:
         await release.wait()
 
 
+async def shared() -> tuple[ShareGate, asyncio.Event, asyncio.Task[None]]:
+    """A gate (cap 1) where tenant ``b`` holds a slot until the event is set."""
+    g, other = gate(), asyncio.Event()
+    holder = asyncio.create_task(hold(g, "b", other))
+    await asyncio.sleep(0)
+    return g, other, holder
+
+
 async def test_a_waiter_starts_when_a_publish_of_its_tenant_ends() -> None:
     g = gate()
     other, first, second = asyncio.Event(), asyncio.Event(), asyncio.Event()
@@ -54,10 +62,7 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
 
 
 async def test_a_waiter_let_in_as_it_is_cancelled_gives_its_slot_back() -> None:
-    g = gate()
-    other = asyncio.Event()
-    holder = asyncio.create_task(hold(g, "b", other))
-    await asyncio.sleep(0)
+    g, other, holder = await shared()
     cm = g.slot("a")
     mine = await cm.__aenter__()
     waiters = [asyncio.create_task(hold(g, "a", asyncio.Event())) for _ in range(2)]
@@ -90,10 +95,7 @@ async def test_a_cap_of_zero_holds_nobody() -> None:
 
 
 async def test_a_waiter_cancelled_after_it_was_let_in_gives_its_slot_back() -> None:
-    g = gate()
-    other = asyncio.Event()
-    holder = asyncio.create_task(hold(g, "b", other))
-    await asyncio.sleep(0)
+    g, other, holder = await shared()
     cm = g.slot("a")
     mine = await cm.__aenter__()
     waiter = asyncio.create_task(hold(g, "a", asyncio.Event()))
@@ -112,10 +114,7 @@ async def test_a_waiter_cancelled_after_it_was_let_in_gives_its_slot_back() -> N
 
 
 async def test_a_slot_held_until_its_commit_outlives_a_cancelled_publish() -> None:
-    g = gate()
-    other = asyncio.Event()
-    holder = asyncio.create_task(hold(g, "b", other))
-    await asyncio.sleep(0)
+    g, other, holder = await shared()
     commit: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def publish() -> None:

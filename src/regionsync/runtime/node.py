@@ -70,7 +70,7 @@ from .writepath import ClusterClock, WritePath
 
 __all__ = ["Node", "PeerStatus"]
 
-STOP_TIMEOUT_S = 15.0  # Node.stop waits this long for its tasks after cancelling them
+STOP_TIMEOUT_S = 15.0  # a stop or a role change waits this long for its cancelled tasks
 log = logging.getLogger("regionsync.node")
 
 

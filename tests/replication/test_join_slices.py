@@ -126,3 +126,31 @@ async def test_a_tree_dropped_while_it_is_built_is_built_again(net, started, mon
     tree = await building
     assert a.anti_entropy.builds == 2 and a.anti_entropy.tree is tree
     assert await tree_is_current(a)
+
+
+async def test_a_wait_for_a_catch_up_dropped_before_it_ran_ends(net, started, monkeypatch) -> None:
+    """A repair pass waits for a large commit's catch-up (``_current``) and the tree is
+    dropped before that catch-up ever ran: its cancellation never runs its ``finally``,
+    so the wait must end by the drop itself (it hung forever)."""
+    (a,) = await start(started, make_node(net, "a", []))
+    tree = await a.anti_entropy.state_tree()
+    monkeypatch.setattr(antientropy, "_SYNC_ITEMS", 50)
+    changed = a.catalog.apply({f"e/ep{i:04d}/url": lww(f"https://x/{i}") for i in range(600)})
+    batch = WriteBatch(registry={k: v.to_bytes() for k, v in changed.items()})
+    gate = asyncio.Event()
+
+    async def repair_pass() -> object:
+        await gate.wait()
+        return await a.anti_entropy._current(tree)
+
+    waiter = asyncio.get_running_loop().create_task(repair_pass())
+    await asyncio.sleep(0)  # waiting at the gate
+    # one loop turn, in this order: the pass resumes and waits for the catch-up, the tree
+    # is dropped, then the catch-up task would take its first step
+    gate.set()
+    asyncio.get_running_loop().call_soon(a.anti_entropy.drop_tree)
+    a.anti_entropy._on_commit(batch)
+    catching_up = a.anti_entropy._catching_up
+    assert catching_up is not None
+    assert await asyncio.wait_for(waiter, 5) is tree
+    assert catching_up.cancelled() and not a.anti_entropy._behind

@@ -157,13 +157,16 @@ class AntiEntropy:
     def drop_tree(self) -> None:
         """Drop the kept tree, built again from the store when next asked (state was
         reloaded from the store, or the replication role went to another process). A
-        catch-up under way stops: its batches were the dropped tree's."""
+        catch-up under way stops: its batches were the dropped tree's. A wait for it ends
+        here (``_current``): a catch-up cancelled before its first step never runs its
+        ``finally``."""
         self.tree = None
         self._drops += 1
         self._behind.clear()
         if self._catching_up is not None:
             self._catching_up.cancel()
             self._catching_up = None
+        self._caught_up.set()
 
     async def _current(self, tree: StateTree) -> StateTree:
         """``tree`` once every committed batch is in it (``_catch_up``)."""

@@ -1,6 +1,7 @@
 """Fixtures shared by every test directory: a throwaway PostgreSQL server (tests/pgserver.py),
-started on first use in a session and stopped at its end; a fresh database per test; and
-invariant checks that raise (core/invariants.py)."""
+started on first use in a session and stopped at its end; a fresh database per test;
+invariant checks that raise (core/invariants.py); and a watchdog that fails a test still
+running after ``HANG_S`` with a dump of where it waits (tests/hangwatch.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from typing import Any
 
 import pytest
 from brokerserver import NatsServer, RabbitServer, RedisServer
+from hangwatch import Watchdog
 from pgserver import PgServer
 
 from regionsync.core import invariants
 
 _db_numbers = itertools.count(1)
+
+# a test (its fixtures included) still running after this long is failed with a dump of
+# its asyncio tasks and threads; the slowest tests take a few minutes on a loaded machine
+HANG_S = 600.0
 
 # invariant checks raise in the tests, also in the node processes some tests start
 os.environ["REGIONSYNC_INVARIANTS"] = "raise"
@@ -30,6 +36,19 @@ def _invariants_hold() -> Iterator[None]:
     invariants.broken.clear()
     yield
     assert not invariants.broken, f"invariants broken: {dict(invariants.broken)}"
+
+
+@pytest.fixture(autouse=True)
+def _hang_watchdog(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that hangs instead of letting it hold the whole run (tests/hangwatch.py),
+    its dump written past the output capture."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    quiet = capture.global_and_fixture_disabled if capture is not None else None
+    name = getattr(request.node, "originalname", request.node.name)
+    dog = Watchdog(HANG_S, request.node.nodeid, name, **({"quiet": quiet} if quiet else {}))
+    dog.start()
+    yield
+    dog.stop()
 
 
 @pytest.fixture

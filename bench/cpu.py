@@ -141,16 +141,23 @@ def ingest_once(kind: str, keys: bool, rate: float, seconds: float,
 
 
 def ingest_rows(args: argparse.Namespace) -> list[dict]:
+    """The floor's and the node's runs alternate (floor, node, floor, ...), so a drift of
+    the machine's speed during the row weighs on both alike; each pair's ratio is printed
+    beside the ratio of the medians."""
     rows = []
     for keys in (False, True):
-        got = {}
-        for kind in ("floor", "node"):
-            runs = [ingest_once(kind, keys, args.rate, args.seconds) for _ in range(args.runs)]
-            got[kind] = median_run(runs, "cpu_ms")
+        runs: dict[str, list[dict]] = {"floor": [], "node": []}
+        for _ in range(args.runs):
+            for kind in ("floor", "node"):
+                runs[kind].append(ingest_once(kind, keys, args.rate, args.seconds))
+        got = {kind: median_run(runs[kind], "cpu_ms") for kind in runs}
+        for kind in runs:
             print(f"  ingest {kind} keys={keys}:", json.dumps(got[kind]), flush=True)
+        pairs = ", ".join(f"{n['cpu_ms'] / f['cpu_ms']:.2f}x"
+                          for f, n in zip(runs["floor"], runs["node"], strict=True))  # fmt: skip
         rows.append(row(f"ingest, 2 KB GitHub payload, {'with' if keys else 'no'} "
                         "Idempotency-Keys", "durable floor", got["node"], got["floor"],
-                        "ingest", "publish"))  # fmt: skip
+                        "ingest", "publish", f"(each pair: {pairs})"))  # fmt: skip
     if args.profile:
         ingest_once("node", False, args.rate, args.seconds, args.profile / "cpu_ingest.txt")
     return rows

@@ -9,6 +9,7 @@ import itertools
 import os
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -20,8 +21,8 @@ from regionsync.core import invariants
 
 _db_numbers = itertools.count(1)
 
-# a test (its fixtures included) still running after this long is failed with a dump of
-# its asyncio tasks and threads; the slowest tests take a few minutes on a loaded machine
+# a test still running this long after its setup began is failed with a dump of its
+# asyncio tasks and threads (far above the slowest test's time on a loaded machine)
 HANG_S = 600.0
 
 # invariant checks raise in the tests, also in the node processes some tests start
@@ -43,9 +44,9 @@ def _hang_watchdog(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails a test that hangs instead of letting it hold the whole run (tests/hangwatch.py),
     its dump written past the output capture."""
     capture = request.config.pluginmanager.getplugin("capturemanager")
-    quiet = capture.global_and_fixture_disabled if capture is not None else None
+    quiet = capture.global_and_fixture_disabled if capture is not None else nullcontext
     name = getattr(request.node, "originalname", request.node.name)
-    dog = Watchdog(HANG_S, request.node.nodeid, name, **({"quiet": quiet} if quiet else {}))
+    dog = Watchdog(HANG_S, request.node.nodeid, name, quiet=quiet)
     dog.start()
     yield
     dog.stop()

@@ -22,8 +22,10 @@ from regionsync.core import invariants
 _db_numbers = itertools.count(1)
 
 # a test still running this long after its setup began is failed with a dump of its
-# asyncio tasks and threads (far above the slowest test's time on a loaded machine)
+# asyncio tasks and threads (far above the slowest test's time on a loaded machine); one
+# that its cancellation does not end, this much later, ends the run
 HANG_S = 600.0
+HANG_EXIT_S = 120.0
 
 # invariant checks raise in the tests, also in the node processes some tests start
 os.environ["REGIONSYNC_INVARIANTS"] = "raise"
@@ -41,15 +43,17 @@ def _invariants_hold() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _hang_watchdog(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fails a test that hangs instead of letting it hold the whole run (tests/hangwatch.py),
-    its dump written past the output capture."""
+    """A test that hangs is dumped (past the output capture) and failed, or the run ended
+    ``HANG_EXIT_S`` later, instead of holding the whole run (tests/hangwatch.py)."""
     capture = request.config.pluginmanager.getplugin("capturemanager")
     quiet = capture.global_and_fixture_disabled if capture is not None else nullcontext
     name = getattr(request.node, "originalname", request.node.name)
-    dog = Watchdog(HANG_S, request.node.nodeid, name, quiet=quiet)
+    dog = Watchdog(HANG_S, request.node.nodeid, name, quiet=quiet, exit_after_s=HANG_EXIT_S)
     dog.start()
     yield
     dog.stop()
+    if dog.fired.is_set():  # also when the test caught the cancellation and passed
+        pytest.fail(f"still running after {HANG_S:g} s: the hang watchdog's dump is above")
 
 
 @pytest.fixture

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from hangwatch import Watchdog, await_chain
+from hangwatch import Watchdog, _tasks, await_chain
 
 
 async def _inner(gate: asyncio.Event) -> None:
@@ -71,3 +74,26 @@ def test_await_chain_ends_with_the_awaited_future() -> None:
         coro.close()
     finally:
         loop.close()
+
+
+async def test_every_live_task_is_found() -> None:
+    """The task registries read are this Python's (they moved in 3.12)."""
+    assert asyncio.current_task() in _tasks()
+
+
+def test_a_hang_no_cancellation_ends_ends_the_process() -> None:
+    """A synchronous hang: dumped, then, ``exit_after_s`` later, dumped again and the
+    process ended with status 70."""
+    script = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from hangwatch import Watchdog\n"
+        "Watchdog(0.2, 'tests/x.py::sleeps', 'sleeps', exit_after_s=0.3).start()\n"
+        "time.sleep(30)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=25)  # fmt: skip
+    assert done.returncode == 70, done.stderr
+    assert "tests/x.py::sleeps still running after 0.2 s" in done.stderr
+    assert "not ended by its cancellation; ending the run" in done.stderr
+    assert "line 5 in <module>" in done.stderr  # the main thread's stack: the sleep

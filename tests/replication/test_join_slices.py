@@ -129,11 +129,12 @@ async def test_a_tree_dropped_while_it_is_built_is_built_again(net, started, mon
 
 
 async def test_a_wait_for_a_catch_up_dropped_before_it_ran_ends(net, started, monkeypatch) -> None:
-    """A repair pass waits for a large commit's catch-up (``_current``) and the tree is
-    dropped before that catch-up ever ran: its cancellation never runs its ``finally``,
-    so the wait must end by the drop itself (it hung forever)."""
+    """A repair pass asks for the tree while a large commit's catch-up is due, and the
+    tree is dropped before that catch-up ever ran: its cancellation never runs its
+    ``finally``, so the drop itself must end the wait (the pass waited forever), and the
+    pass gets a tree built again, not the dropped one (which no commit updates)."""
     (a,) = await start(started, make_node(net, "a", []))
-    tree = await a.anti_entropy.state_tree()
+    dropped = await a.anti_entropy.state_tree()
     monkeypatch.setattr(antientropy, "_SYNC_ITEMS", 50)
     changed = a.catalog.apply({f"e/ep{i:04d}/url": lww(f"https://x/{i}") for i in range(600)})
     batch = WriteBatch(registry={k: v.to_bytes() for k, v in changed.items()})
@@ -141,7 +142,7 @@ async def test_a_wait_for_a_catch_up_dropped_before_it_ran_ends(net, started, mo
 
     async def repair_pass() -> object:
         await gate.wait()
-        return await a.anti_entropy._current(tree)
+        return await a.anti_entropy.state_tree()
 
     waiter = asyncio.get_running_loop().create_task(repair_pass())
     await asyncio.sleep(0)  # waiting at the gate
@@ -152,5 +153,8 @@ async def test_a_wait_for_a_catch_up_dropped_before_it_ran_ends(net, started, mo
     a.anti_entropy._on_commit(batch)
     catching_up = a.anti_entropy._catching_up
     assert catching_up is not None
-    assert await asyncio.wait_for(waiter, 5) is tree
+    tree = await asyncio.wait_for(waiter, 5)
     assert catching_up.cancelled() and not a.anti_entropy._behind
+    assert tree is not dropped and tree is a.anti_entropy.tree
+    assert a.anti_entropy.builds == 2
+    assert await tree_is_current(a)

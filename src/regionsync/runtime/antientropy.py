@@ -158,8 +158,8 @@ class AntiEntropy:
         """Drop the kept tree, built again from the store when next asked (state was
         reloaded from the store, or the replication role went to another process). A
         catch-up under way stops: its batches were the dropped tree's. A wait for it ends
-        here (``_current``): a catch-up cancelled before its first step never runs its
-        ``finally``."""
+        here (``_caught_up_all``): a catch-up cancelled before its first step never runs
+        its ``finally``."""
         self.tree = None
         self._drops += 1
         self._behind.clear()
@@ -168,12 +168,12 @@ class AntiEntropy:
             self._catching_up = None
         self._caught_up.set()
 
-    async def _current(self, tree: StateTree) -> StateTree:
-        """``tree`` once every committed batch is in it (``_catch_up``)."""
+    async def _caught_up_all(self) -> None:
+        """Returns once every committed batch is in the tree (``_catch_up``) or the tree
+        was dropped (``drop_tree``)."""
         while self._behind:
             self._caught_up.clear()
             await self._caught_up.wait()
-        return tree
 
     def _apply(self, tree: StateTree, batch: WriteBatch) -> None:
         tree.apply(self._changes(batch))
@@ -201,13 +201,17 @@ class AntiEntropy:
         buckets above when read: ``HashTree.flush``), so a repair pass starts at once.
         The tree is live: a pass that awaits between reads may see later commits (their
         records replicate anyway)."""
-        async with self._building:
-            while self.tree is None:
-                drops = self._drops
-                tree = await self._build()
-                if drops == self._drops:  # else dropped while built: built again
-                    self.tree = tree
-        return await self._current(self.tree)
+        while True:
+            async with self._building:
+                while self.tree is None:
+                    drops = self._drops
+                    tree = await self._build()
+                    if drops == self._drops:  # else dropped while built: built again
+                        self.tree = tree
+                tree = self.tree
+            await self._caught_up_all()
+            if tree is self.tree:  # else dropped while it caught up: built again
+                return tree
 
     async def warm(self) -> None:
         """Build the tree now (a node with peers does so at start, in the background)."""

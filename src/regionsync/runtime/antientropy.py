@@ -198,9 +198,11 @@ class AntiEntropy:
 
         Built from the store once (O(items), the first time it is asked for or by
         ``warm``), then kept up to date by every group commit (its leaves at once, the
-        buckets above when read: ``HashTree.flush``), so a repair pass starts at once.
-        The tree is live: a pass that awaits between reads may see later commits (their
-        records replicate anyway)."""
+        buckets above when read: ``HashTree.flush``), so a repair pass starts at once,
+        unless a large commit is still going into it (``_catch_up``): then it waits for
+        that, and gets a tree built again if the tree was dropped meanwhile. The tree is
+        live: a pass that awaits between reads may see later commits (their records
+        replicate anyway)."""
         while True:
             async with self._building:
                 while self.tree is None:
